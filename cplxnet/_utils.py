@@ -1,0 +1,150 @@
+"""Conventions shared by every cplxnet module: dtype resolution, factory kwargs and input checks.
+
+Every error raised here names the module (or function) and the fix, so that a user never sees a
+stack trace from deep inside torch for a mistake of theirs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import torch
+
+__all__ = [
+    "complex_dtype",
+    "real_dtype",
+    "resolve_dtype",
+    "factory_kwargs",
+    "check_complex",
+    "check_last_dim",
+    "check_choice",
+    "check_mask",
+    "pack",
+    "unpack",
+]
+
+_COMPLEX_OF = {
+    torch.float16: torch.complex32,
+    torch.bfloat16: torch.complex64,
+    torch.float32: torch.complex64,
+    torch.float64: torch.complex128,
+}
+_REAL_OF = {
+    torch.complex32: torch.float16,
+    torch.complex64: torch.float32,
+    torch.complex128: torch.float64,
+}
+
+
+def complex_dtype(dtype: torch.dtype | None = None) -> torch.dtype:
+    """The complex dtype matching ``dtype`` (default: ``torch.get_default_dtype()``).
+
+    ``complex_dtype(torch.float64) is torch.complex128``; a complex dtype is returned unchanged.
+    """
+    dtype = torch.get_default_dtype() if dtype is None else dtype
+    if dtype.is_complex:
+        return dtype
+    if dtype not in _COMPLEX_OF:
+        raise TypeError(f"no complex dtype corresponds to {dtype}; use a floating-point dtype")
+    return _COMPLEX_OF[dtype]
+
+
+def real_dtype(dtype: torch.dtype | None = None) -> torch.dtype:
+    """The real dtype of the parts of ``dtype`` (``complex128 -> float64``; real dtypes unchanged)."""
+    dtype = torch.get_default_dtype() if dtype is None else dtype
+    return _REAL_OF.get(dtype, dtype)
+
+
+def resolve_dtype(
+    dtype: torch.dtype | None, owner: str, allow_real: bool = False
+) -> torch.dtype:
+    """Resolve a module's ``dtype=`` argument.
+
+    ``None`` gives the complex dtype of ``torch.get_default_dtype()``. A real floating dtype is
+    accepted only by modules that also run real-valued (``allow_real=True``: attention, the
+    Transformer, normalisation used by real twins); elsewhere it is an error naming ``owner``.
+    """
+    if dtype is None:
+        return complex_dtype()
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"{owner}: dtype must be a torch.dtype, got {dtype!r}")
+    if dtype.is_complex:
+        return dtype
+    if allow_real and dtype.is_floating_point:
+        return dtype
+    if allow_real:
+        raise TypeError(f"{owner}: dtype must be a floating or complex dtype, got {dtype}")
+    raise TypeError(
+        f"{owner}: dtype must be complex (torch.complex64 or torch.complex128), got {dtype}. "
+        f"Pass dtype=None to use {complex_dtype()} (the complex type of the default dtype)."
+    )
+
+
+def factory_kwargs(
+    device: torch.device | str | None, dtype: torch.dtype | None, owner: str, allow_real: bool = False
+) -> dict:
+    """``{"device": device, "dtype": resolved dtype}`` for creating parameters and buffers."""
+    return {"device": device, "dtype": resolve_dtype(dtype, owner, allow_real)}
+
+
+def check_complex(x: torch.Tensor, owner: str, name: str = "input") -> None:
+    """Raise a TypeError naming ``owner`` unless ``x`` is a complex tensor."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{owner}: {name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_complex():
+        raise TypeError(
+            f"{owner}: {name} must be a complex tensor (torch.complex64/complex128), got {x.dtype}. "
+            "Convert real data with torch.complex(x, torch.zeros_like(x)) or x.to(torch.cfloat)."
+        )
+
+
+def check_last_dim(x: torch.Tensor, size: int, owner: str, name: str = "input") -> None:
+    """Raise a ValueError naming ``owner`` unless ``x.shape[-1] == size``."""
+    if x.dim() == 0 or x.shape[-1] != size:
+        raise ValueError(
+            f"{owner}: expected {name} with last dimension {size}, got shape {tuple(x.shape)}"
+        )
+
+
+def check_choice(value: str, choices: Iterable[str], owner: str, what: str = "mode") -> str:
+    """Return ``value`` if it is one of ``choices``; otherwise a ValueError listing them."""
+    choices = tuple(choices)
+    if value not in choices:
+        raise ValueError(
+            f"{owner}: unknown {what} {value!r}; valid {what}s are {', '.join(map(repr, choices))}"
+        )
+    return value
+
+
+def check_mask(
+    mask: torch.Tensor | None, shape: Sequence[int], owner: str, name: str = "mask"
+) -> None:
+    """Check a boolean padding mask ``(B, L)`` (True = keep) against the expected ``shape``."""
+    if mask is None:
+        return
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise TypeError(f"{owner}: {name} must be a torch.bool tensor, got {got}")
+    if tuple(mask.shape) != tuple(shape):
+        raise ValueError(
+            f"{owner}: {name} must have shape {tuple(shape)}, got {tuple(mask.shape)}"
+        )
+
+
+def pack(x: torch.Tensor) -> torch.Tensor:
+    """Zero-copy real view of a complex tensor: ``(..., D)`` complex -> ``(..., 2D)`` real.
+
+    The features are interleaved ``[re0, im0, re1, im1, ...]``, so for complex ``a, b`` the plain
+    real dot product ``pack(a) @ pack(b)`` equals ``Re(a . conj(b))`` = ``Re(a b^H)``. Real
+    tensors are returned unchanged, which lets one code path serve complex and real models.
+    """
+    if not x.is_complex():
+        return x
+    return torch.view_as_real(x).flatten(-2)
+
+
+def unpack(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`pack`: back to complex if ``like`` is complex, else unchanged."""
+    if not like.is_complex():
+        return x
+    return torch.view_as_complex(x.unflatten(-1, (-1, 2)).contiguous())

@@ -1,0 +1,87 @@
+"""The one contract through which every positional encoding acts.
+
+An encoding declares in ``acts_on`` the sites where it acts, and overrides the hook of each site.
+Models and attention call every hook unconditionally (the defaults are no-ops), so no code anywhere
+branches on an encoding's name.
+
+Sites and hooks (shapes: B batch, L length, D model width, H heads, Dh head width):
+
+========== ============================================ =========================================
+site       hook                                         meaning
+========== ============================================ =========================================
+"token"    ``embed(ids) -> (B, L, D)``                   replaces the word embedding (complex-order,
+                                                        complex-vanilla)
+"input"    ``encode_input(x) -> (B, L, D)``              acts on the token embeddings: ``x + p``
+                                                        (trainable, sinusoidal, floater,
+                                                        hierarchical) or ``x * p`` (multiplicative)
+"layer"    ``layer_input(x, layer, num_layers)``         acts on the input of Transformer layer
+                                                        ``layer`` (DeBERTa's enhanced mask decoder)
+"qk"       ``rotate(q, k, v) -> (q, k, v)``              acts on queries/keys/values, (B, H, L, Dh)
+                                                        (rotary)
+"logits"   ``logits_bias(q, k) -> (B|1, H|1, Lq, Lk)``   adds to the attention logits after
+                                                        scaling; ``q``, ``k`` arrive packed real
+                                                        (:func:`cplxnet._utils.pack`) so one
+                                                        implementation serves complex and real
+                                                        attention (t5, shaw, xl, deberta)
+"values"   ``value_term(weights) -> (B, H, Lq, Dv)``     adds ``sum_j a_ij R_ij`` to the attention
+                                                        output (packed real), given the attention
+                                                        weights (shaw)
+========== ============================================ =========================================
+
+``logit_scale`` multiplies the kernel's content-score scale ``1/sqrt(Dh)`` (DeBERTa uses
+``1/sqrt(3 Dh)`` for all three of its terms, so it sets ``1/sqrt(3)``).
+
+One encoding instance serves every layer of a model (shared parameters, as T5's bias table,
+Transformer-XL's u and v, DeBERTa's relative table); the model owns it and passes it to the
+attention call (``MultiheadAttention.forward(..., encoding=enc)``), so it appears once in the
+state_dict. Padding is at the end of each sequence: positions are ``0 .. L-1``.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+__all__ = ["PositionalEncoding", "SITES"]
+
+SITES = ("token", "input", "layer", "qk", "logits", "values")
+
+
+class PositionalEncoding(nn.Module):
+    """Base class of every encoding; subclasses set ``name``, ``acts_on`` and override hooks."""
+
+    name: ClassVar[str] = ""
+    acts_on: ClassVar[frozenset[str]] = frozenset()
+    logit_scale: float = 1.0
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError(f"encoding {self.name!r} does not replace the word embedding")
+
+    def encode_input(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, D) -> (B, L, D)
+        return x
+
+    def layer_input(self, x: torch.Tensor, layer: int, num_layers: int) -> torch.Tensor:
+        return x
+
+    def rotate(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return q, k, v
+
+    def logits_bias(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | None:
+        return None
+
+    def value_term(self, weights: torch.Tensor) -> torch.Tensor | None:
+        return None
+
+    @property
+    def has_value_term(self) -> bool:
+        return "values" in self.acts_on
+
+    def forward(self, *args, **kwargs):  # pragma: no cover - encodings are used through hooks
+        raise TypeError(
+            f"encoding {self.name!r} is applied through its hooks (embed, encode_input, rotate, "
+            "logits_bias, value_term), not called directly"
+        )

@@ -1,0 +1,3 @@
+"""Functional forms of every cplxnet layer; the modules in :mod:`cplxnet.nn` delegate here."""
+
+from .linear import *  # noqa: F403

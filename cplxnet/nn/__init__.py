@@ -1,0 +1,3 @@
+"""Complex-valued layers with torch.nn conventions (factory kwargs, reset_parameters, extra_repr)."""
+
+from .linear import *  # noqa: F403
