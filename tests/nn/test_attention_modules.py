@@ -1,0 +1,320 @@
+"""MultiheadAttention: real twin vs torch, complex reductions, padding, encoding hooks, errors."""
+
+import math
+
+import pytest
+import torch
+from torch.func import functional_call
+
+import cplxnet.nn as cnn
+from cplxnet._utils import pack
+from cplxnet.encodings.base import PositionalEncoding
+
+D, H, B, L = 8, 2, 3, 5
+
+
+def _padding(b=B, length=L):
+    pad = torch.zeros(b, length, dtype=torch.bool)
+    pad[0, length - 2 :] = True
+    pad[2, length - 1 :] = True
+    return pad
+
+
+# ---------------------------------------------------------------------------------------------
+# test-only encodings exercising each hook of the contract
+# ---------------------------------------------------------------------------------------------
+
+
+class ConstBias(PositionalEncoding):
+    """Adds a fixed real table to the logits; records what the hook receives."""
+
+    name = "test-const-bias"
+    acts_on = frozenset({"logits"})
+
+    def __init__(self, table):
+        super().__init__()
+        self.table = table  # (1, H, Lq, Lk)
+        self.seen = None
+
+    def logits_bias(self, q, k):
+        self.seen = (q.dtype, tuple(q.shape), k.dtype, tuple(k.shape))
+        return self.table
+
+
+class ScaleQuery(PositionalEncoding):
+    """Rotates only by scaling q: equivalent to multiplying the logits scale."""
+
+    name = "test-scale-query"
+    acts_on = frozenset({"qk"})
+
+    def __init__(self, factor):
+        super().__init__()
+        self.factor = factor
+        self.seen = None
+
+    def rotate(self, q, k, v):
+        self.seen = (q.dtype, tuple(q.shape), tuple(k.shape), tuple(v.shape))
+        return q * self.factor, k, v
+
+
+class LogitScale(PositionalEncoding):
+    name = "test-logit-scale"
+    acts_on = frozenset()
+
+    def __init__(self, factor):
+        super().__init__()
+        self.logit_scale = factor
+
+
+class ShiftValues(PositionalEncoding):
+    """Adds r (per key position) to the values through rotate(): v_j + r_j."""
+
+    name = "test-shift-values"
+    acts_on = frozenset({"qk"})
+
+    def __init__(self, r):
+        super().__init__()
+        self.r = r  # (Lk, Dh) in the model dtype
+
+    def rotate(self, q, k, v):
+        return q, k, v + self.r
+
+
+class ValueTerm(PositionalEncoding):
+    """Adds sum_j a_ij r_j via value_term(weights): must equal ShiftValues(r)."""
+
+    name = "test-value-term"
+    acts_on = frozenset({"values"})
+
+    def __init__(self, r):
+        super().__init__()
+        self.r = r
+        self.seen = None
+
+    def value_term(self, weights):
+        self.seen = (weights.dtype, tuple(weights.shape))
+        return weights @ pack(self.r)  # (B, H, Lq, 2Dh) packed real, (.., Dh) for real
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _torch_twin(m: cnn.MultiheadAttention) -> torch.nn.MultiheadAttention:
+    t = torch.nn.MultiheadAttention(D, H, batch_first=True, dtype=m.dtype)
+    t.load_state_dict(m.state_dict())
+    return t.eval()
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_real_dtype_equals_torch_multihead_attention(bias):
+    m = cnn.MultiheadAttention(D, H, bias=bias, dtype=torch.float64).eval()
+    if bias:  # non-zero biases so that they are compared too
+        torch.nn.init.normal_(m.in_proj_bias)
+        torch.nn.init.normal_(m.out_proj.bias)
+    t = torch.nn.MultiheadAttention(D, H, bias=bias, batch_first=True, dtype=torch.float64)
+    t.load_state_dict(m.state_dict())
+    x = torch.randn(B, L, D, dtype=torch.float64, requires_grad=True)
+    pad = _padding()
+    causal = torch.ones(L, L, dtype=torch.bool).tril()
+    got = m(x, key_padding_mask=pad, attn_mask=causal)
+    # torch's bool attn_mask marks with True the pairs that may NOT attend
+    want = t(x, x, x, key_padding_mask=pad, attn_mask=~causal, need_weights=False)[0]
+    torch.testing.assert_close(got, want)
+    g1 = torch.autograd.grad(got.sum(), [x, m.in_proj_weight])
+    g2 = torch.autograd.grad(want.sum(), [x, t.in_proj_weight])
+    for a, b in zip(g1, g2):
+        torch.testing.assert_close(a, b)
+    # is_causal and a float attn_mask
+    fmask = torch.randn(L, L, dtype=torch.float64)
+    torch.testing.assert_close(
+        m(x, attn_mask=fmask), t(x, x, x, attn_mask=fmask, need_weights=False)[0]
+    )
+    torch.testing.assert_close(
+        m(x, is_causal=True), t(x, x, x, attn_mask=~causal, need_weights=False)[0]
+    )
+
+
+def test_real_dtype_cross_attention_equals_torch():
+    m = cnn.MultiheadAttention(D, H, dtype=torch.float64).eval()
+    torch.nn.init.normal_(m.in_proj_bias)
+    t = _torch_twin(m)
+    x = torch.randn(B, 4, D, dtype=torch.float64)
+    key = torch.randn(B, 6, D, dtype=torch.float64)
+    value = torch.randn(B, 6, D, dtype=torch.float64)
+    pad = _padding(length=6)
+    got = m(x, key_padding_mask=pad, key=key, value=value)
+    want = t(x, key, value, key_padding_mask=pad, need_weights=False)[0]
+    torch.testing.assert_close(got, want)
+    assert got.shape == (B, 4, D)
+    torch.testing.assert_close(m(x, key=key), t(x, key, key, need_weights=False)[0])
+
+
+def test_complex_with_zero_imaginary_parts_reduces_to_real_attention():
+    mc = cnn.MultiheadAttention(D, H, dtype=torch.complex128).eval()
+    mr = cnn.MultiheadAttention(D, H, dtype=torch.float64).eval()
+    with torch.no_grad():
+        for pc, pr in zip(mc.parameters(), mr.parameters()):
+            pr.copy_(torch.randn_like(pr))
+            pc.copy_(torch.complex(pr, torch.zeros_like(pr)))
+    x = torch.randn(B, L, D, dtype=torch.float64)
+    pad = _padding()
+    out_c = mc(x.to(torch.complex128), key_padding_mask=pad)
+    out_r = mr(x, key_padding_mask=pad)
+    torch.testing.assert_close(out_c.real, out_r)
+    assert out_c.imag.abs().max() == 0
+    torch.testing.assert_close(out_r, _torch_twin(mr)(x, x, x, key_padding_mask=pad)[0])
+
+
+def test_complex_mha_matches_explicit_formula():
+    m = cnn.MultiheadAttention(D, H, dtype=torch.complex128).eval()
+    with torch.no_grad():
+        m.in_proj_bias.normal_()
+    x = torch.randn(B, L, D, dtype=torch.complex128)
+    y = x @ m.in_proj_weight.T + m.in_proj_bias
+    q, k, v = (t.reshape(B, L, H, D // H).transpose(1, 2) for t in y.chunk(3, -1))
+    logits = (q @ k.conj().transpose(-2, -1)).real / math.sqrt(D // H)
+    out = torch.softmax(logits, -1).to(v.dtype) @ v
+    out = out.transpose(1, 2).reshape(B, L, D) @ m.out_proj.weight.T + m.out_proj.bias
+    torch.testing.assert_close(m(x), out)
+
+
+@pytest.mark.parametrize("score", ["real", "modulus"])
+def test_gradcheck_complex128_eval(score):
+    m = cnn.MultiheadAttention(4, 2, score=score, dtype=torch.complex128).eval()
+    params = dict(m.named_parameters())
+    names = ["in_proj_weight", "in_proj_bias", "out_proj.weight"]
+    x = torch.randn(2, 3, 4, dtype=torch.complex128, requires_grad=True)
+    pad = torch.tensor([[False, False, True], [False, False, False]])
+
+    def fn(x, *ps):
+        return functional_call(m, {**params, **dict(zip(names, ps))}, (x, pad))
+
+    inputs = (x, *(params[n].detach().clone().requires_grad_() for n in names))
+    assert torch.autograd.gradcheck(fn, inputs)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex128, torch.float64])
+@pytest.mark.parametrize("score", ["real", "modulus"])
+def test_padding_never_influences_real_positions(dtype, score):
+    m = cnn.MultiheadAttention(D, H, score=score, dtype=dtype).eval()
+    x = torch.randn(B, L, D, dtype=dtype)
+    pad = _padding()
+    y = x.clone()
+    y[pad] = torch.randn_like(y[pad]) * 100
+    out_x, out_y = m(x, key_padding_mask=pad), m(y, key_padding_mask=pad)
+    torch.testing.assert_close(out_x[~pad], out_y[~pad])
+    assert not torch.allclose(out_x[pad], out_y[pad])
+    # the gradient w.r.t. padded inputs of a loss over real positions is zero
+    x.requires_grad_()
+    (g,) = torch.autograd.grad(m(x, key_padding_mask=pad)[~pad].abs().sum(), x)
+    assert g[pad].abs().max() == 0 and g[~pad].abs().max() > 0
+
+
+@pytest.mark.parametrize("dtype", [torch.complex128, torch.float64])
+def test_encoding_contract(dtype):
+    m = cnn.MultiheadAttention(D, H, dtype=dtype).eval()
+    x = torch.randn(B, L, D, dtype=dtype)
+    pad = _padding()
+    Dh = D // H
+    width = 2 * Dh if dtype.is_complex else Dh
+    rdtype = torch.float64
+
+    # logits: a constant bias equals a float attn_mask; q, k arrive packed real
+    table = torch.randn(1, H, L, L, dtype=rdtype)
+    enc = ConstBias(table)
+    torch.testing.assert_close(
+        m(x, key_padding_mask=pad, encoding=enc), m(x, key_padding_mask=pad, attn_mask=table)
+    )
+    assert enc.seen == (rdtype, (B, H, L, width), rdtype, (B, H, L, width))
+
+    # qk: rotate receives (B, H, L, Dh) in the model dtype; scaling q == logit_scale
+    rot = ScaleQuery(1.7)
+    out_rot = m(x, key_padding_mask=pad, encoding=rot)
+    assert rot.seen == (dtype, (B, H, L, Dh), (B, H, L, Dh), (B, H, L, Dh))
+    torch.testing.assert_close(out_rot, m(x, key_padding_mask=pad, encoding=LogitScale(1.7)))
+    assert not torch.allclose(out_rot, m(x, key_padding_mask=pad))
+
+    # values: value_term(weights) adds sum_j a_ij r_j == shifting the values by r
+    r = torch.randn(L, Dh, dtype=dtype)
+    vt = ValueTerm(r)
+    out_vt = m(x, key_padding_mask=pad, encoding=vt)
+    assert vt.seen == (rdtype, (B, H, L, L))
+    torch.testing.assert_close(out_vt, m(x, key_padding_mask=pad, encoding=ShiftValues(r)))
+    # the value-term path without a term is the fused path
+    torch.testing.assert_close(
+        m(x, key_padding_mask=pad, encoding=ValueTerm(torch.zeros_like(r))),
+        m(x, key_padding_mask=pad),
+    )
+
+    # the encoding is not registered in the attention's state_dict
+    assert set(m.state_dict()) == {
+        "in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"
+    }
+
+
+def test_value_term_path_uses_padding_and_dropout():
+    m = cnn.MultiheadAttention(D, H, dropout=0.5, dtype=torch.complex128)
+    x = torch.randn(B, L, D, dtype=torch.complex128)
+    pad = _padding()
+    vt = ValueTerm(torch.zeros(L, D // H, dtype=torch.complex128))
+    m.train()
+    assert not torch.allclose(m(x, pad, encoding=vt), m(x, pad, encoding=vt))
+    m.eval()
+    y = x.clone()
+    y[pad] = 50.0
+    torch.testing.assert_close(m(x, pad, encoding=vt)[~pad], m(y, pad, encoding=vt)[~pad])
+
+
+def test_dropout_train_vs_eval():
+    m = cnn.MultiheadAttention(D, H, dropout=0.5)
+    x = torch.randn(B, L, D, dtype=torch.complex64)
+    assert not torch.allclose(m(x), m(x))
+    m.eval()
+    torch.testing.assert_close(m(x), m(x))
+
+
+def test_defaults_init_and_repr():
+    m = cnn.MultiheadAttention(64, 4)
+    assert m.in_proj_weight.dtype == torch.complex64 and m.out_proj.weight.dtype == torch.complex64
+    assert isinstance(m.out_proj, cnn.Linear)
+    # complex Glorot per (D, D) block: E|w|^2 = 2 / (D + D)
+    for block in m.in_proj_weight.detach().chunk(3):
+        assert abs(block.abs().pow(2).mean().item() * 64 - 1.0) < 0.1
+    assert (m.in_proj_bias == 0).all()
+    assert "score='real'" in repr(m) and "num_heads=4" in repr(m)
+    mr = cnn.MultiheadAttention(64, 4, dtype=torch.float32)
+    assert isinstance(mr.out_proj, torch.nn.Linear) and mr.in_proj_weight.dtype == torch.float32
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert cnn.MultiheadAttention(8, 2).in_proj_weight.dtype == torch.complex128
+    finally:
+        torch.set_default_dtype(old)
+
+
+def test_errors():
+    m = cnn.MultiheadAttention(D, H)
+    x = torch.randn(B, L, D, dtype=torch.complex64)
+    with pytest.raises(ValueError, match=r"embed_dim \(10\) must be a positive multiple"):
+        cnn.MultiheadAttention(10, 3)
+    with pytest.raises(ValueError, match="unknown score 'dot'; valid scores are"):
+        cnn.MultiheadAttention(D, H, score="dot")
+    with pytest.raises(TypeError, match="dtype must be a floating or complex"):
+        cnn.MultiheadAttention(D, H, dtype=torch.int64)
+    with pytest.raises(TypeError, match=r"x has dtype torch.float32 but this complex layer"):
+        m(x.real)
+    with pytest.raises(ValueError, match=r"expected x of shape \(B, L, 8\), got \(3, 5, 4\)"):
+        m(x[..., :4])
+    with pytest.raises(TypeError, match="key_padding_mask must be a torch.bool"):
+        m(x, key_padding_mask=torch.zeros(B, L))
+    with pytest.raises(ValueError, match=r"key_padding_mask must have shape \(3, 5\)"):
+        m(x, key_padding_mask=torch.zeros(B, L + 1, dtype=torch.bool))
+    with pytest.raises(ValueError, match="value was given without key"):
+        m(x, value=x)
+    with pytest.raises(TypeError, match="encoding must be a cplxnet.encodings.base"):
+        m(x, encoding=object())
+    with pytest.raises(TypeError, match="attn_mask must be bool"):
+        m(x, attn_mask=torch.ones(L, L, dtype=torch.int32))
+    with pytest.raises(ValueError, match="does not broadcast"):
+        m(x, attn_mask=torch.ones(L, L + 1, dtype=torch.bool))
+
