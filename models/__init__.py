@@ -1,0 +1,66 @@
+"""Text classifiers built from cplxnet's public API: FastText, Kim CNN, (bi)LSTM, Transformer,
+each complex or real.
+
+>>> from models import make_config, build_model
+>>> model = build_model(make_config("transformer", vocab_size=1000, num_classes=6,
+...                                 encoding="complex-order"))
+>>> logits = model(ids, padding_mask)  # (B, L) long, (B, L) bool True = padding -> (B, 6)
+
+``complex=False`` builds the real twin (same code, real layers); :func:`real_twin` doubles the
+widths for the equal-FLOP twin. See :mod:`models.config` for the width convention.
+"""
+
+from .build import MODEL_CLASSES, build_model
+from .cnn import CNN
+from .common import (
+    NumberField,
+    ParameterCount,
+    TextClassifier,
+    TokenEmbedding,
+    count_parameters,
+    sparse_parameters,
+)
+from .config import (
+    CONFIG_CLASSES,
+    FAMILIES,
+    PRESETS,
+    CNNConfig,
+    FastTextConfig,
+    LSTMConfig,
+    ModelConfig,
+    TransformerConfig,
+    config_from_dict,
+    make_config,
+    preset_config,
+    real_twin,
+)
+from .fasttext import FastText
+from .lstm import LSTMClassifier
+from .transformer import TransformerClassifier
+
+__all__ = [
+    "FAMILIES",
+    "PRESETS",
+    "CONFIG_CLASSES",
+    "MODEL_CLASSES",
+    "ModelConfig",
+    "FastTextConfig",
+    "CNNConfig",
+    "LSTMConfig",
+    "TransformerConfig",
+    "make_config",
+    "config_from_dict",
+    "preset_config",
+    "real_twin",
+    "build_model",
+    "count_parameters",
+    "sparse_parameters",
+    "ParameterCount",
+    "TextClassifier",
+    "TokenEmbedding",
+    "NumberField",
+    "FastText",
+    "CNN",
+    "LSTMClassifier",
+    "TransformerClassifier",
+]

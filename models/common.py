@@ -1,0 +1,404 @@
+"""What every text classifier of the zoo shares: the number field, the embedding stage, the head.
+
+A model is ``embedding stage -> family body -> dropout -> readout -> real linear head``:
+
+* :class:`NumberField` is the one place that picks complex (cplxnet) or real (torch) layers, so a
+  real twin is the same code with real layers (``complex=False`` changes only the number field).
+* :class:`TokenEmbedding` is the shared embedding stage: the encoding's ``embed`` replaces the
+  word table when the encoding acts on the ``"token"`` site (complex-order, ...), otherwise a word
+  :class:`cplxnet.nn.Embedding` (or ``torch.nn.Embedding``) runs and ``encoding.encode_input``
+  acts on its output; then word dropout, element dropout, and padded positions set to zero (so
+  the tokens at padded positions never matter).
+* :class:`TextClassifier` owns the encoding (one instance, once in the state_dict), checks its
+  sites against the family, and ends with the complex-to-real readout and a real linear layer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import cplxnet.nn as cnn
+from cplxnet import complex_dtype, real_dtype
+from cplxnet.encodings import check_sites, create_encoding
+
+from .config import ModelConfig
+
+__all__ = [
+    "NumberField",
+    "TokenEmbedding",
+    "TextClassifier",
+    "count_parameters",
+    "sparse_parameters",
+    "ParameterCount",
+]
+
+
+class NumberField:
+    """Factory of layers over the complex numbers (cplxnet) or the reals (torch / cplxnet with a
+    real dtype). Every family builds its layers through it.
+
+    Args:
+        complex: complex layers (``True``) or real ones.
+        device: device of every parameter.
+        dtype: real or complex floating dtype (``None``: ``torch.get_default_dtype()``); a complex
+            model uses its complex type, a real model its real type.
+    """
+
+    def __init__(
+        self,
+        complex: bool,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        self.complex = bool(complex)
+        self.device = device
+        self.real_dtype = real_dtype(dtype)
+        self.dtype = complex_dtype(self.real_dtype) if self.complex else self.real_dtype
+
+    @property
+    def fk(self) -> dict[str, Any]:
+        """Factory kwargs of the field's layers."""
+        return {"device": self.device, "dtype": self.dtype}
+
+    @property
+    def real_fk(self) -> dict[str, Any]:
+        """Factory kwargs of the real layers every model has (the head)."""
+        return {"device": self.device, "dtype": self.real_dtype}
+
+    def embedding(
+        self, num_embeddings: int, embedding_dim: int, padding_idx: int | None, sparse: bool
+    ) -> nn.Module:
+        cls = cnn.Embedding if self.complex else nn.Embedding
+        return cls(num_embeddings, embedding_dim, padding_idx=padding_idx, sparse=sparse, **self.fk)
+
+    def dropout(self, p: float) -> nn.Module:
+        # cplxnet's Dropout drops whole complex entries and is ordinary dropout on real input
+        return cnn.Dropout(p) if self.complex else nn.Dropout(p)
+
+    def conv1d(self, in_channels: int, out_channels: int, kernel_size: int) -> nn.Module:
+        cls = cnn.Conv1d if self.complex else nn.Conv1d
+        return cls(in_channels, out_channels, kernel_size, **self.fk)
+
+    def activation(self, name: str, num_features: int) -> nn.Module:
+        """A cplxnet activation by name; on real input each reduces to its real form (crelu,
+        zrelu, cardioid -> ReLU; modrelu -> ``relu(|x| + b) sign(x)``; split_tanh -> tanh)."""
+        table = {
+            "crelu": lambda: cnn.CReLU(),
+            "zrelu": lambda: cnn.ZReLU(),
+            "cardioid": lambda: cnn.Cardioid(),
+            "split_tanh": lambda: cnn.SplitTanh(),
+            "modrelu": lambda: cnn.ModReLU(num_features, **self.fk),
+        }
+        if name not in table:
+            raise ValueError(
+                f"unknown activation {name!r}; valid activations are "
+                + ", ".join(map(repr, table))
+            )
+        return table[name]()
+
+    def lstm(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int,
+        bidirectional: bool,
+        dropout: float,
+        gate: str,
+    ) -> nn.Module:
+        if self.complex:
+            return cnn.LSTM(
+                input_size,
+                hidden_size,
+                num_layers=num_layers,
+                bidirectional=bidirectional,
+                dropout=dropout,
+                gate=gate,
+                batch_first=True,
+                **self.fk,
+            )
+        return RealLSTM(
+            input_size,
+            hidden_size,
+            num_layers=num_layers,
+            bidirectional=bidirectional,
+            dropout=dropout,
+            **self.fk,
+        )
+
+    def readout(self, mode: str, num_features: int) -> tuple[nn.Module, int]:
+        """Complex-to-real readout and its output width (identity for real models)."""
+        if not self.complex:
+            return nn.Identity(), num_features
+        if mode == "magnitude":
+            return cnn.Magnitude(), num_features
+        if mode == "real":
+            return cnn.RealPart(), num_features
+        if mode == "concat":
+            return cnn.ConcatRealImag(), 2 * num_features
+        raise ValueError(f"unknown readout {mode!r}; valid: 'magnitude', 'concat', 'real'")
+
+
+class RealLSTM(nn.Module):
+    """``torch.nn.LSTM`` (batch first) with the call signature of :class:`cplxnet.nn.LSTM`:
+    ``forward(x, lengths) -> (output, (h_n, c_n))``, output zero at padded steps and the final
+    states at each sequence's last real step (through ``pack_padded_sequence``)."""
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bidirectional: bool = False,
+        dropout: float = 0.0,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(
+            input_size,
+            hidden_size,
+            num_layers=num_layers,
+            bidirectional=bidirectional,
+            dropout=dropout,
+            batch_first=True,
+            device=device,
+            dtype=dtype,
+        )
+
+    def forward(
+        self, x: torch.Tensor, lengths: torch.Tensor
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        L = x.shape[1]
+        packed = nn.utils.rnn.pack_padded_sequence(
+            x, lengths.cpu(), batch_first=True, enforce_sorted=False
+        )
+        out, (h, c) = self.lstm(packed)
+        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=L)
+        return out, (h, c)
+
+
+class TokenEmbedding(nn.Module):
+    """The embedding stage shared by every family: ``(B, L)`` ids -> ``(B, L, D)`` features.
+
+    ``x = encoding.embed(ids)`` if the encoding acts on the ``"token"`` site (it replaces the word
+    table), else ``x = word(ids)``; then word dropout (whole tokens zeroed, survivors scaled by
+    ``1 / (1 - p)``), ``x = encoding.encode_input(x)`` (a no-op for encodings that do not act on
+    the ``"input"`` site), element dropout, and ``x = 0`` at padded positions.
+
+    The encoding is passed to :meth:`forward` (it is owned by the model, not by this stage).
+    """
+
+    def __init__(self, config: ModelConfig, encoding: nn.Module, field: NumberField) -> None:
+        super().__init__()
+        self.replaced = "token" in encoding.acts_on
+        self.word = (
+            None
+            if self.replaced
+            else field.embedding(
+                config.vocab_size, config.d_model, config.padding_idx, config.sparse_embeddings
+            )
+        )
+        self.word_dropout = config.word_dropout
+        self.dropout = field.dropout(config.embedding_dropout)
+
+    def forward(
+        self, ids: torch.Tensor, padding_mask: torch.Tensor, encoding: nn.Module
+    ) -> torch.Tensor:
+        x = encoding.embed(ids) if self.word is None else self.word(ids)  # (B, L, D)
+        if self.training and self.word_dropout > 0:
+            keep = torch.ones(ids.shape + (1,), device=x.device, dtype=real_dtype(x.dtype))
+            x = x * F.dropout(keep, self.word_dropout, training=True)  # (B, L, 1) token mask
+        x = encoding.encode_input(x)
+        x = self.dropout(x)
+        return x.masked_fill(padding_mask.unsqueeze(-1), 0)
+
+    def extra_repr(self) -> str:
+        return f"replaced_by_encoding={self.replaced}, word_dropout={self.word_dropout}"
+
+
+class TextClassifier(nn.Module):
+    """Base of the zoo: ``forward(ids (B, L) long, padding_mask (B, L) bool, True = padding)
+    -> logits (B, C) real``.
+
+    Subclasses set ``supported_sites`` and implement :meth:`build_body` (returns the width of
+    the pooled features) and :meth:`features` (``(B, L, D)`` embedded tokens -> ``(B, F)``
+    pooled features in the model's number field).
+    """
+
+    supported_sites: ClassVar[frozenset[str]] = frozenset({"token", "input"})
+    num_heads_for_encoding: ClassVar[int] = 1
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        *,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self.field = field = NumberField(config.complex, device, dtype)
+        self.encoding = create_encoding(
+            config.encoding,
+            d_model=config.d_model,
+            num_heads=self._encoding_heads(),
+            vocab_size=config.vocab_size,
+            max_len=config.max_len,
+            device=device,
+            dtype=field.dtype,
+            **config.encoding_options,
+        )
+        check_sites(self.encoding, self.supported_sites, type(self).__name__)
+        self.embedding = TokenEmbedding(config, self.encoding, field)
+        num_features = self.build_body(config, field)
+        self.dropout = field.dropout(config.dropout)
+        self.readout, readout_features = field.readout(config.readout, num_features)
+        self.head = nn.Linear(readout_features, config.num_classes, **field.real_fk)
+
+    # -- to implement ---------------------------------------------------------------------------
+    def _encoding_heads(self) -> int:
+        return 1
+
+    def build_body(self, config: ModelConfig, field: NumberField) -> int:
+        raise NotImplementedError
+
+    def features(self, x: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    # -- shared ---------------------------------------------------------------------------------
+    @property
+    def is_complex(self) -> bool:
+        return self.field.complex
+
+    def _check_inputs(
+        self, ids: torch.Tensor, padding_mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        owner = type(self).__name__
+        if not isinstance(ids, torch.Tensor) or ids.dtype not in (torch.int64, torch.int32):
+            got = ids.dtype if isinstance(ids, torch.Tensor) else type(ids).__name__
+            raise TypeError(f"{owner}: ids must be an int64 tensor of token ids, got {got}")
+        if ids.dim() != 2:
+            raise ValueError(f"{owner}: ids must have shape (B, L), got {tuple(ids.shape)}")
+        if ids.shape[1] > self.config.max_len:
+            raise ValueError(
+                f"{owner}: sequence length {ids.shape[1]} exceeds max_len={self.config.max_len}; "
+                "truncate the input or build the model with a larger max_len"
+            )
+        if padding_mask is None:
+            return torch.zeros(ids.shape, dtype=torch.bool, device=ids.device)
+        if not isinstance(padding_mask, torch.Tensor) or padding_mask.dtype != torch.bool:
+            got = padding_mask.dtype if isinstance(padding_mask, torch.Tensor) else type(
+                padding_mask
+            ).__name__
+            raise TypeError(f"{owner}: padding_mask must be a torch.bool tensor, got {got}")
+        if padding_mask.shape != ids.shape:
+            raise ValueError(
+                f"{owner}: padding_mask must have the shape of ids {tuple(ids.shape)}, got "
+                f"{tuple(padding_mask.shape)}"
+            )
+        return padding_mask
+
+    def forward(
+        self, ids: torch.Tensor, padding_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Logits ``(B, num_classes)`` (real) of the token ids ``(B, L)``; ``padding_mask``
+        ``(B, L)`` bool marks padding with True (at the end of each sequence; ``None``: no
+        padding)."""
+        padding_mask = self._check_inputs(ids, padding_mask)
+        x = self.embedding(ids, padding_mask, self.encoding)  # (B, L, D)
+        h = self.features(x, padding_mask)  # (B, F)
+        h = self.dropout(h)
+        return self.head(self.readout(h))  # (B, C)
+
+    @torch.no_grad()
+    def load_word_vectors(self, vectors: torch.Tensor, found: torch.Tensor | None = None) -> int:
+        """Initialise the word table from pretrained vectors; returns the rows set.
+
+        Args:
+            vectors: ``(V, D)`` real, row ``i`` the vector of token id ``i`` (``V`` =
+                ``config.vocab_size``, ``D`` = ``config.d_model``).
+            found: ``(V,)`` bool, the rows to copy (others keep their initialisation);
+                ``None``: all rows. The padding row is never set.
+
+        A real model copies the vectors. A complex word table takes them as amplitudes: entry
+        ``w`` becomes ``v * w / |w|`` (its random initial phase kept; phase 0 where ``w = 0``).
+        When the encoding replaces the word table (``"token"`` site, e.g. complex-order), the
+        encoding's ``load_word_vectors`` sets its amplitudes.
+        """
+        owner = type(self).__name__
+        V, D = self.config.vocab_size, self.config.d_model
+        if not isinstance(vectors, torch.Tensor) or vectors.is_complex() or vectors.dim() != 2:
+            raise TypeError(f"{owner}.load_word_vectors: vectors must be a real (V, D) tensor")
+        if tuple(vectors.shape) != (V, D):
+            raise ValueError(
+                f"{owner}.load_word_vectors: vectors have shape {tuple(vectors.shape)} but the "
+                f"model's word table is ({V}, {D}) (vocab_size, d_model); build the model with "
+                f"d_model={vectors.shape[1]} and the vocabulary the vectors were aligned to"
+            )
+        if found is None:
+            found = torch.ones(V, dtype=torch.bool, device=vectors.device)
+        if not isinstance(found, torch.Tensor) or found.dtype != torch.bool or found.shape != (V,):
+            raise ValueError(f"{owner}.load_word_vectors: found must be a ({V},) bool tensor")
+        found = found.clone()
+        found[self.config.padding_idx] = False
+        if self.embedding.word is None:
+            load = getattr(self.encoding, "load_word_vectors", None)
+            if load is None:
+                raise TypeError(
+                    f"{owner}.load_word_vectors: encoding {self.config.encoding!r} replaces the "
+                    "word table and has no load_word_vectors method to receive pretrained vectors"
+                )
+            load(vectors, found)
+            return int(found.sum())
+        weight = self.embedding.word.weight
+        rows = found.to(weight.device)
+        v = vectors.to(device=weight.device, dtype=real_dtype(weight.dtype))[rows]
+        if weight.is_complex():
+            w = weight[rows]
+            phase = torch.where(w == 0, torch.ones_like(w), torch.sgn(w))
+            weight[rows] = v * phase
+        else:
+            weight[rows] = v
+        return int(found.sum())
+
+
+class ParameterCount(NamedTuple):
+    """Parameter counts: complex parameters, real parameters, and the total in real numbers
+    (``total_real = 2 * complex + real``: a complex parameter holds two reals)."""
+
+    complex: int
+    real: int
+    total_real: int
+
+
+def count_parameters(model: nn.Module, trainable_only: bool = True) -> ParameterCount:
+    """Count ``model``'s (unique) parameters: complex ones, real ones, and the total in reals."""
+    n_complex = n_real = 0
+    for p in model.parameters():
+        if trainable_only and not p.requires_grad:
+            continue
+        if p.is_complex():
+            n_complex += p.numel()
+        else:
+            n_real += p.numel()
+    return ParameterCount(n_complex, n_real, 2 * n_complex + n_real)
+
+
+def sparse_parameters(model: nn.Module) -> list[nn.Parameter]:
+    """Parameters that receive sparse gradients: the weights of every embedding table built with
+    ``sparse=True`` (the word table, an encoding's tables). Train them with
+    ``torch.optim.SparseAdam`` and the rest with a dense optimiser; the two sets are disjoint."""
+    seen: set[int] = set()
+    out: list[nn.Parameter] = []
+    for module in model.modules():
+        if not getattr(module, "sparse", False):
+            continue
+        weight = getattr(module, "weight", None)
+        if isinstance(weight, nn.Parameter) and id(weight) not in seen:
+            seen.add(id(weight))
+            out.append(weight)
+    return out

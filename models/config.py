@@ -1,0 +1,393 @@
+"""Model configurations: one dataclass per family, a shared base, named presets.
+
+Every field is a plain Python value (ints, floats, strings, tuples, a dict of encoding options),
+so ``dataclasses.asdict(config)`` is JSON-serialisable and :func:`config_from_dict` rebuilds the
+same config from it (tuples may come back as JSON lists; they are normalised).
+
+Width convention
+----------------
+``d_model`` (and ``num_filters``, ``hidden_size``, ``dim_feedforward``) count the features of the
+model's number field: *complex* features for a complex model, *real* features for a real one. A
+real twin built with ``complex=False`` and the same widths therefore has about half the real
+parameters and a quarter of the multiply-adds of the complex model. The *equal-FLOP* real twin
+doubles every width (a complex ``d x d`` matrix costs ``4 d^2`` real multiplications per vector,
+exactly a real ``2d x 2d`` matrix, which however holds ``4 d^2`` reals against the complex
+matrix's ``2 d^2``); build it with :func:`real_twin` (``match="flops"``, the default there;
+``match="params"`` scales the widths by about sqrt 2 instead).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+__all__ = [
+    "ModelConfig",
+    "FastTextConfig",
+    "CNNConfig",
+    "LSTMConfig",
+    "TransformerConfig",
+    "FAMILIES",
+    "CONFIG_CLASSES",
+    "PRESETS",
+    "make_config",
+    "config_from_dict",
+    "preset_config",
+    "real_twin",
+]
+
+READOUTS = ("magnitude", "concat", "real")
+
+
+@dataclass
+class ModelConfig:
+    """Fields shared by every family.
+
+    Args:
+        vocab_size: rows of the word table (ids are ``0 .. vocab_size - 1``).
+        num_classes: number of output logits.
+        complex: complex-valued model (``True``) or its real twin (``False``); nothing else
+            changes between the two (same layers, same code path, real layers in place of
+            complex ones).
+        encoding: name of a positional encoding of :func:`cplxnet.encodings.available_encodings`
+            (``"none"``: no positional information besides what the architecture sees).
+        encoding_options: extra keyword arguments for :func:`cplxnet.encodings.create_encoding`.
+        d_model: width of the token representations (complex features for a complex model,
+            real features for a real one; see the module docstring).
+        dropout: dropout before the classifier head (and inside the family where it applies).
+        embedding_dropout: element dropout on the token representations.
+        word_dropout: probability of dropping a whole token (its vector zeroed, survivors scaled
+            by ``1 / (1 - p)``) during training.
+        padding_idx: id of the padding token (its word vector is zero and receives no gradient).
+        max_len: longest sequence the encodings must handle.
+        readout: complex-to-real readout before the real linear head of a complex model:
+            ``"magnitude"`` (``|z|``, D features), ``"concat"`` (``[Re z, Im z]``, 2D features),
+            ``"real"`` (``Re z``, D features). Ignored by real models.
+        sparse_embeddings: sparse gradients for the embedding tables (train them with
+            ``torch.optim.SparseAdam``; see :func:`models.sparse_parameters`).
+    """
+
+    family: str = field(default="", init=False)
+    vocab_size: int = 20000
+    num_classes: int = 2
+    complex: bool = True
+    encoding: str = "none"
+    encoding_options: dict[str, Any] = field(default_factory=dict)
+    d_model: int = 128
+    dropout: float = 0.5
+    embedding_dropout: float = 0.0
+    word_dropout: float = 0.0
+    padding_idx: int = 0
+    max_len: int = 512
+    readout: str = "magnitude"
+    sparse_embeddings: bool = True
+
+    def __post_init__(self) -> None:
+        name = type(self).__name__
+        for attr in ("vocab_size", "num_classes", "d_model", "max_len"):
+            value = getattr(self, attr)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name}: {attr} must be a positive int, got {value!r}")
+        if self.num_classes < 2:
+            raise ValueError(f"{name}: num_classes must be at least 2, got {self.num_classes}")
+        if not 0 <= self.padding_idx < self.vocab_size:
+            raise ValueError(
+                f"{name}: padding_idx must be in [0, vocab_size) = [0, {self.vocab_size}), "
+                f"got {self.padding_idx}"
+            )
+        for attr in ("dropout", "embedding_dropout", "word_dropout"):
+            p = getattr(self, attr)
+            if not 0.0 <= p < 1.0:
+                raise ValueError(f"{name}: {attr} must be in [0, 1), got {p!r}")
+        if self.readout not in READOUTS:
+            raise ValueError(
+                f"{name}: unknown readout {self.readout!r}; valid readouts are "
+                + ", ".join(map(repr, READOUTS))
+            )
+        if not isinstance(self.encoding, str) or not self.encoding:
+            raise ValueError(f"{name}: encoding must be a non-empty string, got {self.encoding!r}")
+        if not isinstance(self.encoding_options, dict):
+            raise TypeError(
+                f"{name}: encoding_options must be a dict, "
+                f"got {type(self.encoding_options).__name__}"
+            )
+        self.complex = bool(self.complex)
+        self.sparse_embeddings = bool(self.sparse_embeddings)
+
+    # widths scaled by real_twin(); subclasses extend
+    width_fields: ClassVar[tuple[str, ...]] = ("d_model",)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``dataclasses.asdict(self)`` (it includes ``family``); see :func:`config_from_dict`."""
+        return dataclasses.asdict(self)
+
+
+def _positive_ints(values: Any, owner: str, attr: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in values)
+    except TypeError:
+        raise TypeError(f"{owner}: {attr} must be a sequence of ints, got {values!r}") from None
+    if not values or any(v <= 0 for v in values):
+        raise ValueError(f"{owner}: {attr} must be non-empty positive ints, got {values}")
+    return values
+
+
+@dataclass
+class FastTextConfig(ModelConfig):
+    """FastText (Joulin et al., "Bag of Tricks for Efficient Text Classification", EACL 2017):
+    the mean of the token vectors, then a linear classifier. No hidden layer; ``dropout`` acts on
+    the pooled vector."""
+
+    family: str = field(default="fasttext", init=False)
+    d_model: int = 100
+    dropout: float = 0.0
+
+
+@dataclass
+class CNNConfig(ModelConfig):
+    """Kim's CNN (Kim, "Convolutional Neural Networks for Sentence Classification", EMNLP 2014).
+
+    Args:
+        kernel_sizes: filter widths (one narrow convolution per width).
+        num_filters: output channels of each convolution.
+        activation: complex activation after the convolutions (``"crelu"``, ``"modrelu"``,
+            ``"zrelu"``, ``"cardioid"``, ``"split_tanh"``); real twins apply the same function to
+            real numbers (``crelu``/``zrelu``/``cardioid`` -> ReLU, ``modrelu`` -> its real form,
+            ``split_tanh`` -> tanh).
+    """
+
+    family: str = field(default="cnn", init=False)
+    width_fields: ClassVar[tuple[str, ...]] = ("d_model", "num_filters")
+    d_model: int = 300
+    kernel_sizes: tuple[int, ...] = (3, 4, 5)
+    num_filters: int = 100
+    activation: str = "crelu"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.kernel_sizes = _positive_ints(self.kernel_sizes, type(self).__name__, "kernel_sizes")
+        if self.num_filters <= 0:
+            raise ValueError(f"CNNConfig: num_filters must be positive, got {self.num_filters}")
+
+
+@dataclass
+class LSTMConfig(ModelConfig):
+    """(Bi)LSTM classifier over variable-length sequences.
+
+    Args:
+        hidden_size: hidden features per direction (``None``: ``d_model``).
+        num_layers: stacked LSTM layers.
+        bidirectional: run a second LSTM right to left and concatenate.
+        pooling: ``"final"`` (last state of each direction, honouring the lengths), ``"mean"``
+            (masked mean of the outputs) or ``"max"`` (masked max; by magnitude for complex).
+        gate: complex LSTM gate nonlinearity (``"split"``: sigmoid/tanh on real and imaginary
+            parts, bounded; ``"analytic"``: torch's complex sigmoid/tanh). Ignored by real models.
+    """
+
+    family: str = field(default="lstm", init=False)
+    width_fields: ClassVar[tuple[str, ...]] = ("d_model", "hidden_size")
+    d_model: int = 128
+    hidden_size: int | None = None
+    num_layers: int = 1
+    bidirectional: bool = True
+    pooling: str = "final"
+    gate: str = "split"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.hidden_size is None:
+            self.hidden_size = self.d_model
+        if self.hidden_size <= 0 or self.num_layers <= 0:
+            raise ValueError("LSTMConfig: hidden_size and num_layers must be positive")
+        if self.pooling not in ("final", "mean", "max"):
+            raise ValueError(
+                f"LSTMConfig: unknown pooling {self.pooling!r}; valid: 'final', 'mean', 'max'"
+            )
+        if self.gate not in ("split", "analytic"):
+            raise ValueError(f"LSTMConfig: unknown gate {self.gate!r}; valid: 'split', 'analytic'")
+        self.bidirectional = bool(self.bidirectional)
+
+
+@dataclass
+class TransformerConfig(ModelConfig):
+    """Transformer encoder classifier (Vaswani et al., 2017), defaults of the Complex Order
+    paper's classifier (Wang et al., ICLR 2020): 1 layer, d = 256, feed-forward 512, 8 heads.
+
+    Args:
+        num_layers, num_heads, dim_feedforward: encoder shape (``d_model`` divisible by
+            ``num_heads``).
+        attention_dropout: dropout on the attention weights.
+        activation: feed-forward activation, as accepted by
+            :class:`cplxnet.nn.TransformerEncoderLayer`.
+        norm_first: pre-norm (``True``) or post-norm layers.
+        norm: layer-norm mode of complex models (``"split"`` or ``"whiten"``; see
+            :class:`cplxnet.nn.LayerNorm`); real models use the ordinary layer norm.
+    """
+
+    family: str = field(default="transformer", init=False)
+    width_fields: ClassVar[tuple[str, ...]] = ("d_model", "dim_feedforward")
+    d_model: int = 256
+    num_layers: int = 1
+    num_heads: int = 8
+    dim_feedforward: int = 512
+    dropout: float = 0.1
+    attention_dropout: float = 0.1
+    activation: str = "crelu"
+    norm_first: bool = True
+    norm: str = "split"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.num_layers <= 0 or self.num_heads <= 0 or self.dim_feedforward <= 0:
+            raise ValueError(
+                "TransformerConfig: num_layers, num_heads and dim_feedforward must be positive"
+            )
+        if self.d_model % self.num_heads:
+            raise ValueError(
+                f"TransformerConfig: d_model={self.d_model} is not divisible by "
+                f"num_heads={self.num_heads}"
+            )
+        if not 0.0 <= self.attention_dropout < 1.0:
+            raise ValueError("TransformerConfig: attention_dropout must be in [0, 1)")
+        if self.norm not in ("split", "whiten"):
+            raise ValueError(
+                f"TransformerConfig: unknown norm {self.norm!r}; valid: 'split', 'whiten'"
+            )
+        self.norm_first = bool(self.norm_first)
+
+
+CONFIG_CLASSES: dict[str, type[ModelConfig]] = {
+    cls.family: cls for cls in (FastTextConfig, CNNConfig, LSTMConfig, TransformerConfig)
+}
+FAMILIES: tuple[str, ...] = tuple(CONFIG_CLASSES)
+
+
+def _config_class(family: str) -> type[ModelConfig]:
+    if family not in CONFIG_CLASSES:
+        raise ValueError(
+            f"unknown model family {family!r}; valid families are "
+            + ", ".join(map(repr, FAMILIES))
+        )
+    return CONFIG_CLASSES[family]
+
+
+def make_config(family: str, **fields: Any) -> ModelConfig:
+    """The config of ``family`` (one of :data:`FAMILIES`) with ``fields`` overriding defaults.
+
+    ``fields`` may contain ``family`` (ignored if it matches). Unknown fields are an error that
+    lists the valid ones.
+    """
+    cls = _config_class(family)
+    given = fields.pop("family", family)
+    if given != family:
+        raise ValueError(f"make_config: family {family!r} given with family={given!r} in fields")
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(fields) - names)
+    if unknown:
+        raise TypeError(
+            f"{cls.__name__}: unknown field(s) {', '.join(unknown)}; valid fields are "
+            + ", ".join(sorted(names))
+        )
+    return cls(**fields)
+
+
+def config_from_dict(d: dict[str, Any]) -> ModelConfig:
+    """Rebuild a config from ``dataclasses.asdict(config)`` (which holds ``family``), e.g. after
+    a JSON round trip: ``config_from_dict(json.loads(json.dumps(asdict(c)))) == c``."""
+    if not isinstance(d, dict) or "family" not in d:
+        raise ValueError(
+            "config_from_dict: expected a dict with a 'family' key, as dataclasses.asdict(config) "
+            "gives"
+        )
+    d = dict(d)
+    return make_config(d.pop("family"), **d)
+
+
+def real_twin(config: ModelConfig, *, match: str = "flops") -> ModelConfig:
+    """The real twin of a complex ``config``: ``complex=False``, every other field kept except
+    the widths in ``config.width_fields`` (``d_model`` and the family's hidden widths), scaled by
+    ``match``:
+
+    * ``"flops"`` (x2): the same real multiply-adds in every dense layer (a complex
+      ``m x n`` matrix costs ``4mn`` real multiplications, as a real ``2m x 2n`` one) and the same
+      embedding parameters (``V x 2D`` reals), but twice the dense-layer parameters;
+    * ``"params"`` (x sqrt 2, rounded to even and, for the Transformer, to a multiple of
+      ``num_heads``): about the same number of real parameters in the dense layers;
+    * ``"width"`` (x1): the same widths (about half the parameters, a quarter of the FLOPs).
+
+    Calling it on a real config returns an unchanged copy.
+    """
+    factors = {"flops": 2.0, "params": 2.0**0.5, "width": 1.0}
+    if match not in factors:
+        raise ValueError(
+            f"real_twin: unknown match {match!r}; valid: " + ", ".join(map(repr, factors))
+        )
+    if not config.complex:
+        return dataclasses.replace(config)
+    step = 2 * getattr(config, "num_heads", 1)
+    changes: dict[str, Any] = {"complex": False}
+    for name in config.width_fields:
+        width = getattr(config, name) * factors[match]
+        if match == "params":
+            width = max(step, step * round(width / step)) if name == "d_model" else round(width)
+        changes[name] = int(width)
+    return dataclasses.replace(config, **changes)
+
+
+# Named presets: family plus field overrides. Any field can still be overridden by the caller.
+PRESETS: dict[str, dict[str, Any]] = {
+    # fast default of `cplxnet train` with no arguments (MR in a few minutes on 2 CPU cores)
+    "default": {"family": "cnn", "d_model": 128, "num_filters": 64, "kernel_sizes": (3, 4, 5)},
+    # Kim (2014) CNN as used by the Complex Order paper's CNN baseline
+    "paper-cnn": {
+        "family": "cnn",
+        "d_model": 300,
+        "kernel_sizes": (3, 4, 5),
+        "num_filters": 100,
+        "dropout": 0.5,
+        "encoding": "complex-order",
+    },
+    # the Complex Order paper's Transformer classifier: 1 layer, d = 256, ffn 512, 8 heads
+    "paper-transformer": {
+        "family": "transformer",
+        "d_model": 256,
+        "num_layers": 1,
+        "num_heads": 8,
+        "dim_feedforward": 512,
+        "encoding": "complex-order",
+    },
+    # the paper's (bi)LSTM baseline shape
+    "paper-lstm": {
+        "family": "lstm",
+        "d_model": 300,
+        "hidden_size": 128,
+        "bidirectional": True,
+        "encoding": "complex-order",
+    },
+    "fasttext": {"family": "fasttext", "d_model": 100},
+    "transformer-small": {
+        "family": "transformer",
+        "d_model": 128,
+        "num_layers": 1,
+        "num_heads": 8,
+        "dim_feedforward": 512,
+    },
+}
+
+
+def preset_config(name: str, **overrides: Any) -> ModelConfig:
+    """The config of preset ``name`` (a key of :data:`PRESETS`) with ``overrides`` applied."""
+    if name not in PRESETS:
+        raise ValueError(
+            f"unknown preset {name!r}; valid presets are " + ", ".join(map(repr, PRESETS))
+        )
+    fields = dict(PRESETS[name])
+    family = fields.pop("family")
+    if "family" in overrides and overrides["family"] != family:
+        raise ValueError(
+            f"preset {name!r} is a {family!r} model; drop family= or pick another preset"
+        )
+    overrides.pop("family", None)
+    fields.update(overrides)
+    return make_config(family, **fields)
