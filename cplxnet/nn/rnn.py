@@ -1,0 +1,478 @@
+r"""Complex recurrent layers: LSTM, GRU, UnitaryRNNCell and UnitaryRNN.
+
+The LSTM and GRU keep torch's parameter names (``weight_ih_l0``, ``weight_hh_l0``,
+``bias_ih_l0``, ``bias_hh_l0``, ``_reverse`` suffix for the backward direction), all complex,
+so state_dicts look like those of ``torch.nn.LSTM(dtype=torch.cfloat)``. The math, the two gate
+families and the derivation of the fused split-gate path are in :mod:`cplxnet.functional.rnn`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .. import functional as CF
+from .. import init as cinit
+from .._utils import check_choice, check_complex, check_last_dim, factory_kwargs, real_dtype
+from ..functional.rnn import GATES, lengths_from_padding_mask
+
+__all__ = ["LSTM", "GRU", "UnitaryRNNCell", "UnitaryRNN"]
+
+
+def _split_lengths_hx(lengths, hx):
+    """Accept ``forward(x, hx)`` (torch style) as well as ``forward(x, lengths)``.
+
+    A tuple/list or a complex tensor in the ``lengths`` slot is the initial state.
+    """
+    if isinstance(lengths, (tuple, list)) or (
+        isinstance(lengths, torch.Tensor) and lengths.is_complex()
+    ):
+        if hx is not None:
+            raise TypeError("got two initial states; pass lengths= and hx= by keyword")
+        return None, lengths
+    return lengths, hx
+
+
+def _resolve_lengths(owner, x, lengths, padding_mask, batch_first):
+    if padding_mask is None:
+        return lengths
+    if lengths is not None:
+        raise ValueError(f"{owner}: pass either lengths or padding_mask, not both")
+    lengths = lengths_from_padding_mask(padding_mask, owner)
+    batch, steps = (x.shape[0], x.shape[1]) if batch_first else (x.shape[1], x.shape[0])
+    if x.dim() == 3 and tuple(padding_mask.shape) != (batch, steps):
+        raise ValueError(
+            f"{owner}: padding_mask must have shape (batch, seq) = ({batch}, {steps}), got "
+            f"{tuple(padding_mask.shape)}"
+        )
+    return lengths
+
+
+class _FusedRNNBase(nn.Module):
+    """Shared parameters and forward of :class:`LSTM` and :class:`GRU`."""
+
+    _kind = "lstm"
+    _gates = 4
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = True,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        gate: str = "split",
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        owner = type(self).__name__
+        fk = factory_kwargs(device, dtype, owner)
+        super().__init__()
+        check_choice(gate, GATES, owner, "gate")
+        for name, value in (("input_size", input_size), ("hidden_size", hidden_size)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{owner}: {name} must be a positive integer, got {value!r}")
+        if not isinstance(num_layers, int) or num_layers < 1:
+            raise ValueError(f"{owner}: num_layers must be a positive integer, got {num_layers!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"{owner}: dropout must be in [0, 1), got {dropout}")
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.bias = bias
+        self.batch_first = batch_first
+        self.dropout = float(dropout)
+        self.bidirectional = bidirectional
+        self.gate = gate
+        dirs = 2 if bidirectional else 1
+        rows = self._gates * hidden_size
+        self._flat_weights_names: list[str] = []
+        for layer in range(num_layers):
+            layer_in = input_size if layer == 0 else hidden_size * dirs
+            for d in range(dirs):
+                sfx = f"_l{layer}" + ("_reverse" if d else "")
+                shapes = [("weight_ih", (rows, layer_in)), ("weight_hh", (rows, hidden_size))]
+                if bias:
+                    shapes += [("bias_ih", (rows,)), ("bias_hh", (rows,))]
+                for base, shape in shapes:
+                    setattr(self, base + sfx, nn.Parameter(torch.empty(shape, **fk)))
+                    self._flat_weights_names.append(base + sfx)
+        self.reset_parameters()
+
+    @property
+    def num_directions(self) -> int:
+        return 2 if self.bidirectional else 1
+
+    @property
+    def flat_weights(self) -> list[torch.Tensor]:
+        """The complex parameters in torch's ``_flat_weights`` order."""
+        return [getattr(self, name) for name in self._flat_weights_names]
+
+    def reset_parameters(self) -> None:
+        r"""Real and imaginary parts i.i.d. uniform on :math:`\pm 1/\sqrt{2H}`.
+
+        Then :math:`E|w|^2 = 1/(3H)`, torch's real-LSTM/GRU init variance
+        (:math:`\mathcal{U}(\pm 1/\sqrt H)`) for a complex unit, and every entry of the real
+        block form :math:`R(W)` is distributed exactly as torch initialises a real LSTM/GRU of
+        hidden size :math:`2H` (the equivalent network of the split gates). Native
+        ``nn.LSTM(dtype=cfloat)`` draws both parts on :math:`\pm 1/\sqrt H`, i.e. twice the
+        variance, which also pushes analytic gates towards their poles.
+        """
+        bound = 1.0 / math.sqrt(2 * self.hidden_size)
+        with torch.no_grad():
+            for w in self.flat_weights:
+                torch.view_as_real(w).uniform_(-bound, bound)
+
+    def _run(self, x, lengths, hx, padding_mask):
+        owner = type(self).__name__
+        lengths, hx = _split_lengths_hx(lengths, hx)
+        check_complex(x, owner)
+        unbatched = x.dim() == 2
+        if unbatched:
+            if lengths is not None or padding_mask is not None:
+                raise ValueError(f"{owner}: lengths/padding_mask need a batched (3-D) input")
+            x = x.unsqueeze(0 if self.batch_first else 1)
+            if hx is not None:
+                hx = (
+                    tuple(h.unsqueeze(1) for h in hx)
+                    if isinstance(hx, (tuple, list))
+                    else (hx.unsqueeze(1))
+                )
+        check_last_dim(x, self.input_size, owner)
+        lengths = _resolve_lengths(owner, x, lengths, padding_mask, self.batch_first)
+        fn = CF.lstm if self._kind == "lstm" else CF.gru
+        try:
+            out, state = fn(
+                x,
+                self.flat_weights,
+                hx,
+                lengths,
+                num_layers=self.num_layers,
+                bidirectional=self.bidirectional,
+                gate=self.gate,
+                dropout=self.dropout,
+                training=self.training,
+                batch_first=self.batch_first,
+            )
+        except (TypeError, ValueError) as err:  # re-label errors from the functional form
+            raise type(err)(str(err).replace(f"cplxnet.functional.{self._kind}", owner)) from None
+        if unbatched:
+            out = out.squeeze(0 if self.batch_first else 1)
+            state = (
+                tuple(s.squeeze(1) for s in state)
+                if isinstance(state, tuple)
+                else (state.squeeze(1))
+            )
+        return out, state
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}, gate={self.gate!r}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if not self.bias:
+            s += ", bias=False"
+        if not self.batch_first:
+            s += ", batch_first=False"
+        if self.dropout:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional:
+            s += ", bidirectional=True"
+        return s + f", dtype={self.weight_ih_l0.dtype}"
+
+
+class LSTM(_FusedRNNBase):
+    r"""Complex multi-layer LSTM with split (bounded, default) or analytic gates.
+
+    ``gate="split"``: :math:`\sigma`/:math:`\tanh` on real and imaginary parts separately and
+    part-wise gate products (:math:`c_r = f_r c_r + i_r g_r`, :math:`c_i = f_i c_i + i_i g_i`,
+    :math:`h_r = o_r \tanh c_r`, :math:`h_i = o_i \tanh c_i`). This is exactly a real LSTM of
+    hidden size :math:`2H` on the interleaved real view ``pack(x)`` with weights
+    :math:`R(A + \mathrm{i}B)` = blocks :math:`\begin{pmatrix} A & -B \\ B & A\end{pmatrix}`
+    (derivation in :mod:`cplxnet.functional.rnn`), so it runs on torch's fused LSTM kernel and
+    costs about as much as ``torch.nn.LSTM(hidden_size=2H)``.
+
+    ``gate="analytic"``: the holomorphic :math:`\sigma(z) = 1/(1+e^{-z})` and :math:`\tanh z`
+    with complex products, as ``torch.nn.LSTM(dtype=torch.cfloat)`` (torch's native complex
+    kernel). These have poles at :math:`z = \mathrm{i}\pi(2k+1)` (sigmoid) and
+    :math:`z = \mathrm{i}\pi(k+\tfrac12)` (tanh), so states are unbounded near them.
+
+    Args:
+        input_size, hidden_size: complex features of the input and of :math:`h`, :math:`c`.
+        num_layers, bias, batch_first, bidirectional: as ``torch.nn.LSTM`` (but
+            ``batch_first=True`` by default).
+        dropout: inter-layer dropout (training only) of whole complex entries.
+        gate: ``"split"`` or ``"analytic"``.
+        device, dtype: factory kwargs (dtype defaults to the complex default dtype).
+
+    Forward: ``lstm(x, lengths=None, hx=None, *, padding_mask=None)``; ``x`` ``(B, L, D)``
+    complex (or ``(L, B, D)`` if not batch_first, or unbatched ``(L, D)``); ``lengths`` ``(B,)``
+    integers in ``[1, L]`` or ``padding_mask`` ``(B, L)`` bool (True = padding, at the end);
+    ``hx = (h_0, c_0)`` each ``(num_layers * dirs, B, H)``. ``lstm(x, (h_0, c_0))`` works as in
+    torch. Returns ``output (B, L, dirs * H)`` (zero at padded steps) and ``(h_n, c_n)`` at each
+    sequence's last real step (the reverse direction starts at each sequence's last token).
+
+    Init: real and imaginary parts uniform on :math:`\pm 1/\sqrt{2H}` (see
+    :meth:`reset_parameters`).
+    """
+
+    _kind = "lstm"
+    _gates = 4
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        lengths: torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None = None,
+        hx: tuple[torch.Tensor, torch.Tensor] | None = None,
+        *,
+        padding_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        return self._run(x, lengths, hx, padding_mask)
+
+
+class GRU(_FusedRNNBase):
+    r"""Complex multi-layer GRU with split (bounded, default) or analytic gates.
+
+    torch's GRU equations (gates r, z, n; :math:`n = \tanh(W_{in}x + b_{in} + r \odot
+    (W_{hn}h + b_{hn}))`, :math:`h' = (1-z) \odot n + z \odot h`) with, for ``gate="split"``,
+    part-wise activations and products (exactly a real GRU of hidden size :math:`2H` on
+    ``pack(x)``, run on torch's fused kernel), or for ``gate="analytic"`` the holomorphic
+    activations and complex products of ``torch.nn.GRU(dtype=torch.cfloat)`` (poles as in
+    :class:`LSTM`). Arguments, forward (with ``hx = h_0``) and init as :class:`LSTM`; returns
+    ``(output, h_n)``.
+    """
+
+    _kind = "gru"
+    _gates = 3
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        lengths: torch.Tensor | None = None,
+        hx: torch.Tensor | None = None,
+        *,
+        padding_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._run(x, lengths, hx, padding_mask)
+
+
+# ----------------------------------------------------------------------------------------------
+# unitary RNN
+# ----------------------------------------------------------------------------------------------
+
+
+def _init_generator_(generator: torch.Tensor) -> None:
+    r"""Set ``G`` so that :math:`U = \exp(G - G^H) = Q\,\mathrm{diag}(e^{\mathrm{i}\theta})Q^H`.
+
+    :math:`Q` is Haar-random unitary (QR of a complex Gaussian with phase-corrected diagonal)
+    and :math:`\theta \sim \mathcal{U}(-\pi, \pi)`: a random unitary with uniformly spread
+    eigenphases, the complex analogue of expRNN's Henaff initialisation.
+    """
+    n = generator.shape[0]
+    with torch.no_grad():
+        g = torch.randn(n, n, dtype=generator.dtype, device=generator.device)
+        q, r = torch.linalg.qr(g)
+        d = torch.diagonal(r)
+        q = q * torch.sgn(d)  # Haar measure
+        theta = torch.empty(n, dtype=real_dtype(generator.dtype), device=generator.device)
+        theta.uniform_(-math.pi, math.pi)
+        # G = Q diag(i theta / 2) Q^H, so G - G^H = Q diag(i theta) Q^H
+        generator.copy_((q * (0.5j * theta)) @ q.mH)
+
+
+class UnitaryRNNCell(nn.Module):
+    r"""One step of the unitary RNN: :math:`h' = \mathrm{modReLU}(U h + W x;\, b)`.
+
+    Arjovsky, Shah & Bengio, "Unitary Evolution Recurrent Neural Networks", ICML 2016 (the
+    recurrent baseline of Wang et al., "Encoding Word Order in Complex Embeddings", ICLR 2020).
+    :math:`U = \exp(G - G^H)` (``torch.linalg.matrix_exp`` of a skew-Hermitian matrix) is
+    unitary for every value of the free complex parameter ``skew_hh`` :math:`G`, so plain
+    optimiser steps keep it unitary; ``weight_hh`` returns :math:`U`. modReLU
+    :math:`\mathrm{relu}(|z| + b)\, z/|z|` (0 at :math:`z = 0`) with real bias ``bias``
+    :math:`b` (``bias=False``: no non-linearity, a linear unitary RNN).
+
+    Args:
+        input_size, hidden_size: complex features of :math:`x` and :math:`h`.
+        bias: learn the modReLU bias (init 0).
+        device, dtype: factory kwargs.
+
+    Shape: ``x (B, D)``, ``h (B, H)`` (default zeros) -> ``(B, H)``.
+
+    Init: ``weight_ih`` complex Glorot uniform; :math:`U` a Haar-random unitary with eigenphases
+    uniform on :math:`(-\pi, \pi)`.
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        fk = factory_kwargs(device, dtype, type(self).__name__)
+        super().__init__()
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.weight_ih = nn.Parameter(torch.empty(hidden_size, input_size, **fk))
+        self.skew_hh = nn.Parameter(torch.empty(hidden_size, hidden_size, **fk))
+        rk = {"device": device, "dtype": real_dtype(fk["dtype"])}
+        self.bias = nn.Parameter(torch.empty(hidden_size, **rk)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        cinit.xavier_uniform_(self.weight_ih)
+        _init_generator_(self.skew_hh)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+
+    @property
+    def weight_hh(self) -> torch.Tensor:
+        """The unitary recurrence matrix :math:`U = \\exp(G - G^H)`."""
+        return CF.unitary_matrix(self.skew_hh)
+
+    def forward(self, x: torch.Tensor, h: torch.Tensor | None = None) -> torch.Tensor:
+        owner = type(self).__name__
+        check_complex(x, owner)
+        check_last_dim(x, self.input_size, owner)
+        if h is None:
+            h = x.new_zeros(x.shape[:-1] + (self.hidden_size,))
+        else:
+            check_complex(h, owner, "h")
+            check_last_dim(h, self.hidden_size, owner, "h")
+        return CF.unitary_rnn_cell(x, h, self.weight_ih, self.weight_hh, self.bias)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.input_size}, {self.hidden_size}, bias={self.bias is not None}, "
+            f"dtype={self.weight_ih.dtype}"
+        )
+
+
+class UnitaryRNN(nn.Module):
+    r"""Multi-layer (bi)directional unitary RNN: :class:`UnitaryRNNCell` over time.
+
+    Per layer and direction, parameters ``weight_ih_l{k}`` (complex ``(H, D_in)``),
+    ``skew_hh_l{k}`` (complex ``(H, H)`` generator; :math:`U = \exp(G - G^H)`, see
+    :meth:`weight_hh`) and ``bias_l{k}`` (real modReLU bias), ``_reverse`` suffix for the
+    backward direction. The time loop is Python (over ``x.unbind(1)``), with the input
+    projection of all steps done by one matmul first; :math:`U` is built once per forward.
+
+    Args:
+        input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional: as
+            :class:`LSTM` (``bias`` is the modReLU bias).
+        device, dtype: factory kwargs.
+
+    Forward: ``rnn(x, lengths=None, hx=None, *, padding_mask=None)`` -> ``(output, h_n)``,
+    with the length semantics of :class:`LSTM`.
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = True,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        owner = type(self).__name__
+        fk = factory_kwargs(device, dtype, owner)
+        super().__init__()
+        if not isinstance(num_layers, int) or num_layers < 1:
+            raise ValueError(f"{owner}: num_layers must be a positive integer, got {num_layers!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"{owner}: dropout must be in [0, 1), got {dropout}")
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.batch_first = batch_first
+        self.dropout = float(dropout)
+        self.bidirectional = bidirectional
+        self.has_bias = bias
+        rk = {"device": device, "dtype": real_dtype(fk["dtype"])}
+        dirs = 2 if bidirectional else 1
+        self._suffixes = []
+        for layer in range(num_layers):
+            layer_in = input_size if layer == 0 else hidden_size * dirs
+            for d in range(dirs):
+                sfx = f"_l{layer}" + ("_reverse" if d else "")
+                self._suffixes.append(sfx)
+                w = nn.Parameter(torch.empty(hidden_size, layer_in, **fk))
+                setattr(self, "weight_ih" + sfx, w)
+                setattr(
+                    self, "skew_hh" + sfx, nn.Parameter(torch.empty(hidden_size, hidden_size, **fk))
+                )
+                b = nn.Parameter(torch.empty(hidden_size, **rk)) if bias else None
+                setattr(self, "bias" + sfx, b)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Complex Glorot ``weight_ih``, random unitary :math:`U`, zero modReLU bias."""
+        for sfx in self._suffixes:
+            cinit.xavier_uniform_(getattr(self, "weight_ih" + sfx))
+            _init_generator_(getattr(self, "skew_hh" + sfx))
+            b = getattr(self, "bias" + sfx)
+            if b is not None:
+                nn.init.zeros_(b)
+
+    def weight_hh(self, layer: int = 0, reverse: bool = False) -> torch.Tensor:
+        """The unitary recurrence matrix of ``layer`` (and direction)."""
+        sfx = f"_l{layer}" + ("_reverse" if reverse else "")
+        return CF.unitary_matrix(getattr(self, "skew_hh" + sfx))
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        lengths: torch.Tensor | None = None,
+        hx: torch.Tensor | None = None,
+        *,
+        padding_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        owner = type(self).__name__
+        lengths, hx = _split_lengths_hx(lengths, hx)
+        check_complex(x, owner)
+        check_last_dim(x, self.input_size, owner)
+        lengths = _resolve_lengths(owner, x, lengths, padding_mask, self.batch_first)
+        weights = [
+            (
+                getattr(self, "weight_ih" + sfx),
+                CF.unitary_matrix(getattr(self, "skew_hh" + sfx)),
+                getattr(self, "bias" + sfx),
+            )
+            for sfx in self._suffixes
+        ]
+        try:
+            return CF.unitary_rnn(
+                x,
+                weights,
+                hx,
+                lengths,
+                num_layers=self.num_layers,
+                bidirectional=self.bidirectional,
+                dropout=self.dropout,
+                training=self.training,
+                batch_first=self.batch_first,
+            )
+        except (TypeError, ValueError) as err:
+            raise type(err)(str(err).replace("cplxnet.functional.unitary_rnn", owner)) from None
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if not self.has_bias:
+            s += ", bias=False"
+        if not self.batch_first:
+            s += ", batch_first=False"
+        if self.dropout:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional:
+            s += ", bidirectional=True"
+        return s + f", dtype={self.weight_ih_l0.dtype}"

@@ -1,0 +1,250 @@
+"""cplxnet.nn.LSTM / GRU / UnitaryRNN(Cell): torch-compatible parameters, references, lengths,
+unitarity, gradcheck and error messages."""
+
+import math
+
+import pytest
+import torch
+
+import cplxnet.functional as CF
+import cplxnet.nn as cnn
+from cplxnet._utils import pack
+
+DT = torch.complex128
+TOL = {"atol": 1e-10, "rtol": 1e-9}
+KINDS = [(cnn.LSTM, torch.nn.LSTM), (cnn.GRU, torch.nn.GRU)]
+
+
+def _states(st):
+    return st if isinstance(st, tuple) else (st,)
+
+
+@pytest.mark.parametrize("ours, theirs", KINDS)
+def test_parameter_names_and_shapes_match_torch(ours, theirs):
+    kw = {"num_layers": 2, "bidirectional": True}
+    a = ours(3, 4, **kw, dtype=DT).state_dict()
+    b = theirs(3, 4, **kw, dtype=DT).state_dict()
+    assert list(a) == list(b)
+    assert all(a[k].shape == b[k].shape and a[k].dtype == DT for k in a)
+    nb = ours(3, 4, bias=False)
+    assert list(nb.state_dict()) == ["weight_ih_l0", "weight_hh_l0"]
+    assert nb.weight_ih_l0.dtype == torch.complex64  # default: complex of the default dtype
+
+
+@pytest.mark.parametrize("ours, theirs", KINDS)
+def test_analytic_module_equals_native_torch_given_its_state_dict(ours, theirs):
+    kw = {"num_layers": 2, "bidirectional": True, "batch_first": True}
+    native = theirs(3, 4, **kw, dtype=DT)
+    mod = ours(3, 4, **kw, gate="analytic", dtype=DT)
+    mod.load_state_dict(native.state_dict())
+    x = torch.randn(2, 5, 3, dtype=DT, requires_grad=True)
+    out, st = mod(x)
+    ref, ref_st = native(x)
+    torch.testing.assert_close(out, ref, **TOL)
+    for a, b in zip(_states(st), _states(ref_st)):
+        torch.testing.assert_close(a, b, **TOL)
+    probe = torch.randn_like(out)
+    (g,) = torch.autograd.grad((out * probe.conj()).real.sum(), x)
+    (g_ref,) = torch.autograd.grad((ref * probe.conj()).real.sum(), x)
+    torch.testing.assert_close(g, g_ref, **TOL)
+
+
+@pytest.mark.parametrize("ours, theirs", KINDS)
+def test_split_module_is_real_rnn_of_hidden_2h(ours, theirs):
+    mod = ours(3, 4, num_layers=2, bidirectional=True, dtype=DT)
+    real = theirs(6, 8, num_layers=2, bidirectional=True, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():
+        for p, w in zip(real._flat_weights, mod.flat_weights):
+            p.copy_(CF.realify(w))
+    x = torch.randn(2, 5, 3, dtype=DT)
+    out, st = mod(x)
+    ref, ref_st = real(pack(x))
+    torch.testing.assert_close(pack(out), ref, **TOL)
+    for a, b in zip(_states(st), _states(ref_st)):
+        torch.testing.assert_close(pack(a), b, **TOL)
+
+
+@pytest.mark.parametrize("cls", [cnn.LSTM, cnn.GRU])
+def test_init_variance(cls):
+    hidden = 64
+    mod = cls(32, hidden, dtype=DT)
+    bound = 1 / math.sqrt(2 * hidden)
+    for w in mod.parameters():
+        parts = torch.view_as_real(w)
+        assert parts.abs().max() <= bound
+    w = mod.weight_hh_l0
+    assert abs(w.abs().pow(2).mean().item() * 3 * hidden - 1) < 0.05  # E|w|^2 = 1/(3H)
+
+
+@pytest.mark.parametrize("cls", [cnn.LSTM, cnn.GRU, cnn.UnitaryRNN])
+def test_each_sequence_as_if_alone(cls):
+    """With lengths, every sequence gives what it gives run alone, unpadded: outputs, final states
+    (the reverse direction starting at its own last token), and zeros at padded steps."""
+    kw = {"num_layers": 2, "bidirectional": True, "dtype": DT}
+    mod = cls(3, 4, **kw)
+    x = torch.randn(3, 6, 3, dtype=DT)
+    lens = torch.tensor([6, 2, 4])
+    out, st = mod(x, lens)
+    for b, n in enumerate(lens.tolist()):
+        alone, alone_st = mod(x[b : b + 1, :n])
+        torch.testing.assert_close(out[b : b + 1, :n], alone, **TOL)
+        assert out[b, n:].abs().sum() == 0
+        for a, s in zip(_states(st), _states(alone_st)):
+            torch.testing.assert_close(a[:, b : b + 1], s, **TOL)
+    # padding_mask (True = padding) is the same as lengths
+    mask = torch.arange(6)[None, :] >= lens[:, None]
+    out_m, st_m = mod(x, padding_mask=mask)
+    torch.testing.assert_close(out_m, out, **TOL)
+
+
+@pytest.mark.parametrize("cls", [cnn.LSTM, cnn.GRU, cnn.UnitaryRNN])
+def test_layout_variants(cls):
+    mod = cls(3, 4, bidirectional=True, dtype=DT)
+    x = torch.randn(2, 5, 3, dtype=DT)
+    out, st = mod(x)
+    mod_t = cls(3, 4, bidirectional=True, batch_first=False, dtype=DT)
+    mod_t.load_state_dict(mod.state_dict())
+    out_t, st_t = mod_t(x.transpose(0, 1))
+    torch.testing.assert_close(out_t.transpose(0, 1), out, **TOL)
+    # torch-style initial state passed positionally, and as keyword
+    h0 = tuple(torch.randn_like(s) for s in _states(st))
+    h0 = h0 if cls is cnn.LSTM else h0[0]
+    a, _ = mod(x, h0)
+    b, _ = mod(x, hx=h0)
+    torch.testing.assert_close(a, b, **TOL)
+    assert not torch.allclose(a, out)
+    if cls is not cnn.UnitaryRNN:  # unbatched (L, D) input as torch
+        un, _ = mod(x[0])
+        torch.testing.assert_close(un, out[0], **TOL)
+
+
+@pytest.mark.parametrize("cls", [cnn.LSTM, cnn.GRU, cnn.UnitaryRNN])
+def test_dropout_only_in_training(cls):
+    mod = cls(3, 4, num_layers=2, dropout=0.5, dtype=DT)
+    x = torch.randn(2, 5, 3, dtype=DT)
+    mod.eval()
+    a, _ = mod(x)
+    b, _ = mod(x)
+    torch.testing.assert_close(a, b, **TOL)
+    mod.train()
+    c, _ = mod(x)
+    assert not torch.allclose(a, c)
+
+
+@pytest.mark.parametrize(
+    "cls, gate", [(cnn.LSTM, "split"), (cnn.GRU, "split"), (cnn.LSTM, "analytic")]
+)
+def test_gradcheck_module(cls, gate):
+    mod = cls(2, 2, bidirectional=True, gate=gate, dtype=DT)
+    x = torch.randn(2, 3, 2, dtype=DT, requires_grad=True)
+    params = list(mod.parameters())
+    names = [n for n, _ in mod.named_parameters()]
+    lens = torch.tensor([3, 1])
+
+    def f(x, *ps):
+        out, st = torch.func.functional_call(mod, dict(zip(names, ps)), (x, lens))
+        return (out, *_states(st))
+
+    assert torch.autograd.gradcheck(f, (x, *params), fast_mode=True)
+
+
+def test_gradcheck_unitary_module():
+    mod = cnn.UnitaryRNN(2, 3, dtype=DT)
+    with torch.no_grad():
+        mod.bias_l0.uniform_(-0.3, 0.1)
+    x = torch.randn(2, 3, 2, dtype=DT, requires_grad=True)
+    names = [n for n, _ in mod.named_parameters()]
+
+    def f(x, *ps):
+        return torch.func.functional_call(mod, dict(zip(names, ps)), (x, torch.tensor([3, 2])))
+
+    assert torch.autograd.gradcheck(f, (x, *mod.parameters()), fast_mode=True)
+
+
+def test_unitary_stays_unitary_after_optimiser_steps():
+    mod = cnn.UnitaryRNN(3, 5, num_layers=2, bidirectional=True, dtype=DT)
+    eye = torch.eye(5, dtype=DT)
+    before = mod.weight_hh(1, reverse=True).detach().clone()
+    torch.testing.assert_close(before.mH @ before, eye, **TOL)
+    opt = torch.optim.Adam(mod.parameters(), lr=0.05)
+    x = torch.randn(4, 6, 3, dtype=DT)
+    for _ in range(3):
+        opt.zero_grad()
+        out, _ = mod(x)
+        out.abs().pow(2).mean().backward()
+        opt.step()
+    for layer in range(2):
+        for rev in (False, True):
+            u = mod.weight_hh(layer, reverse=rev)
+            torch.testing.assert_close(u.mH @ u, eye, **TOL)
+    assert (mod.weight_hh(1, reverse=True) - before).abs().max() > 1e-3  # it did train
+
+
+def test_unitary_init_spreads_eigenphases():
+    cell = cnn.UnitaryRNNCell(2, 64, dtype=DT)
+    phases = torch.linalg.eigvals(cell.weight_hh).angle()
+    assert phases.min() < -2.5 and phases.max() > 2.5  # not a near-identity U
+
+
+def test_unitary_cell_is_one_step_of_the_rnn():
+    rnn = cnn.UnitaryRNN(3, 4, dtype=DT)
+    with torch.no_grad():
+        rnn.bias_l0.uniform_(-0.5, 0.5)
+    cell = cnn.UnitaryRNNCell(3, 4, dtype=DT)
+    cell.weight_ih.data.copy_(rnn.weight_ih_l0)
+    cell.skew_hh.data.copy_(rnn.skew_hh_l0)
+    cell.bias.data.copy_(rnn.bias_l0)
+    x = torch.randn(2, 3, 3, dtype=DT)
+    out, h = rnn(x)
+    state = None
+    for t, xt in enumerate(x.unbind(1)):
+        state = cell(xt, state)
+        torch.testing.assert_close(state, out[:, t], **TOL)
+    torch.testing.assert_close(h[0], state, **TOL)
+
+
+def test_repr():
+    assert "gate='analytic'" in repr(cnn.LSTM(3, 4, gate="analytic"))
+    assert "bidirectional=True" in repr(cnn.GRU(3, 4, bidirectional=True))
+    assert "UnitaryRNN(3, 4, num_layers=2" in repr(cnn.UnitaryRNN(3, 4, num_layers=2))
+
+
+@pytest.mark.parametrize("cls", [cnn.LSTM, cnn.GRU, cnn.UnitaryRNN])
+def test_errors(cls):
+    mod = cls(3, 4, dtype=DT)
+    name = cls.__name__
+    x = torch.randn(2, 5, 3, dtype=DT)
+    with pytest.raises(TypeError, match=f"{name}: input must be a complex tensor"):
+        mod(x.real)
+    with pytest.raises(ValueError, match=f"{name}: expected input with last dimension 3"):
+        mod(torch.randn(2, 5, 4, dtype=DT))
+    with pytest.raises(ValueError, match=rf"{name}: every length must be in \[1, 5\]"):
+        mod(x, torch.tensor([0, 5]))
+    with pytest.raises(ValueError, match=rf"{name}: every length must be in \[1, 5\]"):
+        mod(x, torch.tensor([6, 5]))
+    with pytest.raises(ValueError, match=rf"{name}: lengths must have shape \(batch,\)"):
+        mod(x, torch.tensor([5, 5, 5]))
+    with pytest.raises(TypeError, match=f"{name}: lengths must be an integer tensor"):
+        mod(x, torch.tensor([5.0, 5.0]))
+    with pytest.raises(ValueError, match=f"{name}: padding_mask must mark padding"):
+        mod(x, padding_mask=torch.tensor([[True, False, False, False, False]] * 2))
+    with pytest.raises(ValueError, match=f"{name}: pass either lengths or padding_mask"):
+        mod(x, torch.tensor([5, 5]), padding_mask=torch.zeros(2, 5, dtype=torch.bool))
+    with pytest.raises(TypeError, match=f"{name}: dtype must be complex"):
+        cls(3, 4, dtype=torch.float32)
+
+
+@pytest.mark.parametrize("cls", [cnn.LSTM, cnn.GRU])
+def test_constructor_errors(cls):
+    with pytest.raises(
+        ValueError, match="unknown gate 'holomorphic'; valid gates are 'split', 'analytic'"
+    ):
+        cls(3, 4, gate="holomorphic")
+    with pytest.raises(ValueError, match="dropout must be in"):
+        cls(3, 4, dropout=1.5)
+    with pytest.raises(ValueError, match="hidden_size must be a positive integer"):
+        cls(3, 0)
+    mod = cls(3, 4, num_layers=2, dtype=DT)
+    with pytest.raises(ValueError, match="h_0 must have shape"):
+        h = torch.zeros(1, 2, 4, dtype=DT)
+        mod(torch.randn(2, 5, 3, dtype=DT), (h, h) if cls is cnn.LSTM else h)
