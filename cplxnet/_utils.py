@@ -148,3 +148,77 @@ def unpack(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     if not like.is_complex():
         return x
     return torch.view_as_complex(x.unflatten(-1, (-1, 2)).contiguous())
+
+
+# --- appended by the core-layers helper: dtype and index checks -----------------------------------
+__all__ += ["check_dtype", "check_indices", "as_shape"]
+
+
+def check_dtype(x: torch.Tensor, dtype: torch.dtype, owner: str, name: str = "input") -> None:
+    """Raise a TypeError naming ``owner`` unless ``x.dtype == dtype``.
+
+    A complex module given a real tensor gets the :func:`check_complex` message; any other
+    mismatch (e.g. a complex64 input to a complex128 module) names both dtypes and the fix.
+    Rebuild the module with ``dtype=`` rather than calling ``module.to(dtype)``: modules that keep
+    real parameters (normalisation gains, packed embedding tables) are not converted correctly by
+    ``nn.Module.to`` between real and complex dtypes.
+    """
+    if dtype.is_complex:
+        check_complex(x, owner, name)
+    elif not isinstance(x, torch.Tensor):
+        raise TypeError(f"{owner}: {name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype != dtype:
+        raise TypeError(
+            f"{owner}: {name} has dtype {x.dtype} but the module's parameters are {dtype}; "
+            f"convert the input with x.to({dtype}) or build the module with dtype={x.dtype}"
+        )
+
+
+def check_indices(ids: torch.Tensor, num: int, owner: str, name: str = "input") -> None:
+    """Raise unless ``ids`` is an integer tensor with every entry in ``[0, num)``.
+
+    Non-integer tensors give a TypeError; out-of-range entries an IndexError quoting the
+    offending value (one min/max reduction over the ids, negligible next to a lookup).
+    """
+    if not isinstance(ids, torch.Tensor):
+        got = type(ids).__name__
+        raise TypeError(f"{owner}: {name} must be a torch.Tensor of indices, got {got}")
+    if ids.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+        raise TypeError(
+            f"{owner}: {name} must be an integer tensor (torch.long) of indices, got {ids.dtype}"
+        )
+    if ids.numel() == 0:
+        return
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0 or hi >= num:
+        bad = lo if lo < 0 else hi
+        raise IndexError(
+            f"{owner}: index {bad} in {name} is out of range for a table of {num} rows "
+            f"(valid indices are 0..{num - 1})"
+        )
+
+
+def as_shape(shape: int | Sequence[int], owner: str, name: str = "normalized_shape") -> tuple:
+    """Normalise an ``int`` or sequence of positive ints to a tuple (error naming ``owner``)."""
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        shape = tuple(int(s) for s in shape)
+    except TypeError:
+        msg = f"{owner}: {name} must be an int or a sequence of ints, got {shape!r}"
+        raise TypeError(msg) from None
+    if len(shape) == 0 or any(s <= 0 for s in shape):
+        raise ValueError(f"{owner}: {name} must be non-empty with positive sizes, got {shape}")
+    return shape
+
+
+__all__ += ["as_complex"]
+
+
+def as_complex(x: torch.Tensor) -> torch.Tensor:
+    """``torch.view_as_complex`` of a real ``(..., 2)`` tensor, copying only if its strides forbid
+    the view (last-dim stride 1 and even strides elsewhere), e.g. results of ops on strided views.
+    """
+    if x.stride(-1) != 1 or any(s % 2 for s in x.stride()[:-1]) or x.storage_offset() % 2:
+        x = x.contiguous()
+    return torch.view_as_complex(x)

@@ -1,18 +1,192 @@
-"""Variance-correct initialisation for complex parameters (placeholder: the core helper completes it)."""
+r"""Variance-correct initialisation of complex parameters.
+
+A complex weight :math:`w = a + ib` contributes :math:`E|w|^2 = E a^2 + E b^2` to the variance of a
+complex affine map. Glorot's and He's criteria (Trabelsi et al., "Deep Complex Networks", ICLR
+2018, Sec. 3.6) fix this **total** variance:
+
+* Glorot (``xavier_*``): :math:`E|w|^2 = 2\,\text{gain}^2 / (\text{fan\_in} + \text{fan\_out})`;
+* He (``kaiming_*``): :math:`E|w|^2 = \text{gain}^2 / \text{fan}`;
+
+so each part gets half of it. ``torch.nn.init`` applied to a complex tensor gives each part the
+full real variance (twice the target). Fans follow ``torch.nn.init`` (for a conv weight
+``(C_out, C_in/groups, *k)``: ``fan_in = C_in/groups * prod(k)``, ``fan_out = C_out * prod(k)``) and
+gains ``torch.nn.init.calculate_gain``. Every function works in place under ``no_grad``, returns the
+tensor, accepts ``generator=`` and raises a clear error on a real tensor.
+
+complextorch's ``xavier_*``/``kaiming_*`` draw the same distributions (the tests check both
+against the targets); these versions add ``generator=``, torch's full ``calculate_gain`` table,
+validation of ``mode``, and the Rayleigh/unitary initialisers below.
+"""
 
 from __future__ import annotations
 
+import math
+
 import torch
-from complextorch.nn import init as _ct_init
+from torch.nn.init import _calculate_fan_in_and_fan_out, calculate_gain
 
-__all__ = ["xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]
+__all__ = [
+    "xavier_uniform_",
+    "xavier_normal_",
+    "kaiming_uniform_",
+    "kaiming_normal_",
+    "rayleigh_",
+    "unitary_",
+]
 
 
-def xavier_uniform_(tensor: torch.Tensor, gain: float = 1.0) -> torch.Tensor:
-    """Complex Glorot uniform: E|w|^2 = 2 gain^2 / (fan_in + fan_out) (complextorch's, tested)."""
-    return _ct_init.xavier_uniform_(tensor, gain)
+def _check(tensor: torch.Tensor, fn: str) -> None:
+    if not isinstance(tensor, torch.Tensor) or not tensor.is_complex():
+        got = tensor.dtype if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+        raise TypeError(
+            f"cplxnet.init.{fn}: expects a complex tensor, got {got}; "
+            "use torch.nn.init for real tensors"
+        )
 
 
-xavier_normal_ = _ct_init.xavier_normal_
-kaiming_uniform_ = _ct_init.kaiming_uniform_
-kaiming_normal_ = _ct_init.kaiming_normal_
+def _fans(tensor: torch.Tensor, fn: str) -> tuple[int, int]:
+    if tensor.dim() < 2:
+        raise ValueError(
+            f"cplxnet.init.{fn}: fan in/out need a tensor with at least 2 dims, "
+            f"got shape {tuple(tensor.shape)}"
+        )
+    return _calculate_fan_in_and_fan_out(tensor)
+
+
+def _fill_parts(
+    tensor: torch.Tensor, std: float, dist: str, generator: torch.Generator | None
+) -> torch.Tensor:
+    """Draw real and imaginary parts i.i.d. with standard deviation ``std`` each."""
+    with torch.no_grad():
+        parts = torch.view_as_real(tensor)  # (..., 2) view of the storage
+        if dist == "normal":
+            parts.normal_(0.0, std, generator=generator)
+        else:
+            bound = math.sqrt(3.0) * std
+            parts.uniform_(-bound, bound, generator=generator)
+    return tensor
+
+
+def xavier_uniform_(
+    tensor: torch.Tensor, gain: float = 1.0, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    r"""Complex Glorot uniform: parts i.i.d. :math:`U(-a, a)` with
+    :math:`a = \text{gain}\sqrt{3/(\text{fan\_in}+\text{fan\_out})}`, so
+    :math:`E|w|^2 = 2\,\text{gain}^2/(\text{fan\_in}+\text{fan\_out})`."""
+    _check(tensor, "xavier_uniform_")
+    fan_in, fan_out = _fans(tensor, "xavier_uniform_")
+    return _fill_parts(tensor, gain / math.sqrt(fan_in + fan_out), "uniform", generator)
+
+
+def xavier_normal_(
+    tensor: torch.Tensor, gain: float = 1.0, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    r"""Complex Glorot normal: parts i.i.d.
+    :math:`\mathcal N(0, \text{gain}^2/(\text{fan\_in}+\text{fan\_out}))`, so
+    :math:`E|w|^2 = 2\,\text{gain}^2/(\text{fan\_in}+\text{fan\_out})`."""
+    _check(tensor, "xavier_normal_")
+    fan_in, fan_out = _fans(tensor, "xavier_normal_")
+    return _fill_parts(tensor, gain / math.sqrt(fan_in + fan_out), "normal", generator)
+
+
+def _he_std(tensor: torch.Tensor, a: float, mode: str, nonlinearity: str, fn: str) -> float:
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(
+            f"cplxnet.init.{fn}: unknown mode {mode!r}; valid modes are 'fan_in', 'fan_out'"
+        )
+    fan_in, fan_out = _fans(tensor, fn)
+    fan = fan_in if mode == "fan_in" else fan_out
+    gain = calculate_gain(nonlinearity, a)
+    return gain / math.sqrt(2.0 * fan)  # per part: total variance gain^2 / fan
+
+
+def kaiming_uniform_(
+    tensor: torch.Tensor,
+    a: float = 0.0,
+    mode: str = "fan_in",
+    nonlinearity: str = "leaky_relu",
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    r"""Complex He uniform: :math:`E|w|^2 = \text{gain}^2/\text{fan}` (as torch.nn.init)."""
+    _check(tensor, "kaiming_uniform_")
+    return _fill_parts(
+        tensor, _he_std(tensor, a, mode, nonlinearity, "kaiming_uniform_"), "uniform", generator
+    )
+
+
+def kaiming_normal_(
+    tensor: torch.Tensor,
+    a: float = 0.0,
+    mode: str = "fan_in",
+    nonlinearity: str = "leaky_relu",
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    r"""Complex He normal: :math:`E|w|^2 = \text{gain}^2/\text{fan}` (args as ``torch.nn.init``)."""
+    _check(tensor, "kaiming_normal_")
+    return _fill_parts(
+        tensor, _he_std(tensor, a, mode, nonlinearity, "kaiming_normal_"), "normal", generator
+    )
+
+
+def rayleigh_(
+    tensor: torch.Tensor, criterion: str = "glorot", generator: torch.Generator | None = None
+) -> torch.Tensor:
+    r"""Trabelsi et al.'s polar initialisation (ICLR 2018, Sec. 3.6): modulus
+    :math:`|w| \sim \mathrm{Rayleigh}(\sigma)`, phase uniform on :math:`[-\pi, \pi)`.
+
+    :math:`E|w|^2 = 2\sigma^2`; ``criterion="glorot"`` uses
+    :math:`\sigma = 1/\sqrt{\text{fan\_in}+\text{fan\_out}}`
+    (:math:`E|w|^2 = 2/(\text{fan\_in}+\text{fan\_out})`), ``"he"``
+    :math:`\sigma = 1/\sqrt{\text{fan\_in}}` (:math:`E|w|^2 = 2/\text{fan\_in}`, He's ReLU target).
+    A Rayleigh modulus with uniform phase is
+    exactly a circular complex Gaussian, so this equals :func:`xavier_normal_` / ``kaiming_normal_``
+    (ReLU gain) in distribution; it is provided under the paper's name and parameterisation.
+    """
+    _check(tensor, "rayleigh_")
+    if criterion not in ("glorot", "he"):
+        raise ValueError(
+            f"cplxnet.init.rayleigh_: unknown criterion {criterion!r}; "
+            "valid criteria are 'glorot', 'he'"
+        )
+    fan_in, fan_out = _fans(tensor, "rayleigh_")
+    sigma = 1.0 / math.sqrt(fan_in + fan_out if criterion == "glorot" else fan_in)
+    with torch.no_grad():
+        real = torch.view_as_real(tensor)
+        u = torch.empty(tensor.shape, dtype=real.dtype, device=tensor.device)
+        u.uniform_(0.0, 1.0, generator=generator)
+        modulus = sigma * torch.sqrt(-2.0 * torch.log1p(-u))  # inverse CDF, u in [0, 1)
+        phase = torch.empty_like(u).uniform_(-math.pi, math.pi, generator=generator)
+        tensor.copy_(torch.polar(modulus, phase))
+    return tensor
+
+
+def unitary_(
+    tensor: torch.Tensor, gain: float = 1.0, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    r"""(Semi-)unitary initialisation, the complex ``torch.nn.init.orthogonal_``.
+
+    The tensor is viewed as ``(rows, cols) = (size(0), numel/size(0))``. A complex Gaussian
+    matrix of the taller shape is QR-factorised and :math:`Q` multiplied by the phases of
+    :math:`\mathrm{diag}(R)` (Mezzadri, "How to generate random matrices from the classical compact
+    groups", 2007), which makes it Haar-distributed. Result times ``gain``:
+    :math:`W^H W = \text{gain}^2 I` when rows >= cols (square: unitary),
+    :math:`W W^H = \text{gain}^2 I` otherwise.
+    (``torch.nn.init.orthogonal_`` fails on complex tensors in torch 2.13.)
+    """
+    _check(tensor, "unitary_")
+    if tensor.dim() < 2:
+        raise ValueError(
+            f"cplxnet.init.unitary_: needs at least 2 dims, got shape {tuple(tensor.shape)}"
+        )
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    with torch.no_grad():
+        g = torch.empty(max(rows, cols), min(rows, cols), dtype=tensor.dtype, device=tensor.device)
+        torch.view_as_real(g).normal_(0.0, 1.0, generator=generator)
+        q, r = torch.linalg.qr(g)  # q: (max, min) with orthonormal columns
+        d = torch.diagonal(r)
+        q = q * torch.sgn(d)  # phase correction (column j times d_j/|d_j|)
+        if rows < cols:
+            q = q.mT
+        tensor.copy_((q * gain).reshape(tensor.shape))
+    return tensor

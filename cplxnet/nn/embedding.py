@@ -1,0 +1,155 @@
+"""Complex token embedding with a working backward and optional sparse gradients."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .. import functional as CF
+from .._utils import check_indices, factory_kwargs, real_dtype
+
+__all__ = ["Embedding"]
+
+
+class Embedding(nn.Module):
+    r"""A table of ``num_embeddings`` complex vectors of size ``embedding_dim``.
+
+    The table is stored **real-packed**: the parameter ``packed_weight`` is the real
+    ``(V, 2D)`` tensor ``[re0, im0, re1, im1, ...]`` (:func:`cplxnet._utils.pack`), and
+    :attr:`weight` is its zero-copy complex ``(V, D)`` view (reads, in-place writes under
+    ``torch.no_grad()`` and gradients all reach ``packed_weight``). Storing it real makes the lookup
+    torch's real ``F.embedding`` -- whose backward exists, unlike the complex one in torch 2.13 --
+    and allows ``sparse=True``: the gradient is then a sparse COO tensor usable with
+    ``torch.optim.SparseAdam`` (which rejects complex parameters). Dense optimisers see the same
+    numbers as for a complex parameter (torch's Adam/SGD treat complex parameters as their real
+    view).
+
+    Args:
+        num_embeddings: vocabulary size ``V``.
+        embedding_dim: complex features ``D``.
+        padding_idx: this row is zero at init and never receives gradient (negative values count
+            from the end, as in torch).
+        max_norm: if given, rows looked up are renormalised in place to complex Euclidean norm
+            :math:`\sqrt{\sum_j |w_j|^2} \le` ``max_norm`` (as ``torch.nn.Embedding`` with
+            ``norm_type=2``).
+        scale_grad_by_freq: scale gradients by inverse token frequency in the mini-batch.
+        sparse: sparse gradient for ``packed_weight``.
+        device, dtype: factory kwargs; ``dtype`` is the complex dtype of the output (the packed
+            table has the matching real dtype).
+
+    Initialisation: complex normal with :math:`E|w|^2 = 1` (real and imaginary parts
+    :math:`\mathcal N(0, 1/2)`), the complex analogue of ``torch.nn.Embedding``'s
+    :math:`\mathcal N(0, 1)`; padding row zero.
+
+    Shape: integer ``(*)`` -> complex ``(*, D)``.
+    """
+
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        padding_idx: int | None = None,
+        max_norm: float | None = None,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        owner = type(self).__name__
+        fk = factory_kwargs(device, dtype, owner)
+        super().__init__()
+        if num_embeddings <= 0 or embedding_dim <= 0:
+            raise ValueError(
+                f"{owner}: num_embeddings and embedding_dim must be positive, got "
+                f"{num_embeddings} and {embedding_dim}"
+            )
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(
+                    f"{owner}: padding_idx={padding_idx} must be within "
+                    f"[-{num_embeddings}, {num_embeddings})"
+                )
+            padding_idx = padding_idx % num_embeddings
+        self.num_embeddings = num_embeddings
+        self.embedding_dim = embedding_dim
+        self.padding_idx = padding_idx
+        self.max_norm = max_norm
+        self.scale_grad_by_freq = scale_grad_by_freq
+        self.sparse = sparse
+        self._dtype = fk["dtype"]
+        self.packed_weight = nn.Parameter(
+            torch.empty(
+                num_embeddings, 2 * embedding_dim, device=device, dtype=real_dtype(self._dtype)
+            )
+        )
+        self.reset_parameters()
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """The complex ``(V, D)`` table: a view of ``packed_weight``."""
+        return torch.view_as_complex(self.packed_weight.unflatten(-1, (-1, 2)))
+
+    def reset_parameters(self) -> None:
+        with torch.no_grad():
+            self.packed_weight.normal_(0.0, math.sqrt(0.5))
+            if self.padding_idx is not None:
+                self.packed_weight[self.padding_idx].zero_()
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        check_indices(ids, self.num_embeddings, type(self).__name__)
+        return CF.embedding_packed(
+            ids,
+            self.packed_weight,
+            self.padding_idx,
+            self.max_norm,
+            self.scale_grad_by_freq,
+            self.sparse,
+        )
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        embeddings: torch.Tensor,
+        freeze: bool = True,
+        padding_idx: int | None = None,
+        max_norm: float | None = None,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+    ) -> Embedding:
+        """Build from a complex ``(V, D)`` tensor (copied); ``freeze`` disables its gradient."""
+        if (
+            not isinstance(embeddings, torch.Tensor)
+            or not embeddings.is_complex()
+            or embeddings.dim() != 2
+        ):
+            raise ValueError(
+                f"{cls.__name__}.from_pretrained: expected a complex 2-D tensor (V, D)"
+            )
+        emb = cls(
+            embeddings.shape[0],
+            embeddings.shape[1],
+            padding_idx,
+            max_norm,
+            scale_grad_by_freq,
+            sparse,
+            device=embeddings.device,
+            dtype=embeddings.dtype,
+        )
+        with torch.no_grad():
+            emb.weight.copy_(embeddings)
+        emb.packed_weight.requires_grad_(not freeze)
+        return emb
+
+    def extra_repr(self) -> str:
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm}"
+        if self.scale_grad_by_freq:
+            s += ", scale_grad_by_freq=True"
+        if self.sparse:
+            s += ", sparse=True"
+        return s + f", dtype={self._dtype}"

@@ -1,0 +1,42 @@
+"""Complex-to-real readout modules (see :mod:`cplxnet.functional.readout`)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .. import functional as CF
+from .._utils import check_complex
+
+__all__ = ["Magnitude", "RealPart", "ConcatRealImag"]
+
+
+class Magnitude(nn.Module):
+    r""":math:`|z|`: complex ``(*)`` -> real ``(*)``; gradient finite (0) at :math:`z = 0`."""
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        check_complex(z, type(self).__name__)
+        return CF.magnitude(z)
+
+
+class RealPart(nn.Module):
+    r""":math:`\mathrm{Re}\, z`: complex ``(*)`` -> real ``(*)``."""
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        check_complex(z, type(self).__name__)
+        return CF.real_part(z)
+
+
+class ConcatRealImag(nn.Module):
+    r"""``[Re z, Im z]`` along ``dim`` (default -1): complex ``(*, D)`` -> real ``(*, 2D)``."""
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        check_complex(z, type(self).__name__)
+        return CF.concat_real_imag(z, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
