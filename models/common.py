@@ -252,7 +252,7 @@ class TextClassifier(nn.Module):
             dtype=field.dtype,
             **config.encoding_options,
         )
-        check_sites(self.encoding, self.supported_sites, type(self).__name__)
+        check_sites(self.encoding, self.supported_sites, config.family)
         self.embedding = TokenEmbedding(config, self.encoding, field)
         num_features = self.build_body(config, field)
         self.dropout = field.dropout(config.dropout)
@@ -375,30 +375,57 @@ class ParameterCount(NamedTuple):
     total_real: int
 
 
+def _packed_complex_parameters(model: nn.Module) -> set[int]:
+    """Ids of real parameters that store a complex table packed (``[re, im]`` interleaved), as
+    :class:`cplxnet.nn.Embedding`'s ``packed_weight``: a module whose ``weight`` is a complex
+    view sharing the parameter's storage."""
+    packed: set[int] = set()
+    for module in model.modules():
+        if not isinstance(getattr(type(module), "weight", None), property):
+            continue
+        view = module.weight
+        if not isinstance(view, torch.Tensor) or not view.is_complex():
+            continue
+        ptr = view.untyped_storage().data_ptr()
+        for p in module.parameters(recurse=False):
+            if not p.is_complex() and p.untyped_storage().data_ptr() == ptr:
+                packed.add(id(p))
+    return packed
+
+
 def count_parameters(model: nn.Module, trainable_only: bool = True) -> ParameterCount:
-    """Count ``model``'s (unique) parameters: complex ones, real ones, and the total in reals."""
+    """Count ``model``'s (unique) parameters: complex ones, real ones, and the total in reals.
+
+    A complex table stored packed as reals (:class:`cplxnet.nn.Embedding` keeps its ``(V, D)``
+    complex table as a real ``(V, 2D)`` parameter for sparse gradients) counts as ``V * D``
+    complex parameters.
+    """
+    packed = _packed_complex_parameters(model)
     n_complex = n_real = 0
     for p in model.parameters():
         if trainable_only and not p.requires_grad:
             continue
         if p.is_complex():
             n_complex += p.numel()
+        elif id(p) in packed:
+            n_complex += p.numel() // 2
         else:
             n_real += p.numel()
     return ParameterCount(n_complex, n_real, 2 * n_complex + n_real)
 
 
 def sparse_parameters(model: nn.Module) -> list[nn.Parameter]:
-    """Parameters that receive sparse gradients: the weights of every embedding table built with
-    ``sparse=True`` (the word table, an encoding's tables). Train them with
-    ``torch.optim.SparseAdam`` and the rest with a dense optimiser; the two sets are disjoint."""
+    """Parameters that receive sparse gradients: those of every embedding table built with
+    ``sparse=True`` (the word table, an encoding's tables; for :class:`cplxnet.nn.Embedding` its
+    real ``packed_weight``). Train them with ``torch.optim.SparseAdam`` and the rest with a dense
+    optimiser; the two sets are disjoint."""
     seen: set[int] = set()
     out: list[nn.Parameter] = []
     for module in model.modules():
-        if not getattr(module, "sparse", False):
+        if getattr(module, "sparse", False) is not True:
             continue
-        weight = getattr(module, "weight", None)
-        if isinstance(weight, nn.Parameter) and id(weight) not in seen:
-            seen.add(id(weight))
-            out.append(weight)
+        for p in module.parameters(recurse=False):
+            if id(p) not in seen:
+                seen.add(id(p))
+                out.append(p)
     return out

@@ -272,7 +272,7 @@ def _config_class(family: str) -> type[ModelConfig]:
     return CONFIG_CLASSES[family]
 
 
-def make_config(family: str, **fields: Any) -> ModelConfig:
+def make_config(family: str, /, **fields: Any) -> ModelConfig:
     """The config of ``family`` (one of :data:`FAMILIES`) with ``fields`` overriding defaults.
 
     ``fields`` may contain ``family`` (ignored if it matches). Unknown fields are an error that
@@ -376,7 +376,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def preset_config(name: str, **overrides: Any) -> ModelConfig:
+def preset_config(name: str, /, **overrides: Any) -> ModelConfig:
     """The config of preset ``name`` (a key of :data:`PRESETS`) with ``overrides`` applied."""
     if name not in PRESETS:
         raise ValueError(

@@ -1,0 +1,36 @@
+"""Gradients of every parameter of a small complex model of each family, in complex128 (eval
+mode), checked against finite differences by torch.autograd.gradcheck."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.func import functional_call
+from zoo_helpers import batch, tiny_config
+
+from models import FAMILIES, build_model
+
+SMALL = {
+    "fasttext": {"d_model": 3},
+    "cnn": {"d_model": 3, "kernel_sizes": (2, 3), "num_filters": 2},
+    "lstm": {"d_model": 3, "hidden_size": 2, "bidirectional": True},
+    "transformer": {"d_model": 4, "num_heads": 2, "dim_feedforward": 4, "num_layers": 1},
+}
+
+
+@pytest.mark.parametrize("readout", ["magnitude", "concat"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_gradcheck_complex128(family, readout):
+    torch.manual_seed(3)
+    config = tiny_config(family, True, vocab_size=9, sparse_embeddings=False, readout=readout,
+                         **SMALL[family])
+    model = build_model(config, dtype=torch.float64).eval()
+    ids, mask = batch([4, 2], vocab=9)
+    names = [n for n, _ in model.named_parameters()]
+    params = tuple(p.detach().clone().requires_grad_(True) for _, p in model.named_parameters())
+    assert model.embedding.word.weight.dtype == torch.complex128
+
+    def f(*ps):
+        return functional_call(model, dict(zip(names, ps)), (ids, mask))
+
+    assert torch.autograd.gradcheck(f, params, eps=1e-6, atol=1e-5, fast_mode=True)

@@ -1,0 +1,155 @@
+"""Every family, complex and real: shapes, dtypes, padding invariance, short texts, errors,
+parameter counts, sparse tables."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from zoo_helpers import CLASSES, VOCAB, batch, tiny_config
+
+from models import (
+    FAMILIES,
+    build_model,
+    count_parameters,
+    real_twin,
+    sparse_parameters,
+)
+
+CASES = [(f, c) for f in FAMILIES for c in (True, False)]
+IDS = [f"{f}-{'complex' if c else 'real'}" for f, c in CASES]
+
+
+@pytest.mark.parametrize(("family", "complex"), CASES, ids=IDS)
+def test_forward_shapes_and_dtypes(family, complex):
+    model = build_model(tiny_config(family, complex))
+    ids, mask = batch([5, 3, 1])
+    logits = model(ids, mask)
+    assert logits.shape == (3, CLASSES)
+    assert logits.dtype == torch.float32 and not logits.is_complex()
+    assert torch.isfinite(logits).all()
+    counts = count_parameters(model)
+    assert model.embedding.word.weight.is_complex() == complex
+    assert (counts.complex > 0) == complex
+    if not complex:
+        assert not any(p.is_complex() for p in model.parameters())
+    assert model.head.weight.dtype == torch.float32  # the head is real in both
+    # no padding mask means no padding
+    assert model(ids[:1, :5]).shape == (1, CLASSES)
+
+
+@pytest.mark.parametrize(("family", "complex"), CASES, ids=IDS)
+def test_double_precision(family, complex):
+    model = build_model(tiny_config(family, complex), dtype=torch.float64)
+    ids, mask = batch([4, 2])
+    assert model(ids, mask).dtype == torch.float64
+    want = torch.complex128 if complex else torch.float64
+    assert model.embedding.word.weight.dtype == want
+
+
+@pytest.mark.parametrize(("family", "complex"), CASES, ids=IDS)
+def test_padding_invariance(family, complex):
+    """Tokens at padded positions and extra trailing padding change no logit (eval mode)."""
+    torch.manual_seed(1)
+    model = build_model(tiny_config(family, complex), dtype=torch.float64).eval()
+    ids, mask = batch([6, 4, 1, 2])
+    ref = model(ids, mask)
+    noisy = torch.where(mask, torch.randint(1, VOCAB, ids.shape), ids)
+    torch.testing.assert_close(model(noisy, mask), ref)
+    longer_ids = torch.cat([noisy, torch.randint(1, VOCAB, (4, 5))], dim=1)
+    longer_mask = torch.cat([mask, torch.ones(4, 5, dtype=torch.bool)], dim=1)
+    torch.testing.assert_close(model(longer_ids, longer_mask), ref)
+    # each sequence alone, without padding, gives its row of the batch
+    for b, n in enumerate([6, 4, 1, 2]):
+        torch.testing.assert_close(model(ids[b : b + 1, :n]), ref[b : b + 1])
+
+
+@pytest.mark.parametrize("complex", [True, False])
+def test_cnn_short_texts(complex):
+    """Texts shorter than the widest filter work (zero vectors up to the widest filter)."""
+    model = build_model(tiny_config("cnn", complex, kernel_sizes=(2, 3, 5))).eval()
+    ids, mask = batch([1, 2])
+    assert model(ids, mask).shape == (2, CLASSES)
+    one = model(ids[:1, :1])
+    torch.testing.assert_close(model(ids, mask)[:1], one)
+    # a one-token text equals that token followed by explicit zero-id padding
+    padded = torch.cat([ids[:1, :1], torch.zeros(1, 6, dtype=torch.long)], dim=1)
+    pmask = torch.arange(7)[None] >= 1
+    torch.testing.assert_close(model(padded, pmask), one)
+
+
+@pytest.mark.parametrize("pooling", ["final", "mean", "max"])
+@pytest.mark.parametrize("complex", [True, False])
+def test_lstm_poolings(pooling, complex):
+    model = build_model(tiny_config("lstm", complex, pooling=pooling, bidirectional=False,
+                                    num_layers=2)).eval()
+    ids, mask = batch([5, 2, 3])
+    out = model(ids, mask)
+    assert out.shape == (3, CLASSES)
+    torch.testing.assert_close(model(ids[1:2, :2]), out[1:2])
+
+
+@pytest.mark.parametrize("readout", ["magnitude", "concat", "real"])
+def test_readouts(readout):
+    model = build_model(tiny_config("fasttext", True, readout=readout))
+    width = 2 * 6 if readout == "concat" else 6
+    assert model.head.in_features == width
+    ids, mask = batch([3, 2])
+    assert model(ids, mask).shape == (2, CLASSES)
+
+
+def test_input_errors_are_clear():
+    model = build_model(tiny_config("fasttext"))
+    ids, mask = batch([3, 2])
+    with pytest.raises(TypeError, match="FastText: ids must be an int64"):
+        model(ids.float(), mask)
+    with pytest.raises(ValueError, match=r"FastText: ids must have shape \(B, L\)"):
+        model(ids[0], mask)
+    with pytest.raises(TypeError, match="padding_mask must be a torch.bool"):
+        model(ids, mask.long())
+    with pytest.raises(ValueError, match="padding_mask must have the shape of ids"):
+        model(ids, mask[:, :2])
+    with pytest.raises(ValueError, match="exceeds max_len"):
+        model(torch.ones(1, 40, dtype=torch.long))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_parameter_counts(family):
+    model = build_model(tiny_config(family, True))
+    counts = count_parameters(model)
+    word = model.embedding.word
+    n_complex = sum(p.numel() for p in model.parameters() if p.is_complex())
+    n_complex += word.weight.numel()  # the complex word table is stored packed as reals
+    n_real = sum(p.numel() for p in model.parameters() if not p.is_complex())
+    n_real -= 2 * word.weight.numel()
+    assert counts == (n_complex, n_real, 2 * n_complex + n_real)
+    assert counts.complex == n_complex and counts.total_real == 2 * n_complex + n_real
+    real = build_model(tiny_config(family, False))
+    rc = count_parameters(real)
+    assert rc.complex == 0 and rc.real == rc.total_real == sum(p.numel() for p in real.parameters())
+    # the equal-FLOP twin has the same embedding parameters in reals as the complex model
+    twin = build_model(real_twin(tiny_config(family, True)))
+    assert twin.embedding.word.weight.numel() == 2 * model.embedding.word.weight.numel()
+
+
+@pytest.mark.parametrize(("family", "complex"), CASES, ids=IDS)
+def test_sparse_parameters(family, complex):
+    model = build_model(tiny_config(family, complex))
+    sparse = sparse_parameters(model)
+    word_params = list(model.embedding.word.parameters())
+    assert len(word_params) == 1 and any(p is word_params[0] for p in sparse)
+    ids, mask = batch([4, 3])
+    model(ids, mask).sum().backward()
+    for p in sparse:
+        assert p.grad is None or p.grad.is_sparse
+    dense_ids = {id(p) for p in model.parameters()} - {id(p) for p in sparse}
+    assert all(not p.grad.is_sparse for p in model.parameters() if id(p) in dense_ids
+               and p.grad is not None)
+    off = build_model(tiny_config(family, complex, sparse_embeddings=False))
+    assert sparse_parameters(off) == []
+
+
+def test_build_model_accepts_dicts_and_rejects_others():
+    c = tiny_config("cnn")
+    assert isinstance(build_model(c.to_dict()), type(build_model(c)))
+    with pytest.raises(TypeError, match="expected a ModelConfig"):
+        build_model("cnn")
