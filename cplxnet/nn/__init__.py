@@ -10,3 +10,4 @@ from .dropout import *  # noqa: F403
 from .activation import *  # noqa: F403
 from .pooling import *  # noqa: F403
 from .readout import *  # noqa: F403
+from .transformer import *  # noqa: F403

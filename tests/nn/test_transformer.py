@@ -1,0 +1,260 @@
+"""TransformerEncoderLayer / TransformerEncoder: real twin vs torch, complex reductions, gradcheck,
+padding invariance, the encoding hooks, construction forms and errors."""
+
+import pytest
+import torch
+from torch.func import functional_call
+
+import cplxnet.nn as cnn
+from cplxnet.encodings.base import PositionalEncoding
+
+D, H, F, B, L = 8, 2, 12, 3, 6
+
+
+def _padding():
+    pad = torch.zeros(B, L, dtype=torch.bool)
+    pad[0, L - 2 :] = True
+    pad[1, L - 1 :] = True
+    return pad
+
+
+def _randomize(module):
+    """Non-trivial values for every parameter (biases and norm gains included)."""
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            gain = "norm" in name and name.endswith("weight")
+            p.copy_(torch.randn_like(p) * 0.5 + (1.0 if gain else 0.0))
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize(("ours", "theirs"), [("crelu", "relu"), ("gelu", "gelu")])
+def test_real_twin_equals_torch_layer(norm_first, ours, theirs):
+    m = cnn.TransformerEncoderLayer(
+        D, H, F, dropout=0.0, activation=ours, norm_first=norm_first, dtype=torch.float64
+    ).eval()
+    _randomize(m)
+    t = torch.nn.TransformerEncoderLayer(
+        D, H, F, dropout=0.0, activation=theirs, norm_first=norm_first, batch_first=True,
+        dtype=torch.float64,
+    ).eval()
+    t.load_state_dict(m.state_dict())
+    x = torch.randn(B, L, D, dtype=torch.float64)
+    pad = _padding()
+    got, want = m(x, pad), t(x, src_key_padding_mask=pad)
+    torch.testing.assert_close(got[~pad], want[~pad])
+
+
+def test_real_twin_encoder_equals_torch_encoder():
+    layer = cnn.TransformerEncoderLayer(D, H, F, dropout=0.0, norm_first=True, dtype=torch.float64)
+    enc = cnn.TransformerEncoder(layer, 3, norm="split").eval()
+    assert isinstance(enc.norm, torch.nn.LayerNorm)
+    _randomize(enc)
+    t_layer = torch.nn.TransformerEncoderLayer(
+        D, H, F, dropout=0.0, norm_first=True, batch_first=True, dtype=torch.float64
+    )
+    t = torch.nn.TransformerEncoder(
+        t_layer, 3, norm=torch.nn.LayerNorm(D, dtype=torch.float64), enable_nested_tensor=False
+    ).eval()
+    t.load_state_dict(enc.state_dict())  # same keys: layers.i.*, norm.*
+    x = torch.randn(B, L, D, dtype=torch.float64)
+    pad = _padding()
+    torch.testing.assert_close(enc(x, pad)[~pad], t(x, src_key_padding_mask=pad)[~pad])
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_complex_with_zero_imaginary_parts_reduces_to_real_layer(norm_first):
+    kw = {"dropout": 0.0, "norm_first": norm_first, "norm": "split", "activation": "crelu"}
+    mc = cnn.TransformerEncoderLayer(D, H, F, dtype=torch.complex128, **kw).eval()
+    mr = cnn.TransformerEncoderLayer(D, H, F, dtype=torch.float64, **kw).eval()
+    _randomize(mr)
+    pc = dict(mc.named_parameters())
+    with torch.no_grad():
+        for name, pr in mr.named_parameters():
+            if pc[name].is_complex():
+                pc[name].copy_(torch.complex(pr, torch.zeros_like(pr)))
+            else:  # split layer-norm gains (2, D): real part gain = the real gain
+                pc[name][0].copy_(pr)
+                pc[name][1].normal_()
+    x = torch.randn(B, L, D, dtype=torch.float64)
+    pad = _padding()
+    out_c = mc(x.to(torch.complex128), pad)
+    torch.testing.assert_close(out_c.real, mr(x, pad))
+    assert out_c.imag.abs().max() == 0
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_pre_and_post_norm_follow_their_formulas(norm_first):
+    m = cnn.TransformerEncoderLayer(D, H, F, dropout=0.3, norm_first=norm_first).eval()
+    _randomize(m)
+    x = torch.randn(B, L, D, dtype=torch.complex64)
+    pad = _padding()
+
+    def sa(y):
+        return m.self_attn(y, pad)
+
+    def ff(y):
+        return m.linear2(m.activation(m.linear1(y)))
+
+    if norm_first:
+        y = x + sa(m.norm1(x))
+        y = y + ff(m.norm2(y))
+    else:
+        y = m.norm1(x + sa(x))
+        y = m.norm2(y + ff(y))
+    torch.testing.assert_close(m(x, pad), y)
+
+
+def test_pre_and_post_norm_differ():
+    post = cnn.TransformerEncoderLayer(D, H, F, dropout=0.0, norm_first=False).eval()
+    pre = cnn.TransformerEncoderLayer(D, H, F, dropout=0.0, norm_first=True).eval()
+    pre.load_state_dict(post.state_dict())
+    x = torch.randn(B, L, D, dtype=torch.complex64)
+    assert not torch.allclose(pre(x), post(x))
+
+
+@pytest.mark.parametrize(
+    ("norm_first", "norm", "score"),
+    [(False, "split", "real"), (True, "whiten", "real"), (True, "rms", "modulus")],
+)
+def test_gradcheck_complex128_eval(norm_first, norm, score):
+    m = cnn.TransformerEncoderLayer(
+        4, 2, 6, dropout=0.1, activation="gelu", norm_first=norm_first, norm=norm, score=score,
+        dtype=torch.complex128,
+    ).eval()
+    params = dict(m.named_parameters())
+    names = ["self_attn.in_proj_weight", "linear1.weight", "norm1.bias" if norm != "rms" else
+             "norm1.weight"]
+    x = torch.randn(2, 3, 4, dtype=torch.complex128, requires_grad=True)
+    pad = torch.tensor([[False, False, True], [False, False, False]])
+
+    def fn(x, *ps):
+        return functional_call(m, {**params, **dict(zip(names, ps))}, (x, pad))
+
+    inputs = (x, *(params[n].detach().clone().requires_grad_() for n in names))
+    assert torch.autograd.gradcheck(fn, inputs)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("score", ["real", "modulus"])
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.float32])
+def test_padding_never_influences_real_positions(norm_first, score, dtype):
+    enc = cnn.TransformerEncoder(
+        D, H, 2, dim_feedforward=F, norm_first=norm_first, score=score, dtype=dtype, norm="split"
+    ).eval()
+    pad = _padding()
+    x = torch.randn(B, L, D, dtype=dtype)
+    y = x.clone()
+    y[pad] = torch.randn_like(y[pad]) * 30
+    out_x, out_y = enc(x, pad), enc(y, pad)
+    torch.testing.assert_close(out_x[~pad], out_y[~pad])
+    assert not torch.allclose(out_x[pad], out_y[pad])
+
+
+class RecordingEncoding(PositionalEncoding):
+    """Adds a per-layer constant at the layer input and a constant logits bias; records calls."""
+
+    name = "test-recording"
+    acts_on = frozenset({"layer", "logits"})
+
+    def __init__(self, table):
+        super().__init__()
+        self.table = table
+        self.calls = []
+
+    def layer_input(self, x, layer, num_layers):
+        self.calls.append((layer, num_layers, tuple(x.shape)))
+        return x + (layer + 1)
+
+    def logits_bias(self, q, k):
+        return self.table
+
+
+def test_encoding_hooks_in_encoder():
+    enc = cnn.TransformerEncoder(D, H, 3, dim_feedforward=F, dropout=0.0, norm_first=True).eval()
+    table = torch.randn(1, H, L, L)
+    rec = RecordingEncoding(table)
+    x = torch.randn(B, L, D, dtype=torch.complex64)
+    pad = _padding()
+    out = enc(x, pad, encoding=rec)
+    assert rec.calls == [(i, 3, (B, L, D)) for i in range(3)]
+    # the same computation done by hand through the layers
+    y = x
+    for i, layer in enumerate(enc.layers):
+        y = layer(y + (i + 1), pad, attn_mask=table)
+    torch.testing.assert_close(out, y)
+    assert "table" not in " ".join(enc.state_dict())  # the model owns the encoding
+    with pytest.raises(TypeError, match="encoding must be a cplxnet.encodings.base"):
+        enc(x, pad, encoding="rotary")
+
+
+def test_dropout_train_vs_eval():
+    m = cnn.TransformerEncoderLayer(D, H, F, dropout=0.3)
+    x = torch.randn(B, L, D, dtype=torch.complex64)
+    assert not torch.allclose(m(x), m(x))
+    m.eval()
+    torch.testing.assert_close(m(x), m(x))
+    assert isinstance(m.dropout, cnn.Dropout)
+    r = cnn.TransformerEncoderLayer(D, H, F, dropout=0.3, dtype=torch.float32)
+    assert isinstance(r.dropout, torch.nn.Dropout) and isinstance(r.norm1, torch.nn.LayerNorm)
+    assert isinstance(r.linear1, torch.nn.Linear) and isinstance(r.activation, torch.nn.ReLU)
+
+
+def test_submodule_kinds_and_defaults():
+    m = cnn.TransformerEncoderLayer(D, H)
+    assert m.dtype == torch.complex64 and m.linear1.out_features == 512
+    assert isinstance(m.norm1, cnn.LayerNorm) and m.norm1.mode == "split"
+    assert isinstance(m.activation, cnn.CReLU) and m.self_attn.dropout == 0.1
+    assert isinstance(cnn.TransformerEncoderLayer(D, H, norm="rms").norm2, cnn.RMSNorm)
+    assert isinstance(cnn.TransformerEncoderLayer(D, H, norm="rms", dtype=torch.float64).norm2,
+                      torch.nn.RMSNorm)
+    assert isinstance(cnn.TransformerEncoderLayer(D, H, activation="modrelu").activation,
+                      cnn.ModReLU)
+    act = cnn.Cardioid()
+    assert cnn.TransformerEncoderLayer(D, H, activation=act).activation is act
+    assert cnn.TransformerEncoderLayer(D, H, attention_dropout=0.0).self_attn.dropout == 0.0
+    assert "norm_first=False, norm='split'" in repr(m)
+
+
+def test_encoder_construction_forms():
+    layer = cnn.TransformerEncoderLayer(D, H, F)
+    enc = cnn.TransformerEncoder(layer, 2)
+    assert enc.layers[0] is layer and enc.norm is None
+    w0, w1 = (lay.self_attn.in_proj_weight for lay in enc.layers)
+    assert not torch.equal(w0, w1)  # copies are re-initialised independently
+    keys = set(enc.state_dict())
+    assert "layers.0.self_attn.in_proj_weight" in keys and "layers.1.norm2.bias" in keys
+    fac = cnn.TransformerEncoder(lambda i: cnn.TransformerEncoderLayer(D, H, F + i), 3)
+    assert [lay.linear1.out_features for lay in fac.layers] == [F, F + 1, F + 2]
+    cfg = cnn.TransformerEncoder(D, H, 2, dim_feedforward=F, layer_norm="whiten", norm="rms")
+    assert cfg.layers[1].norm1.mode == "whiten" and isinstance(cfg.norm, cnn.RMSNorm)
+    assert "norm.weight" in cfg.state_dict()
+    final = cnn.LayerNorm(D)
+    assert cnn.TransformerEncoder(layer, 1, norm=final).norm is final
+    x = torch.randn(B, L, D, dtype=torch.complex64)
+    assert cfg(x, _padding()).shape == (B, L, D)
+    assert cfg(x, is_causal=True).shape == (B, L, D)
+
+
+def test_errors():
+    m = cnn.TransformerEncoderLayer(D, H, F)
+    x = torch.randn(B, L, D, dtype=torch.complex64)
+    with pytest.raises(ValueError, match="unknown norm 'batch'; valid norms are 'split'"):
+        cnn.TransformerEncoderLayer(D, H, norm="batch")
+    with pytest.raises(ValueError, match="unknown activation 'swish'; valid activations are"):
+        cnn.TransformerEncoderLayer(D, H, activation="swish")
+    with pytest.raises(TypeError, match="activation must be a name"):
+        cnn.TransformerEncoderLayer(D, H, activation=3)
+    with pytest.raises(ValueError, match="embed_dim"):
+        cnn.TransformerEncoderLayer(10, 3)
+    with pytest.raises(TypeError, match=r"input has dtype torch.float32 but the layer is"):
+        m(x.real)
+    with pytest.raises(ValueError, match=r"expected input of shape \(B, L, 8\)"):
+        m(x[..., :4])
+    with pytest.raises(ValueError, match=r"padding_mask must have shape \(3, 6\)"):
+        m(x, torch.zeros(B, L - 1, dtype=torch.bool))
+    with pytest.raises(ValueError, match="num_layers must be a positive int"):
+        cnn.TransformerEncoder(m, 0)
+    with pytest.raises(TypeError, match="pass only"):
+        cnn.TransformerEncoder(m, 2, 3)
+    with pytest.raises(ValueError, match="unknown norm"):
+        cnn.TransformerEncoder(m, 2, norm="batch")
