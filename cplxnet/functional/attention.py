@@ -62,6 +62,26 @@ _OWNER = "scaled_dot_product_attention"
 def _check_qkv(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, owner: str
 ) -> None:
+    # Fast path (the common case costs a few attribute reads); diagnose only on failure.
+    vv = k if v is None else v
+    if (
+        isinstance(q, torch.Tensor)
+        and isinstance(k, torch.Tensor)
+        and isinstance(vv, torch.Tensor)
+        and q.dtype == k.dtype == vv.dtype
+        and (q.is_complex() or q.is_floating_point())
+        and q.dim() >= 2
+        and q.shape[-1] == k.shape[-1]
+        and q.shape[:-2] == k.shape[:-2] == vv.shape[:-2]
+        and vv.shape[-2] == k.shape[-2]
+    ):
+        return
+    _diagnose_qkv(q, k, v, owner)
+
+
+def _diagnose_qkv(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, owner: str
+) -> None:
     named = [("q", q), ("k", k)] + ([("v", v)] if v is not None else [])
     for name, t in named:
         if not isinstance(t, torch.Tensor):
@@ -72,43 +92,36 @@ def _check_qkv(
             raise ValueError(
                 f"{owner}: {name} must have shape (B, H, L, Dh), got {tuple(t.shape)}"
             )
-    kinds = {name: t.is_complex() for name, t in named}
-    if len(set(kinds.values())) > 1:
-        desc = ", ".join(f"{n}={t.dtype}" for n, t in named)
+    desc = ", ".join(f"{n}={t.dtype}" for n, t in named)
+    if len({t.is_complex() for _, t in named}) > 1:
         raise TypeError(
             f"{owner}: q, k and v must all be complex or all be real, got {desc}. Convert the "
             "real ones with x.to(torch.cfloat) (or keep the whole model real)."
         )
-    dtypes = {t.dtype for _, t in named}
-    if len(dtypes) > 1:
-        desc = ", ".join(f"{n}={t.dtype}" for n, t in named)
+    if len({t.dtype for _, t in named}) > 1:
         raise TypeError(f"{owner}: q, k and v must have the same dtype, got {desc}")
     shapes = ", ".join(f"{n}={tuple(t.shape)}" for n, t in named)
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
             f"{owner}: q and k must have the same head width (last dim), got {shapes}"
         )
-    lead = {tuple(t.shape[:-2]) for _, t in named}
-    if len(lead) > 1:
+    if len({tuple(t.shape[:-2]) for _, t in named}) > 1:
         raise ValueError(
             f"{owner}: q, k and v must have the same leading (batch, head) dims, got {shapes}"
         )
-    if v is not None and v.shape[-2] != k.shape[-2]:
-        raise ValueError(
-            f"{owner}: k and v must have the same length (dim -2), got {shapes}"
-        )
+    raise ValueError(f"{owner}: k and v must have the same length (dim -2), got {shapes}")
 
 
 def _check_broadcast(
     t: torch.Tensor, target: tuple[int, ...], owner: str, name: str
 ) -> None:
-    try:
-        out = torch.broadcast_shapes(tuple(t.shape), target)
-    except RuntimeError:
-        out = None
-    if out != target:
+    shape = t.shape
+    # plain-Python test: torch.broadcast_shapes costs tens of microseconds per call
+    if len(shape) > len(target) or any(
+        s != 1 and s != n for s, n in zip(reversed(shape), reversed(target))
+    ):
         raise ValueError(
-            f"{owner}: {name} of shape {tuple(t.shape)} does not broadcast to the logits shape "
+            f"{owner}: {name} of shape {tuple(shape)} does not broadcast to the logits shape "
             f"{target} (B, H, Lq, Lk)"
         )
 
