@@ -75,6 +75,7 @@ from torch import _VF
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from .._utils import check_choice, check_complex, check_last_dim, pack, unpack
+from .activation import modrelu
 
 __all__ = [
     "GATES",
@@ -196,16 +197,8 @@ def _entry_dropout(data: _Tensor, p: float, interleaved: bool) -> _Tensor:
 
 
 def _modrelu(z: _Tensor, bias: _Tensor | None) -> _Tensor:
-    r"""modReLU (Arjovsky et al. 2016): :math:`\mathrm{relu}(|z| + b)\, z / |z|`, 0 at z = 0.
-
-    Written here (not taken from cplxnet's activations) so the RNN has no import-order
-    dependency; the division uses a safe denominator, so value and gradient are finite at 0.
-    """
-    if bias is None:
-        return z
-    mag = z.abs()
-    safe = torch.where(mag > 0, mag, torch.ones_like(mag))
-    return z * (torch.relu(mag + bias) / safe)
+    r"""modReLU (:func:`cplxnet.functional.modrelu`, finite at 0), or the identity without bias."""
+    return z if bias is None else modrelu(z, bias)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -35,6 +35,11 @@ def _split_lengths_hx(lengths, hx):
     return lengths, hx
 
 
+def _map_states(fn, state):
+    """Apply ``fn`` to a state tensor or to each tensor of an ``(h, c)`` pair."""
+    return tuple(fn(s) for s in state) if isinstance(state, (tuple, list)) else fn(state)
+
+
 def _resolve_lengths(owner, x, lengths, padding_mask, batch_first):
     if padding_mask is None:
         return lengths
@@ -137,11 +142,7 @@ class _FusedRNNBase(nn.Module):
                 raise ValueError(f"{owner}: lengths/padding_mask need a batched (3-D) input")
             x = x.unsqueeze(0 if self.batch_first else 1)
             if hx is not None:
-                hx = (
-                    tuple(h.unsqueeze(1) for h in hx)
-                    if isinstance(hx, (tuple, list))
-                    else (hx.unsqueeze(1))
-                )
+                hx = _map_states(lambda h: h.unsqueeze(1), hx)
         check_last_dim(x, self.input_size, owner)
         lengths = _resolve_lengths(owner, x, lengths, padding_mask, self.batch_first)
         fn = CF.lstm if self._kind == "lstm" else CF.gru
@@ -162,11 +163,7 @@ class _FusedRNNBase(nn.Module):
             raise type(err)(str(err).replace(f"cplxnet.functional.{self._kind}", owner)) from None
         if unbatched:
             out = out.squeeze(0 if self.batch_first else 1)
-            state = (
-                tuple(s.squeeze(1) for s in state)
-                if isinstance(state, tuple)
-                else (state.squeeze(1))
-            )
+            state = _map_states(lambda s: s.squeeze(1), state)
         return out, state
 
     def extra_repr(self) -> str:

@@ -116,6 +116,10 @@ def test_layout_variants(cls):
     if cls is not cnn.UnitaryRNN:  # unbatched (L, D) input as torch
         un, _ = mod(x[0])
         torch.testing.assert_close(un, out[0], **TOL)
+        h0_one = tuple(h[:, 0] for h in h0) if cls is cnn.LSTM else h0[:, 0]
+        un_h, st_h = mod(x[0], h0_one)
+        torch.testing.assert_close(un_h, a[0], **TOL)
+        assert _states(st_h)[0].shape == (2, 4)
 
 
 @pytest.mark.parametrize("cls", [cnn.LSTM, cnn.GRU, cnn.UnitaryRNN])
@@ -201,6 +205,20 @@ def test_unitary_cell_is_one_step_of_the_rnn():
         state = cell(xt, state)
         torch.testing.assert_close(state, out[:, t], **TOL)
     torch.testing.assert_close(h[0], state, **TOL)
+
+
+def test_split_gates_bounded_analytic_not():
+    """Split gates keep |Re h|, |Im h| < 1 whatever the weights; analytic gates do not (poles)."""
+    big = {}
+    for gate in ("split", "analytic"):
+        mod = cnn.LSTM(8, 16, gate=gate, dtype=DT)
+        with torch.no_grad():
+            for p in mod.parameters():
+                p.mul_(4)
+        out, _ = mod(2 * torch.randn(4, 20, 8, dtype=DT))
+        big[gate] = torch.view_as_real(out).abs().max().item()
+    assert big["split"] < 1
+    assert big["analytic"] > 1
 
 
 def test_repr():
