@@ -200,11 +200,13 @@ class MultiheadAttention(nn.Module):
             q, k, v = encoding.rotate(q, k, v)
             bias = encoding.logits_bias(pack(q), pack(k))  # (B|1, H|1, Lq, Lk) real
             scale = scale * encoding.logit_scale
-        if attn_mask is not None and attn_mask.dtype != torch.bool:
-            if not attn_mask.is_floating_point():
+        if attn_mask is not None and (
+            not isinstance(attn_mask, torch.Tensor) or attn_mask.dtype != torch.bool
+        ):
+            if not isinstance(attn_mask, torch.Tensor) or not attn_mask.is_floating_point():
                 raise TypeError(
-                    f"{owner}: attn_mask must be bool (True = may attend) or real floating, "
-                    f"got {attn_mask.dtype}"
+                    f"{owner}: attn_mask must be a bool (True = may attend) or real floating "
+                    f"tensor, got {getattr(attn_mask, 'dtype', type(attn_mask).__name__)}"
                 )
             bias = attn_mask if bias is None else bias + attn_mask
             attn_mask = None

@@ -313,8 +313,10 @@ def test_errors():
         m(x, value=x)
     with pytest.raises(TypeError, match="encoding must be a cplxnet.encodings.base"):
         m(x, encoding=object())
-    with pytest.raises(TypeError, match="attn_mask must be bool"):
+    with pytest.raises(TypeError, match="attn_mask must be a bool"):
         m(x, attn_mask=torch.ones(L, L, dtype=torch.int32))
+    with pytest.raises(TypeError, match="attn_mask must be a bool .* got list"):
+        m(x, attn_mask=[[True]])
     with pytest.raises(ValueError, match="does not broadcast"):
         m(x, attn_mask=torch.ones(L, L + 1, dtype=torch.bool))
 
