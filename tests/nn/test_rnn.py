@@ -266,3 +266,17 @@ def test_constructor_errors(cls):
     with pytest.raises(ValueError, match="h_0 must have shape"):
         h = torch.zeros(1, 2, 4, dtype=DT)
         mod(torch.randn(2, 5, 3, dtype=DT), (h, h) if cls is cnn.LSTM else h)
+
+
+@pytest.mark.parametrize("gate", ["split", "analytic"])
+def test_complex64_matches_complex128(gate):
+    kw = {"num_layers": 2, "bidirectional": True, "gate": gate}
+    mod = cnn.LSTM(3, 4, **kw, dtype=DT)
+    mod32 = cnn.LSTM(3, 4, **kw, dtype=torch.complex64)
+    mod32.load_state_dict(mod.state_dict())  # copy_ casts complex128 -> complex64
+    x = torch.randn(3, 6, 3, dtype=DT)
+    lens = torch.tensor([6, 3, 1])
+    ref, _ = mod(x, lens)
+    out, (h, c) = mod32(x.to(torch.complex64), lens)
+    assert out.dtype == h.dtype == c.dtype == torch.complex64
+    torch.testing.assert_close(out, ref.to(torch.complex64), atol=2e-5, rtol=2e-5)
