@@ -1,0 +1,298 @@
+"""Reading labelled text: the bundled MR and TREC data and user files (TSV, CSV, JSONL).
+
+Every problem with a file is a :class:`DataError` whose one-line message names the file, the line
+and what to do, so the command line can print it without a traceback.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from importlib import resources
+
+__all__ = [
+    "DataError",
+    "Example",
+    "Dataset",
+    "BUNDLED",
+    "FORMATS",
+    "load_dataset",
+    "read_examples",
+    "read_text_lines",
+    "infer_format",
+]
+
+#: Bundled datasets: name -> {part: file inside ``cplxnet/data/bundled``}.
+BUNDLED: dict[str, dict[str, str]] = {
+    "mr": {"all": "mr/mr.tsv.gz"},
+    "trec": {"train": "trec/train.tsv.gz", "test": "trec/test.tsv.gz"},
+}
+FORMATS = ("tsv", "csv", "jsonl")
+_EXTENSIONS = {".tsv": "tsv", ".tab": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+
+
+class DataError(ValueError):
+    """A problem with the user's data: the message names the file, the line and the fix."""
+
+
+@dataclass(frozen=True)
+class Example:
+    """One labelled text and where it came from (``source`` file, 1-based ``line``)."""
+
+    text: str
+    label: str
+    source: str = "<memory>"
+    line: int = 0
+
+    @property
+    def where(self) -> str:
+        return f"{self.source} line {self.line}" if self.line else self.source
+
+
+@dataclass
+class Dataset:
+    """A loaded dataset: ``parts`` maps ``"all"`` or ``"train"``/``"test"`` to examples."""
+
+    name: str
+    parts: dict[str, list[Example]] = field(default_factory=dict)
+    bundled: bool = False
+
+    @property
+    def examples(self) -> list[Example]:
+        return [ex for part in self.parts.values() for ex in part]
+
+    def __len__(self) -> int:
+        return sum(len(p) for p in self.parts.values())
+
+    def labels(self) -> list[str]:
+        return sorted({ex.label for ex in self.examples})
+
+
+def infer_format(path: str, fmt: str | None = None) -> str:
+    """The file format: ``fmt`` if given, else from the extension (``.gz`` is looked through)."""
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise DataError(f"unknown data format {fmt!r}; valid formats are {', '.join(FORMATS)}")
+        return fmt
+    name = path[:-3] if path.endswith(".gz") else path
+    ext = os.path.splitext(name)[1].lower()
+    if ext in _EXTENSIONS:
+        return _EXTENSIONS[ext]
+    raise DataError(
+        f"{path}: cannot tell the format from the extension {ext or '(none)'!r}; name the file "
+        f".tsv, .csv or .jsonl or pass the format explicitly (--format tsv|csv|jsonl)"
+    )
+
+
+def _read_bytes(path: str) -> bytes:
+    if os.path.isdir(path):
+        raise DataError(f"{path}: is a directory; give a data file (TSV, CSV or JSONL)")
+    if not os.path.exists(path):
+        raise DataError(f"{path}: file not found; check the path")
+    try:
+        if path.endswith(".gz"):
+            with gzip.open(path, "rb") as fh:
+                return fh.read()
+        with open(path, "rb") as fh:
+            return fh.read()
+    except (OSError, EOFError) as err:
+        raise DataError(f"{path}: cannot read the file ({err})") from None
+
+
+def _decode_lines(raw: bytes, source: str) -> list[str]:
+    """Split into lines (``\\n`` or ``\\r\\n``) and decode each as UTF-8, naming the bad line."""
+    if raw.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark
+        raw = raw[3:]
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    out = []
+    for number, line in enumerate(lines, 1):
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        try:
+            out.append(line.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            bad = line[err.start : err.start + 1].hex()
+            raise DataError(
+                f"{source} line {number}: bytes that are not UTF-8 (0x{bad} at byte {err.start + 1}"
+                "); re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8 in > out)"
+            ) from None
+    return out
+
+
+def read_text_lines(path: str) -> list[tuple[int, str]]:
+    """Non-blank lines of a plain text file (one text per line) as ``(line number, text)``."""
+    lines = _decode_lines(_read_bytes(path), path)
+    out = [(n, line) for n, line in enumerate(lines, 1) if line.strip()]
+    if not out:
+        raise DataError(f"{path}: the file has no non-blank lines; put one text per line")
+    return out
+
+
+def _check_header(columns: list[str], label_field: str, text_field: str, source: str) -> None:
+    missing = [f for f in (label_field, text_field) if f not in columns]
+    if missing:
+        raise DataError(
+            f"{source} line 1: the header {columns!r} lacks the field(s) "
+            f"{', '.join(map(repr, missing))}; the first line must name the columns, e.g. "
+            f"'{label_field}<TAB>{text_field}', or choose the fields with "
+            "--label-field/--text-field"
+        )
+
+
+def _make_example(label, text, source: str, number: int, label_field: str, text_field: str):
+    if label is None or (isinstance(label, str) and not label.strip()):
+        raise DataError(
+            f"{source} line {number}: no label (field {label_field!r}); every example needs a "
+            "label and a text"
+        )
+    if text is None:
+        raise DataError(
+            f"{source} line {number}: no text (field {text_field!r}); every example needs a "
+            "label and a text"
+        )
+    if not isinstance(text, str):
+        raise DataError(
+            f"{source} line {number}: the text (field {text_field!r}) must be a string, got "
+            f"{type(text).__name__}"
+        )
+    if not text.strip():
+        raise DataError(
+            f"{source} line {number}: the text is empty; remove the line or give it a text"
+        )
+    if isinstance(label, bool) or not isinstance(label, (str, int)):
+        raise DataError(
+            f"{source} line {number}: the label {label!r} must be a string or an integer"
+        )
+    return Example(text=text.strip(), label=str(label).strip(), source=source, line=number)
+
+
+def _iter_tsv(
+    lines: list[str], source: str, label_field: str, text_field: str
+) -> Iterator[Example]:
+    columns = lines[0].split("\t")
+    _check_header(columns, label_field, text_field, source)
+    li, ti = columns.index(label_field), columns.index(text_field)
+    for number, line in enumerate(lines[1:], 2):
+        if not line.strip():
+            continue
+        # No quoting: split on tabs, the last column keeps any further tabs.
+        fields = line.split("\t", len(columns) - 1)
+        if len(fields) < len(columns):
+            raise DataError(
+                f"{source} line {number}: expected {len(columns)} tab-separated fields "
+                f"({', '.join(columns)}), found {len(fields)}; separate the label and the text "
+                "with a tab"
+            )
+        yield _make_example(fields[li], fields[ti], source, number, label_field, text_field)
+
+
+def _iter_csv(
+    lines: list[str], source: str, label_field: str, text_field: str
+) -> Iterator[Example]:
+    reader = csv.reader(io.StringIO("\n".join(lines) + "\n"))
+    try:
+        columns = next(reader)
+        _check_header(columns, label_field, text_field, source)
+        li, ti = columns.index(label_field), columns.index(text_field)
+        for row in reader:
+            number = reader.line_num
+            if not row or not any(cell.strip() for cell in row):
+                continue
+            if len(row) <= max(li, ti):
+                raise DataError(
+                    f"{source} line {number}: expected {len(columns)} comma-separated fields "
+                    f"({', '.join(columns)}), found {len(row)}; quote texts that contain commas"
+                )
+            yield _make_example(row[li], row[ti], source, number, label_field, text_field)
+    except csv.Error as err:
+        raise DataError(f"{source} line {reader.line_num}: malformed CSV ({err})") from None
+
+
+def _iter_jsonl(
+    lines: list[str], source: str, label_field: str, text_field: str
+) -> Iterator[Example]:
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DataError(
+                f"{source} line {number}: not valid JSON ({err.msg} at column {err.colno}); "
+                "JSONL needs one JSON object per line"
+            ) from None
+        if not isinstance(record, dict):
+            raise DataError(
+                f"{source} line {number}: expected a JSON object like "
+                f'{{"{label_field}": ..., "{text_field}": ...}}, got {type(record).__name__}'
+            )
+        yield _make_example(
+            record.get(label_field), record.get(text_field), source, number, label_field, text_field
+        )
+
+
+_READERS = {"tsv": _iter_tsv, "csv": _iter_csv, "jsonl": _iter_jsonl}
+
+
+def read_examples(
+    path: str,
+    label_field: str = "label",
+    text_field: str = "text",
+    fmt: str | None = None,
+    *,
+    _raw: bytes | None = None,
+    _source: str | None = None,
+) -> list[Example]:
+    """Read one labelled file (TSV with a header, CSV with a header, or JSONL).
+
+    TSV is read without quoting: each line is split on tabs into as many fields as the header has
+    (the last column keeps any further tabs), so texts may contain ``"`` and ``''``. Blank lines
+    are skipped. Raises :class:`DataError` naming the file and line for every problem.
+    """
+    source = _source or path
+    raw = _read_bytes(path) if _raw is None else _raw
+    if not raw.strip():
+        raise DataError(f"{source}: the file is empty; give a file of labelled examples")
+    fmt = infer_format(path, fmt)
+    lines = _decode_lines(raw, source)
+    examples = list(_READERS[fmt](lines, source, label_field, text_field))
+    if not examples:
+        raise DataError(f"{source}: no examples after the header; add lines '<label><TAB><text>'")
+    return examples
+
+
+def _read_bundled(name: str, file: str) -> list[Example]:
+    resource = resources.files("cplxnet.data").joinpath("bundled", *file.split("/"))
+    with resource.open("rb") as fh:
+        raw = gzip.decompress(fh.read())
+    return read_examples(file, _raw=raw, _source=f"{name}:{file.split('/')[-1][:-3]}")
+
+
+def load_dataset(
+    name_or_path: str,
+    label_field: str = "label",
+    text_field: str = "text",
+    fmt: str | None = None,
+) -> Dataset:
+    """Load a bundled dataset (``"mr"``, ``"trec"``) or a labelled file.
+
+    Bundled TREC has parts ``"train"`` (5,452) and ``"test"`` (500, the official test set); MR and
+    user files have one part, ``"all"``. Labels are strings. See ``bundled/PROVENANCE.md``.
+    """
+    if name_or_path in BUNDLED:
+        parts = {part: _read_bundled(name_or_path, f) for part, f in BUNDLED[name_or_path].items()}
+        return Dataset(name=name_or_path, parts=parts, bundled=True)
+    if not os.path.exists(name_or_path) and os.sep not in name_or_path and "." not in name_or_path:
+        raise DataError(
+            f"unknown dataset {name_or_path!r}: not a bundled dataset "
+            f"({', '.join(BUNDLED)}) and no such file; give one of those names or a path"
+        )
+    examples = read_examples(name_or_path, label_field, text_field, fmt)
+    return Dataset(name=name_or_path, parts={"all": examples})

@@ -1,0 +1,170 @@
+"""From a data specification to encoded train/dev/test splits (what the trainer consumes).
+
+A :class:`DataSpec` is plain data (it goes into a run's ``config.json``), so evaluating a finished
+run rebuilds exactly its splits from the same files and seed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, fields
+
+from .batching import EncodedSplit, encode_split
+from .io import BUNDLED, DataError, load_dataset, read_examples
+from .splits import Splits, split_dataset, stratified_holdout
+from .text import LabelMap, Tokenizer, Vocab
+
+__all__ = ["DataSpec", "PreparedData", "prepare_data"]
+
+
+@dataclass
+class DataSpec:
+    """Where the data comes from and how it is split, tokenized and cut.
+
+    Attributes:
+        data: a bundled name (``"mr"``, ``"trec"``) or a labelled file (TSV/CSV/JSONL).
+        dev, test: optional separate files for the dev and test splits.
+        format: ``"tsv"``, ``"csv"`` or ``"jsonl"`` (default: from the extension).
+        label_field, text_field: the column (or JSON key) names.
+        split: ``"quick"`` (one seeded split) or ``"cv"`` (cross-validation; needs ``fold``).
+        fold, num_folds: the cross-validation test fold ``0..num_folds-1``.
+        split_seed: the split seed (independent of the training seed).
+        lowercase, clean: tokenizer options (:class:`~cplxnet.data.text.Tokenizer`).
+        min_freq, max_size: vocabulary options (training split only).
+        max_len: truncate texts to this many tokens (``None``: no truncation; a model with a
+            bounded number of positions then rejects longer texts).
+        limit: keep at most this many examples per split (a seeded stratified sample), for quick
+            smoke runs.
+    """
+
+    data: str = "mr"
+    dev: str | None = None
+    test: str | None = None
+    format: str | None = None
+    label_field: str = "label"
+    text_field: str = "text"
+    split: str = "quick"
+    fold: int | None = None
+    num_folds: int = 10
+    split_seed: int = 0
+    lowercase: bool = True
+    clean: bool = False
+    min_freq: int = 1
+    max_size: int | None = None
+    max_len: int | None = None
+    limit: int | None = None
+
+    def __post_init__(self) -> None:
+        # Store user files as absolute paths so a run can be evaluated from another directory.
+        if self.data not in BUNDLED and os.path.exists(self.data):
+            self.data = os.path.abspath(self.data)
+        for name in ("dev", "test"):
+            path = getattr(self, name)
+            if path is not None and os.path.exists(path):
+                setattr(self, name, os.path.abspath(path))
+        if self.max_len is not None and self.max_len < 1:
+            raise DataError(f"max_len must be a positive number of tokens, got {self.max_len}")
+        if self.limit is not None and self.limit < 2:
+            raise DataError(f"limit must be at least 2 examples, got {self.limit}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> DataSpec:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return Tokenizer(lowercase=self.lowercase, clean=self.clean)
+
+
+@dataclass
+class PreparedData:
+    """Everything the trainer needs: the spec, tokenizer, vocabulary, labels and encoded splits."""
+
+    spec: DataSpec
+    tokenizer: Tokenizer
+    vocab: Vocab
+    labels: LabelMap
+    splits: Splits
+    train: EncodedSplit
+    dev: EncodedSplit
+    test: EncodedSplit
+
+    def max_length(self) -> int:
+        return max(max(map(len, s.ids), default=0) for s in (self.train, self.dev, self.test))
+
+    def summary(self) -> str:
+        s = self.splits.sizes()
+        return (
+            f"{self.spec.data}: train {s['train']}, dev {s['dev']}, test {s['test']} "
+            f"({self.splits.description}); vocabulary {len(self.vocab)}, "
+            f"{len(self.labels)} labels"
+        )
+
+
+def load_splits(spec: DataSpec) -> Splits:
+    """Read the files of ``spec`` and split them (no tokenization)."""
+    ds = load_dataset(spec.data, spec.label_field, spec.text_field, spec.format)
+    extra = {
+        name: read_examples(path, spec.label_field, spec.text_field, spec.format)
+        for name, path in (("dev", spec.dev), ("test", spec.test))
+        if path is not None
+    }
+    splits = split_dataset(
+        ds,
+        split=spec.split,
+        fold=spec.fold,
+        num_folds=spec.num_folds,
+        seed=spec.split_seed,
+        dev=extra.get("dev"),
+        test=extra.get("test"),
+    )
+    if spec.limit is not None:
+        for i, name in enumerate(("train", "dev", "test")):
+            part = getattr(splits, name)
+            if len(part) > spec.limit:
+                setattr(
+                    splits, name, stratified_holdout(part, spec.limit, [spec.split_seed, 9, i])[1]
+                )
+        splits.description += f", at most {spec.limit} per split"
+    return splits
+
+
+def prepare_data(
+    spec: DataSpec,
+    *,
+    vocab: Vocab | None = None,
+    labels: LabelMap | None = None,
+    model_max_len: int | None = None,
+) -> PreparedData:
+    """Load, split, build the vocabulary and label map from train (unless given), and encode.
+
+    ``model_max_len`` is the number of positions a model supports (``None``: unbounded); a longer
+    text is an error naming it unless ``spec.max_len`` asks for truncation.
+    """
+    splits = load_splits(spec)
+    tokenizer = spec.tokenizer
+    if vocab is None:
+        vocab = Vocab.build(
+            (tokenizer(ex.text) for ex in splits.train),
+            min_freq=spec.min_freq,
+            max_size=spec.max_size,
+        )
+    if labels is None:
+        labels = LabelMap.build(splits.train)
+    max_len = spec.max_len if spec.max_len is not None else model_max_len
+    encoded = {
+        name: encode_split(
+            getattr(splits, name),
+            tokenizer,
+            vocab,
+            labels,
+            max_len=max_len,
+            truncate=spec.max_len is not None,
+        )
+        for name in ("train", "dev", "test")
+    }
+    return PreparedData(spec, tokenizer, vocab, labels, splits, **encoded)

@@ -1,0 +1,97 @@
+"""Pretrained word vectors from a GloVe / word2vec text file."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from dataclasses import dataclass
+
+import torch
+
+from .io import DataError
+from .text import Vocab
+
+__all__ = ["WordVectors", "read_word_vectors"]
+
+
+@dataclass
+class WordVectors:
+    """Rows for the vocabulary: ``vectors (V, D)`` (zeros where not found), ``found (V,)`` bool."""
+
+    vectors: torch.Tensor
+    found: torch.Tensor
+    dim: int
+    path: str
+
+    @property
+    def num_found(self) -> int:
+        return int(self.found.sum())
+
+
+def read_word_vectors(path: str, vocab: Vocab, dtype: torch.dtype = torch.float32) -> WordVectors:
+    """Read a text file of word vectors and pick the rows of ``vocab``'s words.
+
+    Each line is a word and its ``D`` numbers separated by spaces; a first line of two integers
+    (``N D``) is a word2vec header. The whole file is scanned but only vocabulary words are kept.
+    A word in the file matches a vocabulary token exactly or, failing that, lower-cased (the first
+    such line wins). ``<pad>`` and ``<unk>`` are never set. Lines of inconsistent length or numbers
+    that do not parse are a :class:`DataError` naming the line.
+    """
+    if not os.path.isfile(path):
+        raise DataError(f"{path}: word-vector file not found; check the --vectors path")
+    opener = gzip.open if path.endswith(".gz") else open
+    vectors: dict[int, list[float]] = {}
+    exact: set[int] = set()
+    dim = None
+    number = 0
+    try:
+        with opener(path, "rt", encoding="utf-8", errors="strict") as fh:
+            for number, line in enumerate(fh, 1):
+                parts = line.rstrip("\n").rstrip("\r").rstrip(" ").split(" ")
+                if number == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
+                    dim = int(parts[1])  # word2vec header "N D"
+                    continue
+                if len(parts) < 2 or not parts[0]:
+                    if not line.strip():
+                        continue
+                    raise DataError(f"{path} line {number}: expected a word and its numbers")
+                if dim is None:
+                    dim = len(parts) - 1
+                if len(parts) - 1 != dim:
+                    raise DataError(
+                        f"{path} line {number}: {len(parts) - 1} numbers where the file's vectors "
+                        f"have {dim}; every line must be a word and {dim} numbers"
+                    )
+                word = parts[0]
+                index = vocab.stoi.get(word)
+                is_exact = index is not None
+                if index is None:
+                    index = vocab.stoi.get(word.lower())
+                if (
+                    index is None
+                    or index < 2
+                    or index in exact
+                    or (not is_exact and index in vectors)
+                ):
+                    continue
+                try:
+                    vectors[index] = [float(v) for v in parts[1:]]
+                except ValueError:
+                    raise DataError(
+                        f"{path} line {number}: numbers that do not parse after the word {word!r}"
+                    ) from None
+                if is_exact:
+                    exact.add(index)
+    except UnicodeDecodeError:
+        raise DataError(
+            f"{path}: bytes that are not UTF-8 (line {number + 1}); word-vector files must be "
+            "UTF-8 text (binary word2vec files are not supported: convert them to text first)"
+        ) from None
+    if dim is None:
+        raise DataError(f"{path}: the word-vector file is empty")
+    table = torch.zeros(len(vocab), dim, dtype=dtype)
+    found = torch.zeros(len(vocab), dtype=torch.bool)
+    for index, row in vectors.items():
+        table[index] = torch.tensor(row, dtype=dtype)
+        found[index] = True
+    return WordVectors(table, found, dim, path)
