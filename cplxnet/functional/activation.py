@@ -89,9 +89,9 @@ def cardioid(z: torch.Tensor) -> torch.Tensor:
     r"""Complex cardioid :math:`\tfrac12 (1 + \cos \arg z)\, z` (Virtue, Yu & Lustig, "Better than
     Real: Complex-valued Neural Nets for MRI Fingerprinting", ICIP 2017, Eq. 3).
 
-    Uses :math:`\cos \arg z = \mathrm{Re}(\mathrm{sgn}\, z)`; unlike ``torch.angle``, whose gradient
-    is NaN at the origin, this has a finite gradient everywhere (0.5 at ``z = 0``). On real inputs
-    it equals ReLU.
+    Uses :math:`\cos \arg z = \mathrm{Re}(\mathrm{sgn}\, z)` (one ``sgn`` instead of ``angle`` and
+    ``cos``); output and gradient are finite everywhere (the gradient at ``z = 0`` is 0.5, the
+    average over directions). On real inputs it equals ReLU.
     """
     if not z.is_complex():
         return F.relu(z)

@@ -7,7 +7,6 @@ import torch.nn.functional as F
 
 __all__ = ["conv1d", "conv2d"]
 
-_PAD_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
 def _conv(fn, x, weight, bias, stride, padding, dilation, groups, padding_mode, nd):

@@ -62,8 +62,9 @@ class _ConvNd(nn.Module):
         self.weight = nn.Parameter(
             torch.empty(out_channels, in_channels // groups, *self.kernel_size, **fk)
         )
-        self.bias = nn.Parameter(torch.empty(out_channels, **fk)) if bias else None
-        if not bias:
+        if bias:
+            self.bias = nn.Parameter(torch.empty(out_channels, **fk))
+        else:
             self.register_parameter("bias", None)
         self.reset_parameters()
 

@@ -82,8 +82,9 @@ class LayerNorm(nn.Module):
             else:
                 wshape = (2, *shape) if mode == "split" else (2, 2, *shape)
             self.weight = nn.Parameter(torch.empty(wshape, **rk))
-            self.bias = nn.Parameter(torch.empty(shape, **fk)) if bias else None
-            if not bias:
+            if bias:
+                self.bias = nn.Parameter(torch.empty(shape, **fk))
+            else:
                 self.register_parameter("bias", None)
         self.reset_parameters()
 

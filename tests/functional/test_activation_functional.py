@@ -1,0 +1,148 @@
+"""Complex activations against real-valued references, gradients, and complextorch cross-checks."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from cplxnet import functional as CF
+
+DT = torch.complex128
+
+
+def _z(*shape, dtype=DT):
+    return torch.randn(*shape, dtype=dtype)
+
+
+def _split_ref(fn, z):
+    return torch.complex(fn(z.real), fn(z.imag))
+
+
+@pytest.mark.parametrize(
+    "ours, real_fn",
+    [
+        (CF.crelu, F.relu),
+        (CF.split_tanh, torch.tanh),
+        (CF.split_sigmoid, torch.sigmoid),
+        (CF.split_gelu, F.gelu),
+        (lambda z: CF.split_gelu(z, "tanh"), lambda t: F.gelu(t, approximate="tanh")),
+    ],
+)
+def test_split_activations_match_real_function_on_each_part(ours, real_fn):
+    z = _z(4, 6, 5)
+    torch.testing.assert_close(ours(z), _split_ref(real_fn, z))
+    # non-contiguous input (transposed, strided slice) goes through the same path
+    zt = z.transpose(0, 2)[::2]
+    torch.testing.assert_close(ours(zt), _split_ref(real_fn, zt))
+    # real input: the real function itself
+    x = torch.randn(3, 4, dtype=torch.float64)
+    torch.testing.assert_close(ours(x), real_fn(x))
+
+
+def test_crelu_is_not_in_place_and_backward_works_on_a_leaf():
+    z = _z(10).requires_grad_()
+    before = z.detach().clone()
+    out = CF.crelu(z)
+    torch.view_as_real(out).sum().backward()
+    assert torch.equal(z.detach(), before)
+    expected = torch.complex((before.real > 0).double(), (before.imag > 0).double())
+    torch.testing.assert_close(z.grad, expected)
+
+
+def test_modrelu_keeps_phase_and_shifts_modulus():
+    z = _z(2000)
+    b = -0.5
+    out = CF.modrelu(z, b)
+    alive = z.abs() + b > 0
+    assert alive.any() and (~alive).any()
+    torch.testing.assert_close(out[alive].abs(), z[alive].abs() + b)
+    torch.testing.assert_close(torch.sgn(out[alive]), torch.sgn(z[alive]))
+    assert torch.all(out[~alive] == 0)
+
+
+def test_modrelu_per_feature_bias_broadcasts():
+    z = _z(3, 4)
+    bias = torch.tensor([-10.0, 0.0, 0.5, -0.1], dtype=torch.float64)
+    out = CF.modrelu(z, bias)
+    ref = torch.relu(z.abs() + bias) * z / z.abs()
+    torch.testing.assert_close(out, ref)
+    assert torch.all(out[:, 0] == 0)
+
+
+@pytest.mark.parametrize("b", [-0.3, 0.0, 0.7])
+def test_modrelu_finite_output_and_gradient_at_zero(b):
+    z = torch.zeros(4, dtype=DT, requires_grad=True)
+    bias = torch.full((4,), b, dtype=torch.float64, requires_grad=True)
+    out = CF.modrelu(z, bias)
+    torch.view_as_real(out).sum().backward()
+    assert torch.all(out == 0)
+    assert torch.isfinite(torch.view_as_real(z.grad)).all()
+    assert torch.isfinite(bias.grad).all()
+
+
+def test_zrelu_keeps_first_quadrant_only():
+    z = _z(1000)
+    out = CF.zrelu(z)
+    ang = torch.angle(z)
+    keep = (ang >= 0) & (ang <= math.pi / 2)
+    torch.testing.assert_close(out, torch.where(keep, z, torch.zeros_like(z)))
+    x = torch.randn(10, dtype=torch.float64)
+    torch.testing.assert_close(CF.zrelu(x), F.relu(x))
+
+
+def test_cardioid_matches_angle_formula_and_relu_on_reals():
+    z = _z(500)
+    ref = 0.5 * (1 + torch.cos(torch.angle(z))) * z
+    torch.testing.assert_close(CF.cardioid(z), ref)
+    x = torch.randn(10, dtype=torch.float64)
+    torch.testing.assert_close(CF.cardioid(x), F.relu(x))
+    # on the real axis the cardioid is ReLU, on the imaginary axis it halves
+    r = torch.tensor([2.0 + 0j, -2.0 + 0j, 3j], dtype=DT)
+    torch.testing.assert_close(CF.cardioid(r), torch.tensor([2.0 + 0j, 0j, 1.5j], dtype=DT))
+
+
+def test_cardioid_gradient_finite_at_zero():
+    z = torch.zeros(3, dtype=DT, requires_grad=True)
+    torch.view_as_real(CF.cardioid(z)).sum().backward()
+    assert torch.isfinite(torch.view_as_real(z.grad)).all()
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        CF.crelu,
+        CF.split_tanh,
+        CF.split_sigmoid,
+        CF.split_gelu,
+        CF.zrelu,
+        CF.cardioid,
+        lambda z: CF.modrelu(z, -0.2),
+    ],
+    ids=["crelu", "tanh", "sigmoid", "gelu", "zrelu", "cardioid", "modrelu"],
+)
+def test_gradcheck_complex128(fn):
+    z = _z(3, 5).requires_grad_()
+    assert torch.autograd.gradcheck(fn, (z,))
+
+
+def test_modrelu_gradcheck_wrt_bias():
+    z = _z(3, 5)
+    b = torch.full((5,), -0.2, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda bb: CF.modrelu(z, bb), (b,))
+
+
+def test_complextorch_activations_agree_with_ours_where_defined():
+    """complextorch's split/zReLU/cardioid/modReLU compute the same values (we do not reuse them:
+    ours run one kernel on ``view_as_real`` and its CReLU writes into its input, see above)."""
+    ctnn = pytest.importorskip("complextorch.nn")
+    z = _z(200)
+    torch.testing.assert_close(ctnn.CTanh()(z), CF.split_tanh(z))
+    torch.testing.assert_close(ctnn.CSigmoid()(z), CF.split_sigmoid(z))
+    torch.testing.assert_close(ctnn.CGELU()(z), CF.split_gelu(z))
+    torch.testing.assert_close(ctnn.zReLU()(z), CF.zrelu(z))
+    torch.testing.assert_close(ctnn.CVCardiod()(z), CF.cardioid(z))
+    torch.testing.assert_close(ctnn.modReLU(bias=-0.3)(z), CF.modrelu(z, -0.3))
+    zc = z.clone()
+    ctnn.CReLU()(zc)  # nn.ReLU(inplace=True) on views: overwrites the input
+    assert not torch.equal(zc, z)

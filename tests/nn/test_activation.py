@@ -1,0 +1,50 @@
+"""Activation modules: ModReLU parameters, real support, errors."""
+
+import pytest
+import torch
+
+from cplxnet import functional as CF
+from cplxnet import nn as cnn
+
+
+def test_modrelu_module_bias_and_forward():
+    m = cnn.ModReLU(5, bias_init=-0.2, dtype=torch.complex128)
+    assert m.bias.shape == (5,) and m.bias.dtype == torch.float64
+    assert torch.all(m.bias == -0.2)
+    z = torch.randn(3, 5, dtype=torch.complex128)
+    torch.testing.assert_close(m(z), CF.modrelu(z, m.bias))
+    shared = cnn.ModReLU(1, dtype=torch.complex128)
+    assert shared(z).shape == z.shape
+    multi = cnn.ModReLU((2, 5), dtype=torch.complex128)
+    assert multi(torch.randn(4, 2, 5, dtype=torch.complex128)).shape == (4, 2, 5)
+
+
+def test_modrelu_default_is_identity_with_learnable_threshold():
+    m = cnn.ModReLU(4, dtype=torch.complex128)
+    z = torch.randn(2, 4, dtype=torch.complex128)
+    torch.testing.assert_close(m(z), z)
+    torch.view_as_real(m(z)).sum().backward()
+    assert m.bias.grad is not None and torch.all(m.bias.grad != 0)
+
+
+def test_parameter_free_activations_accept_real_and_complex():
+    x = torch.randn(3, 4)
+    z = torch.randn(3, 4, dtype=torch.complex64)
+    for m in [cnn.CReLU(), cnn.ZReLU(), cnn.Cardioid(), cnn.SplitTanh(), cnn.SplitSigmoid()]:
+        assert m(z).dtype == torch.complex64
+        assert m(x).dtype == torch.float32
+    torch.testing.assert_close(cnn.SplitGELU("tanh")(x), torch.nn.GELU("tanh")(x))
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="valid approximates are 'none', 'tanh'"):
+        cnn.SplitGELU("fast")
+    with pytest.raises(TypeError, match="CReLU: input must be a complex or floating tensor"):
+        cnn.CReLU()(torch.ones(3, dtype=torch.long))
+    m = cnn.ModReLU(4, dtype=torch.complex128)
+    with pytest.raises(ValueError, match=r"ModReLU: expected input ending in dims \(4,\)"):
+        m(torch.randn(2, 3, dtype=torch.complex128))
+    with pytest.raises(TypeError, match="ModReLU: input has dtype torch.complex64"):
+        m(torch.randn(2, 4, dtype=torch.complex64))
+    with pytest.raises(TypeError, match="ModReLU: input must be a complex tensor"):
+        m(torch.randn(2, 4, dtype=torch.float64))

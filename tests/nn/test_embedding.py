@@ -1,0 +1,82 @@
+"""Embedding: padding row, sparse gradients with SparseAdam, init variance, errors."""
+
+import pytest
+import torch
+
+from cplxnet import nn as cnn
+
+
+def test_padding_row_is_zero_and_gets_no_gradient():
+    emb = cnn.Embedding(10, 4, padding_idx=0, dtype=torch.complex128)
+    assert torch.all(emb.weight[0] == 0)
+    ids = torch.tensor([[0, 3, 0], [5, 0, 3]])
+    out = emb(ids)
+    torch.testing.assert_close(out, emb.weight.detach()[ids])
+    torch.view_as_real(out).sum().backward()
+    g = emb.packed_weight.grad
+    assert torch.all(g[0] == 0)
+    assert torch.all(g[3] == 2) and torch.all(g[5] == 1)
+
+
+def test_weight_is_a_view_of_the_packed_parameter():
+    emb = cnn.Embedding(5, 3, dtype=torch.complex64)
+    assert emb.weight.shape == (5, 3) and emb.weight.dtype == torch.complex64
+    with torch.no_grad():
+        emb.weight[2] = 1 + 2j
+    assert emb.packed_weight[2].tolist() == [1.0, 2.0] * 3
+    assert [n for n, _ in emb.named_parameters()] == ["packed_weight"]
+
+
+def test_sparse_gradient_and_sparse_adam_touch_only_looked_up_rows():
+    emb = cnn.Embedding(20, 4, sparse=True, dtype=torch.complex64)
+    before = emb.weight.detach().clone()
+    opt = torch.optim.SparseAdam(emb.parameters(), lr=0.1)
+    ids = torch.tensor([[1, 7, 7]])
+    torch.view_as_real(emb(ids)).square().sum().backward()
+    assert emb.packed_weight.grad.is_sparse
+    opt.step()
+    changed = (emb.weight.detach() != before).any(-1)
+    assert changed.nonzero().flatten().tolist() == [1, 7]
+
+
+def test_dense_training_step_with_adam():
+    emb = cnn.Embedding(6, 3)
+    opt = torch.optim.Adam(emb.parameters(), lr=0.1)
+    torch.view_as_real(emb(torch.tensor([2]))).sum().backward()
+    opt.step()
+    assert emb.packed_weight.grad.layout == torch.strided
+
+
+def test_init_unit_complex_variance():
+    emb = cnn.Embedding(1000, 256, dtype=torch.complex128)
+    w = emb.weight.detach()
+    assert abs((w.abs() ** 2).mean().item() - 1.0) < 0.02
+    assert abs(w.real.var().item() - 0.5) < 0.01 and abs(w.imag.var().item() - 0.5) < 0.01
+
+
+def test_max_norm_renormalises_complex_rows():
+    emb = cnn.Embedding(4, 8, max_norm=1.0, dtype=torch.complex128)
+    emb(torch.tensor([0, 1]))
+    norms = emb.weight.detach().abs().square().sum(-1).sqrt()
+    assert torch.all(norms[:2] <= 1.0 + 1e-6)
+
+
+def test_from_pretrained():
+    table = torch.randn(4, 3, dtype=torch.complex128)
+    emb = cnn.Embedding.from_pretrained(table, padding_idx=1)
+    torch.testing.assert_close(emb(torch.tensor([2])), table[2:3])
+    assert not emb.packed_weight.requires_grad
+
+
+def test_errors():
+    emb = cnn.Embedding(5, 2)
+    with pytest.raises(IndexError, match="Embedding: index 5 in input is out of range .* 0..4"):
+        emb(torch.tensor([0, 5]))
+    with pytest.raises(IndexError, match="index -1 in input is out of range"):
+        emb(torch.tensor([-1]))
+    with pytest.raises(TypeError, match="Embedding: input must be an integer tensor"):
+        emb(torch.tensor([0.0, 1.0]))
+    with pytest.raises(ValueError, match=r"padding_idx=7 must be within \[-5, 5\)"):
+        cnn.Embedding(5, 2, padding_idx=7)
+    with pytest.raises(TypeError, match="Embedding: dtype must be complex"):
+        cnn.Embedding(5, 2, dtype=torch.float32)
