@@ -35,10 +35,26 @@ One encoding instance serves every layer of a model (shared parameters, as T5's 
 Transformer-XL's u and v, DeBERTa's relative table); the model owns it and passes it to the
 attention call (``MultiheadAttention.forward(..., encoding=enc)``), so it appears once in the
 state_dict. Padding is at the end of each sequence: positions are ``0 .. L-1``.
+
+dtype conventions. Every encoding is built for a model dtype (``dtype=``: complex by default, the
+complex type of ``torch.get_default_dtype()``; a real floating dtype gives the encoding of a real
+twin). Encodings acting on the embeddings ("token", "input", "layer") return values in the model
+dtype. Encodings acting inside attention ("logits", "values") receive *packed* real ``q, k``
+(width ``P = 2 Dh`` for complex heads of width ``Dh``, ``P = Dh`` for real heads) and keep real
+parameters of that packed width: a real ``2 Dh`` vector *is* a complex ``Dh`` vector and the packed
+dot product is ``Re(q r^H)``, so one implementation serves complex and real attention. Terms an
+encoding adds to the logits that belong with the content score are multiplied by
+:meth:`PositionalEncoding.content_scale` (``logit_scale / sqrt(Dh)``, the kernel's default scale).
+
+The complex/real algebra: for a real model of width ``D`` (even), the encodings defined as complex
+numbers (``sinusoidal`` as ``exp(i k w)``, ``complex-order``, ``complex-vanilla``,
+``multiplicative`` sinusoidal, ``rotary``) use ``D/2`` complex features, seen through
+:func:`cplxnet._utils.pack` (interleaved ``re, im``), so the real twin sees ``D`` reals.
 """
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 import torch
@@ -53,8 +69,26 @@ class PositionalEncoding(nn.Module):
     """Base class of every encoding; subclasses set ``name``, ``acts_on`` and override hooks."""
 
     name: ClassVar[str] = ""
-    acts_on: ClassVar[frozenset[str]] = frozenset()
+    #: sites of the default configuration; an instance may narrow or widen it (e.g. DeBERTa adds
+    #: "layer" when ``absolute_layers > 0``), so read it from the instance when you have one.
+    acts_on: frozenset[str] = frozenset()
     logit_scale: float = 1.0
+    #: True when built for a complex model (packed head width ``2 Dh``), False for a real twin.
+    complex_model: bool = True
+
+    def content_scale(self, packed_width: int) -> float:
+        """``logit_scale / sqrt(Dh)``: the scale the kernel applies to the content score.
+
+        ``Dh`` is the head width in the model's own numbers: ``packed_width / 2`` complex features
+        for a complex model, ``packed_width`` reals for a real one. Relative terms that the paper
+        adds to ``q.k`` *before* scaling (Shaw, Transformer-XL, DeBERTa) are multiplied by this,
+        since ``logits_bias`` is added after scaling.
+        """
+        dh = packed_width // 2 if self.complex_model else packed_width
+        return self.logit_scale / math.sqrt(dh)
+
+    def reset_parameters(self) -> None:  # encodings without parameters
+        pass
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError(f"encoding {self.name!r} does not replace the word embedding")

@@ -1,0 +1,155 @@
+"""Helpers shared by the encodings: model widths, complex sinusoids, input checks, relative indices.
+
+Private to :mod:`cplxnet.encodings`; everything here works for complex and real models alike.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .._utils import check_last_dim, real_dtype
+
+__all__: list[str] = []
+
+
+def complex_features(width: int, complex_model: bool, owner: str, what: str = "d_model") -> int:
+    """Number of complex features behind a model width: ``width`` (complex) or ``width / 2`` (real).
+
+    A real model sees complex features through :func:`cplxnet._utils.pack` (interleaved re/im), so
+    its width must be even.
+    """
+    if not isinstance(width, int) or width <= 0:
+        raise ValueError(f"{owner}: {what} must be a positive int, got {width!r}")
+    if complex_model:
+        return width
+    if width % 2:
+        raise ValueError(
+            f"{owner}: a real model sees this encoding as {what}/2 complex features (interleaved "
+            f"re/im pairs), so {what} must be even, got {width}"
+        )
+    return width // 2
+
+
+def head_width(d_model: int, num_heads: int, owner: str) -> int:
+    """``d_model / num_heads`` with a clear error when it does not divide."""
+    if not isinstance(num_heads, int) or num_heads <= 0:
+        raise ValueError(f"{owner}: num_heads must be a positive int, got {num_heads!r}")
+    if not isinstance(d_model, int) or d_model <= 0 or d_model % num_heads:
+        raise ValueError(
+            f"{owner}: d_model ({d_model}) must be a positive multiple of num_heads ({num_heads})"
+        )
+    return d_model // num_heads
+
+
+def sinusoid_frequencies(n: int, base: float = 10000.0) -> torch.Tensor:
+    """``w_j = base^(-j/n)``, ``j < n``, float64: the frequencies of ``n`` complex features.
+
+    With ``n = d/2`` these are Vaswani et al.'s ``10000^(-2j/d)`` for a real width ``d``.
+    """
+    return base ** (-torch.arange(n, dtype=torch.float64) / n)
+
+
+def sinusoid_angles(positions: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
+    """``positions[:, None] * freqs`` computed in float64 (exact angles for long sequences)."""
+    return positions.to(torch.float64)[:, None] * freqs.to(torch.float64)
+
+
+def complex_sinusoid(
+    positions: torch.Tensor, freqs: torch.Tensor, model_dtype: torch.dtype
+) -> torch.Tensor:
+    """``exp(i k w)`` for each position ``k``, in the model's dtype: complex ``(L, n)``, or packed
+    real ``(L, 2n)`` = ``[cos k w_0, sin k w_0, cos k w_1, ...]`` for a real model."""
+    ang = sinusoid_angles(positions, freqs)  # (L, n) float64
+    rd = real_dtype(model_dtype)
+    if model_dtype.is_complex:
+        return torch.polar(torch.ones_like(ang), ang).to(model_dtype)
+    return torch.stack((ang.cos(), ang.sin()), dim=-1).flatten(-2).to(rd)
+
+
+def view_complex(x: torch.Tensor) -> torch.Tensor:
+    """Complex view of the adjacent pairs of a real ``(..., 2n)`` tensor (copies only if strides
+    forbid the view)."""
+    x = x.unflatten(-1, (-1, 2))
+    if x.stride(-1) != 1 or any(s % 2 for s in x.stride()[:-1]) or x.storage_offset() % 2:
+        x = x.contiguous()
+    return torch.view_as_complex(x)
+
+
+def check_sequence(
+    x: torch.Tensor, width: int, complex_model: bool, owner: str, name: str = "input"
+) -> None:
+    """Check a ``(B, L, D)`` sequence of the model's kind (complex or real) and width."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{owner}: {name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.is_complex() != complex_model:
+        kind = "complex" if complex_model else "real"
+        raise TypeError(
+            f"{owner}: this encoding was built for a {kind} model but {name} has dtype "
+            f"{x.dtype}; build the encoding with dtype={x.dtype} (create_encoding(..., dtype=...))"
+        )
+    if x.dim() != 3:
+        raise ValueError(f"{owner}: expected {name} of shape (B, L, {width}), got {tuple(x.shape)}")
+    check_last_dim(x, width, owner, name)
+
+
+def check_heads(
+    q: torch.Tensor, k: torch.Tensor, num_heads: int, width: int, owner: str
+) -> None:
+    """Check packed real ``q (B, H, Lq, P)`` and ``k (B, H, Lk, P)`` given to ``logits_bias``."""
+    for name, t in (("q", q), ("k", k)):
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+            got = t.dtype if isinstance(t, torch.Tensor) else type(t).__name__
+            raise TypeError(
+                f"{owner}: logits_bias expects packed real {name} (cplxnet._utils.pack), got {got}"
+            )
+        if t.dim() != 4 or t.shape[1] != num_heads or t.shape[-1] != width:
+            raise ValueError(
+                f"{owner}: expected packed {name} of shape (B, {num_heads}, L, {width}), got "
+                f"{tuple(t.shape)}"
+            )
+
+
+def check_ids(ids: torch.Tensor, num: int, owner: str) -> None:
+    """Integer token ids in ``[0, num)``."""
+    if not isinstance(ids, torch.Tensor) or ids.is_floating_point() or ids.is_complex():
+        got = ids.dtype if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise TypeError(f"{owner}: ids must be an integer tensor (torch.long), got {got}")
+    if ids.dim() != 2:
+        raise ValueError(f"{owner}: expected ids of shape (B, L), got {tuple(ids.shape)}")
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num):
+        bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
+        raise IndexError(f"{owner}: token id {bad} out of range for vocab_size={num}")
+
+
+def relative_index(lq: int, lk: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """``(Lq, Lk)`` long tensor of ``i - j`` (query position minus key position)."""
+    i = torch.arange(lq, device=device)
+    j = torch.arange(lk, device=device)
+    return i[:, None] - j[None, :]
+
+
+def normal_(t: torch.Tensor, std: float) -> torch.Tensor:
+    """Normal init with total variance ``std**2`` for complex and real tensors alike."""
+    with torch.no_grad():
+        return t.copy_(torch.randn(t.shape, dtype=t.dtype, device=t.device) * std)
+
+
+def glorot_(t: torch.Tensor) -> torch.Tensor:
+    """Glorot-uniform init of a real ``(out, in)`` matrix."""
+    fan_out, fan_in = t.shape[0], t.shape[-1]
+    bound = math.sqrt(6.0 / (fan_in + fan_out))
+    with torch.no_grad():
+        return t.uniform_(-bound, bound)
+
+
+def cached_rows(module: torch.nn.Module, attr: str, length: int, build) -> torch.Tensor:
+    """First ``length`` rows of the non-persistent buffer ``attr`` of ``module``, rebuilt (at
+    least doubled) with ``build(n, device)`` when it is too short. The buffer follows
+    ``module.to(device)`` and never enters the state_dict."""
+    buf = getattr(module, attr)
+    if buf.shape[0] < length:
+        buf = build(max(length, 2 * buf.shape[0]), buf.device)
+        setattr(module, attr, buf)
+    return buf[:length]

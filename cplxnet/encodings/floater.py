@@ -1,0 +1,163 @@
+r"""FLOATER: positions as the solution of a learned ODE (Liu et al., ICML 2020).
+
+Xuanqing Liu, Hsiang-Fu Yu, Inderjit Dhillon, Cho-Jui Hsieh, "Learning to Encode Position for
+Transformer with Continuous Dynamical Model", ICML 2020.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from .._utils import factory_kwargs, pack, real_dtype, unpack
+from ._common import check_sequence, normal_
+from .base import PositionalEncoding
+from .registry import register_encoding
+
+__all__ = ["FloaterEncoding", "FloaterDynamics", "rk4_solve"]
+
+
+class FloaterDynamics(nn.Module):
+    r"""Default dynamics :math:`h(p, t) = W_2 \tanh(W_1 [\mathrm{pack}(p); t] + b_1) + b_2`.
+
+    A small real MLP on the packed state (``2D`` reals for a complex ``p`` of width ``D``) and the
+    time; the result is unpacked to the state's dtype, so it serves complex and real models. The
+    output layer starts small (std ``0.02 / sqrt(hidden)``-scaled Glorot) so initial positions
+    drift slowly from ``p(0)``.
+    """
+
+    def __init__(
+        self,
+        width: int,
+        hidden: int = 32,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        self.width, self.hidden = width, hidden
+        self.inp = nn.Linear(width + 1, hidden, device=device, dtype=dtype)
+        self.out = nn.Linear(hidden, width, device=device, dtype=dtype)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        self.inp.reset_parameters()
+        nn.init.normal_(self.out.weight, std=0.02 / self.hidden**0.5)
+        nn.init.zeros_(self.out.bias)
+
+    def forward(self, p: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        z = pack(p)  # (..., W) real
+        tt = t.to(z.dtype).expand(z.shape[:-1] + (1,))
+        h = self.out(torch.tanh(self.inp(torch.cat((z, tt), dim=-1))))
+        return unpack(h, p)
+
+    def extra_repr(self) -> str:
+        return f"width={self.width}, hidden={self.hidden}"
+
+
+def rk4_solve(
+    h: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    p0: torch.Tensor,
+    num: int,
+    delta: float,
+    substeps: int = 1,
+) -> torch.Tensor:
+    r"""Classical fixed-step Runge-Kutta 4 for :math:`dp/dt = h(p, t)`, :math:`p(0) = p_0`.
+
+    Returns :math:`p(t_k)` at :math:`t_k = k\,\delta`, ``k < num``, stacked ``(num, *p0.shape)``;
+    each interval :math:`[t_{k-1}, t_k]` takes ``substeps`` RK4 steps of size
+    :math:`\delta/\text{substeps}` (global error :math:`O((\delta/\text{substeps})^4)`).
+    Differentiable (plain autograd through the steps).
+    """
+    rd = real_dtype(p0.dtype)
+    step = delta / substeps
+    out = [p0]
+    p = p0
+    for k in range(1, num):
+        for s in range(substeps):
+            t = torch.tensor((k - 1) * delta + s * step, dtype=rd, device=p0.device)
+            k1 = h(p, t)
+            k2 = h(p + (0.5 * step) * k1, t + 0.5 * step)
+            k3 = h(p + (0.5 * step) * k2, t + 0.5 * step)
+            k4 = h(p + step * k3, t + step)
+            p = p + (step / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+        out.append(p)
+    return torch.stack(out, dim=0)
+
+
+@register_encoding
+class FloaterEncoding(PositionalEncoding):
+    r"""``floater``: :math:`x_k \mapsto x_k + p(t_k)` where :math:`dp/dt = h(p, t)`,
+    :math:`t_k = k\,\delta` (Liu et al., ICML 2020).
+
+    :math:`p(0)` is learned; :math:`h` is :class:`FloaterDynamics` (an MLP on ``[p, t]``) or any
+    user ``dynamics(p, t)`` returning ``dp/dt`` with ``p``'s shape and dtype (an ``nn.Module``
+    is registered as a submodule). The ODE is integrated by :func:`rk4_solve` (fixed-step RK4 in
+    torch; backpropagation through the solver steps rather than the paper's adjoint method).
+    Simplification: the paper injects positions in every layer (with layer-specific initial
+    values); here they are added once, to the input. Any length (cost grows linearly with it).
+
+    With ``h(p) = i w \odot p`` and :math:`p(0) = 1` the solution is :math:`e^{i k \delta w}`:
+    the sinusoidal encoding is the special case of a linear rotation generator.
+
+    Args:
+        d_model: model width.
+        hidden: hidden width of the default dynamics.
+        delta: time step between positions.
+        substeps: RK4 steps per position interval.
+        dynamics: optional ``dynamics(p, t) -> dp/dt`` replacing the default MLP.
+        std: initial standard deviation of :math:`p(0)`.
+        device, dtype: model dtype (complex by default; real for a real twin).
+    """
+
+    name = "floater"
+    acts_on = frozenset({"input"})
+
+    def __init__(
+        self,
+        d_model: int,
+        hidden: int = 32,
+        delta: float = 0.1,
+        substeps: int = 1,
+        dynamics: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+        std: float = 0.02,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        owner = type(self).__name__
+        fk = factory_kwargs(device, dtype, owner, allow_real=True)
+        super().__init__()
+        if delta <= 0 or substeps < 1:
+            raise ValueError(f"{owner}: need delta > 0 and substeps >= 1, got {delta}, {substeps}")
+        self.d_model, self.delta, self.substeps, self.std = d_model, float(delta), substeps, std
+        self.complex_model = fk["dtype"].is_complex
+        self.p0 = nn.Parameter(torch.empty(d_model, **fk))
+        if dynamics is None:
+            width = 2 * d_model if self.complex_model else d_model
+            dynamics = FloaterDynamics(
+                width, hidden, device=fk["device"], dtype=real_dtype(fk["dtype"])
+            )
+        elif not callable(dynamics):
+            raise TypeError(f"{owner}: dynamics must be callable(p, t), got {type(dynamics)}")
+        self.dynamics = dynamics
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        normal_(self.p0, self.std)
+        if isinstance(self.dynamics, nn.Module) and hasattr(self.dynamics, "reset_parameters"):
+            self.dynamics.reset_parameters()
+
+    def table(self, length: int) -> torch.Tensor:
+        """Positions ``p(t_0) .. p(t_{length-1})``, ``(length, d_model)``."""
+        return rk4_solve(self.dynamics, self.p0, length, self.delta, self.substeps)
+
+    def encode_input(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, D) -> (B, L, D)
+        check_sequence(x, self.d_model, self.complex_model, type(self).__name__)
+        return x + self.table(x.shape[1]).to(x.dtype)
+
+    def extra_repr(self) -> str:
+        return (
+            f"d_model={self.d_model}, delta={self.delta}, substeps={self.substeps}, "
+            f"dtype={self.p0.dtype}"
+        )

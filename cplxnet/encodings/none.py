@@ -1,0 +1,36 @@
+"""The empty encoding: no position information at all."""
+
+from __future__ import annotations
+
+import torch
+
+from .base import PositionalEncoding
+from .registry import register_encoding
+
+__all__ = ["NoEncoding"]
+
+
+@register_encoding
+class NoEncoding(PositionalEncoding):
+    """``none``: acts nowhere; every hook is the identity (or absent).
+
+    A bag-of-words model then ignores order entirely; a Transformer without an encoding is
+    permutation-equivariant. A CNN still sees position through its zero padding at the sequence
+    ends (Islam et al., "How much position information do convolutional neural networks encode?",
+    ICLR 2020), which is the only position signal it gets with this choice.
+    """
+
+    name = "none"
+    acts_on = frozenset()
+
+    def __init__(
+        self, device: torch.device | str | None = None, dtype: torch.dtype | None = None
+    ) -> None:
+        super().__init__()
+        self.complex_model = dtype is None or dtype.is_complex
+
+    def reset_parameters(self) -> None:
+        pass
+
+    def extra_repr(self) -> str:
+        return ""

@@ -1,0 +1,215 @@
+"""Encodings by name: ``create_encoding("rotary", d_model=..., num_heads=..., base=500.0)``.
+
+A model knows its context (``d_model``, ``num_heads``, ``vocab_size``, ``max_len``, ``device``,
+``dtype``) and passes all of it; each encoding receives only the context its ``__init__`` accepts.
+User options (everything else) are passed strictly: an option the encoding does not have is an
+error listing the options it does have.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable
+
+import torch
+
+from .base import SITES, PositionalEncoding
+
+__all__ = [
+    "register_encoding",
+    "create_encoding",
+    "available_encodings",
+    "get_encoding_class",
+    "check_sites",
+    "SITE_DESCRIPTIONS",
+]
+
+_REGISTRY: dict[str, type[PositionalEncoding]] = {}
+CONTEXT = ("d_model", "num_heads", "vocab_size", "max_len", "device", "dtype")
+_ATTENTION_SITES = frozenset({"qk", "logits", "values"})
+
+SITE_DESCRIPTIONS = {
+    "token": "the word embedding",
+    "input": "the input embeddings",
+    "layer": "the inputs of Transformer layers",
+    "qk": "attention queries/keys",
+    "logits": "attention logits",
+    "values": "attention values",
+}
+
+
+def register_encoding(cls: type[PositionalEncoding]) -> type[PositionalEncoding]:
+    """Class decorator: make ``cls`` creatable by its ``name``."""
+    if not (isinstance(cls, type) and issubclass(cls, PositionalEncoding)):
+        raise TypeError(f"register_encoding: {cls!r} is not a PositionalEncoding subclass")
+    if not cls.name:
+        raise ValueError(f"register_encoding: {cls.__name__} has no name")
+    unknown = set(cls.acts_on) - set(SITES)
+    if unknown:
+        raise ValueError(f"register_encoding: {cls.__name__} acts on unknown sites {unknown}")
+    other = _REGISTRY.get(cls.name)
+    if other is not None and other is not cls:
+        raise ValueError(
+            f"register_encoding: name {cls.name!r} is already taken by {other.__name__}"
+        )
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+# Listing order: absolute (input), word-level complex, then attention-level families.
+_ORDER = (
+    "none", "trainable", "hierarchical", "sinusoidal", "floater", "multiplicative",
+    "complex-order", "complex-vanilla", "rotary", "shaw", "xl", "t5", "deberta",
+)  # fmt: skip
+
+
+def available_encodings() -> tuple[str, ...]:
+    """Names of every registered encoding (built-in ones in a fixed order, then others)."""
+    known = [n for n in _ORDER if n in _REGISTRY]
+    return tuple(known + [n for n in _REGISTRY if n not in _ORDER])
+
+
+def get_encoding_class(name: str) -> type[PositionalEncoding]:
+    """The class registered under ``name`` (ValueError listing the known names otherwise)."""
+    try:
+        return _REGISTRY[name]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"unknown encoding {name!r}; available encodings: "
+            f"{', '.join(available_encodings())}"
+        ) from None
+
+
+def _options_of(cls: type) -> dict[str, inspect.Parameter]:
+    params = inspect.signature(cls.__init__).parameters
+    return {
+        n: p
+        for n, p in params.items()
+        if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
+
+
+def create_encoding(
+    spec: str | type[PositionalEncoding] | PositionalEncoding | None,
+    *,
+    d_model: int | None = None,
+    num_heads: int | None = None,
+    vocab_size: int | None = None,
+    max_len: int | None = None,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
+    **options,
+) -> PositionalEncoding:
+    """Build an encoding from a name, a class or an instance (returned as is).
+
+    Args:
+        spec: registered name (see :func:`available_encodings`), a ``PositionalEncoding``
+            subclass, an instance, or ``None`` (same as ``"none"``).
+        d_model, num_heads, vocab_size, max_len, device, dtype: what the model knows; each is
+            passed only if the encoding's ``__init__`` accepts it (and is not ``None``), so a
+            model can always pass all of them.
+        **options: the user's options, passed strictly: an unknown option is a TypeError naming
+            the encoding and listing its options.
+    """
+    if isinstance(spec, PositionalEncoding):
+        if options:
+            raise TypeError(
+                f"create_encoding: options {sorted(options)} given with an already built "
+                f"encoding {spec.name!r}; set them when constructing it"
+            )
+        return spec
+    if spec is None:
+        spec = "none"
+    if isinstance(spec, str):
+        cls = get_encoding_class(spec)
+    elif isinstance(spec, type) and issubclass(spec, PositionalEncoding):
+        cls = spec
+    else:
+        raise TypeError(
+            "create_encoding: spec must be an encoding name, a PositionalEncoding subclass or "
+            f"instance, got {type(spec).__name__}"
+        )
+    label = cls.name or cls.__name__
+    accepted = _options_of(cls)
+    context = {
+        "d_model": d_model,
+        "num_heads": num_heads,
+        "vocab_size": vocab_size,
+        "max_len": max_len,
+        "device": device,
+        "dtype": dtype,
+    }
+    kwargs = {n: v for n, v in context.items() if n in accepted and v is not None}
+    user_options = [n for n in accepted if n not in CONTEXT]
+    unknown = sorted(set(options) - set(user_options))
+    if unknown:
+        listed = ", ".join(user_options) if user_options else "none"
+        raise TypeError(
+            f"encoding {label!r} got unknown option(s) {', '.join(map(repr, unknown))}; "
+            f"its options are: {listed}"
+        )
+    kwargs.update(options)
+    missing = [
+        n for n, p in accepted.items() if p.default is inspect.Parameter.empty and n not in kwargs
+    ]
+    if missing:
+        hint = [n for n in missing if n in CONTEXT]
+        raise TypeError(
+            f"encoding {label!r} needs {', '.join(missing)}"
+            + (
+                f" (model context: pass {', '.join(f'{n}=...' for n in hint)} to create_encoding)"
+                if hint
+                else ""
+            )
+        )
+    return cls(**kwargs)
+
+
+def _describe(sites: Iterable[str]) -> str:
+    sites = [s for s in SITES if s in set(sites)]
+    att = [s for s in sites if s in _ATTENTION_SITES]
+    parts = [SITE_DESCRIPTIONS[s] for s in sites if s not in _ATTENTION_SITES]
+    if att:
+        names = {"qk": "queries/keys", "logits": "logits", "values": "values"}
+        parts.append("attention " + "/".join(names[s] for s in att))
+    return " and ".join(parts) if parts else "nothing"
+
+
+def _sites_of(encoding) -> tuple[str, frozenset[str]]:
+    if isinstance(encoding, str):
+        cls = get_encoding_class(encoding)
+        return cls.name, frozenset(cls.acts_on)
+    if isinstance(encoding, type) and issubclass(encoding, PositionalEncoding):
+        return encoding.name or encoding.__name__, frozenset(encoding.acts_on)
+    if isinstance(encoding, PositionalEncoding):
+        return encoding.name or type(encoding).__name__, frozenset(encoding.acts_on)
+    raise TypeError(
+        f"check_sites: expected an encoding name, class or instance, got {type(encoding).__name__}"
+    )
+
+
+def check_sites(encoding, supported_sites: Iterable[str], model_name: str) -> None:
+    """Raise a ValueError if ``encoding`` acts on a site that model ``model_name`` lacks.
+
+    The message says where the encoding acts, what the model lacks, and lists the registered
+    encodings (in their default configuration) usable with that model, e.g. ``encoding 'shaw'
+    acts on attention logits/values, but model 'fasttext' has no attention; encodings usable
+    with fasttext: none, trainable, ...``.
+    """
+    supported = frozenset(supported_sites)
+    unknown = supported - set(SITES)
+    if unknown:
+        raise ValueError(f"check_sites: unknown sites {sorted(unknown)}; sites are {SITES}")
+    name, sites = _sites_of(encoding)
+    missing = sites - supported
+    if not missing:
+        return
+    if missing <= _ATTENTION_SITES and not (supported & _ATTENTION_SITES):
+        lack = "has no attention"
+    else:
+        lack = f"supports only {_describe(supported)}" if supported else "supports no encoding"
+    usable = [n for n in available_encodings() if _REGISTRY[n].acts_on <= supported]
+    raise ValueError(
+        f"encoding {name!r} acts on {_describe(sites)}, but model {model_name!r} {lack}; "
+        f"encodings usable with {model_name}: {', '.join(usable) if usable else 'none'}"
+    )

@@ -1,0 +1,81 @@
+r"""Fixed sinusoidal positions (Vaswani et al., "Attention is all you need", NeurIPS 2017)."""
+
+from __future__ import annotations
+
+import torch
+
+from .._utils import factory_kwargs
+from ._common import (
+    cached_rows,
+    check_sequence,
+    complex_features,
+    complex_sinusoid,
+    sinusoid_frequencies,
+)
+from .base import PositionalEncoding
+from .registry import register_encoding
+
+__all__ = ["SinusoidalEncoding"]
+
+
+@register_encoding
+class SinusoidalEncoding(PositionalEncoding):
+    r"""``sinusoidal``: adds the fixed complex sinusoid :math:`p_k = e^{i k w}` to the input.
+
+    .. math::
+        x_k \mapsto x_k + p_k,\qquad (p_k)_j = e^{i k w_j},\quad w_j = \text{base}^{-j/n},\ j < n
+
+    with ``n`` complex features: ``n = d_model`` for a complex model; for a real model of width
+    ``d_model`` (even), ``n = d_model/2`` and ``p_k`` is packed (interleaved ``cos, sin``):
+    ``[cos k w_0, sin k w_0, cos k w_1, ...]`` with ``w_j = 10000^{-2j/d}``, which is Vaswani et
+    al.'s encoding up to the order of sin and cos. A complex model of width ``D`` thus gets the
+    real sinusoid of width ``2D`` as ``D`` complex numbers.
+
+    Any length: the table is a non-persistent buffer (no state_dict entry) cached by length and
+    extended when a longer input arrives. ``p_{a+b} = p_a \odot p_b``: the encoding of ``a+b``
+    is a fixed rotation of that of ``a`` (Vaswani et al.'s motivation).
+
+    Args:
+        d_model: model width (complex features, or reals for a real model).
+        base: the frequency base (10000 in the paper).
+        device, dtype: model dtype (complex by default; real for a real twin).
+    """
+
+    name = "sinusoidal"
+    acts_on = frozenset({"input"})
+
+    def __init__(
+        self,
+        d_model: int,
+        base: float = 10000.0,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        owner = type(self).__name__
+        fk = factory_kwargs(device, dtype, owner, allow_real=True)
+        super().__init__()
+        self.d_model = d_model
+        self.complex_model = fk["dtype"].is_complex
+        self.features = complex_features(d_model, self.complex_model, owner)
+        self.base = float(base)
+        self._dtype = fk["dtype"]
+        self.register_buffer("_table", self._build(128, fk["device"]), persistent=False)
+
+    def _build(self, n: int, device) -> torch.Tensor:
+        freqs = sinusoid_frequencies(self.features, self.base)
+        pos = torch.arange(n, dtype=torch.float64)
+        return complex_sinusoid(pos, freqs, self._dtype).to(device)  # (n, d_model)
+
+    def reset_parameters(self) -> None:
+        pass
+
+    def table(self, length: int) -> torch.Tensor:
+        """The encodings ``p_0 .. p_{length-1}``, ``(length, d_model)`` in the model dtype."""
+        return cached_rows(self, "_table", length, self._build)
+
+    def encode_input(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, D) -> (B, L, D)
+        check_sequence(x, self.d_model, self.complex_model, type(self).__name__)
+        return x + self.table(x.shape[1]).to(x.dtype)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, base={self.base:g}, dtype={self._dtype}"

@@ -1,0 +1,93 @@
+"""Learned absolute positions (BERT, Devlin et al. 2019; GPT, Radford et al. 2018)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .._utils import check_choice, factory_kwargs
+from ._common import check_sequence, normal_
+from .base import PositionalEncoding
+from .hierarchical import hierarchical_positions
+from .registry import register_encoding
+
+__all__ = ["TrainableEncoding"]
+
+EXTRAPOLATE = ("error", "hierarchical")
+
+
+@register_encoding
+class TrainableEncoding(PositionalEncoding):
+    r"""``trainable``: a learned table :math:`P \in \mathbb{C}^{\text{max\_len} \times D}` added
+    to the input, :math:`x_k \mapsto x_k + P_k` (BERT/GPT absolute position embeddings).
+
+    Lengths beyond ``max_len`` have no trained row: by default that is a ValueError; with
+    ``extrapolate="hierarchical"`` positions ``max_len .. max_len**2 - 1`` come from the
+    hierarchical decomposition of the table (:func:`hierarchical_positions`, Su 2020), the first
+    ``max_len`` positions unchanged.
+
+    Args:
+        d_model: model width.
+        max_len: rows of the table (longest input).
+        extrapolate: ``"error"`` or ``"hierarchical"``.
+        alpha: block weight of the hierarchical extrapolation.
+        std: initial standard deviation (BERT's 0.02; total variance ``std**2`` for complex).
+        device, dtype: model dtype (complex by default; real for a real twin).
+    """
+
+    name = "trainable"
+    acts_on = frozenset({"input"})
+
+    def __init__(
+        self,
+        d_model: int,
+        max_len: int = 512,
+        extrapolate: str = "error",
+        alpha: float = 0.4,
+        std: float = 0.02,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        owner = type(self).__name__
+        fk = factory_kwargs(device, dtype, owner, allow_real=True)
+        super().__init__()
+        if max_len <= 0:
+            raise ValueError(f"{owner}: max_len must be positive, got {max_len}")
+        self.extrapolate = check_choice(extrapolate, EXTRAPOLATE, owner, "extrapolate")
+        if not 0.0 < alpha < 1.0:
+            raise ValueError(f"{owner}: alpha must be in (0, 1), got {alpha}")
+        self.d_model, self.max_len, self.alpha, self.std = d_model, max_len, float(alpha), std
+        self.complex_model = fk["dtype"].is_complex
+        self.weight = nn.Parameter(torch.empty(max_len, d_model, **fk))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        normal_(self.weight, self.std)
+
+    def table(self, length: int) -> torch.Tensor:
+        """Positions ``0 .. length-1``, ``(length, d_model)``."""
+        owner = type(self).__name__
+        if length <= self.max_len:
+            return self.weight[:length]
+        if self.extrapolate == "hierarchical" and length <= self.max_len**2:
+            return hierarchical_positions(self.weight, length, self.alpha)
+        if self.extrapolate == "hierarchical":
+            raise ValueError(
+                f"{owner}: input length {length} exceeds max_len**2 = {self.max_len**2} "
+                f"(max_len={self.max_len}), the reach of extrapolate='hierarchical'"
+            )
+        raise ValueError(
+            f"{owner}: input length {length} exceeds max_len={self.max_len}, the number of "
+            f"trained positions; build the encoding with max_len >= {length}, or pass "
+            f"extrapolate='hierarchical' to serve up to max_len**2 positions"
+        )
+
+    def encode_input(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, D) -> (B, L, D)
+        check_sequence(x, self.d_model, self.complex_model, type(self).__name__)
+        return x + self.table(x.shape[1])
+
+    def extra_repr(self) -> str:
+        return (
+            f"d_model={self.d_model}, max_len={self.max_len}, extrapolate={self.extrapolate!r}, "
+            f"dtype={self.weight.dtype}"
+        )

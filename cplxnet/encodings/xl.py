@@ -1,0 +1,113 @@
+r"""Transformer-XL relative attention (Dai et al., "Transformer-XL: Attentive Language Models
+Beyond a Fixed-Length Context", ACL 2019; also XLNet, Yang et al., NeurIPS 2019)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .._utils import factory_kwargs, real_dtype
+from ._common import (
+    check_heads,
+    complex_features,
+    complex_sinusoid,
+    glorot_,
+    head_width,
+    normal_,
+    sinusoid_frequencies,
+)
+from .base import PositionalEncoding
+from .registry import register_encoding
+
+__all__ = ["XLEncoding"]
+
+
+@register_encoding
+class XLEncoding(PositionalEncoding):
+    r"""``xl``: the Transformer-XL decomposition of the logits.
+
+    .. math::
+        A_{ij} = \underbrace{q_i \cdot k_j}_{(a)} + \underbrace{q_i \cdot W_{K,R} R_{i-j}}_{(b)}
+        + \underbrace{u \cdot k_j}_{(c)} + \underbrace{v \cdot W_{K,R} R_{i-j}}_{(d)},
+        \qquad \text{all over } \sqrt{D_h}
+
+    Term (a) is the kernel's content score; this encoding returns (b) + (c) + (d) scaled by
+    :meth:`content_scale`. :math:`R_r` is the fixed sinusoid of relative position ``r``, in this
+    package's complex algebra :math:`R_r = e^{i r w}` with ``n`` complex features (``n = d_model``
+    complex, ``d_model/2`` for a real model), packed to ``2n`` reals; :math:`W_{K,R}` (its own
+    projection, per head) maps it to the packed head width; ``u`` and ``v`` are learned global
+    vectors per head. All parameters are shared by the layers using this encoding (the paper
+    learns ``W_{K,R}`` per layer and shares ``u, v``). No value term.
+
+    Memory: never forms ``(L, L, Dh)``: the ``Lq + Lk - 1`` sinusoids are projected once
+    (``(H, Lq+Lk-1, P)``), ``(q_i + v)`` is multiplied by them (``(B, H, Lq, Lq+Lk-1)``) and the
+    result is gathered at ``i - j`` (equivalent to the paper's "relative shift").
+
+    Args:
+        d_model: model width; head width ``d_model / num_heads``.
+        num_heads: number of heads.
+        base: sinusoid frequency base.
+        std: initial standard deviation of ``u`` and ``v``.
+        device, dtype: model dtype (complex by default; real for a real twin). Parameters are
+            real (packed widths).
+    """
+
+    name = "xl"
+    acts_on = frozenset({"logits"})
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        base: float = 10000.0,
+        std: float = 0.02,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        owner = type(self).__name__
+        fk = factory_kwargs(device, dtype, owner, allow_real=True)
+        super().__init__()
+        self.d_model, self.num_heads, self.base, self.std = d_model, num_heads, float(base), std
+        self.complex_model = fk["dtype"].is_complex
+        dh = head_width(d_model, num_heads, owner)
+        self.packed_width = P = 2 * dh if self.complex_model else dh
+        self.features = complex_features(d_model, self.complex_model, owner)
+        rk = {"device": fk["device"], "dtype": real_dtype(fk["dtype"])}
+        self.rel_proj = nn.Parameter(torch.empty(num_heads * P, 2 * self.features, **rk))
+        self.u = nn.Parameter(torch.empty(num_heads, P, **rk))
+        self.v = nn.Parameter(torch.empty(num_heads, P, **rk))
+        self.register_buffer(
+            "_freqs", sinusoid_frequencies(self.features, self.base), persistent=False
+        )
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        glorot_(self.rel_proj)
+        normal_(self.u, self.std)
+        normal_(self.v, self.std)
+
+    def relative_embeddings(self, lq: int, lk: int, dtype: torch.dtype) -> torch.Tensor:
+        """Packed sinusoids :math:`R_r` for ``r = -(Lk-1) .. Lq-1``: ``(Lq+Lk-1, 2n)`` real."""
+        r = torch.arange(-(lk - 1), lq, device=self._freqs.device)
+        return complex_sinusoid(r, self._freqs, dtype)
+
+    def logits_bias(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        check_heads(q, k, self.num_heads, self.packed_width, type(self).__name__)
+        B, H, Lq, P = q.shape
+        Lk = k.shape[-2]
+        R = self.relative_embeddings(Lq, Lk, q.dtype)  # (Lq+Lk-1, 2n)
+        Rk = (R @ self.rel_proj.to(q.dtype).T).view(-1, H, P).transpose(0, 1)  # (H, Nr, P)
+        u, v = self.u.to(q.dtype), self.v.to(q.dtype)
+        bd = (q + v[:, None, :]) @ Rk.transpose(-1, -2)  # (B, H, Lq, Nr): terms (b) + (d)
+        # r = i - j sits at column i - j + Lk - 1
+        i = torch.arange(Lq, device=q.device)[:, None]
+        j = torch.arange(Lk, device=q.device)[None, :]
+        bd = bd.gather(-1, (i - j + Lk - 1).expand(B, H, Lq, Lk))  # (B, H, Lq, Lk)
+        c = torch.einsum("hp,bhjp->bhj", u, k)[:, :, None, :]  # (B, H, 1, Lk): term (c)
+        return (bd + c) * self.content_scale(P)
+
+    def extra_repr(self) -> str:
+        return (
+            f"d_model={self.d_model}, num_heads={self.num_heads}, base={self.base:g}, "
+            f"complex_model={self.complex_model}"
+        )

@@ -1,0 +1,118 @@
+"""The registry: names, classes, instances, strict options and the site check."""
+
+import pytest
+import torch
+
+import cplxnet.encodings as E
+from cplxnet.encodings import (
+    PositionalEncoding,
+    RotaryEncoding,
+    check_sites,
+    create_encoding,
+    register_encoding,
+)
+
+NAMES = (
+    "none", "trainable", "hierarchical", "sinusoidal", "floater", "multiplicative",
+    "complex-order", "complex-vanilla", "rotary", "shaw", "xl", "t5", "deberta",
+)  # fmt: skip
+CONTEXT = dict(d_model=8, num_heads=2, vocab_size=11, max_len=16)
+
+
+def test_every_name_is_registered_in_order():
+    assert E.available_encodings() == NAMES
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("dtype", [None, torch.float32, torch.complex128])
+def test_create_by_name_with_full_context(name, dtype):
+    """A model can pass all its context to every encoding; each takes what it accepts."""
+    enc = create_encoding(name, dtype=dtype, **CONTEXT)
+    assert isinstance(enc, PositionalEncoding)
+    assert enc.name == name
+    assert enc.complex_model == (dtype is None or dtype.is_complex)
+    assert set(enc.acts_on) <= set(E.SITES)
+    repr(enc)  # extra_repr works
+    enc.reset_parameters()
+
+
+def test_create_by_class_and_instance():
+    enc = create_encoding(RotaryEncoding, base=100.0, **CONTEXT)
+    assert isinstance(enc, RotaryEncoding) and enc.base == 100.0
+    assert create_encoding(enc, **CONTEXT) is enc
+    assert isinstance(create_encoding(None), E.NoEncoding)
+
+
+def test_unknown_name_lists_names():
+    with pytest.raises(ValueError, match="unknown encoding 'rope'") as info:
+        create_encoding("rope", **CONTEXT)
+    for name in NAMES:
+        assert name in str(info.value)
+
+
+def test_unknown_option_lists_options():
+    with pytest.raises(TypeError) as info:
+        create_encoding("rotary", thetas=3, **CONTEXT)
+    msg = str(info.value)
+    assert "'rotary'" in msg and "'thetas'" in msg
+    for opt in ("base", "rotate_values", "layout"):
+        assert opt in msg
+    assert "d_model" not in msg.split("options are:")[1]  # context is not a user option
+
+
+def test_missing_context_is_named():
+    with pytest.raises(TypeError, match="needs vocab_size"):
+        create_encoding("complex-order", d_model=8)
+
+
+def test_options_reach_the_encoding():
+    enc = create_encoding("t5", num_buckets=16, bidirectional=False, **CONTEXT)
+    assert enc.num_buckets == 16 and not enc.bidirectional
+    enc = create_encoding("trainable", extrapolate="hierarchical", **CONTEXT)
+    assert enc.max_len == 16 and enc.extrapolate == "hierarchical"
+
+
+def test_register_custom_encoding():
+    @register_encoding
+    class Twice(PositionalEncoding):
+        name = "test-twice"
+        acts_on = frozenset({"input"})
+
+        def encode_input(self, x):
+            return 2 * x
+
+    try:
+        assert "test-twice" in E.available_encodings()
+        assert isinstance(create_encoding("test-twice", **CONTEXT), Twice)
+        with pytest.raises(ValueError, match="already taken"):
+
+            @register_encoding
+            class Other(PositionalEncoding):
+                name = "test-twice"
+
+    finally:
+        E.registry._REGISTRY.pop("test-twice")
+
+
+def test_check_sites_message():
+    no_attention = {"token", "input"}
+    with pytest.raises(ValueError) as info:
+        check_sites(create_encoding("shaw", **CONTEXT), no_attention, "fasttext")
+    msg = str(info.value)
+    assert msg.startswith(
+        "encoding 'shaw' acts on attention logits/values, but model 'fasttext' has no attention;"
+    )
+    usable = msg.split("encodings usable with fasttext: ")[1].split(", ")
+    assert usable == [
+        "none", "trainable", "hierarchical", "sinusoidal", "floater", "multiplicative",
+        "complex-order", "complex-vanilla",
+    ]  # fmt: skip
+    check_sites("rotary", {"token", "input", "layer", "qk", "logits", "values"}, "transformer")
+    check_sites("complex-order", no_attention, "fasttext")
+    with pytest.raises(ValueError, match="acts on the word embedding, but model 'lstm' supports"):
+        check_sites("complex-order", {"input"}, "lstm")
+    # an instance's own sites count: DeBERTa with absolute layers needs the "layer" site
+    deb = create_encoding("deberta", absolute_layers=1, **CONTEXT)
+    check_sites("deberta", {"logits"}, "m")
+    with pytest.raises(ValueError, match="inputs of Transformer layers"):
+        check_sites(deb, {"logits"}, "m")
