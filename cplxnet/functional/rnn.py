@@ -498,6 +498,11 @@ def unitary_rnn(
             f"{owner}: expected {num_layers * dirs} (weight_ih, weight_hh, bias) triples, "
             f"got {len(weights)}"
         )
+    if any(t.dtype != x.dtype for w in weights for t in w[:2]):
+        raise TypeError(
+            f"{owner}: input dtype {x.dtype} does not match the weights' dtype "
+            f"{weights[0][0].dtype}; convert the input (x.to(dtype)) or the module"
+        )
     hidden = weights[0][1].shape[0]
     check_last_dim(x, weights[0][0].shape[1], owner)
     if not batch_first:

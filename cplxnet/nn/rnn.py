@@ -340,6 +340,12 @@ class UnitaryRNNCell(nn.Module):
         else:
             check_complex(h, owner, "h")
             check_last_dim(h, self.hidden_size, owner, "h")
+        for name, t in (("input", x), ("h", h)):
+            if t.dtype != self.weight_ih.dtype:
+                raise TypeError(
+                    f"{owner}: {name} dtype {t.dtype} does not match the weights' dtype "
+                    f"{self.weight_ih.dtype}; convert it with .to({self.weight_ih.dtype})"
+                )
         return CF.unitary_rnn_cell(x, h, self.weight_ih, self.weight_hh, self.bias)
 
     def extra_repr(self) -> str:

@@ -221,6 +221,16 @@ def test_split_gates_bounded_analytic_not():
     assert big["analytic"] > 1
 
 
+def test_unitary_cell_errors():
+    cell = cnn.UnitaryRNNCell(3, 4, dtype=DT)
+    with pytest.raises(TypeError, match="UnitaryRNNCell: input must be a complex tensor"):
+        cell(torch.randn(2, 3, dtype=torch.float64))
+    with pytest.raises(ValueError, match="UnitaryRNNCell: expected h with last dimension 4"):
+        cell(torch.randn(2, 3, dtype=DT), torch.zeros(2, 5, dtype=DT))
+    with pytest.raises(TypeError, match="UnitaryRNNCell: input dtype torch.complex64 does not"):
+        cell(torch.randn(2, 3, dtype=torch.complex64))
+
+
 def test_repr():
     assert "gate='analytic'" in repr(cnn.LSTM(3, 4, gate="analytic"))
     assert "bidirectional=True" in repr(cnn.GRU(3, 4, bidirectional=True))
@@ -250,6 +260,8 @@ def test_errors(cls):
         mod(x, torch.tensor([5, 5]), padding_mask=torch.zeros(2, 5, dtype=torch.bool))
     with pytest.raises(TypeError, match=f"{name}: dtype must be complex"):
         cls(3, 4, dtype=torch.float32)
+    with pytest.raises(TypeError, match=f"{name}: input dtype torch.complex64 does not match"):
+        mod(x.to(torch.complex64))
 
 
 @pytest.mark.parametrize("cls", [cnn.LSTM, cnn.GRU])
