@@ -286,6 +286,12 @@ class TransformerEncoder(nn.Module):
             raise TypeError(f"{owner}: norm must be None, a module or a kind in {NORMS}")
         self.norm = norm
 
+    def reset_parameters(self) -> None:
+        """Re-initialise every layer (and the final norm) independently."""
+        for m in [*self.layers, self.norm]:
+            if m is not None and hasattr(m, "reset_parameters"):
+                m.reset_parameters()
+
     def forward(
         self,
         x: torch.Tensor,
@@ -296,6 +302,15 @@ class TransformerEncoder(nn.Module):
         is_causal: bool = False,
     ) -> torch.Tensor:
         """``(B, L, D)`` -> ``(B, L, D)``; ``padding_mask`` ``(B, L)`` bool, True = padding."""
+        dtype = getattr(self.layers[0], "dtype", None)
+        if isinstance(dtype, torch.dtype) and (
+            not isinstance(x, torch.Tensor) or x.dtype != dtype
+        ):
+            got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
+            raise TypeError(
+                f"{type(self).__name__}: input has dtype {got} but the layers are {dtype}; "
+                f"convert the input with .to({dtype}) or build the encoder with the input's dtype"
+            )
         n = self.num_layers
         extra = {}
         if attn_mask is not None or is_causal:
