@@ -258,3 +258,5 @@ def test_errors():
         cnn.TransformerEncoder(m, 2, 3)
     with pytest.raises(ValueError, match="unknown norm"):
         cnn.TransformerEncoder(m, 2, norm="batch")
+    with pytest.raises(TypeError, match="TransformerEncoder: input has dtype torch.complex128"):
+        cnn.TransformerEncoder(m, 2)(x.to(torch.complex128))
