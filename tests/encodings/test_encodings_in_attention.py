@@ -1,0 +1,119 @@
+"""Every attention-site encoding inside cplxnet.nn.MultiheadAttention (complex and real): the
+wiring of the hook contract, and key padding never changing the outputs of real tokens."""
+
+import math
+
+import pytest
+import torch
+
+from cplxnet import functional as CF
+from cplxnet._utils import pack, unpack
+from cplxnet.encodings import DebertaEncoding, create_encoding
+from cplxnet.nn import MultiheadAttention, TransformerEncoder
+
+D, H = 8, 2
+CASES = [
+    ("none", {}),
+    ("rotary", {}),
+    ("rotary", {"rotate_values": True}),
+    ("rotary", {"layout": "half"}),
+    ("shaw", {"max_relative_position": 2}),
+    ("shaw", {"values": False}),
+    ("xl", {}),
+    ("t5", {"num_buckets": 8, "max_distance": 10}),
+    ("deberta", {"max_relative_positions": 3}),
+    ("deberta", {"max_relative_positions": 16, "position_buckets": 4}),
+]
+KINDS = [torch.complex128, torch.float64]
+
+
+def build(name, opts, kind):
+    torch.manual_seed(1)
+    mha = MultiheadAttention(D, H, dtype=kind)
+    enc = create_encoding(name, d_model=D, num_heads=H, max_len=32, dtype=kind, **opts)
+    with torch.no_grad():  # non-trivial biases, u/v, tables
+        for p in list(mha.parameters()) + list(enc.parameters()):
+            p.add_(0.3 * torch.randn_like(p))
+    return mha, enc
+
+
+def reference(mha, enc, x, key_padding_mask):
+    """The contract spelled out: project, rotate, Re(q k^H) * logit_scale / sqrt(Dh) + bias, mask
+    padded keys, softmax, weights @ v (+ value_term), output projection."""
+    B, L, _ = x.shape
+    Dh = D // H
+    q, k, v = CF.linear(x, mha.in_proj_weight, mha.in_proj_bias).chunk(3, -1)
+    q, k, v = (t.unflatten(-1, (H, Dh)).transpose(1, 2) for t in (q, k, v))
+    q, k, v = enc.rotate(q, k, v)
+    logits = torch.real(q @ k.conj().transpose(-1, -2)) * enc.logit_scale / math.sqrt(Dh)
+    bias = enc.logits_bias(pack(q), pack(k))
+    if bias is not None:
+        logits = logits + bias
+    logits = logits.masked_fill(key_padding_mask[:, None, None, :], -math.inf)
+    w = torch.softmax(logits, -1)
+    out = w @ pack(v)
+    if enc.has_value_term:
+        out = out + enc.value_term(w)
+    out = unpack(out, v).transpose(1, 2).reshape(B, L, D)
+    return mha.out_proj(out)
+
+
+@pytest.mark.parametrize("name,opts", CASES)
+@pytest.mark.parametrize("kind", KINDS)
+def test_mha_with_encoding_matches_contract(name, opts, kind):
+    mha, enc = build(name, opts, kind)
+    x = torch.randn(3, 7, D, dtype=kind)
+    kpm = torch.zeros(3, 7, dtype=torch.bool)
+    kpm[1, 5:] = True
+    kpm[2, 2:] = True
+    out = mha(x, key_padding_mask=kpm, encoding=enc)
+    torch.testing.assert_close(out, reference(mha, enc, x, kpm))
+
+
+@pytest.mark.parametrize("name,opts", CASES)
+@pytest.mark.parametrize("kind", KINDS)
+def test_key_padding_never_changes_real_tokens(name, opts, kind):
+    """Sequence 1 has 4 real tokens and 5 padded ones: its first 4 outputs equal those of the
+    unpadded 4-token sequence, whatever the padding holds (positions are 0..L-1 in both)."""
+    mha, enc = build(name, opts, kind)
+    x = torch.randn(2, 9, D, dtype=kind)
+    kpm = torch.zeros(2, 9, dtype=torch.bool)
+    kpm[1, 4:] = True
+    out = mha(x, key_padding_mask=kpm, encoding=enc)
+    alone = mha(x[1:, :4], encoding=enc)
+    torch.testing.assert_close(out[1, :4], alone[0])
+    x2 = x.clone()
+    x2[1, 4:] = 100 * torch.randn(5, D, dtype=kind)
+    out2 = mha(x2, key_padding_mask=kpm, encoding=enc)
+    torch.testing.assert_close(out2[1, :4], out[1, :4])
+    torch.testing.assert_close(out2[0], out[0])
+    out.abs().sum().backward()  # trains end to end
+    assert all(p.grad is not None for p in enc.parameters())
+
+
+def test_complex64_model_runs_every_attention_encoding():
+    for name, opts in CASES:
+        mha = MultiheadAttention(D, H)
+        enc = create_encoding(name, d_model=D, num_heads=H, **opts)
+        x = torch.randn(2, 6, D, dtype=torch.complex64)
+        kpm = torch.tensor([[False] * 6, [False] * 3 + [True] * 3])
+        y = mha(x, key_padding_mask=kpm, encoding=enc)
+        assert y.dtype == torch.complex64 and torch.isfinite(torch.view_as_real(y)).all()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_deberta_absolute_layers_in_encoder(kind):
+    """With absolute_layers=1 of 2, the encoder adds the absolute table to the input of the last
+    layer only (``layer_input``), and the relative terms act in both."""
+    torch.manual_seed(0)
+    enc = TransformerEncoder(D, H, 2, dim_feedforward=16, dropout=0.0, dtype=kind).eval()
+    with_abs = DebertaEncoding(D, H, max_relative_positions=4, absolute_layers=1, dtype=kind)
+    plain = DebertaEncoding(D, H, max_relative_positions=4, dtype=kind)
+    plain.load_state_dict(with_abs.state_dict(), strict=False)
+    x = torch.randn(2, 5, D, dtype=kind)
+    pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
+    h = enc.layers[0](x, pad, plain)
+    h = enc.layers[1](h + with_abs.abs_embeddings[:5], pad, plain)
+    if enc.norm is not None:
+        h = enc.norm(h)
+    torch.testing.assert_close(enc(x, pad, with_abs), h)
