@@ -8,7 +8,6 @@ import torch.nn.functional as F
 __all__ = ["conv1d", "conv2d"]
 
 
-
 def _conv(fn, x, weight, bias, stride, padding, dilation, groups, padding_mode, nd):
     if padding_mode != "zeros":
         if isinstance(padding, str):

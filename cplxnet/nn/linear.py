@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-
 import torch
 from torch import nn
 
 from .. import functional as CF
 from .. import init as cinit
-from .._utils import check_complex, check_last_dim, factory_kwargs
+from .._utils import check_dtype, check_last_dim, factory_kwargs
 
 __all__ = ["Linear"]
 
@@ -52,7 +51,7 @@ class Linear(nn.Module):
             nn.init.zeros_(self.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_complex(x, type(self).__name__)
+        check_dtype(x, self.weight.dtype, type(self).__name__)
         check_last_dim(x, self.in_features, type(self).__name__)
         return CF.linear(x, self.weight, self.bias)
 
@@ -61,5 +60,3 @@ class Linear(nn.Module):
             f"in_features={self.in_features}, out_features={self.out_features}, "
             f"bias={self.bias is not None}, dtype={self.weight.dtype}"
         )
-
-

@@ -1,0 +1,223 @@
+"""Generic tests run over every entry of ``tests/module_db.py`` (add modules there, not here)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import module_db
+import pytest
+import torch
+from module_db import MODULES, ModuleInfo, make_module, sample_input
+
+from cplxnet._utils import real_dtype
+
+CDTYPES = [torch.complex64, torch.complex128]
+
+
+def _params(info: ModuleInfo):
+    return pytest.mark.parametrize("info", info, ids=[i.id for i in info])
+
+
+ALL = _params(MODULES)
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype):
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
+
+def _run(m, info, dtype):
+    args, kwargs = sample_input(info, dtype)
+    return m(*args, **kwargs)
+
+
+def _flat(out):
+    """Floating/complex tensors of a (possibly nested) output, in order."""
+    if isinstance(out, torch.Tensor):
+        return [out] if (out.is_complex() or out.is_floating_point()) else []
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _flat(o)]
+    if isinstance(out, dict):
+        return [t for o in out.values() for t in _flat(o)]
+    return []
+
+
+def _assert_tensors_dtype(m, dtype):
+    for name, t in list(m.named_parameters()) + list(m.named_buffers()):
+        if t.is_complex() or t.is_floating_point():
+            assert t.dtype in (dtype, real_dtype(dtype)), (name, t.dtype, dtype)
+            if t.is_complex():
+                assert t.dtype == dtype, (name, t.dtype)
+
+
+def test_ids_are_unique():
+    ids = [i.id for i in MODULES]
+    assert len(ids) == len(set(ids)), "give repeated classes a distinct ModuleInfo.name"
+
+
+@ALL
+@pytest.mark.parametrize("dtype", CDTYPES, ids=["c64", "c128"])
+def test_factory_kwargs_and_output_dtype(info, dtype):
+    m = make_module(info, dtype=dtype, device="cpu")
+    if info.has_params:
+        assert len(list(m.parameters())) > 0
+    _assert_tensors_dtype(m, dtype)
+    for out in _flat(_run(m, info, dtype)):
+        assert out.dtype in (dtype, real_dtype(dtype))
+        assert torch.isfinite(torch.view_as_real(out) if out.is_complex() else out).all()
+
+
+@ALL
+def test_default_dtype_follows_torch_default(info):
+    with _default_dtype(torch.float64):
+        m = make_module(info)
+        _assert_tensors_dtype(m, torch.complex128)
+        out = _flat(_run(m, info, torch.complex128))[0]
+    assert out.dtype in (torch.complex128, torch.float64)
+
+
+@ALL
+def test_state_dict_round_trip(info):
+    dtype = torch.complex128
+    torch.manual_seed(0)
+    src = make_module(info, dtype=dtype)
+    with torch.no_grad():  # move away from the (possibly deterministic) init
+        for p in src.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    src.train()
+    _run(src, info, dtype)  # update running statistics, if any
+    torch.manual_seed(1)
+    dst = make_module(info, dtype=dtype)
+    dst.load_state_dict(src.state_dict())
+    src.eval(), dst.eval()
+    torch.manual_seed(2)
+    args, kwargs = sample_input(info, dtype)
+    for a, b in zip(_flat(src(*args, **kwargs)), _flat(dst(*args, **kwargs))):
+        assert torch.equal(a, b)
+
+
+@ALL
+def test_reset_parameters_is_deterministic_under_a_seed(info):
+    m = make_module(info, dtype=torch.complex64)
+    if not hasattr(m, "reset_parameters"):
+        assert not info.has_params, "modules with parameters need a public reset_parameters()"
+        return
+    torch.manual_seed(123)
+    m.reset_parameters()
+    first = {k: v.clone() for k, v in m.state_dict().items()}
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(1.0)
+    torch.manual_seed(123)
+    m.reset_parameters()
+    for k, v in m.state_dict().items():
+        assert torch.equal(v, first[k]), k
+
+
+@ALL
+def test_gradcheck_complex128_inputs_and_params(info):
+    if not info.gradcheck:
+        pytest.skip(info.notes or "gradcheck disabled")
+    m = make_module(info, dtype=torch.complex128)
+    if info.is_random:
+        m.eval()
+    args, kwargs = sample_input(info, torch.complex128)
+    names = [n for n, p in m.named_parameters() if p.requires_grad]
+    params = [
+        p.detach().clone().requires_grad_() for n, p in m.named_parameters() if p.requires_grad
+    ]
+    diff = [
+        i
+        for i, a in enumerate(args)
+        if isinstance(a, torch.Tensor) and (a.is_complex() or a.is_floating_point())
+    ]
+    leaves = [args[i].detach().clone().requires_grad_() for i in diff] + params
+    assert leaves, "nothing to differentiate"
+
+    def fn(*tensors):
+        call_args = list(args)
+        for i, t in zip(diff, tensors[: len(diff)]):
+            call_args[i] = t
+        p = dict(zip(names, tensors[len(diff) :]))
+        return tuple(_flat(torch.func.functional_call(m, p, tuple(call_args), kwargs)))
+
+    assert torch.autograd.gradcheck(fn, tuple(leaves))
+
+
+@ALL
+def test_repr_and_extra_repr(info):
+    m = make_module(info, dtype=torch.complex64)
+    text = repr(m)
+    assert type(m).__name__ in text
+    if info.args or info.kwargs or info.has_params:
+        assert m.extra_repr(), f"{type(m).__name__} should describe its configuration"
+
+
+@_params([i for i in MODULES if i.complex_input])
+def test_real_input_rejected_or_handled(info):
+    """A real input to a complex module gets a clear TypeError naming the module; modules that
+    support real inputs (parameter-free ones) must give a real output."""
+    m = make_module(info, dtype=torch.complex64)
+    args, kwargs = sample_input(info, torch.complex64)
+    real_args = (args[0].real.contiguous(),) + tuple(args[1:])
+    if info.supports_real and not info.takes_factory_kwargs:
+        for out in _flat(m(*real_args, **kwargs)):
+            assert not out.is_complex()
+        return
+    with pytest.raises(TypeError, match=type(m).__name__):
+        m(*real_args, **kwargs)
+
+
+@_params([i for i in MODULES if i.complex_input and i.takes_factory_kwargs])
+def test_precision_mismatch_is_a_clear_error(info):
+    m = make_module(info, dtype=torch.complex128)
+    args, kwargs = sample_input(info, torch.complex64)
+    with pytest.raises(TypeError, match=f"{type(m).__name__}: .*complex64.*complex128"):
+        m(*args, **kwargs)
+
+
+@_params([i for i in MODULES if i.supports_real])
+def test_real_twin(info):
+    """Modules that also run real-valued: a real dtype gives real parameters and outputs."""
+    m = make_module(info, dtype=torch.float64)
+    for p in m.parameters():
+        assert p.dtype == torch.float64
+    m.eval()
+    args, kwargs = sample_input(info, torch.float64)
+    for out in _flat(m(*args, **kwargs)):
+        assert out.dtype == torch.float64
+
+
+@_params([i for i in MODULES if i.compile_backend])
+def test_torch_compile_matches_eager(info):
+    torch._dynamo.reset()
+    m = make_module(info, dtype=torch.complex64).eval()
+    args, kwargs = sample_input(info, torch.complex64)
+    args = tuple(
+        a.requires_grad_() if isinstance(a, torch.Tensor) and a.is_complex() else a for a in args
+    )
+    compiled = torch.compile(m, backend=info.compile_backend)
+    eager_out = _flat(m(*args, **kwargs))
+    comp_out = _flat(compiled(*args, **kwargs))
+    for a, b in zip(eager_out, comp_out):
+        torch.testing.assert_close(b, a)
+    # gradients through the compiled module match eager
+    loss = sum(torch.view_as_real(o).sum() if o.is_complex() else o.sum() for o in comp_out)
+    grads_c = torch.autograd.grad(loss, [args[0], *m.parameters()], allow_unused=True)
+    loss_e = sum(torch.view_as_real(o).sum() if o.is_complex() else o.sum() for o in eager_out)
+    grads_e = torch.autograd.grad(loss_e, [args[0], *m.parameters()], allow_unused=True)
+    for a, b in zip(grads_e, grads_c):
+        if a is not None:
+            torch.testing.assert_close(b, a)
+
+
+def test_compile_entries_exist():
+    """Linear and at least one activation are compile-tested (attention adds its own entry)."""
+    ids = {i.cls.__name__ for i in MODULES if i.compile_backend}
+    assert {"Linear", "CReLU"} <= ids
+    assert module_db.MODULES is MODULES
