@@ -6,8 +6,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._utils import factory_kwargs, real_dtype
+from .._utils import factory_kwargs, pack, real_dtype
 from ._common import (
+    cached_rows,
     check_heads,
     complex_features,
     complex_sinusoid,
@@ -79,7 +80,12 @@ class XLEncoding(PositionalEncoding):
         self.register_buffer(
             "_freqs", sinusoid_frequencies(self.features, self.base), persistent=False
         )
+        self.register_buffer("_table", self._build(128, fk["device"]), persistent=False)
         self.reset_parameters()
+
+    def _build(self, n: int, device) -> torch.Tensor:  # (n, features) e^{i r w}, r = 0..n-1
+        pos = torch.arange(n)
+        return complex_sinusoid(pos, self._freqs, torch.complex128).to(device)
 
     def reset_parameters(self) -> None:
         glorot_(self.rel_proj)
@@ -87,9 +93,13 @@ class XLEncoding(PositionalEncoding):
         normal_(self.v, self.std)
 
     def relative_embeddings(self, lq: int, lk: int, dtype: torch.dtype) -> torch.Tensor:
-        """Packed sinusoids :math:`R_r` for ``r = -(Lk-1) .. Lq-1``: ``(Lq+Lk-1, 2n)`` real."""
-        r = torch.arange(-(lk - 1), lq, device=self._freqs.device)
-        return complex_sinusoid(r, self._freqs, dtype)
+        """Packed sinusoids :math:`R_r` for ``r = -(Lk-1) .. Lq-1``: ``(Lq+Lk-1, 2n)`` real.
+
+        From a cached table of ``e^{i r w}``, ``r >= 0`` (non-persistent buffer, extended on
+        demand); negative offsets are its conjugates."""
+        table = cached_rows(self, "_table", max(lq, lk), self._build)  # (max(Lq, Lk), n)
+        R = torch.cat((table[1:lk].flip(0).conj(), table[:lq]), dim=0)  # r = -(Lk-1)..Lq-1
+        return pack(R).to(dtype)
 
     def logits_bias(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         check_heads(q, k, self.num_heads, self.packed_width, type(self).__name__)
