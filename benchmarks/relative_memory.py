@@ -12,15 +12,14 @@ so packed real head width P = 64; float32; forward + backward of the logits bias
 of the value term on the softmax of those logits) with random upstream gradients.
 
 How memory is measured (CPU): every (scheme, implementation, n) runs in a **fresh subprocess**.
-After imports, input creation and a warm-up call on 8 tokens, the worker reads its current
-resident set size (RSS, from ``/proc/self/statm``), runs forward + backward once, and reads the
-process's high-water RSS
-(``resource.getrusage(RUSAGE_SELF).ru_maxrss``). The reported peak is the difference: the extra
-resident memory the call needed at its worst moment, including allocator overhead and autograd
-buffers, which is what a user's machine has to provide. Caveat: ``ru_maxrss`` is a high-water
-mark of the whole process; if start-up had already touched more memory than the call adds, the
-difference under-reports (the worker flags this with ``*``). Times are the median of
-``--repeats`` further runs in the same worker (the first run doubles as warm-up), with
+After imports, input creation and a warm-up call on 8 tokens, the worker reads its current resident
+set size (RSS, from ``/proc/self/statm``), runs forward + backward once, and reads the process's
+high-water RSS (``resource.getrusage(RUSAGE_SELF).ru_maxrss``). The reported peak is the
+difference: the extra resident memory the call needed at its worst moment, including allocator
+overhead and autograd buffers, which is what a user's machine has to provide. Caveat: ``ru_maxrss``
+is a high-water mark of the whole process; if start-up had already touched more memory than the
+call adds, the difference under-reports (the worker flags this with ``*``). Times are the median of
+``--repeats`` further runs in the same worker (after the measured run), with
 ``torch.set_num_threads(1)``; on a shared machine expect noise of tens of percent.
 
 Naive cases whose (n, n, d) tensors would need more than ``--max-naive-gb`` (estimated as
