@@ -15,6 +15,7 @@ A model is ``embedding stage -> family body -> dropout -> readout -> real linear
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, ClassVar, NamedTuple
 
 import torch
@@ -23,7 +24,7 @@ from torch import nn
 
 import cplxnet.nn as cnn
 from cplxnet import complex_dtype, real_dtype
-from cplxnet.encodings import check_sites, create_encoding
+from cplxnet.encodings import check_sites, create_encoding, get_encoding_class
 
 from .config import ModelConfig
 
@@ -35,6 +36,18 @@ __all__ = [
     "sparse_parameters",
     "ParameterCount",
 ]
+
+
+def _encoding_options(config: ModelConfig) -> dict[str, Any]:
+    """The user's encoding options plus the model's ``padding_idx`` and ``sparse`` (from
+    ``sparse_embeddings``) for encodings whose constructor takes them (those with per-word tables,
+    e.g. complex-order), unless the user set them."""
+    options = dict(config.encoding_options)
+    accepted = inspect.signature(get_encoding_class(config.encoding).__init__).parameters
+    for name, value in (("padding_idx", config.padding_idx), ("sparse", config.sparse_embeddings)):
+        if name in accepted and name not in options:
+            options[name] = value
+    return options
 
 
 class NumberField:
@@ -250,7 +263,7 @@ class TextClassifier(nn.Module):
             max_len=config.max_len,
             device=device,
             dtype=field.dtype,
-            **config.encoding_options,
+            **_encoding_options(config),
         )
         check_sites(self.encoding, self.supported_sites, config.family)
         self.embedding = TokenEmbedding(config, self.encoding, field)
@@ -314,56 +327,74 @@ class TextClassifier(nn.Module):
         h = self.dropout(h)
         return self.head(self.readout(h))  # (B, C)
 
+    def sparse_parameters(self) -> list[nn.Parameter]:
+        """See :func:`models.sparse_parameters`."""
+        return sparse_parameters(self)
+
+    def _word_table(self) -> torch.Tensor:
+        """The ``(V, D_w)`` table that pretrained vectors initialise: the word embedding's
+        (complex or real) weight, or, when the encoding replaces the word table, its per-word
+        amplitude table ``amplitude_weight`` (complex-order, complex-vanilla)."""
+        if self.embedding.word is not None:
+            return self.embedding.word.weight
+        table = getattr(self.encoding, "amplitude_weight", None)
+        if (
+            isinstance(table, torch.Tensor)
+            and table.dim() == 2
+            and table.shape[0] == self.config.vocab_size
+            and table.shape[1] > 1
+        ):
+            return table
+        raise TypeError(
+            f"{type(self).__name__}.load_word_vectors: encoding {self.config.encoding!r} replaces "
+            "the word table and has no per-word amplitude table (V, D) to receive pretrained "
+            "vectors (with complex-order, use amplitude='word')"
+        )
+
     @torch.no_grad()
     def load_word_vectors(self, vectors: torch.Tensor, found: torch.Tensor | None = None) -> int:
-        """Initialise the word table from pretrained vectors; returns the rows set.
+        """Initialise the word table from pretrained vectors; returns the number of rows set.
 
         Args:
-            vectors: ``(V, D)`` real, row ``i`` the vector of token id ``i`` (``V`` =
-                ``config.vocab_size``, ``D`` = ``config.d_model``).
-            found: ``(V,)`` bool, the rows to copy (others keep their initialisation);
-                ``None``: all rows. The padding row is never set.
+            vectors: ``(V, D_w)`` real, row ``i`` the vector of token id ``i``; ``V`` is
+                ``config.vocab_size`` and ``D_w`` the word table's width: ``d_model``, or, for
+                an encoding replacing the word table in a real model, ``d_model / 2`` (its
+                complex features).
+            found: ``(V,)`` bool, the rows to set (others keep their initialisation); ``None``:
+                every row. The padding row is never set.
 
-        A real model copies the vectors. A complex word table takes them as amplitudes: entry
-        ``w`` becomes ``v * w / |w|`` (its random initial phase kept; phase 0 where ``w = 0``).
-        When the encoding replaces the word table (``"token"`` site, e.g. complex-order), the
-        encoding's ``load_word_vectors`` sets its amplitudes.
+        A real word table takes the vectors as they are. A complex word table takes them as
+        amplitudes: entry ``w`` becomes ``v * w / |w|`` (its random initial phase kept; phase 0
+        where ``w = 0``). When the encoding replaces the word table (complex-order,
+        complex-vanilla), the vectors become its per-word amplitudes ``r`` (frequencies and
+        phases keep their initialisation).
         """
-        owner = type(self).__name__
-        V, D = self.config.vocab_size, self.config.d_model
+        owner = f"{type(self).__name__}.load_word_vectors"
+        V = self.config.vocab_size
         if not isinstance(vectors, torch.Tensor) or vectors.is_complex() or vectors.dim() != 2:
-            raise TypeError(f"{owner}.load_word_vectors: vectors must be a real (V, D) tensor")
-        if tuple(vectors.shape) != (V, D):
+            raise TypeError(f"{owner}: vectors must be a real (V, D) tensor")
+        table = self._word_table()
+        if tuple(vectors.shape) != tuple(table.shape):
+            d_model = vectors.shape[1] * self.config.d_model // table.shape[1]
             raise ValueError(
-                f"{owner}.load_word_vectors: vectors have shape {tuple(vectors.shape)} but the "
-                f"model's word table is ({V}, {D}) (vocab_size, d_model); build the model with "
-                f"d_model={vectors.shape[1]} and the vocabulary the vectors were aligned to"
+                f"{owner}: vectors have shape {tuple(vectors.shape)} but the model's word table "
+                f"is {tuple(table.shape)} (vocab_size, width); build the model with the "
+                f"vocabulary the vectors were aligned to and d_model={d_model}"
             )
         if found is None:
             found = torch.ones(V, dtype=torch.bool, device=vectors.device)
         if not isinstance(found, torch.Tensor) or found.dtype != torch.bool or found.shape != (V,):
-            raise ValueError(f"{owner}.load_word_vectors: found must be a ({V},) bool tensor")
-        found = found.clone()
-        found[self.config.padding_idx] = False
-        if self.embedding.word is None:
-            load = getattr(self.encoding, "load_word_vectors", None)
-            if load is None:
-                raise TypeError(
-                    f"{owner}.load_word_vectors: encoding {self.config.encoding!r} replaces the "
-                    "word table and has no load_word_vectors method to receive pretrained vectors"
-                )
-            load(vectors, found)
-            return int(found.sum())
-        weight = self.embedding.word.weight
-        rows = found.to(weight.device)
-        v = vectors.to(device=weight.device, dtype=real_dtype(weight.dtype))[rows]
-        if weight.is_complex():
-            w = weight[rows]
+            raise ValueError(f"{owner}: found must be a ({V},) bool tensor")
+        rows = found.to(table.device).clone()
+        rows[self.config.padding_idx] = False
+        v = vectors.to(device=table.device, dtype=real_dtype(table.dtype))[rows]
+        if table.is_complex():
+            w = table[rows]
             phase = torch.where(w == 0, torch.ones_like(w), torch.sgn(w))
-            weight[rows] = v * phase
+            table[rows] = v * phase
         else:
-            weight[rows] = v
-        return int(found.sum())
+            table[rows] = v
+        return int(rows.sum())
 
 
 class ParameterCount(NamedTuple):
@@ -416,16 +447,28 @@ def count_parameters(model: nn.Module, trainable_only: bool = True) -> Parameter
 
 def sparse_parameters(model: nn.Module) -> list[nn.Parameter]:
     """Parameters that receive sparse gradients: those of every embedding table built with
-    ``sparse=True`` (the word table, an encoding's tables; for :class:`cplxnet.nn.Embedding` its
-    real ``packed_weight``). Train them with ``torch.optim.SparseAdam`` and the rest with a dense
-    optimiser; the two sets are disjoint."""
+    ``sparse=True`` (the word table -- for :class:`cplxnet.nn.Embedding` its real
+    ``packed_weight`` -- and an encoding's per-word tables, as reported by the encoding's own
+    ``sparse_parameters()``). Train them with ``torch.optim.SparseAdam`` and the rest with a
+    dense optimiser; the two sets are disjoint."""
     seen: set[int] = set()
     out: list[nn.Parameter] = []
-    for module in model.modules():
-        if getattr(module, "sparse", False) is not True:
-            continue
-        for p in module.parameters(recurse=False):
+
+    def visit(module: nn.Module) -> None:
+        own = getattr(module, "sparse_parameters", None)
+        if module is not model and callable(own):
+            found = list(own())  # the module knows which of its tables are sparse
+        else:
+            if getattr(module, "sparse", False) is True:
+                found = list(module.parameters(recurse=False))
+            else:
+                found = []
+            for child in module.children():
+                visit(child)
+        for p in found:
             if id(p) not in seen:
                 seen.add(id(p))
                 out.append(p)
+
+    visit(model)
     return out

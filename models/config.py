@@ -218,11 +218,14 @@ class TransformerConfig(ModelConfig):
         num_layers, num_heads, dim_feedforward: encoder shape (``d_model`` divisible by
             ``num_heads``).
         attention_dropout: dropout on the attention weights.
-        activation: feed-forward activation, as accepted by
-            :class:`cplxnet.nn.TransformerEncoderLayer`.
-        norm_first: pre-norm (``True``) or post-norm layers.
-        norm: layer-norm mode of complex models (``"split"`` or ``"whiten"``; see
-            :class:`cplxnet.nn.LayerNorm`); real models use the ordinary layer norm.
+        activation: feed-forward activation, a name of
+            :data:`cplxnet.nn.ACTIVATIONS` (real twins use its restriction to the reals).
+        norm_first: pre-norm (``True``, with a final norm after the last layer) or post-norm.
+        norm: normalisation of complex models (``"split"``, ``"whiten"`` or ``"rms"``; see
+            :class:`cplxnet.nn.LayerNorm`, :class:`cplxnet.nn.RMSNorm`); real models use
+            torch's ``LayerNorm`` (or ``RMSNorm`` for ``"rms"``).
+        score: attention score, ``"real"`` (``Re(q k^H)``) or ``"modulus"`` (``|q k^T|``, the
+            Complex Order paper's); see :class:`cplxnet.nn.MultiheadAttention`.
     """
 
     family: str = field(default="transformer", init=False)
@@ -236,6 +239,7 @@ class TransformerConfig(ModelConfig):
     activation: str = "crelu"
     norm_first: bool = True
     norm: str = "split"
+    score: str = "real"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -250,9 +254,13 @@ class TransformerConfig(ModelConfig):
             )
         if not 0.0 <= self.attention_dropout < 1.0:
             raise ValueError("TransformerConfig: attention_dropout must be in [0, 1)")
-        if self.norm not in ("split", "whiten"):
+        if self.norm not in ("split", "whiten", "rms"):
             raise ValueError(
-                f"TransformerConfig: unknown norm {self.norm!r}; valid: 'split', 'whiten'"
+                f"TransformerConfig: unknown norm {self.norm!r}; valid: 'split', 'whiten', 'rms'"
+            )
+        if self.score not in ("real", "modulus"):
+            raise ValueError(
+                f"TransformerConfig: unknown score {self.score!r}; valid: 'real', 'modulus'"
             )
         self.norm_first = bool(self.norm_first)
 

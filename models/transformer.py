@@ -42,23 +42,20 @@ class TransformerClassifier(TextClassifier):
         return self.config.num_heads
 
     def build_body(self, config: TransformerConfig, field: NumberField) -> int:
-        layer = cnn.TransformerEncoderLayer(
+        self.encoder = cnn.TransformerEncoder(
             config.d_model,
             config.num_heads,
+            config.num_layers,
+            norm=config.norm if config.norm_first else None,  # final norm after pre-norm layers
             dim_feedforward=config.dim_feedforward,
             dropout=config.dropout,
             attention_dropout=config.attention_dropout,
             activation=config.activation,
             norm_first=config.norm_first,
-            norm=config.norm,
+            layer_norm=config.norm,
+            score=config.score,
             **field.fk,
         )
-        final_norm = (
-            cnn.LayerNorm(config.d_model, mode=config.norm, **field.fk)
-            if config.norm_first
-            else None
-        )
-        self.encoder = cnn.TransformerEncoder(layer, config.num_layers, norm=final_norm)
         return config.d_model
 
     def features(self, x: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:

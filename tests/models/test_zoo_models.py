@@ -153,3 +153,25 @@ def test_build_model_accepts_dicts_and_rejects_others():
     assert isinstance(build_model(c.to_dict()), type(build_model(c)))
     with pytest.raises(TypeError, match="expected a ModelConfig"):
         build_model("cnn")
+
+
+@pytest.mark.parametrize("complex", [True, False], ids=["complex", "real"])
+def test_sparse_parameters_of_a_token_encoding(complex):
+    """complex-order gets the model's padding_idx and sparse flag; its per-word tables (and
+    only they: not a shared amplitude) are the sparse parameters."""
+    config = tiny_config("cnn", complex, encoding="complex-order",
+                         encoding_options={"amplitude": "shared"})
+    model = build_model(config)
+    enc = model.encoding
+    assert enc.padding_idx == 0 and enc.sparse
+    assert model.embedding.word is None  # the encoding replaces the word table
+    sparse = sparse_parameters(model)
+    assert {id(p) for p in sparse} == {id(p) for p in enc.sparse_parameters()}
+    assert all(p is not enc.amplitude_weight for p in sparse)
+    ids, mask = batch([4, 2])
+    model(ids, mask).sum().backward()
+    assert all(p.grad.is_sparse for p in sparse)
+    assert not enc.amplitude_weight.grad.is_sparse
+    dense = build_model(tiny_config("cnn", complex, encoding="complex-order",
+                                    sparse_embeddings=False))
+    assert sparse_parameters(dense) == [] and not dense.encoding.sparse

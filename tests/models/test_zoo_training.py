@@ -25,10 +25,11 @@ def toy_task(n: int = 48, length: int = 7, seed: int = 0):
     return ids.masked_fill(mask, 0), mask, labels
 
 
+@pytest.mark.parametrize("encoding", ["none", "complex-order"])
 @pytest.mark.parametrize("complex", [True, False], ids=["complex", "real"])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_a_few_steps_reduce_the_loss(family, complex):
-    model = build_model(tiny_config(family, complex, d_model=8))
+def test_a_few_steps_reduce_the_loss(family, complex, encoding):
+    model = build_model(tiny_config(family, complex, d_model=8, encoding=encoding))
     ids, mask, labels = toy_task()
     sparse = sparse_parameters(model)
     sparse_ids = {id(p) for p in sparse}

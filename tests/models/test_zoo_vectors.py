@@ -69,3 +69,27 @@ def test_loaded_vectors_train_and_forward():
     model.load_word_vectors(torch.randn(VOCAB, 8))
     ids = torch.randint(1, VOCAB, (2, 5))
     model(ids).sum().backward()
+
+
+@pytest.mark.parametrize("complex", [True, False], ids=["complex", "real"])
+def test_complex_order_takes_the_vectors_as_amplitudes(complex):
+    model = build_model(tiny_config("cnn", complex, encoding="complex-order", d_model=8))
+    table = model.encoding.amplitude_weight
+    width = 8 if complex else 4  # a real twin of width 8 sees 4 complex features
+    assert table.shape == (VOCAB, width)
+    freq = model.encoding.frequency_weight.detach().clone()
+    vectors, found = _vectors(width)
+    model.load_word_vectors(vectors, found)
+    rows = found.clone()
+    rows[0] = False
+    torch.testing.assert_close(table[rows], vectors[rows])
+    torch.testing.assert_close(model.encoding.frequency_weight, freq)
+    with pytest.raises(ValueError, match=f"d_model={6 * 8 // width}"):
+        model.load_word_vectors(torch.randn(VOCAB, 6))
+
+
+def test_shared_amplitudes_cannot_take_vectors():
+    model = build_model(tiny_config("fasttext", True, encoding="complex-order",
+                                    encoding_options={"amplitude": "shared"}))
+    with pytest.raises(TypeError, match="no per-word amplitude table"):
+        model.load_word_vectors(torch.randn(VOCAB, 6))
