@@ -57,3 +57,23 @@ def test_gradcheck():
     w = torch.randn(3, 2, 3, dtype=DT, requires_grad=True)
     b = torch.randn(3, dtype=DT, requires_grad=True)
     assert torch.autograd.gradcheck(lambda *t: CF.conv1d(*t, padding=1), (x, w, b))
+
+
+def test_conv2d_groups_and_unbatched_match_four_real_convolutions():
+    x = torch.randn(2, 4, 5, 6, dtype=DT)
+    w = torch.randn(6, 2, 3, 3, dtype=DT)
+    b = torch.randn(6, dtype=DT)
+    kw = {"groups": 2, "padding": 1, "dilation": (1, 2)}
+    torch.testing.assert_close(CF.conv2d(x, w, b, **kw), _four_real(F.conv2d, x, w, b, **kw))
+    torch.testing.assert_close(CF.conv2d(x[0], w, b, **kw), _four_real(F.conv2d, x, w, b, **kw)[0])
+
+
+def test_block_formulation_matches_torch_native_complex_conv_gradients():
+    x = torch.randn(2, 4, 9, dtype=DT, requires_grad=True)
+    w = torch.randn(6, 2, 3, dtype=DT, requires_grad=True)
+    b = torch.randn(6, dtype=DT, requires_grad=True)
+    g = torch.randn(2, 6, 9, dtype=DT)
+    ours = torch.autograd.grad(CF.conv1d(x, w, b, padding=1, groups=2), (x, w, b), g)
+    native = torch.autograd.grad(F.conv1d(x, w, b, padding=1, groups=2), (x, w, b), g)
+    for a, n in zip(ours, native):
+        torch.testing.assert_close(a, n)
