@@ -98,12 +98,14 @@ class NumberField:
 
     def activation(self, name: str, num_features: int) -> nn.Module:
         """A cplxnet activation by name; on real input each reduces to its real form (crelu,
-        zrelu, cardioid -> ReLU; modrelu -> ``relu(|x| + b) sign(x)``; split_tanh -> tanh)."""
+        zrelu, cardioid -> ReLU; modrelu -> ``relu(|x| + b) sign(x)``; split_tanh -> tanh;
+        split_gelu -> GELU)."""
         table = {
             "crelu": lambda: cnn.CReLU(),
             "zrelu": lambda: cnn.ZReLU(),
             "cardioid": lambda: cnn.Cardioid(),
             "split_tanh": lambda: cnn.SplitTanh(),
+            "split_gelu": lambda: cnn.SplitGELU(),
             "modrelu": lambda: cnn.ModReLU(num_features, **self.fk),
         }
         if name not in table:

@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 READOUTS = ("magnitude", "concat", "real")
+CNN_ACTIVATIONS = ("crelu", "modrelu", "zrelu", "cardioid", "split_tanh", "split_gelu")
 
 
 @dataclass
@@ -152,9 +153,10 @@ class CNNConfig(ModelConfig):
         kernel_sizes: filter widths (one narrow convolution per width).
         num_filters: output channels of each convolution.
         activation: complex activation after the convolutions (``"crelu"``, ``"modrelu"``,
-            ``"zrelu"``, ``"cardioid"``, ``"split_tanh"``); real twins apply the same function to
-            real numbers (``crelu``/``zrelu``/``cardioid`` -> ReLU, ``modrelu`` -> its real form,
-            ``split_tanh`` -> tanh).
+            ``"zrelu"``, ``"cardioid"``, ``"split_tanh"``, ``"split_gelu"``); real twins apply
+            the same function to real numbers (``crelu``/``zrelu``/``cardioid`` -> ReLU,
+            ``modrelu`` -> ``relu(|x| + b) sign(x)``, ``split_tanh`` -> tanh, ``split_gelu`` ->
+            GELU).
     """
 
     family: str = field(default="cnn", init=False)
@@ -169,6 +171,11 @@ class CNNConfig(ModelConfig):
         self.kernel_sizes = _positive_ints(self.kernel_sizes, type(self).__name__, "kernel_sizes")
         if self.num_filters <= 0:
             raise ValueError(f"CNNConfig: num_filters must be positive, got {self.num_filters}")
+        if self.activation not in CNN_ACTIVATIONS:
+            raise ValueError(
+                f"CNNConfig: unknown activation {self.activation!r}; valid activations are "
+                + ", ".join(map(repr, CNN_ACTIVATIONS))
+            )
 
 
 @dataclass

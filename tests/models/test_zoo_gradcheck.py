@@ -33,4 +33,25 @@ def test_gradcheck_complex128(family, readout):
     def f(*ps):
         return functional_call(model, dict(zip(names, ps)), (ids, mask))
 
-    assert torch.autograd.gradcheck(f, params, eps=1e-6, atol=1e-5, fast_mode=True)
+    assert torch.autograd.gradcheck(f, params, eps=1e-6, atol=1e-5, fast_mode=False)
+
+
+@pytest.mark.parametrize(
+    ("family", "encoding"),
+    [("cnn", "complex-order"), ("transformer", "rotary"), ("transformer", "t5"),
+     ("lstm", "sinusoidal")],
+)
+def test_gradcheck_complex128_with_encodings(family, encoding):
+    """The encoding's parameters are checked with the rest (real readout this time)."""
+    torch.manual_seed(4)
+    config = tiny_config(family, True, vocab_size=9, sparse_embeddings=False, readout="real",
+                         encoding=encoding, **SMALL[family])
+    model = build_model(config, dtype=torch.float64).eval()
+    ids, mask = batch([4, 3], vocab=9)
+    names = [n for n, _ in model.named_parameters()]
+    params = tuple(p.detach().clone().requires_grad_(True) for _, p in model.named_parameters())
+
+    def f(*ps):
+        return functional_call(model, dict(zip(names, ps)), (ids, mask))
+
+    assert torch.autograd.gradcheck(f, params, eps=1e-6, atol=1e-5)

@@ -175,3 +175,36 @@ def test_sparse_parameters_of_a_token_encoding(complex):
     dense = build_model(tiny_config("cnn", complex, encoding="complex-order",
                                     sparse_embeddings=False))
     assert sparse_parameters(dense) == [] and not dense.encoding.sparse
+
+
+@pytest.mark.parametrize("activation", ["crelu", "modrelu", "zrelu", "cardioid", "split_tanh",
+                                        "split_gelu"])
+@pytest.mark.parametrize("complex", [True, False], ids=["complex", "real"])
+def test_cnn_activations(activation, complex):
+    model = build_model(tiny_config("cnn", complex, activation=activation))
+    ids, mask = batch([4, 2])
+    out = model(ids, mask)
+    assert out.shape == (2, CLASSES) and torch.isfinite(out).all()
+    out.sum().backward()
+
+
+def test_real_cnn_with_crelu_is_kims_max_over_time():
+    """The real twin's max-by-magnitude after ReLU is the plain max of Kim's CNN."""
+    model = build_model(tiny_config("cnn", False, kernel_sizes=(2,))).eval()
+    ids, mask = batch([5, 3])
+    x = model.embedding(ids, mask, model.encoding)  # (B, L, D), zero at padding
+    h = torch.relu(model.convs[0](x.transpose(1, 2)))  # (B, F, L - 1)
+    want = torch.stack([h[0, :, :4].amax(-1), h[1, :, :2].amax(-1)])
+    torch.testing.assert_close(model.features(x, mask), want)
+
+
+def test_complex_cnn_pools_the_entry_of_largest_modulus():
+    model = build_model(tiny_config("cnn", True, kernel_sizes=(3,))).eval()
+    ids, mask = batch([6, 2])  # the second text is shorter than the filter: one zero-padded window
+    x = model.embedding(ids, mask, model.encoding)
+    h = model.activation(model.convs[0](x.transpose(1, 2)))  # (B, F, 4) complex
+    want = []
+    for b, windows in enumerate([4, 1]):
+        hb = h[b, :, :windows]  # (F, windows)
+        want.append(hb.gather(1, hb.abs().argmax(1, keepdim=True)).squeeze(1))
+    torch.testing.assert_close(model.features(x, mask), torch.stack(want))
