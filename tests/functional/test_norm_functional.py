@@ -155,3 +155,14 @@ def test_gradcheck_input_and_params(fn):
 def test_unknown_mode_lists_valid_ones():
     with pytest.raises(ValueError, match="valid modes are 'split', 'whiten'"):
         CF.layer_norm(torch.zeros(2, 3, dtype=DT), (3,), mode="bogus")
+
+
+def test_complextorch_batch_norm_training_output_agrees_with_reference():
+    """complextorch's whitening BatchNorm1d normalises like the reference in training mode; we
+    still use our own (factory kwargs, unbiased running covariance without eps, num_features=1
+    works, running covariance initialised to unit complex variance; see tests/nn/test_norm.py)."""
+    ctnn = pytest.importorskip("complextorch.nn")
+    x = _correlated(32, 3).to(torch.complex64)
+    bn = ctnn.BatchNorm1d(3)
+    ref = torch.view_as_complex(_whiten_ref(x.to(DT), (0,), 1e-5).contiguous()) / 2**0.5
+    torch.testing.assert_close(bn(x).to(DT), ref, atol=1e-5, rtol=1e-4)
