@@ -50,7 +50,7 @@ def complex_dtype(dtype: torch.dtype | None = None) -> torch.dtype:
 
 
 def real_dtype(dtype: torch.dtype | None = None) -> torch.dtype:
-    """The real dtype of the parts of ``dtype`` (``complex128 -> float64``; real dtypes unchanged)."""
+    """The real dtype of the parts of ``dtype`` (``complex128 -> float64``; real unchanged)."""
     dtype = torch.get_default_dtype() if dtype is None else dtype
     return _REAL_OF.get(dtype, dtype)
 
@@ -81,7 +81,10 @@ def resolve_dtype(
 
 
 def factory_kwargs(
-    device: torch.device | str | None, dtype: torch.dtype | None, owner: str, allow_real: bool = False
+    device: torch.device | str | None,
+    dtype: torch.dtype | None,
+    owner: str,
+    allow_real: bool = False,
 ) -> dict:
     """``{"device": device, "dtype": resolved dtype}`` for creating parameters and buffers."""
     return {"device": device, "dtype": resolve_dtype(dtype, owner, allow_real)}
@@ -93,7 +96,8 @@ def check_complex(x: torch.Tensor, owner: str, name: str = "input") -> None:
         raise TypeError(f"{owner}: {name} must be a torch.Tensor, got {type(x).__name__}")
     if not x.is_complex():
         raise TypeError(
-            f"{owner}: {name} must be a complex tensor (torch.complex64/complex128), got {x.dtype}. "
+            f"{owner}: {name} must be a complex tensor (torch.complex64/complex128), "
+            f"got {x.dtype}. "
             "Convert real data with torch.complex(x, torch.zeros_like(x)) or x.to(torch.cfloat)."
         )
 

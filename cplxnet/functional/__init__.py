@@ -1,12 +1,12 @@
 """Functional forms of every cplxnet layer; the modules in :mod:`cplxnet.nn` delegate here."""
 
-from .linear import *  # noqa: F403
-from .attention import *  # noqa: F403
-from .rnn import *  # noqa: F403
-from .conv import *  # noqa: F403
-from .embedding import *  # noqa: F403
-from .norm import *  # noqa: F403
-from .dropout import *  # noqa: F403
 from .activation import *  # noqa: F403
+from .attention import *  # noqa: F403
+from .conv import *  # noqa: F403
+from .dropout import *  # noqa: F403
+from .embedding import *  # noqa: F403
+from .linear import *  # noqa: F403
+from .norm import *  # noqa: F403
 from .pooling import *  # noqa: F403
 from .readout import *  # noqa: F403
+from .rnn import *  # noqa: F403

@@ -1,13 +1,13 @@
-"""Complex-valued layers with torch.nn conventions (factory kwargs, reset_parameters, extra_repr)."""
+"""Complex-valued layers with torch.nn conventions (factory kwargs, reset_parameters, repr)."""
 
-from .linear import *  # noqa: F403
-from .attention import *  # noqa: F403
-from .rnn import *  # noqa: F403
-from .conv import *  # noqa: F403
-from .embedding import *  # noqa: F403
-from .norm import *  # noqa: F403
-from .dropout import *  # noqa: F403
 from .activation import *  # noqa: F403
+from .attention import *  # noqa: F403
+from .conv import *  # noqa: F403
+from .dropout import *  # noqa: F403
+from .embedding import *  # noqa: F403
+from .linear import *  # noqa: F403
+from .norm import *  # noqa: F403
 from .pooling import *  # noqa: F403
 from .readout import *  # noqa: F403
+from .rnn import *  # noqa: F403
 from .transformer import *  # noqa: F403
