@@ -105,3 +105,35 @@ def test_tiny_zoo_round_trip():
     assert sparse_parameters(model) == [model.word.weight]
     ids = torch.tensor([[2, 3, 0], [4, 0, 0]])
     assert model(ids, ids.eq(0)).shape == (2, 2)
+
+
+def ddp_train_worker(rank, world, init_file, toy_file, runs):
+    """One rank of data-parallel ``train`` runs (spawned by tests/test_ddp.py); ``runs`` is a
+    list of ``(run_dir, sparse)``."""
+    import sys
+
+    import torch.distributed as dist
+
+    from cplxnet.data import DataSpec, prepare_data
+    from cplxnet.train import train
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        for run_dir, sparse in runs:
+            train(
+                make_config(d_model=8, dropout=0.0),
+                prepare_data(DataSpec(toy_file)),
+                run_dir,
+                ddp_options(sparse),
+                zoo=sys.modules[__name__],
+                quiet=True,
+            )
+    finally:
+        dist.destroy_process_group()
+
+
+def ddp_options(sparse: bool):
+    from cplxnet.train import TrainOptions
+
+    return TrainOptions(epochs=1, batch_size=15, lr=0.05, seed=4, max_steps=1, sparse=sparse)

@@ -1,0 +1,7 @@
+"""``python -m cplxnet``: the ``cplxnet`` command (also under ``torchrun ... -m cplxnet``)."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,483 @@
+"""The ``cplxnet`` command: ``train``, ``evaluate`` and ``predict`` text classifiers.
+
+Examples::
+
+    cplxnet train                                   # default model on the bundled MR data
+    cplxnet train --data trec --model cnn --encoding complex-order --epochs 10
+    cplxnet train --data reviews.tsv --test test.tsv --run-dir runs/reviews
+    cplxnet train --resume runs/reviews            # continue an interrupted run
+    cplxnet evaluate runs/reviews [--data other.tsv]
+    cplxnet predict runs/reviews "a gorgeous, witty film" --file more.txt
+    torchrun --nproc_per_node=2 -m cplxnet train --data trec   # data-parallel on CPU (gloo)
+
+Every expected problem (a bad file, an unknown name, an existing run folder, ...) ends the
+command with one ``cplxnet: error: ...`` line on stderr and exit status 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["main", "build_parser"]
+
+EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+
+
+class CLIError(Exception):
+    """An error to report as ``cplxnet: error: <message>``."""
+
+
+# ------------------------------------------------------------------------------------------------
+# parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=None,
+        help="torch CPU threads (default: torch's choice; on a busy machine 1 is often fastest)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cplxnet",
+        description="Train, evaluate and apply complex-valued (or real) text classifiers.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    t = sub.add_parser(
+        "train",
+        help="train a classifier (no options: the default model on bundled MR)",
+        description="Train a text classifier. Without options: the default preset on the "
+        "bundled MR data (quick 80/10/10 split).",
+    )
+    d = t.add_argument_group("data")
+    d.add_argument(
+        "--data",
+        default=None,
+        help="bundled 'mr' or 'trec', or a TSV/CSV/JSONL file with a header (default: mr)",
+    )
+    d.add_argument("--test", default=None, metavar="FILE", help="a separate test file")
+    d.add_argument("--dev", default=None, metavar="FILE", help="a separate dev file")
+    d.add_argument(
+        "--format",
+        default=None,
+        choices=("tsv", "csv", "jsonl"),
+        help="file format (default: from the extension)",
+    )
+    d.add_argument("--label-field", default=None, help="label column / JSON key (default: label)")
+    d.add_argument("--text-field", default=None, help="text column / JSON key (default: text)")
+    d.add_argument(
+        "--split",
+        default=None,
+        choices=("quick", "cv"),
+        help="quick: one seeded 80/10/10 split (default); cv: 10-fold "
+        "cross-validation (needs --fold)",
+    )
+    d.add_argument(
+        "--fold",
+        type=_non_negative_int,
+        default=None,
+        metavar="K",
+        help="cross-validation test fold 0..9 (implies --split cv)",
+    )
+    d.add_argument(
+        "--split-seed",
+        type=int,
+        default=None,
+        help="seed of the data split (default 0; independent of --seed)",
+    )
+    d.add_argument(
+        "--max-len",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="truncate texts to N tokens (also the model's position limit)",
+    )
+    d.add_argument(
+        "--min-freq",
+        type=_positive_int,
+        default=None,
+        help="vocabulary: keep words seen at least this often in train (default 1)",
+    )
+    d.add_argument(
+        "--max-vocab",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="vocabulary: keep the N most frequent entries",
+    )
+    d.add_argument(
+        "--clean",
+        action="store_true",
+        default=None,
+        help="Kim (2014)-style text cleaning before tokenizing",
+    )
+    d.add_argument(
+        "--keep-case", action="store_true", default=None, help="do not lower-case the text"
+    )
+    d.add_argument(
+        "--limit",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="at most N examples per split (quick smoke runs)",
+    )
+
+    m = t.add_argument_group("model")
+    m.add_argument(
+        "--model",
+        default=None,
+        metavar="FAMILY",
+        help="fasttext, cnn, lstm or transformer (default: the 'default' preset)",
+    )
+    m.add_argument("--preset", default=None, help="a named preset of models.PRESETS")
+    m.add_argument(
+        "--encoding",
+        default=None,
+        help="positional encoding name (e.g. none, complex-order, sinusoidal, trainable, rotary)",
+    )
+    number = m.add_mutually_exclusive_group()
+    number.add_argument(
+        "--complex",
+        dest="complex",
+        action="store_true",
+        default=None,
+        help="complex-valued model (default)",
+    )
+    number.add_argument("--real", dest="complex", action="store_false", help="the real-valued twin")
+    m.add_argument("--d-model", type=_positive_int, default=None, help="model width")
+    m.add_argument("--dropout", type=_float, default=None, help="dropout probability")
+    m.add_argument(
+        "--vectors",
+        default=None,
+        metavar="FILE",
+        help="initialise word embeddings from a GloVe/word2vec text file",
+    )
+
+    o = t.add_argument_group("training")
+    o.add_argument("--epochs", type=_positive_int, default=None, help="epochs (default 10)")
+    o.add_argument("--seed", type=int, default=None, help="training seed (default 0)")
+    o.add_argument("--batch-size", type=_positive_int, default=None, help="global batch (50)")
+    o.add_argument("--lr", type=_float, default=None, help="learning rate (1e-3)")
+    o.add_argument("--weight-decay", type=_float, default=None, help="AdamW weight decay (0)")
+    o.add_argument("--clip-norm", type=_float, default=None, help="gradient-norm clipping")
+    o.add_argument(
+        "--patience",
+        type=_positive_int,
+        default=None,
+        help="early stopping after N epochs without a better dev accuracy",
+    )
+    o.add_argument(
+        "--dense",
+        action="store_true",
+        default=None,
+        help="dense gradients for the embedding tables (no SparseAdam)",
+    )
+    o.add_argument(
+        "--max-steps",
+        type=_positive_int,
+        default=None,
+        help="stop after this many optimiser steps (smoke tests)",
+    )
+    o.add_argument("--compile", action="store_true", default=None, help="torch.compile the model")
+
+    r = t.add_argument_group("run folder")
+    r.add_argument(
+        "--run-dir",
+        default=None,
+        metavar="DIR",
+        help="where to write the run (default: runs/<data>-<model>-<time>)",
+    )
+    r.add_argument("--force", action="store_true", help="overwrite an existing run folder")
+    r.add_argument(
+        "--resume",
+        default=None,
+        metavar="RUN",
+        help="continue an interrupted run (add --epochs N to extend a finished one)",
+    )
+    r.add_argument("--quiet", action="store_true", help="no progress bar or per-epoch lines")
+    _add_common(t)
+
+    e = sub.add_parser("evaluate", help="score a run's best checkpoint (test split or a file)")
+    e.add_argument("run", metavar="RUN", help="a run folder")
+    e.add_argument(
+        "--data",
+        default=None,
+        metavar="FILE",
+        help="a labelled file to score instead of the run's test split",
+    )
+    e.add_argument("--format", default=None, choices=("tsv", "csv", "jsonl"))
+    e.add_argument("--label-field", default=None)
+    e.add_argument("--text-field", default=None)
+    e.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    _add_common(e)
+
+    p = sub.add_parser("predict", help="label texts with a run's best checkpoint")
+    p.add_argument("run", metavar="RUN", help="a run folder")
+    p.add_argument("texts", nargs="*", metavar="TEXT", help="texts to classify")
+    p.add_argument("--file", default=None, help="a UTF-8 file with one text per line")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    _add_common(p)
+    return parser
+
+
+# ------------------------------------------------------------------------------------------------
+# train
+
+
+_RESUME_OK = {"resume", "epochs", "quiet", "threads", "command", "force"}
+
+
+def _model_config(args: argparse.Namespace, zoo: Any) -> Any:
+    """The model config from --preset / --model and the overrides; validated by building it."""
+    overrides: dict[str, Any] = {}
+    for arg, field in (
+        ("encoding", "encoding"),
+        ("complex", "complex"),
+        ("d_model", "d_model"),
+        ("dropout", "dropout"),
+        ("max_len", "max_len"),
+    ):
+        value = getattr(args, arg)
+        if value is not None:
+            overrides[field] = value
+    try:
+        if args.preset is not None:
+            config = zoo.preset_config(args.preset, **overrides)
+            if args.model is not None and args.model != config.family:
+                raise CLIError(
+                    f"--preset {args.preset} is a {config.family!r} model but --model is "
+                    f"{args.model!r}; drop one of them"
+                )
+        elif args.model is not None:
+            config = zoo.make_config(args.model, **overrides)
+        else:
+            config = zoo.preset_config("default", **overrides)
+        # Build a tiny copy once: unknown encodings and incompatible options fail here, before
+        # any data is read or any folder is created.
+        zoo.build_model(dataclasses.replace(config, vocab_size=4, num_classes=2))
+    except (ValueError, TypeError, KeyError) as err:
+        raise CLIError(err.args[0] if isinstance(err, KeyError) else str(err)) from None
+    return config
+
+
+def _default_run_dir(args: argparse.Namespace, config: Any) -> str:
+    data = args.data or "mr"
+    name = os.path.splitext(os.path.basename(data[:-3] if data.endswith(".gz") else data))[0]
+    kind = "complex" if getattr(config, "complex", True) else "real"
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return os.path.join("runs", f"{name}-{config.family}-{config.encoding}-{kind}-{stamp}")
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from . import train as engine
+    from .data import DataSpec, prepare_data
+
+    if args.resume is not None:
+        given = sorted(
+            k for k, v in vars(args).items() if v not in (None, False) and k not in _RESUME_OK
+        )
+        if given:
+            raise CLIError(
+                f"--resume continues a run with the options in its config.json; drop "
+                f"{', '.join('--' + g.replace('_', '-') for g in given)} (only --epochs, "
+                "--quiet and --threads apply)"
+            )
+        engine.resume(args.resume, epochs=args.epochs, quiet=args.quiet)
+        return 0
+
+    import models as zoo
+
+    config = _model_config(args, zoo)
+    spec_fields = {
+        "data": args.data or "mr",
+        "dev": args.dev,
+        "test": args.test,
+        "format": args.format,
+        "label_field": args.label_field,
+        "text_field": args.text_field,
+        "split": args.split,
+        "fold": args.fold,
+        "split_seed": args.split_seed,
+        "max_len": args.max_len,
+        "min_freq": args.min_freq,
+        "max_size": args.max_vocab,
+        "clean": args.clean,
+        "limit": args.limit,
+    }
+    if args.keep_case:
+        spec_fields["lowercase"] = False
+    spec = DataSpec(**{k: v for k, v in spec_fields.items() if v is not None})
+    if spec.fold is not None:
+        spec.split = "cv"
+    option_fields = {
+        "epochs": args.epochs,
+        "seed": args.seed,
+        "batch_size": args.batch_size,
+        "lr": args.lr,
+        "weight_decay": args.weight_decay,
+        "clip_norm": args.clip_norm,
+        "patience": args.patience,
+        "max_steps": args.max_steps,
+        "compile": args.compile,
+        "sparse": False if args.dense else None,
+    }
+    try:
+        options = engine.TrainOptions(**{k: v for k, v in option_fields.items() if v is not None})
+    except ValueError as err:
+        raise CLIError(str(err)) from None
+    run_dir = args.resolved_run_dir = args.run_dir or _default_run_dir(args, config)
+    if os.path.lexists(run_dir) and not args.force:  # fail before reading any data
+        raise engine.RunError(
+            f"run folder {run_dir} already exists; pass --force to overwrite it, --resume "
+            f"{run_dir} to continue it, or choose another --run-dir"
+        )
+    data = prepare_data(spec, model_max_len=getattr(config, "max_len", None))
+    engine.train(
+        config, data, run_dir, options, force=args.force, vectors=args.vectors, quiet=args.quiet
+    )
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
+# evaluate / predict
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from . import train as engine
+
+    run = engine.load_run(args.run)
+    metrics = engine.evaluate_run(
+        run, args.data, label_field=args.label_field, text_field=args.text_field, fmt=args.format
+    )
+    what = args.data if args.data is not None else f"test split of {run.spec.data}"
+    if args.json:
+        print(json.dumps({**metrics, "data": what}))
+    else:
+        print(
+            f"accuracy {metrics['accuracy']:.4f}  macro-F1 {metrics['macro_f1']:.4f}  "
+            f"loss {metrics['loss']:.4f}  n={metrics['n']}  ({what})"
+        )
+    return 0
+
+
+def _cmd_predict(args: argparse.Namespace) -> int:
+    from . import train as engine
+    from .data.io import read_text_lines
+
+    texts, where = list(args.texts), [f"text {i + 1}" for i in range(len(args.texts))]
+    if args.file is not None:
+        for number, line in read_text_lines(args.file):
+            texts.append(line)
+            where.append(f"{args.file} line {number}")
+    if not texts:
+        raise CLIError("nothing to classify: give texts as arguments or --file FILE")
+    run = engine.load_run(args.run)
+    for text, (label, prob) in zip(texts, engine.predict(run, texts, where=where)):
+        if args.json:
+            print(json.dumps({"label": label, "probability": prob, "text": text}))
+        else:
+            print(f"{label}\t{prob:.4f}\t{text}")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
+# entry point
+
+
+def _init_distributed() -> bool:
+    """Join the process group when started by torchrun (WORLD_SIZE > 1); gloo on CPU."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return False
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group("gloo")
+    return True
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 success, 1 error, 2 usage, 130 Ctrl-C)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    rank = int(os.environ.get("RANK", "0"))
+
+    def fail(message: str, status: int = EXIT_ERROR) -> int:
+        if rank == 0:
+            print(f"cplxnet: error: {message}", file=sys.stderr)
+        return status
+
+    distributed = False
+    try:
+        import torch
+
+        if args.threads is not None:
+            torch.set_num_threads(args.threads)
+        from .data import DataError
+        from .train import RunError
+
+        try:
+            if args.command == "train":
+                distributed = _init_distributed()
+                return _cmd_train(args)
+            if args.command == "evaluate":
+                return _cmd_evaluate(args)
+            return _cmd_predict(args)
+        except (CLIError, DataError, RunError) as err:
+            return fail(str(err))
+        except OSError as err:  # permissions, full disk, ...
+            return fail(f"{err.strerror or err}: {err.filename}" if err.filename else str(err))
+    except KeyboardInterrupt:
+        hint = ""
+        run_dir = getattr(args, "resume", None) or getattr(args, "resolved_run_dir", None)
+        if args.command == "train" and run_dir and os.path.isdir(run_dir):
+            hint = f"; continue the run with: cplxnet train --resume {run_dir}"
+        return fail(f"interrupted{hint}", EXIT_INTERRUPTED)
+    finally:
+        if distributed:
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
