@@ -32,6 +32,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime
+import hashlib
 import importlib.metadata
 import json
 import math
@@ -374,6 +375,31 @@ def _fit_config(config: Any, data: PreparedData) -> Any:
     return dataclasses.replace(config, **{k: v for k, v in changes.items() if k in names})
 
 
+def _ddp_handles_sparse(model: nn.Module, zoo: Any) -> bool:
+    """True if every sparse-gradient parameter is the weight of a ``torch.nn.Embedding`` or
+    ``EmbeddingBag`` with ``sparse=True`` (the only sparse gradients DDP expects)."""
+    known = {
+        id(m.weight)
+        for m in model.modules()
+        if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.sparse
+    }
+    return all(id(p) in known for p in zoo.sparse_parameters(model))
+
+
+def _data_hashes(spec: DataSpec) -> dict[str, str]:
+    """SHA-256 of the user's data files (bundled data is part of the package)."""
+    out = {}
+    for name in ("data", "dev", "test"):
+        path = getattr(spec, name)
+        if path is not None and os.path.isfile(path):
+            digest = hashlib.sha256()
+            with open(path, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+            out[name] = digest.hexdigest()
+    return out
+
+
 def _set_sparse(model: nn.Module, sparse: bool) -> None:
     for module in model.modules():
         if isinstance(getattr(module, "sparse", None), bool):
@@ -466,6 +492,7 @@ def train(
         "data": data.spec.to_dict(),
         "seed": options.seed,
         "vectors": vector_info,
+        "data_sha256": _data_hashes(data.spec),
         "world_size": world,
         "versions": _versions(),
         "created": datetime.datetime.now().isoformat(timespec="seconds"),
@@ -627,12 +654,15 @@ def _fit(
     world, rank = _dist()
     path = os.path.join
     forward_model: nn.Module = model
-    if world > 1:
-        if not options.sparse:
-            _set_sparse(model, False)
-        forward_model = nn.parallel.DistributedDataParallel(model)
-    elif not options.sparse:
+    if not options.sparse:
         _set_sparse(model, False)
+    elif world > 1 and not _ddp_handles_sparse(model, zoo):
+        # DDP reduces sparse gradients only for torch's own Embedding/EmbeddingBag; other
+        # sparse tables (cplxnet's packed complex Embedding, encodings' tables) go dense.
+        _set_sparse(model, False)
+        log("note: data-parallel training uses dense gradients for the embedding tables")
+    if world > 1:
+        forward_model = nn.parallel.DistributedDataParallel(model)
     if options.compile:
         forward_model = torch.compile(forward_model)
     optimizers, dense = _make_optimizers(model, options, zoo)
@@ -647,7 +677,13 @@ def _fit(
         if state.get("format") != CHECKPOINT_FORMAT:
             raise RunError(f"{run_dir}/checkpoint.pt has an unknown format {state.get('format')}")
         model.load_state_dict(state["model"])
-        for opt, opt_state in zip(optimizers, state["optimizers"], strict=True):
+        if len(optimizers) != len(state["optimizers"]):
+            raise RunError(
+                f"{run_dir} was trained with {len(state['optimizers'])} optimiser(s) and this "
+                f"setup has {len(optimizers)} (sparse tables are dense under data-parallel "
+                "training); resume with the number of processes the run started with"
+            )
+        for opt, opt_state in zip(optimizers, state["optimizers"]):
             opt.load_state_dict(opt_state)
         rngs = state["rng"]
         _set_rng_state(rngs[rank] if len(rngs) == world else rngs[0])
@@ -895,6 +931,13 @@ def evaluate_run(
     spec = run.spec
     truncate = spec.max_len is not None
     if data is None:
+        recorded = run.run_config.get("data_sha256") or {}
+        for name, digest in _data_hashes(spec).items():
+            if name in recorded and recorded[name] != digest:
+                raise RunError(
+                    f"the {name} file {getattr(spec, name)} changed since {run.run_dir} was "
+                    "trained, so its test split cannot be rebuilt; score a file with --data FILE"
+                )
         data_obj = prepare_data(spec, vocab=run.vocab, labels=run.labels, model_max_len=run.max_len)
         split = data_obj.test
     else:

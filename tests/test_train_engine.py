@@ -238,3 +238,26 @@ def test_macro_f1():
     p = torch.tensor([0, 1, 1, 1, 0])
     # class 0: tp 1 fp 1 fn 1 -> 0.5; class 1: tp 2 fp 1 fn 0 -> 0.8; class 2: 0
     assert macro_f1(y, p) == pytest.approx((0.5 + 0.8 + 0.0) / 3)
+
+
+def test_evaluate_refuses_a_changed_data_file(tmp_path):
+    path = zoo.write_toy_tsv(tmp_path / "toy.tsv", n=60)
+    run = str(tmp_path / "run")
+    train(cfg(), prepare_data(DataSpec(path)), run, opts(epochs=1), zoo=zoo, quiet=True)
+    assert evaluate_run(run, zoo=zoo)["n"] == 6
+    zoo.write_toy_tsv(tmp_path / "toy.tsv", n=60, seed=1)
+    with pytest.raises(RunError, match=r"the data file .*toy\.tsv changed since"):
+        evaluate_run(run, zoo=zoo)
+
+
+def test_data_parallel_falls_back_to_dense_for_tables_ddp_cannot_reduce():
+    from cplxnet.train import _ddp_handles_sparse, _set_sparse
+
+    tiny = zoo.build_model(cfg(vocab_size=5))
+    assert _ddp_handles_sparse(tiny, zoo)  # torch.nn.Embedding(sparse=True): DDP reduces it
+    models = pytest.importorskip("models")
+    model = models.build_model(models.make_config("fasttext", vocab_size=5, d_model=4))
+    assert models.sparse_parameters(model)  # cplxnet's packed complex table is sparse ...
+    assert not _ddp_handles_sparse(model, models)  # ... but DDP does not know it
+    _set_sparse(model, False)
+    assert models.sparse_parameters(model) == []
