@@ -1,0 +1,75 @@
+"""Complex against real positional encodings, side by side (``cplxnet compare`` / ``report``).
+
+* :mod:`~cplxnet.compare.grid`: the grid of datasets x folds x families x encodings x number
+  fields x seeds, one result file per cell (resumable), parallel worker processes;
+* :mod:`~cplxnet.compare.report`: the Table 2-style table (mean ± std, best in bold, Wilcoxon
+  signed-rank test of complex-order against the best real encoding) and plots;
+* :mod:`~cplxnet.compare.extrapolate` and :mod:`~cplxnet.compare.synthetic`: length
+  extrapolation on real data split by length and on a synthetic order task;
+* :mod:`~cplxnet.compare.specs`: encoding specs (``complex-order:phase=false``), the Complex
+  Order ablations, number fields.
+"""
+
+from .grid import (
+    Cell,
+    CompareError,
+    GridOptions,
+    ResultStore,
+    cell_config,
+    check_combination,
+    expand_grid,
+    parse_folds,
+    parse_seeds,
+    parse_sets,
+    run_cell,
+    run_grid,
+)
+from .report import (
+    PAPER_TABLE2,
+    PairedTest,
+    extrapolation_table,
+    load_results,
+    min_attainable_p,
+    paired_test,
+    plot_extrapolation,
+    plot_results,
+    render_report,
+    results_table,
+    significance_table,
+)
+from .specs import VARIANTS, EncodingSpec, parse_encoding, parse_encodings, parse_numbers
+from .synthetic import LengthBin, SyntheticOrderTask, length_bins
+
+__all__ = [
+    "Cell",
+    "CompareError",
+    "GridOptions",
+    "ResultStore",
+    "cell_config",
+    "check_combination",
+    "expand_grid",
+    "parse_folds",
+    "parse_seeds",
+    "parse_sets",
+    "run_cell",
+    "run_grid",
+    "PAPER_TABLE2",
+    "PairedTest",
+    "extrapolation_table",
+    "load_results",
+    "min_attainable_p",
+    "paired_test",
+    "plot_extrapolation",
+    "plot_results",
+    "render_report",
+    "results_table",
+    "significance_table",
+    "VARIANTS",
+    "EncodingSpec",
+    "parse_encoding",
+    "parse_encodings",
+    "parse_numbers",
+    "LengthBin",
+    "SyntheticOrderTask",
+    "length_bins",
+]

@@ -1,0 +1,337 @@
+"""``cplxnet compare`` and ``cplxnet report``: the subcommands of :mod:`cplxnet.cli` for the
+comparison grid (registered there by :func:`add_subcommands`).
+
+Examples::
+
+    cplxnet compare --data mr,trec --families fasttext,cnn,lstm,transformer \\
+        --encodings none,trainable,sinusoidal,complex-vanilla,complex-order --seeds 5 \\
+        --epochs 10 --jobs 2 --out runs/table2
+    cplxnet compare --families transformer --encodings sinusoidal,rotary,t5,complex-order
+    cplxnet compare --families transformer --encodings table4 --data trec   # Table 4 ablations
+    cplxnet compare --extrapolate --families transformer,lstm --encodings trainable,complex-order
+    cplxnet report runs/table2                  # re-render report.md and the plots
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+__all__ = ["add_subcommands", "cmd_compare", "cmd_report", "options_from_args"]
+
+DEFAULT_DATA = "mr,trec"
+DEFAULT_FAMILIES = "fasttext,cnn,lstm,transformer"
+DEFAULT_ENCODINGS = "none,trainable,sinusoidal,complex-vanilla,complex-order"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def add_subcommands(sub: Any) -> None:
+    """Add the ``compare`` and ``report`` parsers to the subparsers of ``cplxnet``."""
+    c = sub.add_parser(
+        "compare",
+        help="train a grid of families x encodings x seeds and report it (Table 2 layout)",
+        description="Train every cell of datasets x folds x families x encodings x number "
+        "fields x seeds with the same budget, then write results.csv/json, report.md and "
+        "accuracy.png into --out. Re-running the same command skips the cells already done. "
+        "Encodings: registered names (none, trainable, sinusoidal, complex-order, rotary, "
+        "shaw, xl, t5, deberta, ...), name:key=value options (complex-order:phase=false), the "
+        "Complex Order ablations complex-order-no-phase, -freq-shared, -freq-word, "
+        "-amp-shared, -amp-word, or 'table4' for all of them. An encoding that a family cannot "
+        "use (attention encodings without attention) is skipped for that family with a note.",
+    )
+    g = c.add_argument_group("grid")
+    g.add_argument(
+        "--data",
+        default=None,
+        help=f"datasets: mr, trec, synthetic or files (default {DEFAULT_DATA}; with "
+        "--extrapolate: synthetic,mr,trec)",
+    )
+    g.add_argument("--families", default=DEFAULT_FAMILIES, help=f"default {DEFAULT_FAMILIES}")
+    g.add_argument("--encodings", default=DEFAULT_ENCODINGS, help=f"default {DEFAULT_ENCODINGS}")
+    g.add_argument(
+        "--number",
+        default="natural",
+        help="number field: natural (default: complex for complex-* encodings, real for the "
+        "others, as the paper's Table 2), real, complex, or both",
+    )
+    g.add_argument("--seeds", default="3", help="N (seeds 0..N-1) or a list/range (default 3)")
+    g.add_argument(
+        "--folds",
+        default="quick",
+        help="MR and files: quick (one 80/10/10 split, default), all (10-fold CV), or CV test "
+        "folds 0..9 such as 3 or 0-4 (numbered as cplxnet train --fold); TREC always uses its "
+        "official test set",
+    )
+    g.add_argument("--out", default=None, help="output folder (default runs/compare)")
+    g.add_argument("--jobs", type=_positive_int, default=1, help="cells run in parallel")
+    g.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=None,
+        help="torch threads per cell (default max(1, cores // jobs))",
+    )
+    g.add_argument(
+        "--retry-errors", action="store_true", help="run cells that ended in an error again"
+    )
+    g.add_argument(
+        "--keep-runs", action="store_true", help="keep each cell's run folder (weights) in runs/"
+    )
+    g.add_argument("--dry-run", action="store_true", help="list the cells and notes, train nothing")
+    g.add_argument("--no-report", action="store_true", help="do not write report.md / plots")
+    g.add_argument(
+        "--target",
+        default="complex-order",
+        help="encoding tested against the best real one (default complex-order)",
+    )
+
+    o = c.add_argument_group("budget (the same for every cell)")
+    o.add_argument("--epochs", type=_positive_int, default=10, help="epochs (default 10)")
+    o.add_argument("--batch-size", type=_positive_int, default=None, help="batch (default 50)")
+    o.add_argument("--lr", type=_float, default=None, help="learning rate (default 1e-3)")
+    o.add_argument("--weight-decay", type=_float, default=None, help="AdamW weight decay")
+    o.add_argument("--clip-norm", type=_float, default=None, help="gradient-norm clipping")
+    o.add_argument(
+        "--patience",
+        type=_positive_int,
+        default=None,
+        help="stop after N epochs without a better dev accuracy (the best dev epoch is always "
+        "the one scored)",
+    )
+    o.add_argument("--max-steps", type=_positive_int, default=None, help="cap optimiser steps")
+    o.add_argument("--dense", action="store_true", help="dense gradients (no SparseAdam)")
+    o.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="model field for every family that has it (d_model=128) or one family "
+        "(cnn.num_filters=64); repeatable",
+    )
+    o.add_argument(
+        "--real-width",
+        default="same",
+        choices=("same", "params", "flops"),
+        help="real models: same widths as the complex config (default), x sqrt2 (about equal "
+        "dense parameters) or x2 (equal FLOPs)",
+    )
+    o.add_argument("--vectors", default=None, metavar="FILE", help="pretrained word vectors")
+    o.add_argument("--split-seed", type=int, default=None, help="data split seed (default 0)")
+    o.add_argument("--limit", type=_positive_int, default=None, help="at most N per split")
+    o.add_argument("--max-len", type=_positive_int, default=None, help="truncate texts")
+    o.add_argument("--min-freq", type=_positive_int, default=None, help="vocabulary min count")
+    o.add_argument("--max-vocab", type=_positive_int, default=None, help="vocabulary size")
+    o.add_argument("--clean", action="store_true", default=None, help="Kim (2014) cleaning")
+
+    x = c.add_argument_group("length extrapolation")
+    x.add_argument(
+        "--extrapolate",
+        action="store_true",
+        help="train on texts of at most L tokens, score length bins [1,L], (L,2L], (2L,4L] "
+        "(real data split by length, and a synthetic 'is a before b' task)",
+    )
+    x.add_argument(
+        "--train-len",
+        default=None,
+        help="L: one number, or per dataset (synthetic=16,mr=16,trec=8: the defaults)",
+    )
+    x.add_argument("--factors", default="1,2,4", help="bin ends as multiples of L (default 1,2,4)")
+    x.add_argument(
+        "--synthetic-size",
+        type=_positive_int,
+        default=None,
+        help="synthetic task: training examples (default 2000; dev and each test bin 400)",
+    )
+    x.add_argument(
+        "--synthetic-vocab", type=_positive_int, default=None, help="synthetic filler words (50)"
+    )
+    c.set_defaults(handler=cmd_compare)
+
+    r = sub.add_parser(
+        "report",
+        help="re-render the comparison report (table, significance, plots) from results",
+        description="Write report.md and accuracy.png (and extrapolation.png) from a "
+        "comparison's results folder, results.json or results.csv, without training; print "
+        "the markdown.",
+    )
+    r.add_argument("results", metavar="RESULTS", help="results folder, .json or .csv")
+    r.add_argument("--out", default=None, help="folder for report.md/plots (default: beside)")
+    r.add_argument("--target", default="complex-order", help="encoding tested (complex-order)")
+    r.add_argument(
+        "--metric",
+        default="test_accuracy",
+        choices=("test_accuracy", "dev_accuracy", "test_macro_f1"),
+    )
+    r.add_argument("--digits", type=_positive_int, default=3)
+    r.add_argument("--no-plot", action="store_true", help="only the markdown")
+    r.add_argument("--threads", type=_positive_int, default=None, help=argparse.SUPPRESS)
+    r.set_defaults(handler=cmd_report)
+
+
+def _split_list(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _train_len(text: str | None) -> Any:
+    if text is None:
+        return None
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    out = {}
+    for item in _split_list(text):
+        if "=" not in item or not item.split("=", 1)[1].strip().isdigit():
+            raise ValueError(f"--train-len: expected N or data=N,..., got {item!r}")
+        key, value = item.split("=", 1)
+        out[key.strip()] = int(value)
+    return out
+
+
+def options_from_args(args: argparse.Namespace) -> Any:
+    """The :class:`~cplxnet.compare.grid.GridOptions` of the command line."""
+    from .grid import GridOptions, parse_sets
+
+    train = {
+        "epochs": args.epochs,
+        "batch_size": args.batch_size,
+        "lr": args.lr,
+        "weight_decay": args.weight_decay,
+        "clip_norm": args.clip_norm,
+        "patience": args.patience,
+        "max_steps": args.max_steps,
+        "sparse": False if args.dense else None,
+    }
+    data = {
+        "split_seed": args.split_seed,
+        "limit": args.limit,
+        "max_len": args.max_len,
+        "min_freq": args.min_freq,
+        "max_size": args.max_vocab,
+        "clean": args.clean,
+    }
+    extrapolate: dict[str, Any] = {}
+    if args.extrapolate:
+        factors = [int(f) for f in _split_list(args.factors)]
+        extrapolate = {"factors": factors}
+        tl = _train_len(args.train_len)
+        if tl is not None:
+            extrapolate["train_len"] = tl
+        synth = {}
+        if args.synthetic_size is not None:
+            synth["n_train"] = args.synthetic_size
+        if args.synthetic_vocab is not None:
+            synth["vocab"] = args.synthetic_vocab
+        if synth:
+            extrapolate["synthetic"] = synth
+    vectors = os.path.abspath(args.vectors) if args.vectors else None
+    return GridOptions(
+        train={k: v for k, v in train.items() if v is not None},
+        sets=parse_sets(args.sets),
+        real_width=args.real_width,
+        data={k: v for k, v in data.items() if v is not None},
+        vectors=vectors,
+        extrapolate=extrapolate,
+    )
+
+
+def _fail(message: str, status: int = 1) -> int:
+    print(f"cplxnet: error: {message}", file=sys.stderr)
+    return status
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from ..data import DataError
+    from ..train import RunError
+    from .grid import CompareError, expand_grid, parse_folds, parse_seeds, run_grid
+    from .report import render_report
+    from .specs import parse_encodings, parse_numbers
+
+    out = args.out or ("runs/compare-extrapolate" if args.extrapolate else "runs/compare")
+    try:
+        options = options_from_args(args)
+        if args.extrapolate:
+            from .synthetic import length_bins
+
+            length_bins(16, tuple(options.extrapolate["factors"]))  # validate the factors
+        datas = _split_list(
+            args.data or ("synthetic,mr,trec" if args.extrapolate else DEFAULT_DATA)
+        )
+        cells, notes = expand_grid(
+            datas,
+            _split_list(args.families),
+            parse_encodings(args.encodings),
+            parse_numbers(args.number),
+            parse_seeds(args.seeds),
+            parse_folds(args.folds),
+            options,
+            mode="extrapolate" if args.extrapolate else "grid",
+        )
+        for note in notes:
+            print(f"note: {note}", flush=True)
+        if args.dry_run:
+            for cell in cells:
+                print(f"{cell.cell_id}\t{cell.describe()}")
+            print(f"{len(cells)} cells")
+            return 0
+        rows = run_grid(
+            cells,
+            out,
+            options,
+            jobs=args.jobs,
+            threads=args.threads,
+            retry_errors=args.retry_errors,
+            keep_runs=args.keep_runs,
+            log=lambda m: print(m, flush=True),
+        )
+        n_err = sum(r.get("status") == "error" for r in rows)
+        print(f"results: {os.path.join(out, 'results.csv')} ({len(rows)} runs, {n_err} errors)")
+        if not args.no_report and any(r.get("status") == "ok" for r in rows):
+            text, written = render_report(out, target=args.target)
+            print(text)
+            print("wrote " + ", ".join(written))
+        return 0
+    except KeyboardInterrupt:
+        return _fail(
+            f"interrupted; finished cells are kept in {out}: run the same command again to "
+            "continue (an interrupted cell resumes from its last epoch)",
+            130,
+        )
+    except (CompareError, DataError, RunError, ValueError, TypeError) as err:
+        return _fail(str(err))
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import render_report
+
+    try:
+        text, written = render_report(
+            args.results,
+            args.out,
+            target=args.target,
+            metric=args.metric,
+            digits=args.digits,
+            plots=not args.no_plot,
+        )
+    except (FileNotFoundError, ValueError, KeyError) as err:
+        return _fail(str(err) if not isinstance(err, KeyError) else f"missing column {err}")
+    print(text)
+    print("wrote " + ", ".join(written))
+    return 0

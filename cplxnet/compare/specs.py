@@ -1,0 +1,232 @@
+"""Encoding specs of the comparison grid: names, options, the Complex Order ablations and the
+number field (complex or real) each encoding runs in.
+
+An encoding spec is a registered name (:func:`cplxnet.encodings.available_encodings`), optionally
+with options, ``name:key=value:key=value`` (values are JSON where they parse: ``true``,
+``3``, ``0.5``; otherwise strings), e.g. ``complex-order:phase=false:frequency=shared``, or a
+named variant of :data:`VARIANTS` (the Complex Order paper's Table 4 ablations). In a
+comma-separated list an item ``key=value`` without ``:`` continues the options of the item before
+it, so ``complex-order:phase=false,frequency=shared,sinusoidal`` is two specs.
+``table4`` in a list expands to ``complex-order`` and every variant.
+
+Number field: ``natural`` (the default) runs each encoding in the number field of the paper's
+Table 2: complex models for the complex encodings (``complex-order``, ``complex-vanilla`` and the
+variants), real models for every other encoding (the paper's "no PE", "learned PE" and
+"sinusoidal" columns are real-valued embeddings). ``real``, ``complex`` or ``both`` force it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "EncodingSpec",
+    "VARIANTS",
+    "NUMBERS",
+    "parse_encoding",
+    "parse_encodings",
+    "parse_numbers",
+    "numbers_for",
+    "parse_value",
+]
+
+NUMBERS = ("complex", "real")
+
+# The Complex Order paper's Table 4 ablations that the complex-order encoding can express
+# (cplxnet.encodings.ComplexOrderEncoding options). "Real and imaginary projections shared or
+# not" is a property of the complex layers, not of the encoding; the zoo has no such option.
+VARIANTS: dict[str, tuple[str, dict[str, Any], str]] = {
+    "complex-order-no-phase": (
+        "complex-order",
+        {"phase": False},
+        "no initial phase (theta = 0)",
+    ),
+    "complex-order-freq-shared": (
+        "complex-order",
+        {"frequency": "shared"},
+        "one frequency per dimension, shared by all words",
+    ),
+    "complex-order-freq-word": (
+        "complex-order",
+        {"frequency": "dimension"},
+        "one frequency per word, shared by its dimensions",
+    ),
+    "complex-order-amp-shared": (
+        "complex-order",
+        {"amplitude": "shared"},
+        "one amplitude per dimension, shared by all words",
+    ),
+    "complex-order-amp-word": (
+        "complex-order",
+        {"amplitude": "dimension"},
+        "one amplitude per word, shared by its dimensions",
+    ),
+}
+TABLE4 = ("complex-order", *VARIANTS)
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def parse_value(text: str) -> Any:
+    """``"true"`` -> True, ``"3"`` -> 3, ``"0.5"`` -> 0.5, ``"[3,4]"`` -> [3, 4]; else the
+    string itself."""
+    lowered = text.strip()
+    if lowered.lower() in ("true", "false"):
+        return lowered.lower() == "true"
+    if lowered.lower() in ("none", "null"):
+        return None
+    try:
+        return json.loads(lowered)
+    except json.JSONDecodeError:
+        return lowered
+
+
+def _format_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class EncodingSpec:
+    """One encoding column of the grid.
+
+    Attributes:
+        label: what the tables show (the spec as given: a name, a variant name or
+            ``name:key=value...``).
+        name: the registered encoding name.
+        options: keyword options for :func:`cplxnet.encodings.create_encoding`.
+    """
+
+    label: str
+    name: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_complex(self) -> bool:
+        """A complex encoding (its natural number field is complex)."""
+        return self.name.startswith("complex-")
+
+    @property
+    def canonical(self) -> str:
+        """``name:key=value:...`` with sorted keys (what the run was built with)."""
+        parts = [self.name] + [
+            f"{k}={_format_value(self.options[k])}" for k in sorted(self.options)
+        ]
+        return ":".join(parts)
+
+    @property
+    def slug(self) -> str:
+        """A file-name-safe form of :attr:`canonical`."""
+        return re.sub(r"[^A-Za-z0-9.-]+", "_", self.canonical.replace("=", "-"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "name": self.name, "options": dict(self.options)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EncodingSpec:
+        return cls(d["label"], d["name"], dict(d.get("options") or {}))
+
+
+def _known_encodings() -> tuple[str, ...]:
+    from cplxnet.encodings import available_encodings
+
+    return available_encodings()
+
+
+def parse_encoding(text: str) -> EncodingSpec:
+    """Parse one spec (see the module docstring). Unknown names are a ValueError listing the
+    valid names and variants; option names are checked when the model is built."""
+    text = text.strip()
+    if not text:
+        raise ValueError("empty encoding spec")
+    head, *rest = text.split(":")
+    head = head.strip()
+    options: dict[str, Any] = {}
+    if head in VARIANTS:
+        name, base, _ = VARIANTS[head]
+        options.update(base)
+    else:
+        name = head
+        known = _known_encodings()
+        if name not in known:
+            raise ValueError(
+                f"unknown encoding {name!r}; encodings: {', '.join(known)}; Complex Order "
+                f"variants: {', '.join(VARIANTS)} (or 'table4' for all of them)"
+            )
+    for item in rest:
+        if "=" not in item:
+            raise ValueError(
+                f"encoding spec {text!r}: option {item!r} is not key=value "
+                "(e.g. complex-order:phase=false)"
+            )
+        key, value = item.split("=", 1)
+        key = key.strip()
+        if not _NAME.match(key):
+            raise ValueError(f"encoding spec {text!r}: bad option name {key!r}")
+        options[key] = parse_value(value)
+    return EncodingSpec(text, name, options)
+
+
+def parse_encodings(text: str | list[str]) -> list[EncodingSpec]:
+    """Parse a comma-separated list of specs (``table4`` expands to the ablation set).
+    Duplicates (same label) are dropped."""
+    items = text if isinstance(text, list) else [text]
+    pieces: list[str] = []
+    for chunk in items:
+        for item in chunk.split(","):
+            item = item.strip()
+            if not item:
+                continue
+            if "=" in item and ":" not in item:
+                if not pieces:
+                    raise ValueError(
+                        f"option {item!r} comes before any encoding; write name:key=value"
+                    )
+                pieces[-1] += ":" + item
+            else:
+                pieces.append(item)
+    out: list[EncodingSpec] = []
+    seen: set[str] = set()
+    for piece in pieces:
+        expanded = list(TABLE4) if piece == "table4" else [piece]
+        for p in expanded:
+            spec = parse_encoding(p)
+            if spec.label not in seen:
+                seen.add(spec.label)
+                out.append(spec)
+    if not out:
+        raise ValueError("no encodings given")
+    return out
+
+
+def parse_numbers(text: str) -> tuple[str, ...]:
+    """``natural`` (default), ``real``, ``complex``, ``both`` or ``real,complex``."""
+    values: list[str] = []
+    for item in text.split(","):
+        item = item.strip().lower()
+        if not item:
+            continue
+        if item == "both":
+            values += ["real", "complex"]
+        elif item in ("natural", "real", "complex"):
+            values.append(item)
+        else:
+            raise ValueError(f"unknown number field {item!r}; use natural, real, complex or both")
+    if not values:
+        raise ValueError("no number field given; use natural, real, complex or both")
+    if "natural" in values and len(set(values)) > 1:
+        raise ValueError("'natural' cannot be combined with real/complex")
+    return tuple(dict.fromkeys(values))
+
+
+def numbers_for(spec: EncodingSpec, numbers: tuple[str, ...]) -> list[str]:
+    """The number fields ``spec`` runs in: its natural one, or those asked for."""
+    if numbers == ("natural",):
+        return ["complex" if spec.is_complex else "real"]
+    return [n for n in NUMBERS if n in numbers]

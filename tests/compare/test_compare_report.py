@@ -1,0 +1,205 @@
+"""The report: Table 2 layout from a hand-made results file with known numbers, the Wilcoxon
+test on known pairs, the plots, the extrapolation table and the ``cplxnet report`` command."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import os
+
+import pytest
+
+from cplxnet.cli import main
+from cplxnet.compare import (
+    extrapolation_table,
+    load_results,
+    min_attainable_p,
+    paired_test,
+    plot_extrapolation,
+    plot_results,
+    render_report,
+    results_table,
+    significance_table,
+)
+from cplxnet.compare.grid import rows_to_csv
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+# family -> encoding -> number, accuracies by seed
+KNOWN = {
+    "cnn": {
+        ("none", "real"): [0.70, 0.71, 0.72, 0.73, 0.74, 0.75],  # 0.725 +- 0.0187
+        ("sinusoidal", "real"): [0.75, 0.76, 0.77, 0.76, 0.75, 0.77],  # 0.760 +- 0.0089
+        ("complex-order", "complex"): [0.76, 0.78, 0.80, 0.80, 0.80, 0.83],  # 0.795 +- 0.0235
+    },
+    "fasttext": {
+        ("none", "real"): [0.70, 0.70, 0.70],
+        ("sinusoidal", "real"): [0.72, 0.74, 0.76],  # 0.740 +- 0.020
+        ("complex-order", "complex"): [0.71, 0.73, 0.74],  # diffs -0.01 -0.01 -0.02
+    },
+}
+
+
+def _rows():
+    rows = []
+    for family, cols in KNOWN.items():
+        for (enc, number), accs in cols.items():
+            for seed, acc in enumerate(accs):
+                rows.append(
+                    {
+                        "data": "mr", "split": "quick", "fold": None, "family": family,
+                        "encoding": enc, "number": number, "seed": seed, "parameters": 1000,
+                        "dev_accuracy": acc - 0.01, "test_accuracy": acc, "seconds": 1.0,
+                        "status": "ok", "error": "", "mode": "grid",
+                    }
+                )  # fmt: skip
+    rows.append({**rows[0], "seed": 9, "status": "error", "error": "RuntimeError: boom",
+                 "test_accuracy": None})  # fmt: skip
+    return rows
+
+
+@pytest.fixture
+def results_csv(tmp_path):
+    path = tmp_path / "results.csv"
+    path.write_text(rows_to_csv(_rows()), encoding="utf-8")
+    return str(path)
+
+
+def _table_cells(table: str) -> dict[str, list[str]]:
+    out = {}
+    for line in table.splitlines():
+        if line.startswith("| ") and not line.startswith("| model"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            out[cells[0]] = cells[1:]
+    return out
+
+
+def test_table_numbers_bold_and_significance(results_csv):
+    rows = load_results(results_csv)
+    assert len(rows) == 6 * 3 + 3 * 3 + 1
+    table = results_table(rows)
+    header = table.splitlines()[0]
+    assert header == (
+        "| model | MR none (real) | MR sinusoidal (real) | MR complex-order (complex) | "
+        "MR: complex-order vs best real |"
+    )
+    cells = _table_cells(table)
+    assert cells["cnn"] == [
+        "0.725 ± 0.019",
+        "0.760 ± 0.009",
+        "**0.795 ± 0.023**",
+        "+0.035 vs sinusoidal; p = 0.031 (n=6)",
+    ]
+    assert cells["fasttext"] == [
+        "0.700 ± 0.000 (n=3)",
+        "**0.740 ± 0.020 (n=3)**",
+        "0.727 ± 0.015 (n=3)",
+        "-0.013 vs sinusoidal; p = 0.25 (n=3, min p = 0.25)",
+    ]
+    sig = [line for line in significance_table(rows).splitlines() if "| cnn |" in line]
+    assert sig == [
+        "| MR | cnn | complex-order (complex) | 0.795 | sinusoidal (real) | 0.760 | +0.035 | "
+        "6/0/0 | 6 | 0.031 | 0.031 |"
+    ]
+
+
+def test_digits_and_other_metric(results_csv):
+    rows = load_results(results_csv)
+    cells = _table_cells(results_table(rows, metric="dev_accuracy", digits=2))
+    assert cells["cnn"][0] == "0.71 ± 0.02"
+
+
+def test_wilcoxon_on_known_pairs():
+    a = {(None, s): 0.8 for s in range(6)}
+    b = {(None, s): 0.8 - 0.01 * (s + 1) for s in range(6)}
+    t = paired_test(a, b)
+    assert (t.n, t.nonzero, t.wins, t.losses) == (6, 6, 6, 0)
+    assert t.p == pytest.approx(2 / 64) and t.can_reach
+    assert t.delta == pytest.approx(0.035)
+    # mixed signs: d = 1, 2, 3, -4, 5, 6 (hundredths); exact two-sided p by enumeration
+    d = [1, 2, 3, -4, 5, 6]
+    b2 = {(None, s): 0.8 - 0.01 * d[s] for s in range(6)}
+    observed = sum(r for r, v in zip(range(1, 7), d) if v < 0)  # W- = 4
+    as_small = sum(
+        min(sum(c), 21 - sum(c)) <= observed
+        for k in range(7)
+        for c in itertools.combinations(range(1, 7), k)
+    )
+    assert paired_test(a, b2).p == pytest.approx(as_small / 64) == pytest.approx(0.21875)
+    # zeros are dropped; all-zero differences give p = 1; no common key gives no p
+    t = paired_test(a, {**b, (None, 0): 0.8})
+    assert (t.n, t.nonzero, t.ties) == (6, 5, 1) and t.min_p == pytest.approx(1 / 16)
+    assert paired_test(a, dict(a)).p == 1.0
+    assert paired_test(a, {(1, 0): 0.5}).p is None
+
+
+def test_min_attainable_p():
+    assert min_attainable_p(3) == 0.25
+    assert min_attainable_p(5) == 0.0625 and min_attainable_p(6) == 0.03125
+    assert min_attainable_p(0) == 1.0 and min_attainable_p(1) == 1.0
+
+
+def test_plot_is_png(tmp_path, results_csv):
+    path = plot_results(load_results(results_csv), str(tmp_path / "plot" / "acc.png"))
+    with open(path, "rb") as fh:
+        assert fh.read(8) == PNG
+
+
+def test_render_report_writes_everything(tmp_path, results_csv):
+    text, written = render_report(results_csv, str(tmp_path / "rep"))
+    assert [os.path.basename(p) for p in written] == ["report.md", "accuracy.png"]
+    assert "**0.795 ± 0.023**" in text
+    assert "Runs that failed (1)" in text and "RuntimeError: boom" in text
+    assert "Wang et al. (ICLR 2020), Table 2" in text and "| cnn | 0.809 | 0.815 | 0.825 |" in text
+
+
+def test_report_command(tmp_path, results_csv, capsys):
+    out = str(tmp_path / "cmd")
+    assert main(["report", results_csv, "--out", out]) == 0
+    printed = capsys.readouterr().out
+    assert "+0.035 vs sinusoidal; p = 0.031 (n=6)" in printed
+    with open(os.path.join(out, "accuracy.png"), "rb") as fh:
+        assert fh.read(8) == PNG
+    assert main(["report", str(tmp_path / "missing.csv")]) == 1
+    assert "not found" in capsys.readouterr().err
+
+
+def _x_rows():
+    rows = []
+    accs = {"trainable": [(0.9, 0.6), (0.92, 0.5)], "complex-order": [(0.9, 0.8), (0.9, 0.7)]}
+    for enc, runs in accs.items():
+        for seed, (a, b) in enumerate(runs):
+            rows.append(
+                {
+                    "data": "synthetic", "fold": None, "family": "transformer", "encoding": enc,
+                    "number": "real" if enc == "trainable" else "complex", "seed": seed,
+                    "status": "ok", "mode": "extrapolate", "train_len": 4,
+                    "test_accuracy": a, "dev_accuracy": a, "cell_id": f"{enc}-{seed}",
+                    "bins": [
+                        {"bin": "2-4", "lo": 2, "hi": 4, "n": 10, "accuracy": a},
+                        {"bin": "5-8", "lo": 5, "hi": 8, "n": 10, "accuracy": b},
+                    ],
+                }
+            )  # fmt: skip
+    return rows
+
+
+def test_extrapolation_table_and_csv_roundtrip(tmp_path):
+    rows = _x_rows()
+    table = extrapolation_table(rows)
+    cells = {}
+    for line in table.splitlines():
+        if line.startswith("| transformer"):
+            parts = [c.strip() for c in line.strip("|").split("|")]
+            cells[parts[1]] = parts[2:]
+    assert cells["trainable (real)"] == ["**0.910 ± 0.014**", "0.550 ± 0.071"]
+    assert cells["complex-order (complex)"] == ["0.900 ± 0.000", "**0.750 ± 0.071**"]
+    assert "| model | encoding | 2-4 (train) | 5-8 |" in table
+    path = tmp_path / "x.csv"
+    path.write_text(rows_to_csv(rows), encoding="utf-8")
+    with open(path, encoding="utf-8") as fh:
+        assert len(list(csv.DictReader(fh))) == 8  # one line per run and bin
+    assert extrapolation_table(load_results(str(path))) == table
+    png = plot_extrapolation(rows, str(tmp_path / "x.png"))
+    with open(png, "rb") as fh:
+        assert fh.read(8) == PNG

@@ -1,0 +1,61 @@
+"""Encoding specs, the Complex Order ablation variants, number fields."""
+
+from __future__ import annotations
+
+import pytest
+
+from cplxnet.compare import VARIANTS, parse_encoding, parse_encodings, parse_numbers
+from cplxnet.compare.specs import numbers_for
+
+
+def test_plain_name_and_options():
+    spec = parse_encoding("complex-order:phase=false:frequency=shared:base=500")
+    assert spec.name == "complex-order"
+    assert spec.options == {"phase": False, "frequency": "shared", "base": 500}
+    assert spec.canonical == "complex-order:base=500:frequency=shared:phase=false"
+    assert spec.is_complex
+    assert "/" not in spec.slug and ":" not in spec.slug
+
+
+def test_variants_resolve_to_complex_order_options():
+    for name, (base, opts, _) in VARIANTS.items():
+        spec = parse_encoding(name)
+        assert (spec.label, spec.name, spec.options) == (name, base, opts)
+    assert parse_encoding("complex-order-no-phase").options == {"phase": False}
+
+
+def test_list_with_continued_options_and_table4():
+    specs = parse_encodings("complex-order:phase=false,frequency=shared,sinusoidal")
+    assert [s.label for s in specs] == ["complex-order:phase=false:frequency=shared", "sinusoidal"]
+    assert specs[0].options == {"phase": False, "frequency": "shared"}
+    table4 = parse_encodings("table4")
+    assert [s.label for s in table4] == ["complex-order", *VARIANTS]
+    assert [s.label for s in parse_encodings("none,none,trainable")] == ["none", "trainable"]
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("nope", "unknown encoding 'nope'"),
+        ("complex-order:phase", "not key=value"),
+        ("phase=false,none", "before any encoding"),
+        ("", "no encodings"),
+    ],
+)
+def test_bad_specs(text, match):
+    with pytest.raises(ValueError, match=match):
+        parse_encodings(text)
+
+
+def test_numbers():
+    co, sin = parse_encoding("complex-order"), parse_encoding("sinusoidal")
+    natural = parse_numbers("natural")
+    assert numbers_for(co, natural) == ["complex"] and numbers_for(sin, natural) == ["real"]
+    both = parse_numbers("both")
+    assert numbers_for(co, both) == ["complex", "real"] == numbers_for(sin, both)
+    assert numbers_for(sin, parse_numbers("real,complex")) == ["complex", "real"]
+    assert numbers_for(co, parse_numbers("real")) == ["real"]
+    with pytest.raises(ValueError, match="unknown number"):
+        parse_numbers("quaternion")
+    with pytest.raises(ValueError, match="cannot be combined"):
+        parse_numbers("natural,real")
