@@ -256,6 +256,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--file", default=None, help="a UTF-8 file with one text per line")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     _add_common(p)
+
+    from .compare.cli import add_subcommands  # "compare" and "report" (cplxnet.compare)
+
+    add_subcommands(sub)
     return parser
 
 
@@ -460,6 +464,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _cmd_train(args)
             if args.command == "evaluate":
                 return _cmd_evaluate(args)
+            if args.command in ("compare", "report"):
+                return args.handler(args)
             return _cmd_predict(args)
         except (CLIError, DataError, RunError) as err:
             return fail(str(err))
