@@ -656,6 +656,10 @@ def _fit(
     forward_model: nn.Module = model
     if not options.sparse:
         _set_sparse(model, False)
+    elif options.compile and zoo.sparse_parameters(model):
+        # torch.compile (2.13) fails on the sparse backward of cplxnet's packed complex tables
+        _set_sparse(model, False)
+        log("note: --compile uses dense gradients for the embedding tables")
     elif world > 1 and not _ddp_handles_sparse(model, zoo):
         # DDP reduces sparse gradients only for torch's own Embedding/EmbeddingBag; other
         # sparse tables (cplxnet's packed complex Embedding, encodings' tables) go dense.
