@@ -453,7 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         import torch
 
-        if args.threads is not None:
+        if getattr(args, "threads", None) is not None:  # not every subcommand has --threads
             torch.set_num_threads(args.threads)
         from .data import DataError
         from .train import RunError
