@@ -174,7 +174,9 @@ def _bin_rows(model: Any, encoded: dict, bins: list[LengthBin], batch_size: int)
     return out
 
 
-def train_extrapolation_cell(cell: Any, options: Any, run_dir: str) -> dict[str, Any]:
+def train_extrapolation_cell(
+    cell: Any, options: Any, run_dir: str, callback: Any = None
+) -> dict[str, Any]:
     """Train one extrapolation cell from scratch and score every length bin."""
     import models
 
@@ -190,7 +192,9 @@ def train_extrapolation_cell(cell: Any, options: Any, run_dir: str) -> dict[str,
         data, encoded, bins, dropped = length_split_data(cell, options)
     config = cell_config(cell.family, cell.encoding, cell.number, options, max_len=bins[-1].hi)
     topts = engine.TrainOptions(**options.train, seed=cell.seed)
-    results = engine.train(config, data, run_dir, topts, vectors=options.vectors, quiet=True)
+    results = engine.train(
+        config, data, run_dir, topts, vectors=options.vectors, quiet=True, callback=callback
+    )
     with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as fh:
         fitted = models.config_from_dict(json.load(fh)["model"])
     model = models.build_model(fitted)

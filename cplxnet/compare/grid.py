@@ -29,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -475,10 +476,16 @@ def _base_row(cell: Cell, options: GridOptions) -> dict[str, Any]:
 
 
 def run_cell(
-    cell: Cell, out: str, options: GridOptions, *, keep_runs: bool = False
+    cell: Cell,
+    out: str,
+    options: GridOptions,
+    *,
+    keep_runs: bool = False,
+    callback: Callable[[int, dict], None] | None = None,
 ) -> dict[str, Any]:
     """Train one cell and write ``out/cells/<id>.json`` (atomically). Never raises for a failed
-    training: the error is recorded in the row (``status="error"``); KeyboardInterrupt passes."""
+    training: the error is recorded in the row (``status="error"``); KeyboardInterrupt passes.
+    ``callback(epoch, metrics)`` is called after each epoch (as :func:`cplxnet.train.train`)."""
     row = _base_row(cell, options)
     started = time.perf_counter()
     run_dir = os.path.join(out, "runs", cell.cell_id)
@@ -486,9 +493,9 @@ def run_cell(
         if cell.mode == "extrapolate":
             from .extrapolate import train_extrapolation_cell
 
-            result = train_extrapolation_cell(cell, options, run_dir)
+            result = train_extrapolation_cell(cell, options, run_dir, callback=callback)
         else:
-            result = _train_grid_cell(cell, options, run_dir)
+            result = _train_grid_cell(cell, options, run_dir, callback=callback)
         row.update(result)
         row["status"] = "ok"
         row["error"] = ""
@@ -529,7 +536,12 @@ def _read_history(run_dir: str) -> list[dict]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def _train_grid_cell(cell: Cell, options: GridOptions, run_dir: str) -> dict[str, Any]:
+def _train_grid_cell(
+    cell: Cell,
+    options: GridOptions,
+    run_dir: str,
+    callback: Callable[[int, dict], None] | None = None,
+) -> dict[str, Any]:
     from .. import train as engine
     from ..data import prepare_data
 
@@ -542,7 +554,7 @@ def _train_grid_cell(cell: Cell, options: GridOptions, run_dir: str) -> dict[str
             results = json.load(fh)
         resumed = True
     elif os.path.exists(os.path.join(run_dir, "checkpoint.pt")) and cell.data != SYNTHETIC:
-        results = engine.resume(run_dir, quiet=True)
+        results = engine.resume(run_dir, quiet=True, callback=callback)
         resumed = True
     else:
         if os.path.lexists(run_dir):
@@ -554,7 +566,9 @@ def _train_grid_cell(cell: Cell, options: GridOptions, run_dir: str) -> dict[str
             data = synthetic_data(options, cell, bins=False)
         else:
             data = prepare_data(_data_spec(cell, options), model_max_len=config.max_len)
-        results = engine.train(config, data, run_dir, topts, vectors=options.vectors, quiet=True)
+        results = engine.train(
+            config, data, run_dir, topts, vectors=options.vectors, quiet=True, callback=callback
+        )
     out = _result_fields(results)
     out["resumed"] = resumed
     out["history"] = _read_history(run_dir)
@@ -778,13 +792,17 @@ def run_grid(
     retry_errors: bool = False,
     keep_runs: bool = False,
     log: Callable[[str], None] = print,
+    heartbeat: float = 600.0,
 ) -> list[dict[str, Any]]:
     """Run every cell not yet done; returns all rows of the folder (in grid order).
 
     ``jobs == 1`` trains in this process; ``jobs > 1`` runs each cell in its own worker process
     (``python -m cplxnet.compare.worker``), at most ``jobs`` at a time, each with ``threads``
     torch threads (default ``max(1, cores // jobs)``). A cell that fails (or whose worker dies)
-    is recorded with its error and the grid goes on. Progress and an ETA go to ``log``.
+    is recorded with its error and the grid goes on. Progress goes to ``log``: a line per
+    finished cell with the elapsed time and an ETA (mean time of the finished cells of the same
+    family, wall clock including process start-up), a line per epoch with ``jobs == 1``, and the
+    epoch each running cell has reached every ``heartbeat`` seconds with ``jobs > 1``.
     """
     if jobs < 1:
         raise CompareError(f"--jobs must be >= 1, got {jobs}")
@@ -814,10 +832,16 @@ def run_grid(
         started = time.perf_counter()
         counter = [n_done]
 
-        def finished(cell: Cell, row: dict[str, Any], running: dict, queued: Sequence[Cell]):
+        def finished(
+            cell: Cell,
+            row: dict[str, Any],
+            running: dict,
+            queued: Sequence[Cell],
+            wall: float | None = None,
+        ) -> None:
             counter[0] += 1
             if row.get("status") == "ok":
-                eta.add(cell.family, cell.mode, float(row.get("seconds") or 0.0))
+                eta.add(cell.family, cell.mode, wall or float(row.get("seconds") or 0.0))
                 what = f"dev {row['dev_accuracy']:.4f} test {row['test_accuracy']:.4f}"
             else:
                 what = f"ERROR {row.get('error', '')[:200]}"
@@ -832,16 +856,46 @@ def run_grid(
 
         if jobs == 1:
             _set_threads(threads)
+            epochs = options.train.get("epochs", 10)
             queue = list(todo)
             while queue:
                 cell = queue.pop(0)
                 _forget(out, cell)
-                row = run_cell(cell, out, options, keep_runs=keep_runs)
+
+                def progress(epoch: int, metrics: dict, cell: Cell = cell) -> None:
+                    log(
+                        f"  {cell.describe()}: epoch {epoch}/{epochs} dev "
+                        f"{metrics['dev_accuracy']:.4f} ({metrics['seconds']:.0f}s)"
+                    )
+
+                row = run_cell(cell, out, options, keep_runs=keep_runs, callback=progress)
                 finished(cell, row, {}, queue)
         else:
-            _run_parallel(todo, out, jobs, threads, keep_runs, options, finished)
+            _run_parallel(
+                todo, out, jobs, threads, keep_runs, options, finished, log, heartbeat, eta
+            )
         rows = store.write_tables(order)
     return rows
+
+
+def _status(out: str, running: dict, queue: Sequence[Cell], jobs: int, eta: _Eta) -> str:
+    """One line: each running cell with its last finished epoch, the queue and the ETA."""
+    now = time.perf_counter()
+    parts = []
+    for cid, (cell, start) in running.items():
+        path = os.path.join(out, "runs", cid, "metrics.jsonl")
+        epochs = 0
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as fh:
+                epochs = sum(1 for line in fh if line.strip())
+        parts.append(f"{cell.describe()} ({_fmt_duration(now - start)}, {epochs} epoch(s) done)")
+    rest = eta.remaining(queue, running, jobs)
+    return (
+        "running: "
+        + "; ".join(parts)
+        + f" | {len(queue)} queued, ETA "
+        + ("?" if rest is None else _fmt_duration(rest))
+    )
 
 
 def _forget(out: str, cell: Cell) -> None:
@@ -865,8 +919,12 @@ def _run_parallel(
     keep_runs: bool,
     options: GridOptions,
     finished: Callable[..., None],
+    log: Callable[[str], None],
+    heartbeat: float,
+    eta: _Eta,
 ) -> None:
     logs = os.path.join(out, "logs")
+    last_beat = time.perf_counter()
     os.makedirs(logs, exist_ok=True)
     queue = list(todo)
     running: dict[str, tuple[Cell, float]] = {}
@@ -898,6 +956,9 @@ def _run_parallel(
                 )
                 running[cell.cell_id] = (cell, time.perf_counter())
             time.sleep(0.2)
+            if time.perf_counter() - last_beat >= heartbeat and procs:
+                last_beat = time.perf_counter()
+                log(_status(out, running, queue, jobs, eta))
             for cid in list(procs):
                 proc, log_fh = procs[cid]
                 if proc.poll() is None:
@@ -906,10 +967,14 @@ def _run_parallel(
                 del procs[cid]
                 cell, start = running.pop(cid)
                 path = os.path.join(out, "cells", cid + ".json")
+                wall = time.perf_counter() - start
                 row = None
                 if os.path.exists(path):
                     with open(path, encoding="utf-8") as fh:
                         row = json.load(fh)
+                elif proc.returncode in (130, -signal.SIGINT, -signal.SIGTERM):
+                    log(f"{cell.describe()}: interrupted; it runs again next time")
+                    continue
                 if row is None:  # the worker died without recording: record it here
                     with open(
                         os.path.join(logs, cid + ".log"), encoding="utf-8", errors="replace"
@@ -918,14 +983,20 @@ def _run_parallel(
                     row = _base_row(cell, options)
                     row.update(
                         status="error",
-                        error=f"worker exited with status {proc.returncode}: "
+                        error=f"worker exited with status {proc.returncode}"
+                        + (
+                            " (killed: out of memory?)"
+                            if proc.returncode == -signal.SIGKILL
+                            else ""
+                        )
+                        + ": "
                         + (tail.strip().splitlines() or [""])[-1],
                         traceback=tail,
                         seconds=round(time.perf_counter() - start, 1),
                         finished=datetime.datetime.now().isoformat(timespec="seconds"),
                     )
                     _atomic_json(path, row)
-                finished(cell, row, running, queue)
+                finished(cell, row, running, queue, wall)
     except BaseException:
         for proc, _ in procs.values():
             proc.terminate()

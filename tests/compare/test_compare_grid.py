@@ -166,10 +166,10 @@ def test_failing_cell_is_recorded_and_grid_goes_on(tmp_path, options, monkeypatc
     cells = _grid(options)
     real = grid_module._train_grid_cell
 
-    def flaky(cell, opts, run_dir):
+    def flaky(cell, opts, run_dir, **kwargs):
         if cell.family == "cnn" and cell.encoding.label == "none":
             raise RuntimeError("simulated failure")
-        return real(cell, opts, run_dir)
+        return real(cell, opts, run_dir, **kwargs)
 
     monkeypatch.setattr(grid_module, "_train_grid_cell", flaky)
     logs: list[str] = []
@@ -222,7 +222,11 @@ def test_interrupted_cell_resumes_from_its_checkpoint(tmp_path, length_tsv):
 def test_parallel_jobs_give_the_same_rows(tmp_path, options):
     cells = _grid(options, families=("fasttext",), encodings="none,complex-order")
     one = run_grid(cells, str(tmp_path / "one"), options, jobs=1, threads=1, log=lambda m: None)
-    two = run_grid(cells, str(tmp_path / "two"), options, jobs=2, threads=1, log=lambda m: None)
+    logs: list[str] = []
+    two = run_grid(
+        cells, str(tmp_path / "two"), options, jobs=2, threads=1, log=logs.append, heartbeat=0.0
+    )
+    assert any(m.startswith("running: synthetic fasttext") for m in logs)  # progress lines
     keys = ("cell_id", "status", "dev_accuracy", "test_accuracy", "parameters", "best_epoch")
     assert [[r[k] for k in keys] for r in one] == [[r[k] for k in keys] for r in two]
     assert all(r["status"] == "ok" for r in two)
@@ -249,3 +253,25 @@ def test_extrapolation_cell_reports_every_bin(tmp_path, options):
     with open(os.path.join(str(tmp_path / "x"), "results.csv"), encoding="utf-8") as fh:
         lines = list(csv.DictReader(fh))
     assert [line["bin"] for line in lines] == ["2-6", "7-12", "13-24"]
+
+
+@pytest.mark.parametrize("code", [3, 130])
+def test_dead_worker_is_recorded_and_interrupted_worker_is_not(
+    tmp_path, options, monkeypatch, code
+):
+    """A worker process that dies without writing its result is recorded as an error (the grid
+    goes on); one stopped by Ctrl-C / SIGTERM (status 130) is left to run again next time."""
+    fake = tmp_path / "fake-python"
+    fake.write_text(f"#!/bin/sh\necho 'worker output'\nexit {code}\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(grid_module.sys, "executable", str(fake))
+    cells = _grid(options, families=("fasttext",), encodings="none,complex-order")
+    logs: list[str] = []
+    out = str(tmp_path / "out")
+    rows = run_grid(cells, out, options, jobs=2, threads=1, log=logs.append, heartbeat=0.0)
+    if code == 130:
+        assert rows == [] and sum("interrupted; it runs again" in m for m in logs) == 2
+    else:
+        assert [r["status"] for r in rows] == ["error", "error"]
+        assert rows[0]["error"] == "worker exited with status 3: worker output"
+        assert any("ERROR worker exited" in m for m in logs)
