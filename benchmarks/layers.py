@@ -1,8 +1,8 @@
 """Forward+backward time of cplxnet layers relative to equal-FLOP real PyTorch layers and to
 complextorch, measured side by side in one process.
 
-    python benchmarks/layers.py                      # full run: d = 256 and 512, 25 rounds
-    python benchmarks/layers.py --out results/layers.md
+    python benchmarks/layers.py                      # d = 256 and 512, 25 rounds
+    python benchmarks/layers.py --out benchmarks/RESULTS.md   # section of RESULTS.md
     python benchmarks/layers.py --quick              # tiny shapes: checks that every row runs
     python benchmarks/layers.py --only Linear Conv1d
 
@@ -15,21 +15,23 @@ the per-round ratio ours / baseline (< 1 means ours is faster) next to median ti
 
 Baselines: the real PyTorch layer with the same real FLOPs / element count (``nn.Linear(2d, 2d)``
 for a complex ``Linear(d, d)``, ``nn.Conv1d(2C, 2C, 3)`` for a complex ``Conv1d(C, C, 3)``, a real
-norm/activation over ``2d`` features for ``d`` complex ones) and complextorch's layer where it has
-one.
+norm/activation over ``2d`` features for ``d`` complex ones, real ``scaled_dot_product_attention``
+with head width ``2 Dh`` for complex heads of width ``Dh = 64``, ``nn.LSTM(2d, 2d)`` for a complex
+``LSTM(d, d)``) and complextorch's layer where it has one (its SDPA with ``softmax_on="real"``
+is checked to compute the same function before it is timed; its MultiheadAttention block also
+adds a residual and a LayerNorm; its LSTM is a Python loop over cells).
 
-Adding a row (attention, LSTM, ...): write one function decorated with ``@row(name)`` that takes
-``(d, cfg)`` and returns ``Case(ours=step, baselines={label: step, ...})``; build steps with
-``fwd_bwd(module_or_fn, *inputs)``::
+Recurrent rows run over ``rnn_seq = 32`` steps (not 128): one forward + backward of
+``nn.LSTM(1024, 1024)`` over 128 steps takes 5-10 s on the shared 2-core machines, and the cost
+per step, hence the ratio, does not depend on the length. The row with complextorch's LSTM
+runs ``rnn_slow_rounds`` rounds.
 
-    @row("MultiheadAttention")
-    def _mha(d, cfg):
-        x = cinput(cfg, cfg.batch, cfg.seq, d)
-        ours = fwd_bwd(cnn.MultiheadAttention(d, d // 64), x)
-        real = rinput(cfg, cfg.batch, cfg.seq, 2 * d)
-        ref = nn.MultiheadAttention(2 * d, d // 64, batch_first=True)
-        base = {"real nn.MultiheadAttention(2d)": fwd_bwd(lambda t: ref(t, t, t)[0], real)}
-        return Case(ours, base)
+This file replaces the former ``attention.py`` and ``rnn.py`` (their rows are here).
+
+Adding a row: write one function decorated with ``@row(name)`` that takes ``(d, cfg)`` and
+returns ``Case(ours=step, baselines={label: step, ...})``; build steps with
+``fwd_bwd(module_or_fn, *inputs)``. ``benchmarks/models.py`` reuses :func:`measure`,
+:func:`run_rows` and :func:`write_section`.
 """
 
 from __future__ import annotations
@@ -51,9 +53,11 @@ if __name__ == "__main__" and "--no-reexec" not in sys.argv and _NEEDS_ENV:
     os.execv(sys.executable, [sys.executable, *sys.argv])
 
 import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 import cplxnet  # noqa: E402
+import cplxnet.functional as CF  # noqa: E402
 from cplxnet import nn as cnn  # noqa: E402
 
 try:  # complextorch is a runtime dependency, but keep the harness usable without it
@@ -74,13 +78,21 @@ class Config:
     threads: int = 2
     min_time: float = 0.02  # seconds per measurement (reps chosen to reach it)
     dtype: torch.dtype = torch.complex64
+    rnn_seq: int = 32  # sequence of the recurrent rows (cost is linear in it, ratios are not)
+    rnn_complextorch: bool = True
+    rnn_slow_rounds: int = 5  # rounds of the row holding complextorch's Python-loop LSTM
 
 
 @dataclass
 class Case:
+    """One row: the step of ours, the steps of its baselines, and optional overrides (rounds for
+    expensive rows, a note printed under the table)."""
+
     ours: Step
     baselines: dict[str, Step] = field(default_factory=dict)
     label: str = "cplxnet"
+    rounds: int | None = None
+    note: str = ""
 
 
 ROWS: dict[str, Callable[[int, Config], Case]] = {}
@@ -233,7 +245,126 @@ def _meanpool(d: int, cfg: Config) -> Case:
     return Case(fwd_bwd(pool, cinput(cfg, B, L, d), mask), {"same pool on real (B, L, 2d)": real})
 
 
-# ---- attention / LSTM rows: add below with @row(...) ----
+# ------------------------------------------------------------------------------------------------
+# rows: attention (kernel and module)
+# ------------------------------------------------------------------------------------------------
+HEAD = 64  # complex head width Dh (the real baselines use 2 Dh)
+
+
+def naive_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Attention with explicit complex matmuls: ``softmax(Re(q k^H) / sqrt(Dh)) v``."""
+    w = torch.softmax((q @ k.conj().transpose(-2, -1)).real / math.sqrt(q.shape[-1]), dim=-1)
+    return w.to(v.dtype) @ v
+
+
+def _heads(cfg: Config, d: int, dtype_complex: bool) -> list[torch.Tensor]:
+    H, dh = max(d // HEAD, 1), min(HEAD, d)
+    shape = (cfg.batch, H, cfg.seq, dh if dtype_complex else 2 * dh)
+    make = cinput if dtype_complex else rinput
+    return [make(cfg, *shape) for _ in range(3)]
+
+
+@row("SDPA kernel")
+def _sdpa(d: int, cfg: Config) -> Case:
+    cq, rq = _heads(cfg, d, True), _heads(cfg, d, False)
+    base = {
+        "real SDPA head 2Dh": fwd_bwd(F.scaled_dot_product_attention, *rq),
+        "naive complex matmuls": fwd_bwd(naive_sdpa, *cq),
+    }
+    if ctnn is not None:
+        ct = ctnn.ScaledDotProductAttention(math.sqrt(cq[0].shape[-1]), 0.0, softmax_on="real")
+        with torch.no_grad():  # same function before timing it
+            ref = CF.scaled_dot_product_attention(*cq)
+            torch.testing.assert_close(ct(*cq), ref, atol=1e-4, rtol=1e-4)
+        base["complextorch SDPA (real softmax)"] = fwd_bwd(ct, *cq)
+    return Case(fwd_bwd(CF.scaled_dot_product_attention, *cq), base)
+
+
+@row("SDPA kernel + key padding")
+def _sdpa_pad(d: int, cfg: Config) -> Case:
+    cq, rq = _heads(cfg, d, True), _heads(cfg, d, False)
+    L = cfg.seq
+    keep = torch.ones(cfg.batch, 1, 1, L, dtype=torch.bool)  # True = may attend
+    keep[: cfg.batch // 2, ..., L - L // 4 :] = False
+    real = fwd_bwd(F.scaled_dot_product_attention, *rq, attn_mask=keep)
+    ours = fwd_bwd(CF.scaled_dot_product_attention, *cq, attn_mask=keep)
+    return Case(ours, {"real SDPA head 2Dh, same mask": real})
+
+
+@row("MultiheadAttention")
+def _mha(d: int, cfg: Config) -> Case:
+    B, L, H = cfg.batch, cfg.seq, max(d // HEAD, 1)
+    ref = nn.MultiheadAttention(2 * d, H, batch_first=True)
+    rx = rinput(cfg, B, L, 2 * d)
+    base = {"real nn.MultiheadAttention(2d)": fwd_bwd(lambda t: ref(t, t, t)[0], rx)}
+    if ctnn is not None:  # complextorch's block adds residual + LayerNorm: a little more work
+        ct = ctnn.MultiheadAttention(H, d, d // H, d // H, dropout=0.0, softmax_on="real")
+        base["complextorch MultiheadAttention (+res+LN)"] = fwd_bwd(
+            lambda t: ct(t, t, t), cinput(cfg, B, L, d)
+        )
+    return Case(fwd_bwd(cnn.MultiheadAttention(d, H), cinput(cfg, B, L, d)), base)
+
+
+# ------------------------------------------------------------------------------------------------
+# rows: recurrent layers (sequence cfg.rnn_seq: a full-size LSTM step takes seconds on 2 cores)
+# ------------------------------------------------------------------------------------------------
+class PackedLSTM(nn.Module):
+    """``torch.nn.LSTM`` through packed sequences: the real counterpart of ``lengths``."""
+
+    def __init__(self, size: int, cls: type = nn.LSTM) -> None:
+        super().__init__()
+        self.rnn = cls(size, size, batch_first=True)
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        p = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out, _ = self.rnn(p)
+        return nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])[0]
+
+
+def _rnn_inputs(d: int, cfg: Config) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    B, L = cfg.batch, cfg.rnn_seq
+    lengths = torch.full((B,), L, dtype=torch.int64)
+    lengths[: max(B // 4, 1)] = max(L // 2, 1)  # a quarter of the batch at half length
+    return cinput(cfg, B, L, d), rinput(cfg, B, L, 2 * d), lengths
+
+
+@row("LSTM split")
+def _lstm_split(d: int, cfg: Config) -> Case:
+    cx, rx, _ = _rnn_inputs(d, cfg)
+    base = {
+        "real nn.LSTM(2d, 2d)": fwd_bwd(nn.LSTM(2 * d, 2 * d, batch_first=True), rx),
+        "native nn.LSTM(cfloat) (analytic)": fwd_bwd(
+            nn.LSTM(d, d, batch_first=True, dtype=cfg.dtype), cx
+        ),
+    }
+    return Case(fwd_bwd(cnn.LSTM(d, d, gate="split"), cx), base, note=f"sequence {cfg.rnn_seq}")
+
+
+@row("LSTM split, lengths")
+def _lstm_len(d: int, cfg: Config) -> Case:
+    cx, rx, lengths = _rnn_inputs(d, cfg)
+    real = fwd_bwd(PackedLSTM(2 * d), rx, lengths)
+    ours = fwd_bwd(cnn.LSTM(d, d, gate="split"), cx, lengths)
+    return Case(ours, {"real nn.LSTM(2d), packed": real}, note=f"sequence {cfg.rnn_seq}")
+
+
+@row("LSTM analytic")
+def _lstm_analytic(d: int, cfg: Config) -> Case:
+    cx, rx, _ = _rnn_inputs(d, cfg)
+    base = {"real nn.LSTM(2d, 2d)": fwd_bwd(nn.LSTM(2 * d, 2 * d, batch_first=True), rx)}
+    if ctnn is not None and cfg.rnn_complextorch:  # a Python loop over cells: few rounds
+        base["complextorch LSTM"] = fwd_bwd(ctnn.LSTM(d, d, batch_first=True), cx)
+    ours = fwd_bwd(cnn.LSTM(d, d, gate="analytic"), cx)
+    rounds = min(cfg.rounds, cfg.rnn_slow_rounds)
+    return Case(ours, base, rounds=rounds, note=f"sequence {cfg.rnn_seq}")
+
+
+@row("GRU split")
+def _gru(d: int, cfg: Config) -> Case:
+    cx, rx, _ = _rnn_inputs(d, cfg)
+    real = fwd_bwd(nn.GRU(2 * d, 2 * d, batch_first=True), rx)
+    ours = fwd_bwd(cnn.GRU(d, d), cx)
+    return Case(ours, {"real nn.GRU(2d, 2d)": real}, note=f"sequence {cfg.rnn_seq}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -255,7 +386,7 @@ def measure(case: Case, cfg: Config) -> list[tuple[str, float, float, float]]:
         reps[k] = max(1, math.ceil(cfg.min_time / max(t, 1e-6)))
     times: dict[str, list[float]] = {k: [] for k in variants}
     items = list(variants.items())
-    for r in range(cfg.rounds):
+    for r in range(case.rounds or cfg.rounds):
         for k, f in items if r % 2 == 0 else items[::-1]:
             times[k].append(_time(f, reps[k]))
     ours = times[case.label]
@@ -273,49 +404,111 @@ def measure(case: Case, cfg: Config) -> list[tuple[str, float, float, float]]:
     return out
 
 
-def run(cfg: Config, only: list[str] | None = None, log=print) -> str:
-    torch.set_num_threads(cfg.threads)
-    torch.manual_seed(0)
+SECTION = "layers.py: layers against equal-FLOP real layers and complextorch"
+
+
+def loadavg() -> str:
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:  # pragma: no cover - not Linux
+        return "n/a"
+
+
+def write_section(path: str, title: str, body: str) -> None:
+    """Put ``## title`` + ``body`` into the markdown file ``path``, replacing an earlier section of
+    that title and keeping the others (each benchmark script owns one section)."""
+    text = "# Benchmark results\n"
+    if os.path.exists(path):
+        with open(path) as f:
+            text = f.read()
+    parts = text.split("\n## ")
+    head, sections = parts[0], parts[1:]
+    new = f"{title}\n\n{body.strip()}\n"
+    for i, sec in enumerate(sections):
+        if sec.split("\n", 1)[0].strip() == title:
+            sections[i] = new
+            break
+    else:
+        sections.append(new)
+    out = head.rstrip() + "\n\n" + "\n".join("## " + s.rstrip() + "\n" for s in sections)
+    os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
+    with open(path, "w") as f:
+        f.write(out)
+
+
+def run_rows(
+    rows: dict[str, Callable[[int, Config], Case]],
+    cfg: Config,
+    only: list[str] | None = None,
+    log=print,
+    dims: tuple | None = None,
+    column: str = "d",
+) -> list[str]:
+    """Markdown table lines of ``rows`` (each at every ``dims`` value), with notes below."""
     lines = [
-        f"torch {torch.__version__}, cplxnet {cplxnet.__version__}, "
-        f"{torch.get_num_threads()} threads, batch {cfg.batch}, sequence {cfg.seq}, {cfg.dtype}, "
-        f"median of {cfg.rounds} interleaved rounds (forward + backward), "
-        f"MALLOC_MMAP_THRESHOLD_={os.environ.get('MALLOC_MMAP_THRESHOLD_')}",
-        "",
-        "| layer | d | baseline | ours / baseline | ours ms | baseline ms |",
+        f"| layer | {column} | baseline | ours / baseline | ours ms | baseline ms |",
         "|---|---:|---|---:|---:|---:|",
     ]
-    for name, build in ROWS.items():
+    notes: dict[str, str] = {}
+    for name, build in rows.items():
         if only and name not in only:
             continue
-        for d in cfg.dims:
+        for d in dims or cfg.dims:
             torch.manual_seed(0)
-            for base, ratio, t_ours, t_base in measure(build(d, cfg), cfg):
+            case = build(d, cfg)
+            if case.note:
+                notes[name] = case.note + (f"; {case.rounds} rounds" if case.rounds else "")
+            for base, ratio, t_ours, t_base in measure(case, cfg):
                 line = f"| {name} | {d} | {base} | {ratio:.2f}x | {t_ours:.2f} | {t_base:.2f} |"
                 lines.append(line)
                 log(line)
+    if notes:
+        lines.append("")
+        lines.extend(f"- {k}: {v}" for k, v in notes.items())
+    return lines
+
+
+def run(cfg: Config, only: list[str] | None = None, log=print) -> str:
+    torch.set_num_threads(cfg.threads)
+    torch.manual_seed(0)
+    before = loadavg()
+    lines = [
+        f"torch {torch.__version__}, cplxnet {cplxnet.__version__}, "
+        f"{torch.get_num_threads()} threads, batch {cfg.batch}, sequence {cfg.seq}, {cfg.dtype}, "
+        f"median of {cfg.rounds} interleaved rounds (forward + backward) after "
+        f"{cfg.warmup} warm-up calls, ratio = median of per-round ratios, "
+        f"MALLOC_MMAP_THRESHOLD_={os.environ.get('MALLOC_MMAP_THRESHOLD_')}",
+        "",
+        *run_rows(ROWS, cfg, only, log),
+        "",
+        f"Load average (1/5/15 min) before: {before}; after: {loadavg()}.",
+    ]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", help="write the markdown table to this file")
+    p.add_argument("--out", help="write the table as the 'layers.py' section of this markdown file")
     p.add_argument("--quick", action="store_true", help="tiny shapes and 3 rounds (smoke test)")
     p.add_argument("--rounds", type=int)
     p.add_argument("--dims", type=int, nargs="+")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--only", nargs="+", help="row names to run")
+    p.add_argument("--no-complextorch-lstm", action="store_true", help="skip the slowest baseline")
     p.add_argument("--no-reexec", action="store_true", help="do not re-exec with malloc settings")
     a = p.parse_args(argv)
     cfg = Config(threads=a.threads)
     if a.quick:
         cfg = Config(
-            batch=2, seq=8, dims=(16,), rounds=3, warmup=1, threads=a.threads, min_time=0.0
-        )
+            batch=2, seq=8, dims=(16,), rounds=3, warmup=1, threads=a.threads, min_time=0.0,
+            rnn_seq=8,
+        )  # fmt: skip
     if a.rounds:
         cfg.rounds = a.rounds
     if a.dims:
         cfg.dims = tuple(a.dims)
+    cfg.rnn_complextorch = not a.no_complextorch_lstm
     unknown = set(a.only or ()) - set(ROWS)
     if unknown:
         p.error(f"unknown rows {sorted(unknown)}; available: {list(ROWS)}")
@@ -323,9 +516,7 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(table)
     if a.out:
-        os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-        with open(a.out, "w") as f:
-            f.write(table)
+        write_section(a.out, SECTION, table)
 
 
 if __name__ == "__main__":
