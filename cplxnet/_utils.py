@@ -123,7 +123,9 @@ def check_choice(value: str, choices: Iterable[str], owner: str, what: str = "mo
 def check_mask(
     mask: torch.Tensor | None, shape: Sequence[int], owner: str, name: str = "mask"
 ) -> None:
-    """Check a boolean padding mask ``(B, L)`` (True = keep) against the expected ``shape``."""
+    """Check a boolean padding mask ``(B, L)`` (**True = padding**, masked out, as the
+    ``key_padding_mask`` of :class:`torch.nn.MultiheadAttention`) against the expected ``shape``.
+    """
     if mask is None:
         return
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:

@@ -12,6 +12,7 @@ from torch import nn
 from .. import functional as CF
 from .. import init as cinit
 from .._utils import check_choice, check_mask, factory_kwargs, pack, unpack
+from ..functional.attention import _check_broadcast
 from .linear import Linear
 
 if TYPE_CHECKING:  # imported lazily at run time: encodings may themselves import cplxnet.nn
@@ -67,10 +68,14 @@ class MultiheadAttention(nn.Module):
     the three ``(D, D)`` input blocks and the output projection are Glorot-uniform
     (variance-correct for complex), biases zero.
 
-    Masks: ``key_padding_mask`` ``(B, Lk)`` bool, **True = padding** (as torch).
-    ``attn_mask`` follows :func:`torch.nn.functional.scaled_dot_product_attention` (**bool True =
-    may attend**, the opposite of ``torch.nn.MultiheadAttention``'s bool ``attn_mask``) or a real
-    float mask added to the logits; it broadcasts to ``(B, H, Lq, Lk)`` (e.g. ``(Lq, Lk)``).
+    Masks follow :class:`torch.nn.MultiheadAttention`: ``key_padding_mask`` ``(B, Lk)`` bool,
+    **True = padding** (masked out); ``attn_mask`` bool, **True = not allowed to attend**, or a
+    real float mask added to the logits; it broadcasts to ``(B, H, Lq, Lk)`` (e.g. ``(Lq, Lk)``).
+    (The functional kernel :func:`cplxnet.functional.scaled_dot_product_attention` keeps the
+    convention of :func:`torch.nn.functional.scaled_dot_product_attention`, bool True = may
+    attend, as torch's functional does.) ``is_causal`` restricts query ``i`` to keys ``j <= i``
+    and combines with both masks. A query whose keys are all masked gets output zero (torch gives
+    NaN).
 
     Encodings (:class:`cplxnet.encodings.base.PositionalEncoding`, owned by the model and not a
     submodule of this layer): ``forward`` calls ``q, k, v = encoding.rotate(q, k, v)`` on the
@@ -200,24 +205,29 @@ class MultiheadAttention(nn.Module):
             q, k, v = encoding.rotate(q, k, v)
             bias = encoding.logits_bias(pack(q), pack(k))  # (B|1, H|1, Lq, Lk) real
             scale = scale * encoding.logit_scale
-        if attn_mask is not None and (
-            not isinstance(attn_mask, torch.Tensor) or attn_mask.dtype != torch.bool
-        ):
-            if not isinstance(attn_mask, torch.Tensor) or not attn_mask.is_floating_point():
+        allowed = None  # bool, True = may attend: the kernel's convention
+        if attn_mask is not None:
+            if not isinstance(attn_mask, torch.Tensor) or not (
+                attn_mask.dtype == torch.bool or attn_mask.is_floating_point()
+            ):
                 raise TypeError(
-                    f"{owner}: attn_mask must be a bool (True = may attend) or real floating "
-                    f"tensor, got {getattr(attn_mask, 'dtype', type(attn_mask).__name__)}"
+                    f"{owner}: attn_mask must be a bool (True = not allowed to attend, as "
+                    f"torch.nn.MultiheadAttention) or real floating tensor (added to the logits), "
+                    f"got {getattr(attn_mask, 'dtype', type(attn_mask).__name__)}"
                 )
-            bias = attn_mask if bias is None else bias + attn_mask
-            attn_mask = None
+            _check_broadcast(attn_mask, (B, H, Lq, Lk), owner, "attn_mask")
+            if attn_mask.dtype == torch.bool:
+                allowed = ~attn_mask
+            else:
+                bias = attn_mask if bias is None else bias + attn_mask
         if key_padding_mask is not None:
             keep = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, Lk)
-            attn_mask = keep if attn_mask is None else attn_mask & keep
+            allowed = keep if allowed is None else allowed & keep
         p = self.dropout if self.training else 0.0
 
         if encoding is not None and encoding.has_value_term:
             weights = CF.attention_weights(  # (B, H, Lq, Lk) real
-                q, k, attn_mask, is_causal, self.score, bias, scale
+                q, k, allowed, is_causal, self.score, bias, scale
             )
             if p > 0.0:
                 weights = F.dropout(weights, p)
@@ -228,7 +238,7 @@ class MultiheadAttention(nn.Module):
             out = unpack(out, v)  # (B, H, Lq, Dh)
         else:
             out = CF.scaled_dot_product_attention(  # (B, H, Lq, Dh)
-                q, k, v, attn_mask, is_causal, p, self.score, bias, scale
+                q, k, v, allowed, is_causal, p, self.score, bias, scale
             )
         out = out.transpose(1, 2).reshape(B, Lq, D)  # (B, Lq, D)
         return self.out_proj(out)

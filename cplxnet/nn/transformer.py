@@ -176,8 +176,10 @@ class TransformerEncoderLayer(nn.Module):
     ) -> torch.Tensor:
         """``x`` ``(B, L, D)``; ``padding_mask`` ``(B, L)`` bool, True = padding; ``encoding``
         the model's positional encoding, whose ``layer_input(x, layer, num_layers)`` is applied
-        first and whose attention hooks act in the self-attention; ``attn_mask``/``is_causal``
-        as :class:`~cplxnet.nn.MultiheadAttention`."""
+        first and whose attention hooks act in the self-attention; ``attn_mask`` ``(L, L)`` (or
+        broadcastable to ``(B, H, L, L)``) as torch's ``src_mask``: bool **True = not allowed to
+        attend**, or a real float mask added to the logits; ``is_causal``: query ``i`` attends to
+        keys ``j <= i`` (see :class:`~cplxnet.nn.MultiheadAttention`)."""
         owner = type(self).__name__
         if not isinstance(x, torch.Tensor) or x.dtype != self.dtype:
             got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
@@ -301,7 +303,9 @@ class TransformerEncoder(nn.Module):
         attn_mask: torch.Tensor | None = None,
         is_causal: bool = False,
     ) -> torch.Tensor:
-        """``(B, L, D)`` -> ``(B, L, D)``; ``padding_mask`` ``(B, L)`` bool, True = padding."""
+        """``(B, L, D)`` -> ``(B, L, D)``; ``padding_mask`` ``(B, L)`` bool, True = padding;
+        ``attn_mask`` bool True = not allowed to attend (as torch's ``mask``) or a float mask
+        added to the logits, and ``is_causal``, passed to every layer."""
         dtype = getattr(self.layers[0], "dtype", None)
         if isinstance(dtype, torch.dtype) and (
             not isinstance(x, torch.Tensor) or x.dtype != dtype

@@ -115,10 +115,10 @@ def test_real_dtype_equals_torch_multihead_attention(bias):
     t.load_state_dict(m.state_dict())
     x = torch.randn(B, L, D, dtype=torch.float64, requires_grad=True)
     pad = _padding()
-    causal = torch.ones(L, L, dtype=torch.bool).tril()
-    got = m(x, key_padding_mask=pad, attn_mask=causal)
-    # torch's bool attn_mask marks with True the pairs that may NOT attend
-    want = t(x, x, x, key_padding_mask=pad, attn_mask=~causal, need_weights=False)[0]
+    # the same bool attn_mask for both modules: True = not allowed to attend (here the future)
+    future = torch.ones(L, L, dtype=torch.bool).triu(1)
+    got = m(x, key_padding_mask=pad, attn_mask=future)
+    want = t(x, x, x, key_padding_mask=pad, attn_mask=future, need_weights=False)[0]
     torch.testing.assert_close(got, want)
     g1 = torch.autograd.grad(got.sum(), [x, m.in_proj_weight])
     g2 = torch.autograd.grad(want.sum(), [x, t.in_proj_weight])
@@ -130,8 +130,44 @@ def test_real_dtype_equals_torch_multihead_attention(bias):
         m(x, attn_mask=fmask), t(x, x, x, attn_mask=fmask, need_weights=False)[0]
     )
     torch.testing.assert_close(
-        m(x, is_causal=True), t(x, x, x, attn_mask=~causal, need_weights=False)[0]
+        m(x, is_causal=True), t(x, x, x, attn_mask=future, need_weights=False)[0]
     )
+    # a non-causal bool mask (random, every query keeps a key) and a per-head 3-d mask
+    banned = torch.rand(L, L) < 0.4
+    banned.fill_diagonal_(False)
+    torch.testing.assert_close(
+        m(x, key_padding_mask=pad, attn_mask=banned),
+        t(x, x, x, key_padding_mask=pad, attn_mask=banned, need_weights=False)[0],
+    )
+    banned3 = torch.rand(B * H, L, L) < 0.4
+    banned3[:, :, 0] = False
+    torch.testing.assert_close(
+        m(x, attn_mask=banned3.view(B, H, L, L)),
+        t(x, x, x, attn_mask=banned3, need_weights=False)[0],
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.complex128, torch.float64])
+def test_bool_attn_mask_true_means_not_allowed(dtype):
+    """Bool True = banned pair: equals a float mask of -inf there, and the kernel called with the
+    complement (the SDPA convention, True = may attend)."""
+    from cplxnet.functional import scaled_dot_product_attention
+
+    m = cnn.MultiheadAttention(D, H, dtype=dtype).eval()
+    x = torch.randn(B, L, D, dtype=dtype)
+    banned = torch.ones(L, L, dtype=torch.bool).triu(1)
+    fmask = torch.zeros(L, L, dtype=torch.float64).masked_fill(banned, -math.inf)
+    got = m(x, attn_mask=banned)
+    torch.testing.assert_close(got, m(x, attn_mask=fmask))
+    torch.testing.assert_close(got, m(x, is_causal=True))
+    q, k, v = (
+        t.unflatten(-1, (H, D // H)).transpose(1, 2)
+        for t in (x @ m.in_proj_weight.T + m.in_proj_bias).chunk(3, -1)
+    )
+    out = scaled_dot_product_attention(q, k, v, attn_mask=~banned)
+    want = m.out_proj(out.transpose(1, 2).reshape(B, L, D))
+    torch.testing.assert_close(got, want)
+    assert not torch.allclose(got, m(x, attn_mask=~banned))
 
 
 def test_real_dtype_cross_attention_equals_torch():
@@ -317,6 +353,8 @@ def test_errors():
         m(x, attn_mask=torch.ones(L, L, dtype=torch.int32))
     with pytest.raises(TypeError, match="attn_mask must be a bool .* got list"):
         m(x, attn_mask=[[True]])
-    with pytest.raises(ValueError, match="does not broadcast"):
+    with pytest.raises(ValueError, match="MultiheadAttention: attn_mask .* does not broadcast"):
         m(x, attn_mask=torch.ones(L, L + 1, dtype=torch.bool))
+    with pytest.raises(ValueError, match="MultiheadAttention: attn_mask .* does not broadcast"):
+        m(x, attn_mask=torch.zeros(L + 1, L), encoding=ConstBias(torch.zeros(1, H, L, L)))
 

@@ -44,6 +44,29 @@ def test_real_twin_equals_torch_layer(norm_first, ours, theirs):
     torch.testing.assert_close(got[~pad], want[~pad])
 
 
+def test_real_twin_attn_mask_follows_torch_src_mask():
+    """The same bool mask (True = not allowed to attend) to ours and torch's layer/encoder."""
+    m = cnn.TransformerEncoderLayer(D, H, F, dropout=0.0, dtype=torch.float64).eval()
+    _randomize(m)
+    t = torch.nn.TransformerEncoderLayer(
+        D, H, F, dropout=0.0, batch_first=True, dtype=torch.float64
+    ).eval()
+    t.load_state_dict(m.state_dict())
+    x = torch.randn(B, L, D, dtype=torch.float64)
+    pad = _padding()
+    banned = torch.rand(L, L) < 0.4
+    banned.fill_diagonal_(False)
+    got = m(x, pad, attn_mask=banned)
+    torch.testing.assert_close(got[~pad], t(x, banned, pad)[~pad])
+    assert not torch.allclose(got[~pad], m(x, pad)[~pad])
+    enc = cnn.TransformerEncoder(m, 2).eval()
+    t_enc = torch.nn.TransformerEncoder(t, 2, enable_nested_tensor=False).eval()
+    t_enc.load_state_dict(enc.state_dict())
+    torch.testing.assert_close(
+        enc(x, pad, attn_mask=banned)[~pad], t_enc(x, banned, pad)[~pad]
+    )
+
+
 def test_real_twin_encoder_equals_torch_encoder():
     layer = cnn.TransformerEncoderLayer(D, H, F, dropout=0.0, norm_first=True, dtype=torch.float64)
     enc = cnn.TransformerEncoder(layer, 3, norm="split").eval()
