@@ -227,20 +227,26 @@ def options_from_args(args: argparse.Namespace) -> Any:
         "max_size": args.max_vocab,
         "clean": args.clean,
     }
+    # the synthetic task's options apply whenever --data has "synthetic"; the bins only to
+    # --extrapolate
     extrapolate: dict[str, Any] = {}
     if args.extrapolate:
-        factors = [int(f) for f in _split_list(args.factors)]
-        extrapolate = {"factors": factors}
-        tl = _train_len(args.train_len)
-        if tl is not None:
-            extrapolate["train_len"] = tl
-        synth = {}
-        if args.synthetic_size is not None:
-            synth["n_train"] = args.synthetic_size
-        if args.synthetic_vocab is not None:
-            synth["vocab"] = args.synthetic_vocab
-        if synth:
-            extrapolate["synthetic"] = synth
+        try:
+            extrapolate["factors"] = [int(f) for f in _split_list(args.factors)]
+        except ValueError:
+            raise ValueError(
+                f"--factors: expected integers like 1,2,4, got {args.factors!r}"
+            ) from None
+    tl = _train_len(args.train_len)
+    if tl is not None:
+        extrapolate["train_len"] = tl
+    synth = {}
+    if args.synthetic_size is not None:
+        synth["n_train"] = args.synthetic_size
+    if args.synthetic_vocab is not None:
+        synth["vocab"] = args.synthetic_vocab
+    if synth:
+        extrapolate["synthetic"] = synth
     vectors = os.path.abspath(args.vectors) if args.vectors else None
     return GridOptions(
         train={k: v for k, v in train.items() if v is not None},
@@ -311,7 +317,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return _fail(
             f"interrupted; finished cells are kept in {out}: run the same command again to "
-            "continue (an interrupted cell resumes from its last epoch)",
+            "continue (an interrupted cell on MR, TREC or a file resumes from its last epoch)",
             130,
         )
     except (CompareError, DataError, RunError, ValueError, TypeError) as err:

@@ -320,6 +320,32 @@ def cell_config(
     return config
 
 
+def _check_option_types(encoding: EncodingSpec) -> None:
+    """An option whose default is a bool must be true/false, a number must be a number (the
+    encodings themselves accept e.g. any truthy value for a flag)."""
+    import inspect
+
+    from ..encodings import get_encoding_class
+
+    params = inspect.signature(get_encoding_class(encoding.name).__init__).parameters
+    for key, value in encoding.options.items():
+        p = params.get(key)
+        if p is None or p.default is inspect.Parameter.empty or p.default is None:
+            continue
+        default = p.default
+        if isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, (int, float)):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        else:
+            ok = True
+        if not ok:
+            kind = "true or false" if isinstance(default, bool) else "a number"
+            raise CompareError(
+                f"encoding {encoding.label}: option {key} must be {kind}, got {value!r}"
+            )
+
+
 def check_combination(
     family: str, encoding: EncodingSpec, number: str, options: GridOptions
 ) -> str | None:
@@ -337,6 +363,7 @@ def check_combination(
         config = dataclasses.replace(config, vocab_size=8, num_classes=2)
     except (TypeError, ValueError) as err:
         raise CompareError(f"{family} with {encoding.label} ({number}): {err}") from None
+    _check_option_types(encoding)
     cls = models.MODEL_CLASSES[family]
     try:
         enc = create_encoding(
@@ -441,11 +468,20 @@ def expand_grid(
 # running one cell
 
 
+def _readable(path: str) -> None:
+    """Give a file written through ``tempfile.mkstemp`` (mode 0600) the usual mode (0666 minus
+    the umask)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)
+
+
 def _atomic_json(path: str, obj: Any) -> None:
     from ..train import _write_json
 
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     _write_json(path, obj)
+    _readable(path)
 
 
 def _data_spec(cell: Cell, options: GridOptions) -> Any:
@@ -641,6 +677,7 @@ class ResultStore:
 
         text = rows_to_csv(slim)
         _atomic_write(os.path.join(self.out, "results.csv"), lambda fh: fh.write(text))
+        _readable(os.path.join(self.out, "results.csv"))
         return slim
 
 
@@ -753,7 +790,8 @@ class _Lock:
                 if pid and _alive(pid):
                     raise CompareError(
                         f"{os.path.dirname(self.path)} is in use by another cplxnet compare "
-                        f"(pid {pid}); wait for it or choose another --out"
+                        f"(pid {pid}); wait for it or choose another --out (if no comparison is "
+                        f"running, delete {self.path})"
                     ) from None
                 os.remove(self.path)  # stale lock of a process that is gone
                 continue

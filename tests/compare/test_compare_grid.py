@@ -87,6 +87,11 @@ def test_invalid_combinations_skipped_with_note_or_error(options):
             [None],
             options,
         )
+    with pytest.raises(CompareError, match="option phase must be true or false, got 'maybe'"):
+        expand_grid(
+            ["trec"], ["cnn"], parse_encodings("complex-order:phase=maybe"), NATURAL, [0],
+            [None], options,
+        )  # fmt: skip
     with pytest.raises(CompareError, match="unknown family"):
         expand_grid(["trec"], ["rnn"], encs, NATURAL, [0], [None], options)
     bad = tiny_options(sets={"*": {"num_filters": 4}})
