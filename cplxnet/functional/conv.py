@@ -1,4 +1,4 @@
-"""Complex 1-D and 2-D convolutions (native complex kernels)."""
+"""Complex 1-D and 2-D convolutions, each as one real convolution with a block kernel."""
 
 from __future__ import annotations
 

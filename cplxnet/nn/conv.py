@@ -16,8 +16,11 @@ _PAD_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
 class _ConvNd(nn.Module):
+    """Shared parameters, checks and forward of :class:`Conv1d` and :class:`Conv2d`."""
+
     _nd = 0
     _tuple = staticmethod(_single)
+    _conv = staticmethod(CF.conv1d)  # the functional form of the subclass
 
     def __init__(
         self,
@@ -42,6 +45,18 @@ class _ConvNd(nn.Module):
                 f"divisible by groups ({groups})"
             )
         check_choice(padding_mode, _PAD_MODES, owner, "padding_mode")
+        for name, value in (
+            ("in_channels", in_channels),
+            ("out_channels", out_channels),
+            ("kernel_size", kernel_size),
+            ("stride", stride),
+            ("dilation", dilation),
+        ):
+            sizes = self._tuple(value)
+            if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in sizes):
+                raise ValueError(f"{owner}: {name} must be positive integers, got {value!r}")
+        if not isinstance(padding, str) and any(p < 0 for p in self._tuple(padding)):
+            raise ValueError(f"{owner}: padding must be non-negative, got {padding!r}")
         if isinstance(padding, str):
             check_choice(padding, ("same", "valid"), owner, "padding")
             if padding == "same" and any(s != 1 for s in self._tuple(stride)):
@@ -82,6 +97,28 @@ class _ConvNd(nn.Module):
                 f"{owner}: expected input (B, {self.in_channels}, {'L' if nd == 1 else 'H, W'}) "
                 f"(or unbatched), got shape {tuple(x.shape)}"
             )
+        pad = (0,) * nd if self.padding == "valid" else self.padding
+        if pad != "same":
+            for size, p, k, d in zip(x.shape[-nd:], pad, self.kernel_size, self.dilation):
+                if size + 2 * p < d * (k - 1) + 1:
+                    raise ValueError(
+                        f"{owner}: input of shape {tuple(x.shape)} is shorter than the kernel: "
+                        f"padded size {size + 2 * p} < dilated kernel size {d * (k - 1) + 1}; "
+                        "pad the input or use a smaller kernel_size"
+                    )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self._check_input(x)
+        return self._conv(
+            x,
+            self.weight,
+            self.bias,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+            self.padding_mode,
+        )
 
     def extra_repr(self) -> str:
         s = (
@@ -116,19 +153,7 @@ class Conv1d(_ConvNd):
 
     _nd = 1
     _tuple = staticmethod(_single)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self._check_input(x)
-        return CF.conv1d(
-            x,
-            self.weight,
-            self.bias,
-            self.stride,
-            self.padding,
-            self.dilation,
-            self.groups,
-            self.padding_mode,
-        )
+    _conv = staticmethod(CF.conv1d)
 
 
 class Conv2d(_ConvNd):
@@ -137,16 +162,4 @@ class Conv2d(_ConvNd):
 
     _nd = 2
     _tuple = staticmethod(_pair)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self._check_input(x)
-        return CF.conv2d(
-            x,
-            self.weight,
-            self.bias,
-            self.stride,
-            self.padding,
-            self.dilation,
-            self.groups,
-            self.padding_mode,
-        )
+    _conv = staticmethod(CF.conv2d)

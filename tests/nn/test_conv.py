@@ -67,3 +67,32 @@ def test_errors():
         conv(torch.randn(2, 3, 8))
     with pytest.raises(TypeError, match="Conv2d: input has dtype torch.complex64"):
         cnn.Conv2d(3, 4, 3, dtype=DT)(torch.randn(1, 3, 5, 5, dtype=torch.complex64))
+
+
+@pytest.mark.parametrize(
+    ("kw", "what"),
+    [
+        ({"kernel_size": 0}, "kernel_size"),
+        ({"kernel_size": 3, "stride": 0}, "stride"),
+        ({"kernel_size": 3, "dilation": (1, 0)}, "dilation"),
+        ({"kernel_size": 3, "padding": -1}, "padding must be non-negative"),
+    ],
+)
+def test_bad_sizes_are_clear_errors(kw, what):
+    with pytest.raises(ValueError, match=f"Conv2d: {what}"):
+        cnn.Conv2d(3, 4, **kw)
+    with pytest.raises(ValueError, match="Conv1d: in_channels must be positive"):
+        cnn.Conv1d(0, 4, 3)
+
+
+def test_input_shorter_than_the_kernel_is_a_clear_error():
+    conv = cnn.Conv1d(3, 4, 5)
+    with pytest.raises(ValueError, match=r"Conv1d: .* shorter than the kernel: padded size 4 < "):
+        conv(torch.randn(2, 3, 4, dtype=torch.complex64))
+    assert conv(torch.randn(2, 3, 5, dtype=torch.complex64)).shape == (2, 4, 1)  # exactly fits
+    padded = cnn.Conv1d(3, 4, 5, padding=1, dilation=1)
+    assert padded(torch.randn(3, 3, dtype=torch.complex64)).shape == (4, 1)  # unbatched, 3 + 2
+    with pytest.raises(ValueError, match="dilated kernel size 5"):
+        cnn.Conv2d(3, 4, 3, dilation=(1, 2))(torch.randn(1, 3, 6, 4, dtype=torch.complex64))
+    same = cnn.Conv1d(3, 4, 5, padding="same")
+    assert same(torch.randn(1, 3, 2, dtype=torch.complex64)).shape == (1, 4, 2)
