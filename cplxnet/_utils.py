@@ -218,7 +218,15 @@ def as_shape(shape: int | Sequence[int], owner: str, name: str = "normalized_sha
     return shape
 
 
-__all__ += ["as_complex"]
+__all__ += ["as_complex", "check_sizes"]
+
+
+def check_sizes(owner: str, **sizes: int) -> None:
+    """Raise a ValueError naming ``owner`` unless every keyword value is a positive int, e.g.
+    ``check_sizes("Linear", in_features=5, out_features=3)``."""
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{owner}: {name} must be a positive integer, got {value!r}")
 
 
 def as_complex(x: torch.Tensor) -> torch.Tensor:

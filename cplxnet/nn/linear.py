@@ -7,7 +7,7 @@ from torch import nn
 
 from .. import functional as CF
 from .. import init as cinit
-from .._utils import check_dtype, check_last_dim, factory_kwargs
+from .._utils import check_dtype, check_last_dim, check_sizes, factory_kwargs
 
 __all__ = ["Linear"]
 
@@ -38,6 +38,7 @@ class Linear(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         fk = factory_kwargs(device, dtype, type(self).__name__)
+        check_sizes(type(self).__name__, in_features=in_features, out_features=out_features)
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features

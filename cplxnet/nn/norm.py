@@ -9,7 +9,14 @@ import torch
 from torch import nn
 
 from .. import functional as CF
-from .._utils import as_shape, check_choice, check_dtype, factory_kwargs, real_dtype
+from .._utils import (
+    as_shape,
+    check_choice,
+    check_dtype,
+    check_sizes,
+    factory_kwargs,
+    real_dtype,
+)
 
 __all__ = ["LayerNorm", "BatchNorm1d", "RMSNorm"]
 
@@ -143,6 +150,7 @@ class BatchNorm1d(nn.Module):
     ) -> None:
         owner = type(self).__name__
         fk = factory_kwargs(device, dtype, owner)
+        check_sizes(owner, num_features=num_features)
         super().__init__()
         self.num_features = num_features
         self.eps = eps

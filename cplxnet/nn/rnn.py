@@ -15,7 +15,14 @@ from torch import nn
 
 from .. import functional as CF
 from .. import init as cinit
-from .._utils import check_choice, check_complex, check_last_dim, factory_kwargs, real_dtype
+from .._utils import (
+    check_choice,
+    check_complex,
+    check_last_dim,
+    check_sizes,
+    factory_kwargs,
+    real_dtype,
+)
 from ..functional.rnn import GATES, lengths_from_padding_mask
 
 __all__ = ["LSTM", "GRU", "UnitaryRNNCell", "UnitaryRNN"]
@@ -78,11 +85,7 @@ class _FusedRNNBase(nn.Module):
         fk = factory_kwargs(device, dtype, owner)
         super().__init__()
         check_choice(gate, GATES, owner, "gate")
-        for name, value in (("input_size", input_size), ("hidden_size", hidden_size)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{owner}: {name} must be a positive integer, got {value!r}")
-        if not isinstance(num_layers, int) or num_layers < 1:
-            raise ValueError(f"{owner}: num_layers must be a positive integer, got {num_layers!r}")
+        check_sizes(owner, input_size=input_size, hidden_size=hidden_size, num_layers=num_layers)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"{owner}: dropout must be in [0, 1), got {dropout}")
         self.input_size = input_size
@@ -311,6 +314,7 @@ class UnitaryRNNCell(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         fk = factory_kwargs(device, dtype, type(self).__name__)
+        check_sizes(type(self).__name__, input_size=input_size, hidden_size=hidden_size)
         super().__init__()
         self.input_size = input_size
         self.hidden_size = hidden_size
@@ -388,8 +392,7 @@ class UnitaryRNN(nn.Module):
         owner = type(self).__name__
         fk = factory_kwargs(device, dtype, owner)
         super().__init__()
-        if not isinstance(num_layers, int) or num_layers < 1:
-            raise ValueError(f"{owner}: num_layers must be a positive integer, got {num_layers!r}")
+        check_sizes(owner, input_size=input_size, hidden_size=hidden_size, num_layers=num_layers)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"{owner}: dropout must be in [0, 1), got {dropout}")
         self.input_size = input_size

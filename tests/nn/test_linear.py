@@ -25,3 +25,7 @@ def test_linear_init_variance_and_errors():
         lin(torch.randn(2, 3, dtype=torch.complex128))
     with pytest.raises(TypeError, match="Linear: input must be a complex tensor"):
         lin(torch.randn(2, 512, dtype=torch.float64))
+    with pytest.raises(ValueError, match="Linear: out_features must be a positive integer, got -1"):
+        cnn.Linear(3, -1)
+    with pytest.raises(ValueError, match="Linear: in_features must be a positive integer, got 0"):
+        cnn.Linear(0, 3)

@@ -146,5 +146,7 @@ def test_error_messages():
         bn(torch.randn(1, 3, dtype=DT))
     with pytest.raises(TypeError, match="BatchNorm1d: dtype must be complex"):
         cnn.BatchNorm1d(3, dtype=torch.float32)
+    with pytest.raises(ValueError, match="BatchNorm1d: num_features must be a positive integer"):
+        cnn.BatchNorm1d(-1)
     with pytest.raises(ValueError, match="normalized_shape must be non-empty with positive sizes"):
         cnn.RMSNorm(0)

@@ -264,6 +264,19 @@ def test_errors(cls):
         mod(x.to(torch.complex64))
 
 
+@pytest.mark.parametrize("cls", [cnn.LSTM, cnn.GRU, cnn.UnitaryRNN, cnn.UnitaryRNNCell])
+@pytest.mark.parametrize(
+    ("args", "what"),
+    [((0, 4), "input_size"), ((3, -1), "hidden_size"), ((3, 4.0), "hidden_size")],
+)
+def test_sizes_must_be_positive_integers(cls, args, what):
+    with pytest.raises(ValueError, match=f"{cls.__name__}: {what} must be a positive integer"):
+        cls(*args)
+    if cls is not cnn.UnitaryRNNCell:
+        with pytest.raises(ValueError, match="num_layers must be a positive integer"):
+            cls(3, 4, num_layers=0)
+
+
 @pytest.mark.parametrize("cls", [cnn.LSTM, cnn.GRU])
 def test_constructor_errors(cls):
     with pytest.raises(
