@@ -62,6 +62,22 @@ def _resolve_lengths(owner, x, lengths, padding_mask, batch_first):
     return lengths
 
 
+def _stack_repr(m: nn.Module, extra: str, bias: bool) -> str:
+    """``extra_repr`` of a multi-layer RNN: sizes, ``extra``, then the non-default options."""
+    s = f"{m.input_size}, {m.hidden_size}{extra}"
+    if m.num_layers != 1:
+        s += f", num_layers={m.num_layers}"
+    if not bias:
+        s += ", bias=False"
+    if not m.batch_first:
+        s += ", batch_first=False"
+    if m.dropout:
+        s += f", dropout={m.dropout}"
+    if m.bidirectional:
+        s += ", bidirectional=True"
+    return s + f", dtype={m.weight_ih_l0.dtype}"
+
+
 class _FusedRNNBase(nn.Module):
     """Shared parameters and forward of :class:`LSTM` and :class:`GRU`."""
 
@@ -170,18 +186,7 @@ class _FusedRNNBase(nn.Module):
         return out, state
 
     def extra_repr(self) -> str:
-        s = f"{self.input_size}, {self.hidden_size}, gate={self.gate!r}"
-        if self.num_layers != 1:
-            s += f", num_layers={self.num_layers}"
-        if not self.bias:
-            s += ", bias=False"
-        if not self.batch_first:
-            s += ", batch_first=False"
-        if self.dropout:
-            s += f", dropout={self.dropout}"
-        if self.bidirectional:
-            s += ", bidirectional=True"
-        return s + f", dtype={self.weight_ih_l0.dtype}"
+        return _stack_repr(self, f", gate={self.gate!r}", self.bias)
 
 
 class LSTM(_FusedRNNBase):
@@ -267,16 +272,13 @@ class GRU(_FusedRNNBase):
 def _init_generator_(generator: torch.Tensor) -> None:
     r"""Set ``G`` so that :math:`U = \exp(G - G^H) = Q\,\mathrm{diag}(e^{\mathrm{i}\theta})Q^H`.
 
-    :math:`Q` is Haar-random unitary (QR of a complex Gaussian with phase-corrected diagonal)
+    :math:`Q` is Haar-random unitary (:func:`cplxnet.init.unitary_`)
     and :math:`\theta \sim \mathcal{U}(-\pi, \pi)`: a random unitary with uniformly spread
     eigenphases, the complex analogue of expRNN's Henaff initialisation.
     """
     n = generator.shape[0]
     with torch.no_grad():
-        g = torch.randn(n, n, dtype=generator.dtype, device=generator.device)
-        q, r = torch.linalg.qr(g)
-        d = torch.diagonal(r)
-        q = q * torch.sgn(d)  # Haar measure
+        q = cinit.unitary_(torch.empty_like(generator))  # Haar-random unitary
         theta = torch.empty(n, dtype=real_dtype(generator.dtype), device=generator.device)
         theta.uniform_(-math.pi, math.pi)
         # G = Q diag(i theta / 2) Q^H, so G - G^H = Q diag(i theta) Q^H
@@ -470,15 +472,4 @@ class UnitaryRNN(nn.Module):
             raise type(err)(str(err).replace("cplxnet.functional.unitary_rnn", owner)) from None
 
     def extra_repr(self) -> str:
-        s = f"{self.input_size}, {self.hidden_size}"
-        if self.num_layers != 1:
-            s += f", num_layers={self.num_layers}"
-        if not self.has_bias:
-            s += ", bias=False"
-        if not self.batch_first:
-            s += ", batch_first=False"
-        if self.dropout:
-            s += f", dropout={self.dropout}"
-        if self.bidirectional:
-            s += ", bidirectional=True"
-        return s + f", dtype={self.weight_ih_l0.dtype}"
+        return _stack_repr(self, "", self.has_bias)
