@@ -150,10 +150,11 @@ def pack(x: torch.Tensor) -> torch.Tensor:
 
 
 def unpack(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """Inverse of :func:`pack`: back to complex if ``like`` is complex, else unchanged."""
+    """Inverse of :func:`pack`: back to complex if ``like`` is complex, else unchanged (a view
+    when the strides allow it, see :func:`as_complex`)."""
     if not like.is_complex():
         return x
-    return torch.view_as_complex(x.unflatten(-1, (-1, 2)).contiguous())
+    return as_complex(x.unflatten(-1, (-1, 2)))
 
 
 # --- appended by the core-layers helper: dtype and index checks -----------------------------------

@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from .._utils import check_last_dim, real_dtype
+from .._utils import as_complex, check_last_dim, real_dtype
 
 __all__: list[str] = []
 
@@ -70,11 +70,8 @@ def complex_sinusoid(
 
 def view_complex(x: torch.Tensor) -> torch.Tensor:
     """Complex view of the adjacent pairs of a real ``(..., 2n)`` tensor (copies only if strides
-    forbid the view)."""
-    x = x.unflatten(-1, (-1, 2))
-    if x.stride(-1) != 1 or any(s % 2 for s in x.stride()[:-1]) or x.storage_offset() % 2:
-        x = x.contiguous()
-    return torch.view_as_complex(x)
+    forbid the view; :func:`cplxnet._utils.as_complex`)."""
+    return as_complex(x.unflatten(-1, (-1, 2)))
 
 
 def check_sequence(

@@ -1,0 +1,92 @@
+"""cplxnet._utils: pack/unpack/as_complex (property tests over shapes and strides), dtype helpers
+and the input checks shared by every module."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cplxnet._utils import (
+    as_complex,
+    check_mask,
+    check_sizes,
+    complex_dtype,
+    pack,
+    real_dtype,
+    resolve_dtype,
+    unpack,
+)
+
+shapes = st.lists(st.integers(1, 4), min_size=1, max_size=3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape=shapes, d=st.integers(1, 5), transpose=st.booleans(), offset=st.booleans())
+def test_pack_is_the_interleaved_real_view_and_unpack_inverts_it(shape, d, transpose, offset):
+    z = torch.randn(*shape, d + int(offset), dtype=torch.complex128)
+    if offset:  # a view starting one complex entry into the storage
+        z = z[..., 1:]
+    if transpose and z.dim() > 2:
+        z = z.transpose(0, 1)
+    p = pack(z)
+    assert p.shape == (*z.shape[:-1], 2 * d) and p.dtype == torch.float64
+    torch.testing.assert_close(p[..., 0::2], z.real, rtol=0, atol=0)
+    torch.testing.assert_close(p[..., 1::2], z.imag, rtol=0, atol=0)
+    assert p.data_ptr() == torch.view_as_real(z).data_ptr()  # zero-copy
+    back = unpack(p, z)
+    assert back.dtype == z.dtype and torch.equal(back, z)
+    assert back.data_ptr() == z.data_ptr()  # a packed view comes back as a view, never a copy
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 6), d=st.integers(1, 6))
+def test_packed_dot_product_is_real_part_of_hermitian_product(n, d):
+    a = torch.randn(n, d, dtype=torch.complex128)
+    b = torch.randn(n, d, dtype=torch.complex128)
+    torch.testing.assert_close(pack(a) @ pack(b).T, (a @ b.conj().T).real)
+
+
+def test_real_tensors_pass_through_pack_and_unpack():
+    x = torch.randn(3, 4)
+    assert pack(x) is x and unpack(x, x) is x
+
+
+def test_as_complex_copies_only_when_the_strides_forbid_a_view():
+    r = torch.randn(3, 4, 2)
+    assert as_complex(r).data_ptr() == r.data_ptr()
+    moved = torch.randn(5, 3, 2).transpose(0, 1)  # not contiguous, but still viewable
+    assert not moved.is_contiguous() and as_complex(moved).data_ptr() == moved.data_ptr()
+    strided = torch.randn(2, 3, 4).transpose(0, 2)[..., :2]  # last-dim stride != 1
+    out = as_complex(strided)
+    torch.testing.assert_close(torch.view_as_real(out), strided)
+
+
+def test_dtype_helpers():
+    assert complex_dtype(torch.float64) is torch.complex128
+    assert complex_dtype(torch.complex64) is torch.complex64
+    assert real_dtype(torch.complex128) is torch.float64
+    assert real_dtype(torch.float32) is torch.float32
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert resolve_dtype(None, "M") is torch.complex128
+    finally:
+        torch.set_default_dtype(old)
+    assert resolve_dtype(torch.float32, "M", allow_real=True) is torch.float32
+    with pytest.raises(TypeError, match="M: dtype must be complex"):
+        resolve_dtype(torch.float32, "M")
+    with pytest.raises(TypeError, match="no complex dtype corresponds to torch.int64"):
+        complex_dtype(torch.int64)
+
+
+def test_check_sizes_and_check_mask():
+    check_sizes("M", a=1, b=7)
+    for bad in (0, -2, 2.0, True, None):
+        with pytest.raises(ValueError, match=f"M: b must be a positive integer, got {bad!r}"):
+            check_sizes("M", a=1, b=bad)
+    check_mask(None, (2, 3), "M")
+    check_mask(torch.zeros(2, 3, dtype=torch.bool), (2, 3), "M")
+    with pytest.raises(TypeError, match="M: mask must be a torch.bool tensor, got torch.int64"):
+        check_mask(torch.zeros(2, 3, dtype=torch.long), (2, 3), "M")
+    with pytest.raises(ValueError, match=r"M: pad must have shape \(2, 3\), got \(3, 2\)"):
+        check_mask(torch.zeros(3, 2, dtype=torch.bool), (2, 3), "M", "pad")
