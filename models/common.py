@@ -24,7 +24,9 @@ from torch import nn
 
 import cplxnet.nn as cnn
 from cplxnet import complex_dtype, real_dtype
+from cplxnet._utils import check_indices
 from cplxnet.encodings import check_sites, create_encoding, get_encoding_class
+from cplxnet.functional import lengths_from_padding_mask
 
 from .config import ModelConfig
 
@@ -298,11 +300,14 @@ class TextClassifier(nn.Module):
             raise TypeError(f"{owner}: ids must be an int64 tensor of token ids, got {got}")
         if ids.dim() != 2:
             raise ValueError(f"{owner}: ids must have shape (B, L), got {tuple(ids.shape)}")
+        if ids.shape[1] == 0:
+            raise ValueError(f"{owner}: ids have no positions (shape {tuple(ids.shape)})")
         if ids.shape[1] > self.config.max_len:
             raise ValueError(
                 f"{owner}: sequence length {ids.shape[1]} exceeds max_len={self.config.max_len}; "
                 "truncate the input or build the model with a larger max_len"
             )
+        check_indices(ids, self.config.vocab_size, owner, "ids")
         if padding_mask is None:
             return torch.zeros(ids.shape, dtype=torch.bool, device=ids.device)
         if not isinstance(padding_mask, torch.Tensor) or padding_mask.dtype != torch.bool:
@@ -315,6 +320,7 @@ class TextClassifier(nn.Module):
                 f"{owner}: padding_mask must have the shape of ids {tuple(ids.shape)}, got "
                 f"{tuple(padding_mask.shape)}"
             )
+        lengths_from_padding_mask(padding_mask, owner)  # padding only at the end of each text
         return padding_mask
 
     def forward(

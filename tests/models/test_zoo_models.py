@@ -110,6 +110,23 @@ def test_input_errors_are_clear():
         model(ids, mask[:, :2])
     with pytest.raises(ValueError, match="exceeds max_len"):
         model(torch.ones(1, 40, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"FastText: ids have no positions \(shape \(2, 0\)\)"):
+        model(ids[:, :0])
+
+
+@pytest.mark.parametrize(("family", "complex"), CASES, ids=IDS)
+def test_bad_ids_and_misplaced_padding_are_clear_errors(family, complex):
+    """Out-of-range ids (the real twin's torch.nn.Embedding would raise torch's 'index out of
+    range in self') and padding that is not at the end (silently wrong lengths) are errors."""
+    model = build_model(tiny_config(family, complex))
+    name = type(model).__name__
+    ids, mask = batch([3, 2])
+    for bad in (VOCAB, -1):
+        with pytest.raises(IndexError, match=f"{name}: index {bad} in ids is out of range"):
+            model(ids.masked_fill(mask, bad), mask)
+    front = mask.flip(1)  # padding at the start of the second text
+    with pytest.raises(ValueError, match=f"{name}: padding_mask must mark padding .* at the end"):
+        model(ids, front)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
