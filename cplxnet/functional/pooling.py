@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .._utils import pack, unpack
@@ -40,9 +42,8 @@ def masked_mean(
     w = (keep / count).unsqueeze(1)  # (B, 1, L)
     xm = x.movedim(dim, 1)  # (B, L, *rest)
     rest = xm.shape[2:]
-    flat = pack(
-        xm.reshape(xm.shape[0], xm.shape[1], -1)
-    )  # (B, L, F) real (F = 2 * features if complex)
+    # (B, L, F) real (F = 2 * features if complex); explicit sizes so that B = 0 works
+    flat = pack(xm.reshape(xm.shape[0], xm.shape[1], math.prod(rest)))
     # padded entries are zeroed first so that inf/nan stored in padding cannot leak (0 * inf = nan)
     flat = flat.masked_fill(padding_mask.unsqueeze(-1), 0.0)
     out = torch.bmm(w, flat).squeeze(1)  # (B, F)

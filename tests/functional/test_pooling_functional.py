@@ -51,6 +51,15 @@ def test_all_padding_pools_to_zeros():
     assert torch.all(CF.masked_max_magnitude(x, mask)[0] == 0)
 
 
+@pytest.mark.parametrize("dtype", [DT, torch.float64])
+def test_empty_batch_pools_to_an_empty_batch(dtype):
+    x = torch.randn(0, 4, 2, 3, dtype=dtype)
+    mask = torch.zeros(0, 4, dtype=torch.bool)
+    for fn in (CF.masked_mean, CF.masked_max_magnitude):
+        out = fn(x, mask)
+        assert out.shape == (0, 2, 3) and out.dtype == dtype
+
+
 def test_max_magnitude_returns_the_entry_with_largest_modulus():
     x = torch.randn(4, 7, 5, dtype=DT)
     mask = _mask([7, 1, 3, 5], 7)
