@@ -525,7 +525,7 @@ def resume(
     """Continue an interrupted run from ``checkpoint.pt`` to the end of its planned epochs.
 
     The result (parameters, metrics, ``results.json``) equals that of an uninterrupted run.
-    ``epochs`` raises the planned number of epochs (to extend a finished run; its
+    ``epochs`` sets the planned number of epochs (to extend a finished or early-stopped run; its
     ``results.json`` is then removed until the new end).
     """
     zoo = _zoo(zoo)
@@ -536,7 +536,7 @@ def resume(
     run_config = _read_json(os.path.join(run_dir, "config.json"))
     options = TrainOptions.from_dict(run_config["train"])
     state = load_checkpoint(os.path.join(run_dir, "checkpoint.pt"))
-    if epochs is not None and epochs != options.epochs:
+    if epochs is not None and (epochs != options.epochs or state.get("stopped")):
         if epochs < state["epoch"]:
             raise RunError(
                 f"{run_dir} already ran {state['epoch']} epochs; --epochs {epochs} is less"
@@ -546,9 +546,10 @@ def resume(
         state["stopped"] = False
     done = os.path.exists(os.path.join(run_dir, "results.json"))
     if done and (state["epoch"] >= options.epochs or state.get("stopped")):
+        how = "stopped early after" if state.get("stopped") else "finished"
         raise RunError(
-            f"run {run_dir} is already complete (results.json exists); pass --epochs N to "
-            "train it for more epochs"
+            f"run {run_dir} is already complete ({how} epoch {state['epoch']}; results.json "
+            f"exists); pass --epochs N with N > {state['epoch']} to train it for more epochs"
         )
     if world != run_config.get("world_size", 1):
         log(

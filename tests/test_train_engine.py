@@ -129,12 +129,26 @@ def test_extending_a_finished_run_equals_training_longer(data, tmp_path):
     longer, short = str(tmp_path / "longer"), str(tmp_path / "short")
     train(cfg(), data, longer, opts(epochs=2), zoo=zoo, quiet=True)
     train(cfg(), data, short, opts(epochs=1), zoo=zoo, quiet=True)
-    with pytest.raises(RunError, match="already complete"):
+    with pytest.raises(RunError, match=r"already complete \(finished epoch 1; .* N > 1 to"):
         resume(short, zoo=zoo, quiet=True)
+    with pytest.raises(RunError, match="N > 1"):  # the planned number again extends nothing
+        resume(short, epochs=1, zoo=zoo, quiet=True)
     resume(short, epochs=2, zoo=zoo, quiet=True)
     assert_same_state(params(os.path.join(longer, "checkpoint.pt")),
                       params(os.path.join(short, "checkpoint.pt")))
     assert metrics(longer) == metrics(short) and results(longer) == results(short)
+
+
+def test_an_early_stopped_run_continues_with_its_planned_epochs(data, tmp_path):
+    run = str(tmp_path / "run")
+    # a learning rate too small to change a prediction: no better dev accuracy after epoch 1
+    res = train(cfg(), data, run, opts(epochs=5, lr=1e-12, patience=1), zoo=zoo, quiet=True)
+    assert res["stopped_early"] and res["epochs_run"] == 2
+    with pytest.raises(RunError, match=r"stopped early after epoch 2; .* N > 2"):
+        resume(run, zoo=zoo, quiet=True)
+    res = resume(run, epochs=5, zoo=zoo, quiet=True)  # the planned 5: continue, stop again
+    assert res["stopped_early"] and res["epochs_run"] == 3
+    assert [m["epoch"] for m in metrics(run)] == [1, 2, 3]
 
 
 def test_same_seed_same_run_other_seed_other_run(data, tmp_path):
