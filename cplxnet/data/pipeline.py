@@ -107,6 +107,17 @@ class PreparedData:
 
 def load_splits(spec: DataSpec) -> Splits:
     """Read the files of ``spec`` and split them (no tokenization)."""
+    file_options = {
+        "--format": spec.format is not None,
+        "--label-field": spec.label_field != "label",
+        "--text-field": spec.text_field != "text",
+    }
+    given = [name for name, set_ in file_options.items() if set_]
+    if spec.data in BUNDLED and spec.dev is None and spec.test is None and given:
+        raise DataError(
+            f"{', '.join(given)} describe(s) data files, but {spec.data!r} is bundled data with "
+            "its own format; drop the option(s) or give --data FILE"
+        )
     ds = load_dataset(spec.data, spec.label_field, spec.text_field, spec.format)
     extra = {
         name: read_examples(path, spec.label_field, spec.text_field, spec.format)

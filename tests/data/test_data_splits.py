@@ -81,6 +81,13 @@ def test_split_errors(mr, trec):
         split_dataset(mr, split="halves")
 
 
+def test_file_options_with_bundled_data_are_an_error_not_ignored():
+    with pytest.raises(DataError, match="--label-field describe.* 'mr' is bundled data"):
+        load_splits(DataSpec("mr", label_field="y"))
+    with pytest.raises(DataError, match="--format, --text-field describe"):
+        load_splits(DataSpec("trec", format="csv", text_field="t"))
+
+
 def test_stratified_helpers_never_hold_out_a_whole_label():
     ex = [Example(str(i), "a") for i in range(18)] + [Example("x", "b"), Example("y", "b")]
     rest, held = stratified_holdout(ex, 10, seed=0)
