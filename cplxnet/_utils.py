@@ -154,6 +154,11 @@ def unpack(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     when the strides allow it, see :func:`as_complex`)."""
     if not like.is_complex():
         return x
+    if torch.compiler.is_compiling():
+        # a copy whose base is the (..., 2) tensor: torch 2.13 cannot rebuild a complex view of an
+        # unflatten view as a fake tensor when it crosses a graph break ("Tensor must have a last
+        # dimension of size 2"; seen in masked_mean and the LSTM with lengths)
+        return torch.view_as_complex(x.unflatten(-1, (-1, 2)).clone())
     return as_complex(x.unflatten(-1, (-1, 2)))
 
 

@@ -282,7 +282,7 @@ def _fused_rnn(
         sorted_idx, unsorted_idx = packed.sorted_indices, packed.unsorted_indices
         hxs = [h.index_select(1, sorted_idx) for h in hxs]
     if not split:
-        data = _unpack_result(data, x)
+        data = unpack(data, x)
 
     if dropout > 0.0 and training and num_layers > 1:
         # layer by layer, so that whole complex entries are dropped between layers
@@ -315,20 +315,11 @@ def _fused_rnn(
         packed = PackedSequence(pack(data), batch_sizes, sorted_idx, unsorted_idx)
         data, _ = pad_packed_sequence(packed, batch_first=batch_first, total_length=steps)
         out_states = [s.index_select(1, unsorted_idx) for s in out_states]
-    out = _unpack_result(data, x) if (split or lengths is not None) else data
+    out = unpack(data, x) if (split or lengths is not None) else data
     if split:
-        out_states = [_unpack_result(s, x) for s in out_states]
+        out_states = [unpack(s, x) for s in out_states]
     return out, out_states
 
-
-def _unpack_result(t: _Tensor, like: _Tensor) -> _Tensor:
-    """:func:`unpack` of a result; under ``torch.compile`` a copy whose base is the ``(..., 2)``
-    tensor: torch 2.13 cannot rebuild a complex view of an unflatten view as a fake tensor when
-    it crosses a graph break (packed sequences break the graph), "Tensor must have a last
-    dimension of size 2"."""
-    if like.is_complex() and torch.compiler.is_compiling():
-        return torch.view_as_complex(t.unflatten(-1, (-1, 2)).clone())
-    return unpack(t, like)
 
 
 def lstm(
