@@ -52,7 +52,9 @@ def error_of(capsys, argv) -> str:
 # -- the happy path ---------------------------------------------------------------------------
 
 
-def test_train_evaluate_predict_in_subprocesses(toy_file, tmp_path):
+def test_train_evaluate_predict_in_subprocesses(toy_file, tmp_path, capsys):
+    """train through ``python -m cplxnet``, predict through the installed ``cplxnet`` script;
+    evaluate in-process (a third interpreter start would only re-test the entry point)."""
     run = str(tmp_path / "run")
     p = run_cli("train", "--data", toy_file, "--run-dir", run, *TINY[:-1], "--threads", "1")
     assert p.returncode == 0, p.stderr
@@ -61,9 +63,8 @@ def test_train_evaluate_predict_in_subprocesses(toy_file, tmp_path):
     with open(os.path.join(run, "results.json")) as fh:
         results = json.load(fh)
 
-    p = run_cli("evaluate", run)
-    assert p.returncode == 0, p.stderr
-    assert f"accuracy {results['test_accuracy']:.4f}" in p.stdout
+    assert main(["evaluate", run]) == 0
+    assert f"accuracy {results['test_accuracy']:.4f}" in capsys.readouterr().out
 
     texts = tmp_path / "texts.txt"
     texts.write_text("a great fun plot\n\nthe dull actor\n")
