@@ -33,12 +33,6 @@ class EncodedSplit:
     def lengths(self) -> np.ndarray:
         return np.fromiter((len(x) for x in self.ids), dtype=np.int64, count=len(self.ids))
 
-    def subset(self, index: Sequence[int]) -> EncodedSplit:
-        index = list(index)
-        return EncodedSplit(
-            [self.ids[i] for i in index], self.labels[index], [self.examples[i] for i in index]
-        )
-
 
 def encode_texts(
     texts: Sequence[str],
