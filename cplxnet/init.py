@@ -96,7 +96,10 @@ def _he_std(tensor: torch.Tensor, a: float, mode: str, nonlinearity: str, fn: st
         )
     fan_in, fan_out = _fans(tensor, fn)
     fan = fan_in if mode == "fan_in" else fan_out
-    gain = calculate_gain(nonlinearity, a)
+    try:
+        gain = calculate_gain(nonlinearity, a)
+    except ValueError as err:  # torch: "Unsupported nonlinearity foo" / "negative_slope ..."
+        raise ValueError(f"cplxnet.init.{fn}: {err} (see torch.nn.init.calculate_gain)") from None
     return gain / math.sqrt(2.0 * fan)  # per part: total variance gain^2 / fan
 
 

@@ -111,6 +111,8 @@ def test_errors():
         cinit.xavier_normal_(torch.empty(3, dtype=DT))
     with pytest.raises(ValueError, match="valid criteria are 'glorot', 'he'"):
         cinit.rayleigh_(torch.empty(3, 3, dtype=DT), "lecun")
+    with pytest.raises(ValueError, match="cplxnet.init.kaiming_uniform_: Unsupported nonlin"):
+        cinit.kaiming_uniform_(torch.empty(3, 3, dtype=DT), nonlinearity="swish")
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from torch import nn
 
 from .. import functional as CF
 from .. import init as cinit
-from .._utils import check_choice, check_mask, factory_kwargs, pack, unpack
+from .._utils import check_choice, check_mask, check_sizes, factory_kwargs, pack, unpack
 from ..functional.attention import _check_broadcast
 from .linear import Linear
 
@@ -99,7 +99,8 @@ class MultiheadAttention(nn.Module):
         owner = type(self).__name__
         fk = factory_kwargs(device, dtype, owner, allow_real=True)
         super().__init__()
-        if embed_dim <= 0 or num_heads <= 0 or embed_dim % num_heads != 0:
+        check_sizes(owner, embed_dim=embed_dim, num_heads=num_heads)
+        if embed_dim % num_heads != 0:
             raise ValueError(
                 f"{owner}: embed_dim ({embed_dim}) must be a positive multiple of num_heads "
                 f"({num_heads})"

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from .._utils import check_choice, check_mask, factory_kwargs
+from .._utils import check_choice, check_mask, check_sizes, factory_kwargs
 from .activation import Cardioid, CReLU, ModReLU, SplitGELU, SplitSigmoid, SplitTanh, ZReLU
 from .attention import MultiheadAttention, _check_encoding
 from .dropout import Dropout
@@ -120,8 +120,7 @@ class TransformerEncoderLayer(nn.Module):
         owner = type(self).__name__
         fk = factory_kwargs(device, dtype, owner, allow_real=True)
         super().__init__()
-        if dim_feedforward <= 0:
-            raise ValueError(f"{owner}: dim_feedforward must be positive, got {dim_feedforward}")
+        check_sizes(owner, d_model=d_model, nhead=nhead, dim_feedforward=dim_feedforward)
         if not 0.0 <= dropout <= 1.0:
             raise ValueError(f"{owner}: dropout must be in [0, 1], got {dropout}")
         self.norm_kind = check_choice(norm, NORMS, owner, "norm")
@@ -253,6 +252,7 @@ class TransformerEncoder(nn.Module):
                 layer_kwargs["norm"] = layer_kwargs.pop("layer_norm")
             d_model, nhead = layer, nhead_or_num_layers
             n = num_layers
+            check_sizes(owner, num_layers=n)
             layers = [TransformerEncoderLayer(d_model, nhead, **layer_kwargs) for _ in range(n)]
         else:
             if num_layers is not None or layer_kwargs:
@@ -260,6 +260,7 @@ class TransformerEncoder(nn.Module):
                     f"{owner}: with a layer module or factory pass only (layer, num_layers, norm)"
                 )
             n = nhead_or_num_layers
+            check_sizes(owner, num_layers=n)
             if isinstance(layer, nn.Module):
                 layers = [layer] + [copy.deepcopy(layer) for _ in range(n - 1)]
                 for clone in layers[1:]:
@@ -271,8 +272,6 @@ class TransformerEncoder(nn.Module):
                     f"{owner}: first argument must be a layer module, a factory(i) or d_model, "
                     f"got {type(layer).__name__}"
                 )
-        if not isinstance(n, int) or n <= 0:
-            raise ValueError(f"{owner}: num_layers must be a positive int, got {n!r}")
         self.layers = nn.ModuleList(layers)
         self.num_layers = n
         if isinstance(norm, str):

@@ -333,6 +333,10 @@ def test_errors():
     x = torch.randn(B, L, D, dtype=torch.complex64)
     with pytest.raises(ValueError, match=r"embed_dim \(10\) must be a positive multiple"):
         cnn.MultiheadAttention(10, 3)
+    with pytest.raises(ValueError, match="MultiheadAttention: embed_dim must be a positive int"):
+        cnn.MultiheadAttention(8.0, 2)
+    with pytest.raises(ValueError, match="MultiheadAttention: num_heads must be a positive int"):
+        cnn.MultiheadAttention(8, 0)
     with pytest.raises(ValueError, match="unknown score 'dot'; valid scores are"):
         cnn.MultiheadAttention(D, H, score="dot")
     with pytest.raises(TypeError, match="dtype must be a floating or complex"):

@@ -277,6 +277,13 @@ def test_errors():
         m(x, torch.zeros(B, L - 1, dtype=torch.bool))
     with pytest.raises(ValueError, match="num_layers must be a positive int"):
         cnn.TransformerEncoder(m, 0)
+    for bad in (2.5, True):
+        with pytest.raises(ValueError, match="TransformerEncoder: num_layers must be a positive"):
+            cnn.TransformerEncoder(m, bad)
+        with pytest.raises(ValueError, match="TransformerEncoder: num_layers must be a positive"):
+            cnn.TransformerEncoder(D, H, bad)
+    with pytest.raises(ValueError, match="TransformerEncoderLayer: dim_feedforward must be a pos"):
+        cnn.TransformerEncoderLayer(D, H, 1.5)
     with pytest.raises(TypeError, match="pass only"):
         cnn.TransformerEncoder(m, 2, 3)
     with pytest.raises(ValueError, match="unknown norm"):
