@@ -1,0 +1,204 @@
+"""Accuracy of the tuned complex-order presets on the bundled data (issue 4), seeds 0, 1, 2.
+
+    python benchmarks/accuracy.py                          # every target, seeds 0 1 2
+    python benchmarks/accuracy.py --only trec-cnn mr-cnn   # some targets
+    python benchmarks/accuracy.py --report                 # rebuild ACCURACY.md from finished runs
+
+Each run is exactly the one-command reproduction ``cplxnet train --data D --preset P --seed S``
+(run through :func:`cplxnet.cli.main` with ``--threads`` and a run folder under ``--runs``), so
+the dev split chooses the epoch and the test split is scored once, at the end, with the best dev
+epoch's weights. A run folder that already holds ``results.json`` is reused, not retrained, so
+an interrupted benchmark continues where it stopped and ``--report`` only rewrites the table.
+
+MR: the CLI's quick split (one stratified 80/10/10 split, split seed 0), the split every setting
+was tuned on; ``--cv-folds K`` adds folds ``0..K-1`` of the 10-fold cross-validation (seed 0).
+TREC: the official 500-question test set, 500 dev questions held out of the 5,452 training ones.
+
+The table reports the mean and the sample standard deviation (ddof = 1) over seeds of the test
+accuracy, each seed's test and dev accuracy, the chosen epoch and the wall time of the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@dataclass(frozen=True)
+class Target:
+    key: str
+    data: str
+    preset: str
+    target: float
+    paper: str
+
+
+TARGETS = (
+    Target("trec-transformer", "trec", "trec-transformer-complex-order", 0.88, ".896"),
+    Target("mr-transformer", "mr", "mr-transformer-complex-order", 0.74, ".746"),
+    Target("trec-cnn", "trec", "trec-cnn-complex-order", 0.90, ".939 (word2vec)"),
+    Target("mr-cnn", "mr", "mr-cnn-complex-order", 0.76, ".825 (word2vec)"),
+)
+
+
+def run_one(t: Target, seed: int, runs: str, threads: int, fold: int | None) -> dict:
+    """Train (or reuse) one run and return its results plus timing."""
+    from cplxnet.cli import main
+
+    name = f"{t.key}-seed{seed}" + (f"-fold{fold}" if fold is not None else "")
+    run_dir = os.path.join(runs, name)
+    results_path = os.path.join(run_dir, "results.json")
+    argv = ["train", "--data", t.data, "--preset", t.preset, "--seed", str(seed)]
+    if fold is not None:
+        argv += ["--fold", str(fold)]
+    command = "cplxnet " + " ".join(argv)
+    if not os.path.exists(results_path):
+        print(f"[{datetime.datetime.now():%H:%M:%S}] {command}", flush=True)
+        start = time.perf_counter()
+        status = main(
+            argv + ["--run-dir", run_dir, "--threads", str(threads), "--quiet", "--force"]
+        )
+        if status != 0:
+            raise SystemExit(f"{command} failed with status {status}")
+        print(f"  done in {time.perf_counter() - start:.0f} s", flush=True)
+    with open(results_path, encoding="utf-8") as fh:
+        results = json.load(fh)
+    with open(os.path.join(run_dir, "metrics.jsonl"), encoding="utf-8") as fh:
+        epochs = [json.loads(line) for line in fh if line.strip()]
+    with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as fh:
+        config = json.load(fh)
+    return {
+        "target": t.key,
+        "seed": seed,
+        "fold": fold,
+        "command": command,
+        "test": results["test_accuracy"],
+        "dev": results["dev_accuracy"],
+        "best_epoch": results["best_epoch"],
+        "epochs_run": results["epochs_run"],
+        "seconds": round(sum(m["seconds"] for m in epochs), 1),
+        "threads": threads,
+        "torch": config["versions"]["torch"],
+        "split": results["split"],
+    }
+
+
+def _stats(values: list[float]) -> str:
+    if len(values) < 2:
+        return f"{values[0]:.4f}" if values else "-"
+    return f"{statistics.mean(values):.4f} +- {statistics.stdev(values):.4f}"
+
+
+def write_report(rows: list[dict], path: str, threads: int) -> None:
+    torch_version = rows[0]["torch"] if rows else torch.__version__
+    lines = [
+        "# Accuracy of the complex-order presets (issue 4)",
+        "",
+        "Written by `python benchmarks/accuracy.py` on "
+        f"{datetime.date.today().isoformat()}: torch {torch_version}, "
+        f"{threads} CPU thread(s), Python {platform.python_version()}, shared 2-core machine "
+        "(wall times vary with the load of other processes).",
+        "",
+        "Every run is `cplxnet train --data D --preset P --seed S`: the dev split chooses the "
+        "epoch (of at most the preset's epochs), the test split is scored once at the end with "
+        "the best dev epoch's weights; no setting was chosen on a test score. MR: the CLI's "
+        "quick split (stratified 80/10/10, split seed 0: train 8,460 / dev 1,058 / test 1,058), "
+        "the split all settings were tuned on; the paper used 10-fold cross-validation. TREC: "
+        "the official 500-question test set, 500 dev questions held out of train (4,952 left). "
+        "No pretrained word vectors anywhere.",
+        "",
+        "| target | preset | test accuracy (mean +- std over seeds) | goal | paper | seeds |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    by_key = {t.key: t for t in TARGETS}
+    for t in TARGETS:
+        mine = [r for r in rows if r["target"] == t.key and r["fold"] is None]
+        if not mine:
+            continue
+        acc = [r["test"] for r in mine]
+        met = "met" if statistics.mean(acc) >= t.target else "missed"
+        lines.append(
+            f"| {t.key} | `{t.preset}` | {_stats(acc)} | >= {t.target:.2f} ({met}) | {t.paper} | "
+            f"{', '.join(str(r['seed']) for r in mine)} |"
+        )
+    lines += [
+        "",
+        "Per run:",
+        "",
+        "| command | test acc | dev acc | best epoch / run | seconds |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| `{r['command']}` | {r['test']:.4f} | {r['dev']:.4f} | "
+            f"{r['best_epoch']} / {r['epochs_run']} | {r['seconds']:.0f} |"
+        )
+    folds = [r for r in rows if r["fold"] is not None]
+    if folds:
+        lines += ["", "10-fold cross-validation folds (MR, split seed 0):", ""]
+        for key in sorted({r["target"] for r in folds}):
+            acc = [r["test"] for r in folds if r["target"] == key]
+            lines.append(
+                f"- {key} (`{by_key[key].preset}`): {_stats(acc)} over {len(acc)} fold run(s)"
+            )
+    lines.append("")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="+", choices=[t.key for t in TARGETS], default=None)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--cv-folds", type=int, default=0, help="also MR CV folds 0..K-1 (seed 0)")
+    parser.add_argument("--runs", default=os.path.join(HERE, "accuracy_runs"))
+    parser.add_argument("--out", default=os.path.join(HERE, "ACCURACY.md"))
+    parser.add_argument(
+        "--report", action="store_true", help="only rebuild the report from finished runs"
+    )
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    chosen = [t for t in TARGETS if args.only is None or t.key in args.only]
+    jobs = [(t, s, None) for t in chosen for s in args.seeds]
+    jobs += [(t, 0, k) for t in chosen if t.data == "mr" for k in range(args.cv_folds)]
+    rows = []
+    for t, seed, fold in jobs:
+        done = os.path.exists(
+            os.path.join(
+                args.runs,
+                f"{t.key}-seed{seed}" + (f"-fold{fold}" if fold is not None else ""),
+                "results.json",
+            )
+        )
+        if args.report and not done:
+            continue
+        rows.append(run_one(t, seed, args.runs, args.threads, fold))
+    # keep rows of targets not run now (their finished runs) in the report
+    if args.only is not None:
+        for t in TARGETS:
+            if t in chosen:
+                continue
+            for seed in args.seeds:
+                if os.path.exists(os.path.join(args.runs, f"{t.key}-seed{seed}", "results.json")):
+                    rows.append(run_one(t, seed, args.runs, args.threads, None))
+    order = {t.key: i for i, t in enumerate(TARGETS)}
+    rows.sort(key=lambda r: (order[r["target"]], r["fold"] is not None, r["fold"] or 0, r["seed"]))
+    write_report(rows, args.out, args.threads)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
