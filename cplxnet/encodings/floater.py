@@ -11,7 +11,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from .._utils import factory_kwargs, pack, real_dtype, unpack
+from .._utils import check_sizes, factory_kwargs, pack, real_dtype, unpack
 from ._common import check_sequence, normal_
 from .base import PositionalEncoding
 from .registry import register_encoding
@@ -128,6 +128,7 @@ class FloaterEncoding(PositionalEncoding):
         owner = type(self).__name__
         fk = factory_kwargs(device, dtype, owner, allow_real=True)
         super().__init__()
+        check_sizes(owner, d_model=d_model, hidden=hidden, substeps=substeps)
         if delta <= 0 or substeps < 1:
             raise ValueError(f"{owner}: need delta > 0 and substeps >= 1, got {delta}, {substeps}")
         self.d_model, self.delta, self.substeps, self.std = d_model, float(delta), substeps, std

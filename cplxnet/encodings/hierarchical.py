@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._utils import factory_kwargs
+from .._utils import check_sizes, factory_kwargs
 from ._common import check_sequence, normal_
 from .base import PositionalEncoding
 from .registry import register_encoding
@@ -80,8 +80,7 @@ class HierarchicalEncoding(PositionalEncoding):
         super().__init__()
         if not 0.0 < alpha < 1.0:
             raise ValueError(f"{owner}: alpha must be in (0, 1), got {alpha}")
-        if max_len <= 0:
-            raise ValueError(f"{owner}: max_len must be positive, got {max_len}")
+        check_sizes(owner, d_model=d_model, max_len=max_len)
         self.d_model, self.max_len, self.alpha, self.std = d_model, max_len, float(alpha), std
         self.complex_model = fk["dtype"].is_complex
         self.weight = nn.Parameter(torch.empty(max_len, d_model, **fk))

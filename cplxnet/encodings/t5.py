@@ -8,7 +8,7 @@ import math
 import torch
 from torch import nn
 
-from .._utils import factory_kwargs, real_dtype
+from .._utils import check_sizes, factory_kwargs, real_dtype
 from ._common import normal_, relative_index
 from .base import PositionalEncoding
 from .registry import register_encoding
@@ -94,6 +94,7 @@ class T5Encoding(PositionalEncoding):
         owner = type(self).__name__
         fk = factory_kwargs(device, dtype, owner, allow_real=True)
         super().__init__()
+        check_sizes(owner, num_heads=num_heads, num_buckets=num_buckets, max_distance=max_distance)
         per_dir = num_buckets // 2 if bidirectional else num_buckets
         if per_dir < 2 or (bidirectional and num_buckets % 2):
             raise ValueError(

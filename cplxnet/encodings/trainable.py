@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._utils import check_choice, factory_kwargs
+from .._utils import check_choice, check_sizes, factory_kwargs
 from ._common import check_sequence, normal_
 from .base import PositionalEncoding
 from .hierarchical import hierarchical_positions
@@ -51,8 +51,7 @@ class TrainableEncoding(PositionalEncoding):
         owner = type(self).__name__
         fk = factory_kwargs(device, dtype, owner, allow_real=True)
         super().__init__()
-        if max_len <= 0:
-            raise ValueError(f"{owner}: max_len must be positive, got {max_len}")
+        check_sizes(owner, d_model=d_model, max_len=max_len)
         self.extrapolate = check_choice(extrapolate, EXTRAPOLATE, owner, "extrapolate")
         if not 0.0 < alpha < 1.0:
             raise ValueError(f"{owner}: alpha must be in (0, 1), got {alpha}")

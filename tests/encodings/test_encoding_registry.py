@@ -1,5 +1,7 @@
 """The registry: names, classes, instances, strict options and the site check."""
 
+import inspect
+
 import pytest
 import torch
 
@@ -34,6 +36,23 @@ def test_create_by_name_with_full_context(name, dtype):
     assert set(enc.acts_on) <= set(E.SITES)
     repr(enc)  # extra_repr works
     enc.reset_parameters()
+
+
+BAD_SIZES = [
+    (name, key, value)
+    for name in NAMES
+    for key, value in (("d_model", -2), ("d_model", 8.0), ("num_heads", 0))
+    if key in inspect.signature(E.get_encoding_class(name).__init__).parameters
+]
+
+
+@pytest.mark.parametrize(("name", "key", "value"), BAD_SIZES)
+def test_bad_context_sizes_are_errors_naming_the_encoding(name, key, value):
+    """A size the encoding uses (d_model, num_heads) that is not a positive int is a ValueError
+    naming the encoding class, never torch's error from creating a parameter."""
+    cls = E.get_encoding_class(name)
+    with pytest.raises(ValueError, match=f"{cls.__name__}: {key}"):
+        create_encoding(name, **{**CONTEXT, key: value})
 
 
 def test_create_by_class_and_instance():
