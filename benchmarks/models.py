@@ -1,0 +1,460 @@
+"""Training-step time of the complex classifiers of :mod:`models` against their equal-FLOP real
+twins and against the same architectures assembled from complextorch's layers; ``torch.compile``
+against eager; micro rows (complex-order embedding, rotary); sentences per second of
+``cplxnet train``.
+
+    python benchmarks/models.py                         # everything (~15 min on 2 busy cores)
+    python benchmarks/models.py --out benchmarks/RESULTS.md   # also write its RESULTS section
+    python benchmarks/models.py --quick                 # tiny models, 3 rounds: every row runs
+    python benchmarks/models.py --only steps micro      # parts: steps, compile, micro, cli
+
+Method (the harness of ``benchmarks/layers.py``, ``shared/notes/performance.md``): 2 threads,
+glibc malloc thresholds raised (the script re-executes itself with them), each variant warmed up,
+then rounds in which every variant runs once, in alternating order; reported: the median over
+rounds of the per-round ratio and the median times.
+
+**Training step** = what :func:`cplxnet.train.train_step` does: collate a batch of 32 MR sentences
+(indices drawn at random from the bundled MR training split, so the lengths follow MR's length
+distribution; every variant gets the same batch in the same round), forward, cross-entropy,
+backward, ``Adam`` on the dense parameters and ``SparseAdam`` on the embedding tables
+(``models.sparse_parameters``), ``zero_grad``. Models: the paper presets with the complex-order
+encoding (FastText d 100; Kim CNN d 300, 100 filters of widths 3/4/5; biLSTM d 300, hidden 128;
+Transformer 1 layer, d 256, ffn 512, 8 heads), vocabulary of MR's training split.
+
+Baselines:
+
+* **real twin x2**: ``models.real_twin(cfg, match="flops")`` (every width doubled: the same real
+  multiply-adds in every dense layer, the same embedding reals);
+* **complextorch-built**: our model with its body replaced by complextorch 2.1.1 layers:
+  CNN -> ``complextorch.nn.Conv1d`` + ``CReLU``; LSTM -> ``complextorch.nn.LSTM`` (bidirectional,
+  a Python loop over cells); Transformer -> ``complextorch.nn.TransformerEncoderLayer`` (ReLU
+  feed-forward, ``softmax_on="real"``, its MultiheadAttention block with residual and whitening
+  LayerNorm). complextorch has no token embedding (and no complex-order encoding), so the
+  embedding stage (cplxnet's complex-order encoding), pooling, readout and head are ours in
+  every variant. complextorch's LSTM has no lengths (it runs over the padded batch and its final
+  states are those at the padded end) and its attention has no key-padding mask (it attends to
+  padding): the complextorch-built models compute a slightly different function on padded
+  batches, with the same shapes and FLOPs. FastText's body is a masked mean (no layer), so it has
+  no complextorch row.
+
+**Compile**: ``torch.compile`` (inductor, default mode) of the model as ``cplxnet train --compile``
+does it (dense gradients for the tables: the sparse backward of packed complex tables does not
+compile), warmed up on 6 batches of different lengths (a static and a dynamic-shape
+compilation), against eager with sparse tables (the default trainer) and eager with dense tables.
+
+**Micro rows** (forward + backward, batch 32, sequence 128): complex-order embedding (three
+sparse lookups, amplitude x e^{i(freq pos + phase)}) against one real ``nn.Embedding`` lookup of
+equal width in reals (2d, sparse) and cplxnet's complex ``Embedding``; rotary (``rotate_one`` of
+the rotary encoding on complex heads) against one element-wise multiply of the same tensor by the
+same table, one real multiply of the packed (.., 2Dh) view, and a real ``rotate_half``
+implementation (GPT-NeoX / HF style, written here).
+
+**cplxnet train**: the real command, ``cplxnet train --epochs 1 --threads 2`` (default preset,
+bundled MR) in a subprocess; sentences per second = training sentences / epoch seconds (the
+epoch's time from ``metrics.jsonl``; it includes scoring the dev split).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "1073741824", "MALLOC_TRIM_THRESHOLD_": "4294967296"}
+if (
+    __name__ == "__main__"
+    and "--no-reexec" not in sys.argv
+    and any(os.environ.get(k) != v for k, v in _MALLOC_ENV.items())
+):
+    os.environ.update(_MALLOC_ENV)
+    os.execv(sys.executable, [sys.executable, *sys.argv])
+
+# This file is named models.py: drop its folder from the path so that ``import models`` is the
+# model zoo, and load the harness of layers.py by its path.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+if __name__ != "__main__":  # imported as a module named "models" would shadow the zoo
+    raise ImportError("benchmarks/models.py is a script: run it, do not import it")
+
+import importlib.util  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+import cplxnet  # noqa: E402
+import models  # noqa: E402
+from cplxnet.data import DataSpec, prepare_data  # noqa: E402
+from cplxnet.encodings import create_encoding  # noqa: E402
+from cplxnet.train import train_step  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("layers", os.path.join(_HERE, "layers.py"))
+layers = importlib.util.module_from_spec(_spec)
+sys.modules["layers"] = layers
+_spec.loader.exec_module(layers)
+Case, Config, cinput, rinput, fwd_bwd = (
+    layers.Case, layers.Config, layers.cinput, layers.rinput, layers.fwd_bwd
+)
+loadavg, run_rows, write_section = layers.loadavg, layers.run_rows, layers.write_section
+
+try:
+    import complextorch.nn as ctnn
+except ImportError:  # pragma: no cover
+    ctnn = None
+
+SECTION = "models.py: training steps, compile, micro rows, cplxnet train"
+FAMILY_PRESETS = {
+    "FastText": ("fasttext", {"encoding": "complex-order"}),
+    "CNN": ("paper-cnn", {}),
+    "LSTM": ("paper-lstm", {}),
+    "Transformer": ("paper-transformer", {}),
+}
+TINY = {"d_model": 8, "num_filters": 4, "hidden_size": 4, "dim_feedforward": 16, "num_heads": 2}
+
+
+# ------------------------------------------------------------------------------------------------
+# data and training steps
+# ------------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Bench:
+    cfg: Config
+    data: object  # cplxnet.data.PreparedData
+    batches: list[np.ndarray]
+    tiny: bool = False
+
+
+def load_bench(cfg: Config, n_batches: int, tiny: bool) -> Bench:
+    data = prepare_data(DataSpec("mr"))
+    rng = np.random.default_rng(0)
+    n = len(data.train)
+    batches = [rng.choice(n, cfg.batch, replace=False) for _ in range(n_batches)]
+    return Bench(cfg, data, batches, tiny)
+
+
+def model_config(bench: Bench, family: str, **overrides) -> models.ModelConfig:
+    preset, extra = FAMILY_PRESETS[family]
+    fields = {
+        "vocab_size": len(bench.data.vocab),
+        "num_classes": len(bench.data.labels),
+        "padding_idx": cplxnet.data.PAD_ID,
+        "max_len": int(bench.data.train.lengths().max()),
+        **extra,
+        **overrides,
+    }
+    if bench.tiny:
+        names = {f.name for f in dataclasses.fields(models.CONFIG_CLASSES[family.lower()])}
+        fields.update({k: v for k, v in TINY.items() if k in names})
+    return models.preset_config(preset, **fields)
+
+
+def optimizers(model: nn.Module) -> list[torch.optim.Optimizer]:
+    """Adam on the dense parameters, SparseAdam on the sparse tables (as the trainer)."""
+    sparse = [p for p in models.sparse_parameters(model) if p.requires_grad]
+    ids = {id(p) for p in sparse}
+    dense = [p for p in model.parameters() if p.requires_grad and id(p) not in ids]
+    out: list[torch.optim.Optimizer] = [torch.optim.Adam(dense, lr=1e-3)]
+    if sparse:
+        out.append(torch.optim.SparseAdam(sparse, lr=1e-3))
+    return out
+
+
+class TrainStep:
+    """A callable training step over ``bench.batches``; ``model_fn`` is what is called (the
+    model or its compiled form), ``model`` owns the parameters."""
+
+    def __init__(self, bench: Bench, model: nn.Module, model_fn=None) -> None:
+        self.bench, self.model, self.fn = bench, model, model_fn or model
+        self.opts = optimizers(model)
+        self.i = 0
+        model.train()
+
+    def __call__(self) -> None:
+        batch = self.bench.batches[self.i % len(self.bench.batches)]
+        self.i += 1
+        train_step(self.fn, self.bench.data.train, batch, self.opts)
+
+    def warm(self, n: int) -> TrainStep:
+        """Run ``n`` steps on the last batches (not those of the rounds), then rewind."""
+        for j in range(n):
+            self.i = len(self.bench.batches) - 1 - j
+            self()
+        self.i = 0
+        return self
+
+
+# ------------------------------------------------------------------------------------------------
+# complextorch-built bodies (swapped into our models: embedding, pooling, head stay ours)
+# ------------------------------------------------------------------------------------------------
+class CTLSTMBody(nn.Module):
+    """complextorch's LSTM with the call signature of :class:`cplxnet.nn.LSTM`; it has no
+    lengths: it runs over the whole padded batch."""
+
+    def __init__(self, input_size: int, hidden_size: int, bidirectional: bool) -> None:
+        super().__init__()
+        self.rnn = ctnn.LSTM(
+            input_size, hidden_size, batch_first=True, bidirectional=bidirectional
+        )
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor):
+        return self.rnn(x)
+
+
+class CTEncoder(nn.Module):
+    """complextorch's TransformerEncoder (post-norm blocks, no key-padding mask) with the call
+    signature of :class:`cplxnet.nn.TransformerEncoder`."""
+
+    def __init__(self, c: models.TransformerConfig) -> None:
+        super().__init__()
+        layer = ctnn.TransformerEncoderLayer(
+            c.d_model,
+            c.num_heads,
+            c.dim_feedforward,
+            dropout=c.dropout,
+            activation="relu",
+            softmax_on="real",
+        )
+        layer.ffn.activation = ctnn.CReLU(inplace=False)  # its default CReLU is in place
+        self.encoder = ctnn.TransformerEncoder(layer, c.num_layers)
+
+    def forward(self, x: torch.Tensor, padding_mask: torch.Tensor, encoding=None) -> torch.Tensor:
+        return self.encoder(x)
+
+
+def complextorch_model(cfg: models.ModelConfig) -> nn.Module | None:
+    """Our complex model of ``cfg`` with its body made of complextorch layers (None: no body)."""
+    if ctnn is None or cfg.family == "fasttext":
+        return None
+    model = models.build_model(cfg)
+    if cfg.family == "cnn":
+        model.convs = nn.ModuleList(
+            ctnn.Conv1d(cfg.d_model, cfg.num_filters, k) for k in cfg.kernel_sizes
+        )
+        model.activation = ctnn.CReLU(inplace=False)
+    elif cfg.family == "lstm":
+        model.rnn = CTLSTMBody(cfg.d_model, cfg.hidden_size, cfg.bidirectional)
+    else:
+        model.encoder = CTEncoder(cfg)
+    return model
+
+
+# ------------------------------------------------------------------------------------------------
+# rows
+# ------------------------------------------------------------------------------------------------
+def step_rows(bench: Bench) -> dict:
+    def make(family: str):
+        def build(_: int, cfg: Config) -> Case:
+            c = model_config(bench, family)
+            torch.manual_seed(0)
+            ours = TrainStep(bench, models.build_model(c))
+            base = {"real twin x2 width": TrainStep(bench, models.build_model(models.real_twin(c)))}
+            ct = complextorch_model(c)
+            if ct is not None:
+                base["complextorch-built"] = TrainStep(bench, ct)
+            return Case(ours, base)
+
+        return build
+
+    return {f"{family} train step": make(family) for family in FAMILY_PRESETS}
+
+
+def compile_rows(bench: Bench) -> dict:
+    def make(family: str, complex_: bool):
+        def build(_: int, cfg: Config) -> Case:
+            c = model_config(bench, family)
+            c = c if complex_ else models.real_twin(c)
+            torch.manual_seed(0)
+            dense = dataclasses.replace(c, sparse_embeddings=False)
+            m = models.build_model(dense)
+            compiled = TrainStep(bench, m, torch.compile(m)).warm(6)
+            base = {
+                "eager, sparse tables": TrainStep(bench, models.build_model(c)),
+                "eager, dense tables": TrainStep(bench, models.build_model(dense)),
+            }
+            return Case(compiled, base, label="compiled")
+
+        return build
+
+    out = {}
+    for family in FAMILY_PRESETS:
+        out[f"{family} complex, compiled"] = make(family, True)
+        out[f"{family} real x2, compiled"] = make(family, False)
+    return out
+
+
+class EmbedStage(nn.Module):
+    """``encoding.embed`` as a module (so the step resets its tables' gradients)."""
+
+    def __init__(self, encoding: nn.Module) -> None:
+        super().__init__()
+        self.encoding = encoding
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.encoding.embed(ids)
+
+
+class RotaryOne(nn.Module):
+    def __init__(self, encoding: nn.Module) -> None:
+        super().__init__()
+        self.encoding = encoding
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.encoding.rotate_one(x)
+
+
+def rotate_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Real rotary, GPT-NeoX / HF layout: ``x cos + rotate_half(x) sin`` with full-width
+    ``cos``/``sin`` tables (L, 2Dh) precomputed once."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+def micro_rows() -> dict:
+    V = 20000
+
+    def embedding(d: int, cfg: Config) -> Case:
+        ids = torch.randint(1, V, (cfg.batch, cfg.seq))
+        enc = create_encoding("complex-order", d_model=d, vocab_size=V, padding_idx=0, sparse=True)
+        real = nn.Embedding(V, 2 * d, padding_idx=0, sparse=True)
+        table = cplxnet.nn.Embedding(V, d, padding_idx=0, sparse=True)
+        base = {
+            "real nn.Embedding(V, 2d) lookup": fwd_bwd(real, ids),
+            "cplxnet complex Embedding(V, d)": fwd_bwd(table, ids),
+        }
+        return Case(fwd_bwd(EmbedStage(enc), ids), base)
+
+    def rotary(d: int, cfg: Config) -> Case:
+        H = max(d // 64, 1)
+        dh = d // H
+        L = cfg.seq
+        enc = create_encoding("rotary", d_model=d, num_heads=H, max_len=L)
+        x = cinput(cfg, cfg.batch, H, L, dh)  # (B, H, L, Dh) complex
+        f = enc.rotate_one(torch.ones(1, 1, L, dh, dtype=x.dtype)).detach()  # (1, 1, L, Dh)
+        xr = rinput(cfg, cfg.batch, H, L, 2 * dh)  # (B, H, L, 2Dh) real, same bytes
+        fr = torch.randn(L, 2 * dh)
+        ang = torch.randn(L, dh)
+        cos, sin = torch.cat((ang.cos(), ang.cos()), -1), torch.cat((ang.sin(), ang.sin()), -1)
+        base = {
+            "one complex multiply x * f": fwd_bwd(lambda t: t * f, x),
+            "one real multiply (B,H,L,2Dh)": fwd_bwd(lambda t: t * fr, xr),
+            "real rotate_half (B,H,L,2Dh)": fwd_bwd(rotate_half, xr, cos, sin),
+        }
+        return Case(fwd_bwd(RotaryOne(enc), x), base)
+
+    return {"complex-order embedding (sparse)": embedding, "rotary rotate_one": rotary}
+
+
+# ------------------------------------------------------------------------------------------------
+# cplxnet train
+# ------------------------------------------------------------------------------------------------
+def cli_throughput(extra: list[str], log=print) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = os.path.join(tmp, "run")
+        cmd = [sys.executable, "-m", "cplxnet", "train", "--epochs", "1", "--threads", "2",
+               "--quiet", "--run-dir", run_dir, *extra]  # fmt: skip
+        t0 = time.perf_counter()
+        res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - t0
+        if res.returncode != 0:
+            return f"| `{' '.join(cmd[2:-2])}` | failed: {res.stderr.strip()[-200:]} | | |"
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            epoch = json.loads(f.readline())
+        with open(os.path.join(run_dir, "results.json")) as f:
+            n_train = json.load(f)["splits"]["train"]
+    command = " ".join(["cplxnet train --epochs 1", *extra])
+    rate, secs = n_train / epoch["seconds"], epoch["seconds"]
+    line = f"| `{command}` | {rate:.0f} | {secs:.1f} | {wall:.1f} |"
+    log(line)
+    return line
+
+
+# ------------------------------------------------------------------------------------------------
+# driver
+# ------------------------------------------------------------------------------------------------
+PARTS = ("steps", "compile", "micro", "cli")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", help="write the tables as the 'models.py' section of this file")
+    p.add_argument("--quick", action="store_true", help="tiny models, 3 rounds (smoke test)")
+    p.add_argument("--rounds", type=int, default=12)
+    p.add_argument("--compile-rounds", type=int, default=10)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS))
+    p.add_argument("--families", nargs="+", choices=list(FAMILY_PRESETS), default=None)
+    p.add_argument("--dims", type=int, nargs="+", default=[256, 512], help="micro rows' d")
+    p.add_argument("--no-reexec", action="store_true", help="do not re-exec with malloc settings")
+    a = p.parse_args(argv)
+    cfg = Config(threads=a.threads, rounds=a.rounds, warmup=2, min_time=0.0)
+    micro_cfg = Config(threads=a.threads, dims=tuple(a.dims), rounds=max(a.rounds, 20))
+    if a.quick:
+        cfg = Config(threads=a.threads, rounds=3, warmup=1, min_time=0.0)
+        micro_cfg = Config(batch=2, seq=8, dims=(16,), rounds=3, warmup=1, min_time=0.0)
+    torch.set_num_threads(a.threads)
+    fams = a.families or list(FAMILY_PRESETS)
+
+    def pick(rows: dict) -> dict:
+        return {k: v for k, v in rows.items() if k.split()[0] in fams}
+
+    before = loadavg()
+    out = [
+        f"torch {torch.__version__}, cplxnet {cplxnet.__version__}, "
+        f"{torch.get_num_threads()} threads, complex64 / float32, "
+        f"MALLOC_MMAP_THRESHOLD_={os.environ.get('MALLOC_MMAP_THRESHOLD_')}. "
+        "Ratio = median over interleaved rounds of the per-round ratio (< 1: ours faster).",
+        "",
+    ]
+    bench = None
+    if {"steps", "compile"} & set(a.only):
+        bench = load_bench(cfg, cfg.warmup + max(cfg.rounds, a.compile_rounds) + 8, a.quick)
+    if "steps" in a.only:
+        out += [
+            f"### Training step (batch {cfg.batch} MR sentences, Adam + SparseAdam), "
+            f"median of {cfg.rounds} rounds after {cfg.warmup} warm-up steps",
+            "",
+            *run_rows(pick(step_rows(bench)), cfg, dims=(cfg.batch,), column="batch"),
+            "",
+        ]
+    if "compile" in a.only:
+        ccfg = dataclasses.replace(cfg, rounds=3 if a.quick else a.compile_rounds)
+        out += [
+            f"### torch.compile (inductor) training step vs eager, median of {ccfg.rounds} rounds "
+            "after 6 compile/warm-up steps",
+            "",
+            *run_rows(pick(compile_rows(bench)), ccfg, dims=(cfg.batch,), column="batch"),
+            "",
+        ]
+    if "micro" in a.only:
+        out += [
+            f"### Micro rows (forward + backward, batch {micro_cfg.batch}, sequence "
+            f"{micro_cfg.seq}, median of {micro_cfg.rounds} rounds)",
+            "",
+            *run_rows(micro_rows(), micro_cfg),
+            "",
+        ]
+    if "cli" in a.only:
+        extra = ["--limit", "200"] if a.quick else []
+        out += [
+            "### `cplxnet train` on MR (1 epoch, 2 threads)",
+            "",
+            "| command | train sentences/s | epoch s (with dev scoring) | wall s (with start) |",
+            "|---|---:|---:|---:|",
+            cli_throughput(extra),
+            cli_throughput([*extra, "--preset", "paper-transformer"]),
+            "",
+        ]
+    out.append(f"Load average (1/5/15 min) before: {before}; after: {loadavg()}.")
+    table = "\n".join(out) + "\n"
+    print()
+    print(table)
+    if a.out:
+        write_section(a.out, SECTION, table)
+
+
+if __name__ == "__main__":
+    main()
