@@ -303,6 +303,19 @@ def _model_config(args: argparse.Namespace, zoo: Any) -> Any:
     return config
 
 
+def _train_options(
+    preset: str | None, given: dict[str, Any], zoo: Any, engine: Any
+) -> Any:
+    """TrainOptions from the preset's training defaults (``models.PRESET_TRAINING``) with the
+    options given on the command line (``None``: not given) on top."""
+    fields = dict(getattr(zoo, "PRESET_TRAINING", {}).get(preset, {})) if preset else {}
+    fields.update({k: v for k, v in given.items() if v is not None})
+    try:
+        return engine.TrainOptions(**fields)
+    except ValueError as err:
+        raise CLIError(str(err)) from None
+
+
 def _default_run_dir(args: argparse.Namespace, config: Any) -> str:
     data = args.data or "mr"
     name = os.path.splitext(os.path.basename(data[:-3] if data.endswith(".gz") else data))[0]
@@ -364,10 +377,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         "compile": args.compile,
         "sparse": False if args.dense else None,
     }
-    try:
-        options = engine.TrainOptions(**{k: v for k, v in option_fields.items() if v is not None})
-    except ValueError as err:
-        raise CLIError(str(err)) from None
+    options = _train_options(args.preset, option_fields, zoo, engine)
     run_dir = args.resolved_run_dir = args.run_dir or _default_run_dir(args, config)
     if os.path.lexists(run_dir) and not args.force:  # fail before reading any data
         raise engine.RunError(

@@ -23,6 +23,7 @@ from .common import (
 from .config import (
     CONFIG_CLASSES,
     FAMILIES,
+    PRESET_TRAINING,
     PRESETS,
     CNNConfig,
     FastTextConfig,
@@ -41,6 +42,7 @@ from .transformer import TransformerClassifier
 __all__ = [
     "FAMILIES",
     "PRESETS",
+    "PRESET_TRAINING",
     "CONFIG_CLASSES",
     "MODEL_CLASSES",
     "ModelConfig",

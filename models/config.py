@@ -31,6 +31,7 @@ __all__ = [
     "FAMILIES",
     "CONFIG_CLASSES",
     "PRESETS",
+    "PRESET_TRAINING",
     "make_config",
     "config_from_dict",
     "preset_config",
@@ -424,6 +425,17 @@ PRESETS: dict[str, dict[str, Any]] = {
         "dim_feedforward": 512,
         "encoding": "complex-order",
     },
+}
+
+
+# Training-option defaults of a preset (fields of cplxnet.train.TrainOptions): `cplxnet train
+# --preset NAME` starts from these and command-line flags override them, so one command reproduces
+# the benchmarked run. Presets not listed use the engine's defaults.
+PRESET_TRAINING: dict[str, dict[str, Any]] = {
+    "trec-cnn-complex-order": {"epochs": 10, "patience": 3},
+    "mr-cnn-complex-order": {"epochs": 10, "patience": 3},
+    "trec-transformer-complex-order": {"epochs": 10, "patience": 3},
+    "mr-transformer-complex-order": {"epochs": 10, "patience": 3},
 }
 
 

@@ -62,3 +62,53 @@ def test_benchmark_targets_name_presets() -> None:
     for t in bench.TARGETS:
         assert t.data in ("mr", "trec")
         assert t.preset.startswith(t.data + "-")
+
+
+def _options(argv: list[str]):
+    from cplxnet import train as engine
+
+    args = cli.build_parser().parse_args(["train", "--data", "trec", *argv])
+    given = {"epochs": args.epochs, "patience": args.patience, "lr": args.lr, "seed": args.seed}
+    return cli._train_options(args.preset, given, models, engine)
+
+
+@pytest.mark.parametrize("name", sorted(ACCURACY_PRESETS))
+def test_cli_applies_preset_training_defaults(name: str) -> None:
+    from cplxnet import train as engine
+
+    expected = engine.TrainOptions(**models.PRESET_TRAINING[name])
+    assert _options(["--preset", name]) == expected
+
+
+def test_cli_flags_override_preset_training_defaults() -> None:
+    from cplxnet import train as engine
+
+    options = _options(["--preset", "trec-cnn-complex-order", "--epochs", "2", "--seed", "5"])
+    defaults = models.PRESET_TRAINING["trec-cnn-complex-order"]
+    assert options.epochs == 2 and options.seed == 5
+    assert options.patience == defaults.get("patience", engine.TrainOptions().patience)
+
+
+def test_presets_without_training_defaults_keep_engine_defaults() -> None:
+    from cplxnet import train as engine
+
+    assert "default" not in models.PRESET_TRAINING
+    assert _options(["--preset", "default"]) == engine.TrainOptions()
+    assert _options([]) == engine.TrainOptions()
+
+
+def test_preset_training_names_presets_and_options() -> None:
+    from cplxnet import train as engine
+
+    fields = {f.name for f in dataclasses.fields(engine.TrainOptions)}
+    for name, options in models.PRESET_TRAINING.items():
+        assert name in models.PRESETS
+        assert set(options) <= fields
+        engine.TrainOptions(**options)  # valid values
+
+
+def test_cli_rejects_bad_combined_options() -> None:
+    with pytest.raises(cli.CLIError, match="patience"):
+        from cplxnet import train as engine
+
+        cli._train_options("trec-cnn-complex-order", {"patience": 0}, models, engine)
