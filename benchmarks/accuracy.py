@@ -5,7 +5,8 @@
     python benchmarks/accuracy.py --report                 # rebuild ACCURACY.md from finished runs
 
 Each run is exactly the one-command reproduction ``cplxnet train --data D --preset P --seed S``
-(run through :func:`cplxnet.cli.main` with ``--threads`` and a run folder under ``--runs``), so
+(run through :func:`cplxnet.cli.main` with ``--threads`` and a run folder under ``--runs``,
+default ``runs/accuracy``), so
 the dev split chooses the epoch and the test split is scored once, at the end, with the best dev
 epoch's weights. A run folder that already holds ``results.json`` is reused, not retrained, so
 an interrupted benchmark continues where it stopped and ``--report`` only rewrites the table.
@@ -30,9 +31,13 @@ import sys
 import time
 from dataclasses import dataclass
 
-import torch
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+# benchmarks/models.py would shadow the model zoo package `models`: drop this folder from the path
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
+
+import torch  # noqa: E402
+
+RUNS = os.path.join(os.path.dirname(HERE), "runs", "accuracy")  # runs/ is git-ignored
 
 
 @dataclass(frozen=True)
@@ -163,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--cv-folds", type=int, default=0, help="also MR CV folds 0..K-1 (seed 0)")
-    parser.add_argument("--runs", default=os.path.join(HERE, "accuracy_runs"))
+    parser.add_argument("--runs", default=RUNS, help="run folders (default: runs/accuracy)")
     parser.add_argument("--out", default=os.path.join(HERE, "ACCURACY.md"))
     parser.add_argument(
         "--report", action="store_true", help="only rebuild the report from finished runs"
