@@ -3,6 +3,7 @@ xavier/kaiming checked against the same targets."""
 
 import math
 
+import complextorch.nn.init as ct_init
 import pytest
 import torch
 
@@ -119,7 +120,6 @@ def test_errors():
     "fn", ["xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]
 )
 def test_complextorch_initialisers_hit_the_same_targets(fn):
-    ct_init = pytest.importorskip("complextorch.nn.init")
     w = torch.empty(512, 512, dtype=DT)
     getattr(ct_init, fn)(w)
     target = 2 / 1024 if fn.startswith("xavier") else 2 / 512  # kaiming default: leaky_relu a=0

@@ -2,6 +2,7 @@
 
 import math
 
+import complextorch.nn as ctnn
 import pytest
 import torch
 import torch.nn.functional as F
@@ -135,7 +136,6 @@ def test_modrelu_gradcheck_wrt_bias():
 def test_complextorch_activations_agree_with_ours_where_defined():
     """complextorch's split/zReLU/cardioid/modReLU compute the same values (we do not reuse them:
     ours run one kernel on ``view_as_real`` and its CReLU writes into its input, see above)."""
-    ctnn = pytest.importorskip("complextorch.nn")
     z = _z(200)
     torch.testing.assert_close(ctnn.CTanh()(z), CF.split_tanh(z))
     torch.testing.assert_close(ctnn.CSigmoid()(z), CF.split_sigmoid(z))

@@ -1,5 +1,7 @@
 """Complex normalisation functions against plain (eigendecomposition-based) references."""
 
+import complextorch.nn as ctnn
+import complextorch.nn.functional as cvF
 import pytest
 import torch
 import torch.nn.functional as F
@@ -84,7 +86,6 @@ def test_whiten_output_has_identity_covariance():
 def test_complextorch_whitening_layer_norm_agrees():
     """complextorch's functional layer_norm computes the same whitening (we keep ours for the
     factory kwargs/checks and because it is not faster; see benchmarks/layers.py)."""
-    cvF = pytest.importorskip("complextorch.nn.functional")
     x = _correlated(4, 5, 8)
     weight = torch.randn(2, 2, 8, dtype=torch.float64)
     bias = torch.randn(8, dtype=DT)
@@ -161,7 +162,6 @@ def test_complextorch_batch_norm_training_output_agrees_with_reference():
     """complextorch's whitening BatchNorm1d normalises like the reference in training mode; we
     still use our own (factory kwargs, unbiased running covariance without eps, num_features=1
     works, running covariance initialised to unit complex variance; see tests/nn/test_norm.py)."""
-    ctnn = pytest.importorskip("complextorch.nn")
     x = _correlated(32, 3).to(torch.complex64)
     bn = ctnn.BatchNorm1d(3)
     ref = torch.view_as_complex(_whiten_ref(x.to(DT), (0,), 1e-5).contiguous()) / 2**0.5
