@@ -159,10 +159,15 @@ class NumberField:
         raise ValueError(f"unknown readout {mode!r}; valid: 'magnitude', 'concat', 'real'")
 
 
-class RealLSTM(nn.Module):
+class RealLSTM(nn.LSTM):
     """``torch.nn.LSTM`` (batch first) with the call signature of :class:`cplxnet.nn.LSTM`:
     ``forward(x, lengths) -> (output, (h_n, c_n))``, output zero at padded steps and the final
-    states at each sequence's last real step (through ``pack_padded_sequence``)."""
+    states at each sequence's last real step (through ``pack_padded_sequence``).
+
+    A subclass, not a wrapper, so its state_dict keys are torch's (``weight_ih_l0``, ...), the
+    layout of :class:`cplxnet.nn.LSTM`: a real twin and a complex model name their parameters
+    alike. State dicts saved with the former wrapper layout (``lstm.weight_ih_l0``) still load.
+    """
 
     def __init__(
         self,
@@ -174,8 +179,7 @@ class RealLSTM(nn.Module):
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
-        super().__init__()
-        self.lstm = nn.LSTM(
+        super().__init__(
             input_size,
             hidden_size,
             num_layers=num_layers,
@@ -186,14 +190,20 @@ class RealLSTM(nn.Module):
             dtype=dtype,
         )
 
-    def forward(
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        old = prefix + "lstm."  # the former wrapper's keys
+        for key in [k for k in state_dict if k.startswith(old)]:
+            state_dict[prefix + key[len(old) :]] = state_dict.pop(key)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def forward(  # type: ignore[override]
         self, x: torch.Tensor, lengths: torch.Tensor
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         L = x.shape[1]
         packed = nn.utils.rnn.pack_padded_sequence(
             x, lengths.cpu(), batch_first=True, enforce_sorted=False
         )
-        out, (h, c) = self.lstm(packed)
+        out, (h, c) = super().forward(packed)
         out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=L)
         return out, (h, c)
 

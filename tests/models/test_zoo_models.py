@@ -225,3 +225,23 @@ def test_complex_cnn_pools_the_entry_of_largest_modulus():
         hb = h[b, :, :windows]  # (F, windows)
         want.append(hb.gather(1, hb.abs().argmax(1, keepdim=True)).squeeze(1))
     torch.testing.assert_close(model.features(x, mask), torch.stack(want))
+
+
+def test_real_and_complex_lstm_classifiers_name_their_rnn_parameters_alike():
+    """The real twin's LSTM is torch's (a subclass, no wrapper level): its state_dict keys are
+    those of the complex model's cplxnet.nn.LSTM (``rnn.weight_ih_l0``, ...)."""
+    cfg = tiny_config("lstm", True, num_layers=2)
+    keys = {}
+    for complex in (True, False):
+        model = build_model(real_twin(cfg, match="width") if not complex else cfg)
+        keys[complex] = sorted(k for k in model.state_dict() if k.startswith("rnn."))
+    assert keys[True] == keys[False]
+    assert "rnn.weight_ih_l0" in keys[False] and "rnn.bias_hh_l1_reverse" in keys[False]
+
+
+def test_real_lstm_classifier_loads_the_former_wrapper_layout():
+    """State dicts saved before the fix (keys ``rnn.lstm.*``) still load."""
+    model = build_model(tiny_config("lstm", False))
+    old = {k.replace("rnn.", "rnn.lstm.", 1): v.clone() + 1 for k, v in model.state_dict().items()}
+    model.load_state_dict(old)
+    torch.testing.assert_close(model.rnn.weight_ih_l0, old["rnn.lstm.weight_ih_l0"])
