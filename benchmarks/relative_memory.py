@@ -25,10 +25,19 @@ call adds, the difference under-reports (the worker flags this with ``*``). Time
 Naive cases whose (n, n, d) tensors would need more than ``--max-naive-gb`` (estimated as
 two such float32 tensors: activation and gradient) are skipped and reported as such.
 
+Model mode (``--model``): the peak memory of one **training step** (forward, cross-entropy,
+backward, Adam step) of the complex Transformer classifier of :mod:`models` (1 layer, the
+d_model and heads above, feed-forward 256, batch 1, ids of length n) with each relative encoding
+(shaw, xl, t5, deberta, rotary, and none as the baseline), and, for shaw/xl/deberta, with the
+encoding's ``logits_bias`` (and Shaw's ``value_term``) replaced by the naive (n, n, d) forms
+above (:func:`naive_bias`, :func:`naive_values`), same fresh-process method (a warm-up step on 8
+tokens first, which also allocates Adam's state).
+
 Usage::
 
     python benchmarks/relative_memory.py                 # n = 128, 512, 2048
     python benchmarks/relative_memory.py --sizes 128     # quick check
+    python benchmarks/relative_memory.py --model --sizes 512 2048 --out benchmarks/RESULTS.md
 """
 
 from __future__ import annotations
@@ -159,6 +168,106 @@ def worker(scheme: str, impl: str, n: int, repeats: int) -> dict:
     return {"peak_mb": peak / 2**20, "flagged": flagged, "ms": 1e3 * statistics.median(times)}
 
 
+MODEL_SCHEMES = ("none", "shaw", "xl", "t5", "deberta", "rotary")
+NAIVE_SCHEMES = ("shaw", "xl", "deberta")
+
+
+def model_worker(scheme: str, impl: str, n: int, repeats: int) -> dict:
+    """Peak RSS of one training step of the Transformer classifier (see the module docstring)."""
+    import torch
+    import torch.nn.functional as F
+
+    here = os.path.dirname(os.path.abspath(__file__))  # holds benchmarks/models.py, not the zoo
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    import models
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    opts = {"shaw": {"max_relative_position": SHAW_K},
+            "deberta": {"max_relative_positions": DEBERTA_K}}.get(scheme, {})  # fmt: skip
+    cfg = models.make_config(
+        "transformer", vocab_size=1000, num_classes=2, d_model=D_MODEL, num_heads=HEADS,
+        dim_feedforward=2 * D_MODEL, encoding=scheme, encoding_options=opts, max_len=max(n, 8),
+        dropout=0.0, attention_dropout=0.0, sparse_embeddings=False,
+    )  # fmt: skip
+    model = models.build_model(cfg)
+    enc = model.encoding
+    if impl == "naive":
+        enc.logits_bias = lambda q, k: naive_bias(enc, q, k)
+        if scheme == "shaw":
+            enc.value_term = lambda w: naive_values(enc, w)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step(length: int) -> None:
+        ids = torch.randint(1, 1000, (1, length))
+        loss = F.cross_entropy(model(ids), torch.tensor([1]))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    step(8)  # warm-up: lazy kernels, Adam's state
+    before, high_before = rss_bytes(), maxrss_bytes()
+    step(n)
+    high_after = maxrss_bytes()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        step(n)
+        times.append(time.perf_counter() - t0)
+    return {
+        "peak_mb": (high_after - before) / 2**20,
+        "flagged": high_after <= high_before,
+        "ms": 1e3 * statistics.median(times),
+    }
+
+
+def model_table(sizes: list[int], repeats: int, max_naive_gb: float) -> str:
+    lines = [
+        f"Training step (forward, backward, Adam) of the complex Transformer classifier "
+        f"(d_model={D_MODEL} complex, {HEADS} heads, ffn {2 * D_MODEL}, batch 1); peak = extra "
+        f"RSS of the step in a fresh process; time = median of {repeats} steps, 1 thread. "
+        "Naive: the encoding's bias (and Shaw's value term) computed through (n, n, d) tensors.",
+        "",
+        "| encoding | n | ours MB | ours ms | naive MB | naive ms | naive / ours memory |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for scheme in MODEL_SCHEMES:
+        for n in sizes:
+            row = {}
+            for impl in ("ours", "naive"):
+                if impl == "naive" and scheme not in NAIVE_SCHEMES:
+                    row[impl] = "n/a"
+                    continue
+                est_gb = 2 * 4 * naive_elements(scheme, n) / 2**30 if impl == "naive" else 0
+                if est_gb > max_naive_gb:
+                    row[impl] = f"skipped (~{est_gb:.0f} GB)"
+                    continue
+                cmd = [sys.executable, os.path.abspath(__file__), "--model", "--worker", scheme,
+                       impl, str(n), "--repeats", str(repeats)]  # fmt: skip
+                res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+                if res.returncode != 0:
+                    row[impl] = f"failed ({res.stderr.strip().splitlines()[-1][:80]})"
+                    continue
+                row[impl] = json.loads(res.stdout.strip().splitlines()[-1])
+
+            def cells(r):
+                if isinstance(r, str):
+                    return f"{r} | "
+                return f"{r['peak_mb']:.1f}{'*' if r['flagged'] else ''} | {r['ms']:.0f}"
+
+            o, v = row["ours"], row["naive"]
+            ratio = (
+                f"{v['peak_mb'] / max(o['peak_mb'], 0.1):.1f}x"
+                if isinstance(o, dict) and isinstance(v, dict)
+                else ""
+            )
+            line = f"| {scheme} | {n} | {cells(o)} | {cells(v)} | {ratio} |"
+            print(line, flush=True)
+            lines.append(line)
+    lines += ["", "`*`: the step stayed below the process's earlier high-water mark."]
+    return "\n".join(lines) + "\n"
+
+
 # ----------------------------------------------------------------------------------- driver
 
 
@@ -168,11 +277,23 @@ def main() -> None:
     ap.add_argument("--schemes", nargs="+", default=list(SCHEMES), choices=SCHEMES)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--max-naive-gb", type=float, default=3.0)
+    ap.add_argument("--model", action="store_true", help="training step of the classifier")
+    ap.add_argument("--out", help="--model: write the table as a section of this markdown file")
     ap.add_argument("--worker", nargs=3, metavar=("SCHEME", "IMPL", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         scheme, impl, n = args.worker
-        print(json.dumps(worker(scheme, impl, int(n), args.repeats)))
+        run = model_worker if args.model else worker
+        print(json.dumps(run(scheme, impl, int(n), args.repeats)))
+        return
+    if args.model:
+        table = model_table(args.sizes, args.repeats, args.max_naive_gb)
+        if args.out:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            from layers import write_section
+
+            title = "relative_memory.py --model: peak memory of a Transformer training step"
+            write_section(args.out, title, table)
         return
 
     print(
