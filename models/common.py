@@ -24,7 +24,7 @@ from torch import nn
 
 import cplxnet.nn as cnn
 from cplxnet import complex_dtype, real_dtype
-from cplxnet._utils import check_indices
+from cplxnet._utils import check_choice, check_indices
 from cplxnet.encodings import check_sites, create_encoding, get_encoding_class
 from cplxnet.functional import lengths_from_padding_mask
 
@@ -99,23 +99,10 @@ class NumberField:
         return cls(in_channels, out_channels, kernel_size, **self.fk)
 
     def activation(self, name: str, num_features: int) -> nn.Module:
-        """A cplxnet activation by name; on real input each reduces to its real form (crelu,
-        zrelu, cardioid -> ReLU; modrelu -> ``relu(|x| + b) sign(x)``; split_tanh -> tanh;
-        split_gelu -> GELU)."""
-        table = {
-            "crelu": lambda: cnn.CReLU(),
-            "zrelu": lambda: cnn.ZReLU(),
-            "cardioid": lambda: cnn.Cardioid(),
-            "split_tanh": lambda: cnn.SplitTanh(),
-            "split_gelu": lambda: cnn.SplitGELU(),
-            "modrelu": lambda: cnn.ModReLU(num_features, **self.fk),
-        }
-        if name not in table:
-            raise ValueError(
-                f"unknown activation {name!r}; valid activations are "
-                + ", ".join(map(repr, table))
-            )
-        return table[name]()
+        """The activation ``name`` of :func:`cplxnet.nn.activation_module` in the field's dtype
+        (on real numbers each reduces to its real form: crelu, zrelu, cardioid -> ReLU; modrelu
+        -> ``relu(|x| + b) sign(x)``; split_tanh -> tanh; split_gelu -> GELU)."""
+        return cnn.activation_module(name, num_features, **self.fk)
 
     def lstm(
         self,
@@ -150,13 +137,12 @@ class NumberField:
         """Complex-to-real readout and its output width (identity for real models)."""
         if not self.complex:
             return nn.Identity(), num_features
+        check_choice(mode, cnn.READOUTS, "NumberField.readout", "readout")
         if mode == "magnitude":
             return cnn.Magnitude(), num_features
         if mode == "real":
             return cnn.RealPart(), num_features
-        if mode == "concat":
-            return cnn.ConcatRealImag(), 2 * num_features
-        raise ValueError(f"unknown readout {mode!r}; valid: 'magnitude', 'concat', 'real'")
+        return cnn.ConcatRealImag(), 2 * num_features
 
 
 class RealLSTM(nn.LSTM):

@@ -22,6 +22,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from cplxnet.functional import GATES, SCORES
+from cplxnet.nn import ACTIVATIONS, NORMS, READOUTS
+
 __all__ = [
     "ModelConfig",
     "FastTextConfig",
@@ -38,8 +41,6 @@ __all__ = [
     "real_twin",
 ]
 
-READOUTS = ("magnitude", "concat", "real")
-CNN_ACTIVATIONS = ("crelu", "modrelu", "zrelu", "cardioid", "split_tanh", "split_gelu")
 
 
 @dataclass
@@ -102,11 +103,7 @@ class ModelConfig:
             p = getattr(self, attr)
             if not 0.0 <= p < 1.0:
                 raise ValueError(f"{name}: {attr} must be in [0, 1), got {p!r}")
-        if self.readout not in READOUTS:
-            raise ValueError(
-                f"{name}: unknown readout {self.readout!r}; valid readouts are "
-                + ", ".join(map(repr, READOUTS))
-            )
+        _check_choice(self, "readout", READOUTS)
         if not isinstance(self.encoding, str) or not self.encoding:
             raise ValueError(f"{name}: encoding must be a non-empty string, got {self.encoding!r}")
         if not isinstance(self.encoding_options, dict):
@@ -123,6 +120,17 @@ class ModelConfig:
     def to_dict(self) -> dict[str, Any]:
         """``dataclasses.asdict(self)`` (it includes ``family``); see :func:`config_from_dict`."""
         return dataclasses.asdict(self)
+
+
+def _check_choice(config: ModelConfig, attr: str, choices: tuple[str, ...]) -> None:
+    """A ValueError naming the config class unless ``config.<attr>`` is one of ``choices`` (the
+    tuples cplxnet defines: the library's valid values, not a copy)."""
+    value = getattr(config, attr)
+    if value not in choices:
+        raise ValueError(
+            f"{type(config).__name__}: unknown {attr} {value!r}; valid: "
+            + ", ".join(map(repr, choices))
+        )
 
 
 def _positive_ints(values: Any, owner: str, attr: str) -> tuple[int, ...]:
@@ -153,11 +161,12 @@ class CNNConfig(ModelConfig):
     Args:
         kernel_sizes: filter widths (one narrow convolution per width).
         num_filters: output channels of each convolution.
-        activation: complex activation after the convolutions (``"crelu"``, ``"modrelu"``,
-            ``"zrelu"``, ``"cardioid"``, ``"split_tanh"``, ``"split_gelu"``); real twins apply
-            the same function to real numbers (``crelu``/``zrelu``/``cardioid`` -> ReLU,
-            ``modrelu`` -> ``relu(|x| + b) sign(x)``, ``split_tanh`` -> tanh, ``split_gelu`` ->
-            GELU).
+        activation: activation after the convolutions, a name of
+            :data:`cplxnet.nn.ACTIVATIONS` (``"crelu"``, ``"modrelu"``, ``"zrelu"``,
+            ``"cardioid"``, ``"split_tanh"``, ``"split_gelu"``, ...) built by
+            :func:`cplxnet.nn.activation_module`; real twins apply the same function to real
+            numbers (``crelu``/``zrelu``/``cardioid`` -> ReLU, ``modrelu`` ->
+            ``relu(|x| + b) sign(x)``, ``split_tanh`` -> tanh, ``split_gelu`` -> GELU).
     """
 
     family: str = field(default="cnn", init=False)
@@ -172,11 +181,7 @@ class CNNConfig(ModelConfig):
         self.kernel_sizes = _positive_ints(self.kernel_sizes, type(self).__name__, "kernel_sizes")
         if self.num_filters <= 0:
             raise ValueError(f"CNNConfig: num_filters must be positive, got {self.num_filters}")
-        if self.activation not in CNN_ACTIVATIONS:
-            raise ValueError(
-                f"CNNConfig: unknown activation {self.activation!r}; valid activations are "
-                + ", ".join(map(repr, CNN_ACTIVATIONS))
-            )
+        _check_choice(self, "activation", ACTIVATIONS)
 
 
 @dataclass
@@ -212,8 +217,7 @@ class LSTMConfig(ModelConfig):
             raise ValueError(
                 f"LSTMConfig: unknown pooling {self.pooling!r}; valid: 'final', 'mean', 'max'"
             )
-        if self.gate not in ("split", "analytic"):
-            raise ValueError(f"LSTMConfig: unknown gate {self.gate!r}; valid: 'split', 'analytic'")
+        _check_choice(self, "gate", GATES)
         self.bidirectional = bool(self.bidirectional)
 
 
@@ -262,14 +266,9 @@ class TransformerConfig(ModelConfig):
             )
         if not 0.0 <= self.attention_dropout < 1.0:
             raise ValueError("TransformerConfig: attention_dropout must be in [0, 1)")
-        if self.norm not in ("split", "whiten", "rms"):
-            raise ValueError(
-                f"TransformerConfig: unknown norm {self.norm!r}; valid: 'split', 'whiten', 'rms'"
-            )
-        if self.score not in ("real", "modulus"):
-            raise ValueError(
-                f"TransformerConfig: unknown score {self.score!r}; valid: 'real', 'modulus'"
-            )
+        _check_choice(self, "norm", NORMS)
+        _check_choice(self, "score", SCORES)
+        _check_choice(self, "activation", ACTIVATIONS)
         self.norm_first = bool(self.norm_first)
 
 

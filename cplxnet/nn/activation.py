@@ -7,7 +7,7 @@ complex models can share code). Parameter-free activations take no ``device``/``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
@@ -15,7 +15,17 @@ from torch import nn
 from .. import functional as CF
 from .._utils import as_shape, check_choice, check_dtype, factory_kwargs, real_dtype
 
-__all__ = ["CReLU", "ModReLU", "ZReLU", "Cardioid", "SplitTanh", "SplitSigmoid", "SplitGELU"]
+__all__ = [
+    "CReLU",
+    "ModReLU",
+    "ZReLU",
+    "Cardioid",
+    "SplitTanh",
+    "SplitSigmoid",
+    "SplitGELU",
+    "ACTIVATIONS",
+    "activation_module",
+]
 
 
 def _check_tensor(x: object, owner: str) -> None:
@@ -143,3 +153,51 @@ class ModReLU(nn.Module):
     def extra_repr(self) -> str:
         nf = self.num_features[0] if len(self.num_features) == 1 else self.num_features
         return f"num_features={nf}, bias_init={self.bias_init}, dtype={self._dtype}"
+
+
+# name -> (complex module, real module); each takes (num_features, factory kwargs). On the real
+# line crelu, zrelu and cardioid all reduce to ReLU, split_gelu to GELU, split_tanh to tanh,
+# split_sigmoid to the sigmoid, and modrelu to relu(|x| + b) sign(x).
+_FACTORIES: dict[str, tuple[Callable[..., nn.Module], Callable[..., nn.Module]]] = {
+    "crelu": (lambda n, fk: CReLU(), lambda n, fk: nn.ReLU()),
+    "zrelu": (lambda n, fk: ZReLU(), lambda n, fk: nn.ReLU()),
+    "cardioid": (lambda n, fk: Cardioid(), lambda n, fk: nn.ReLU()),
+    "split_gelu": (lambda n, fk: SplitGELU(), lambda n, fk: nn.GELU()),
+    "split_tanh": (lambda n, fk: SplitTanh(), lambda n, fk: nn.Tanh()),
+    "split_sigmoid": (lambda n, fk: SplitSigmoid(), lambda n, fk: nn.Sigmoid()),
+    "modrelu": (lambda n, fk: ModReLU(n, **fk), lambda n, fk: ModReLU(n, **fk)),
+}
+_ALIASES = {"relu": "crelu", "gelu": "split_gelu", "tanh": "split_tanh", "sigmoid": "split_sigmoid"}
+
+#: Names accepted by :func:`activation_module` (the canonical names, then the torch-style aliases
+#: ``relu`` -> ``crelu``, ``gelu`` -> ``split_gelu``, ``tanh`` -> ``split_tanh``, ``sigmoid`` ->
+#: ``split_sigmoid``).
+ACTIVATIONS: tuple[str, ...] = tuple(_FACTORIES) + tuple(_ALIASES)
+
+
+def activation_module(
+    name: str,
+    num_features: int | Sequence[int] = 1,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
+) -> nn.Module:
+    """The activation ``name`` (one of :data:`ACTIVATIONS`) for a layer of ``dtype``.
+
+    A complex ``dtype`` (the default: the complex type of ``torch.get_default_dtype()``) gives the
+    complex activation (:class:`CReLU`, :class:`ZReLU`, :class:`Cardioid`, :class:`SplitGELU`,
+    :class:`SplitTanh`, :class:`SplitSigmoid`, :class:`ModReLU`); a real floating ``dtype`` its
+    restriction to the reals, as torch's module where there is one (``crelu``, ``zrelu`` and
+    ``cardioid`` -> ``nn.ReLU``, ``split_gelu`` -> ``nn.GELU``, ``split_tanh`` -> ``nn.Tanh``,
+    ``split_sigmoid`` -> ``nn.Sigmoid``; ``modrelu`` -> a real :class:`ModReLU`, i.e.
+    ``relu(|x| + b) sign(x)``). This is the one table behind the Transformer's ``activation=``
+    and the model zoo's, so a complex model and its real twin agree on every name.
+
+    Args:
+        name: an activation name (aliases ``relu``, ``gelu``, ``tanh``, ``sigmoid`` accepted).
+        num_features: width covered by modReLU's learnable bias (ignored by the others).
+        device, dtype: factory kwargs of modReLU's bias; ``dtype`` also picks complex or real.
+    """
+    fk = factory_kwargs(device, dtype, "activation_module", allow_real=True)
+    check_choice(name, ACTIVATIONS, "activation_module", "activation")
+    complex_make, real_make = _FACTORIES[_ALIASES.get(name, name)]
+    return (complex_make if fk["dtype"].is_complex else real_make)(num_features, fk)

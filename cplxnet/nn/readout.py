@@ -8,7 +8,11 @@ from torch import nn
 from .. import functional as CF
 from .._utils import check_complex
 
-__all__ = ["Magnitude", "RealPart", "ConcatRealImag"]
+__all__ = ["Magnitude", "RealPart", "ConcatRealImag", "READOUTS"]
+
+#: Readout names of the model zoo: ``"magnitude"`` (:class:`Magnitude`), ``"concat"``
+#: (:class:`ConcatRealImag`, twice the features), ``"real"`` (:class:`RealPart`).
+READOUTS: tuple[str, ...] = ("magnitude", "concat", "real")
 
 
 class Magnitude(nn.Module):

@@ -9,29 +9,15 @@ import torch
 from torch import nn
 
 from .._utils import check_choice, check_mask, check_sizes, factory_kwargs
-from .activation import Cardioid, CReLU, ModReLU, SplitGELU, SplitSigmoid, SplitTanh, ZReLU
+from .activation import ACTIVATIONS, activation_module
 from .attention import MultiheadAttention, _check_encoding
 from .dropout import Dropout
 from .linear import Linear
 from .norm import LayerNorm, RMSNorm
 
-__all__ = ["TransformerEncoderLayer", "TransformerEncoder", "ACTIVATIONS", "NORMS"]
+__all__ = ["TransformerEncoderLayer", "TransformerEncoder", "NORMS"]
 
 NORMS = ("split", "whiten", "rms")
-
-# name -> (complex module factory, real module factory); factories take (width, factory kwargs).
-# On the real line crelu, zrelu and cardioid all reduce to ReLU, split_gelu to GELU, etc.
-_ACTIVATIONS: dict[str, tuple[Callable[..., nn.Module], Callable[..., nn.Module]]] = {
-    "crelu": (lambda n, fk: CReLU(), lambda n, fk: nn.ReLU()),
-    "zrelu": (lambda n, fk: ZReLU(), lambda n, fk: nn.ReLU()),
-    "cardioid": (lambda n, fk: Cardioid(), lambda n, fk: nn.ReLU()),
-    "split_gelu": (lambda n, fk: SplitGELU(), lambda n, fk: nn.GELU()),
-    "split_tanh": (lambda n, fk: SplitTanh(), lambda n, fk: nn.Tanh()),
-    "split_sigmoid": (lambda n, fk: SplitSigmoid(), lambda n, fk: nn.Sigmoid()),
-    "modrelu": (lambda n, fk: ModReLU(n, **fk), lambda n, fk: ModReLU(n, **fk)),
-}
-_ALIASES = {"relu": "crelu", "gelu": "split_gelu", "tanh": "split_tanh", "sigmoid": "split_sigmoid"}
-ACTIVATIONS = tuple(_ACTIVATIONS) + tuple(_ALIASES)
 
 
 def _activation(activation: str | nn.Module, width: int, fk: dict, owner: str) -> nn.Module:
@@ -43,8 +29,7 @@ def _activation(activation: str | nn.Module, width: int, fk: dict, owner: str) -
             f"nn.Module, got {type(activation).__name__}"
         )
     check_choice(activation, ACTIVATIONS, owner, "activation")
-    complex_make, real_make = _ACTIVATIONS[_ALIASES.get(activation, activation)]
-    return (complex_make if fk["dtype"].is_complex else real_make)(width, fk)
+    return activation_module(activation, width, **fk)
 
 
 def _norm(kind: str, d_model: int, eps: float, bias: bool, fk: dict) -> nn.Module:

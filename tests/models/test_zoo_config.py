@@ -108,3 +108,21 @@ def test_real_twin_scales_widths(family):
     assert real_twin(flops) == flops
     with pytest.raises(ValueError, match="match"):
         real_twin(c, match="memory")
+
+
+def test_choices_are_the_library_tuples():
+    """Configs validate against cplxnet's own tuples (not copies): every activation the
+    factory knows is accepted by both families that take one, and unknown ones fail early."""
+    import cplxnet.nn as cnn
+
+    for name in cnn.ACTIVATIONS:
+        make_config("cnn", activation=name)
+        make_config("transformer", activation=name)
+    with pytest.raises(ValueError, match="TransformerConfig: unknown activation 'swish'"):
+        make_config("transformer", activation="swish")
+    with pytest.raises(ValueError, match="CNNConfig: unknown activation 'swish'"):
+        make_config("cnn", activation="swish")
+    with pytest.raises(ValueError, match="LSTMConfig: unknown gate 'tanh'; valid: 'split'"):
+        make_config("lstm", gate="tanh")
+    with pytest.raises(ValueError, match="unknown score 'dot'; valid: 'real', 'modulus'"):
+        make_config("transformer", score="dot")

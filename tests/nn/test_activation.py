@@ -48,3 +48,29 @@ def test_errors():
         m(torch.randn(2, 4, dtype=torch.complex64))
     with pytest.raises(TypeError, match="ModReLU: input must be a complex tensor"):
         m(torch.randn(2, 4, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("name", cnn.ACTIVATIONS)
+def test_activation_module_complex_and_real_agree_on_the_reals(name):
+    """One factory for every name: the complex module, and for a real dtype its restriction to
+    the reals (the complex module on real inputs computes the same values)."""
+    c = cnn.activation_module(name, 4, dtype=torch.complex128)
+    r = cnn.activation_module(name, 4, dtype=torch.float64)
+    assert cnn.activation_module(name, 4).__class__ is c.__class__  # default dtype: complex
+    z = torch.randn(3, 4, dtype=torch.complex128)
+    assert c(z).dtype == torch.complex128
+    x = torch.randn(3, 4, dtype=torch.float64)
+    torch.testing.assert_close(r(x), c(x.to(torch.complex128)).real)
+    if name == "modrelu":
+        assert c.bias.dtype == torch.float64 and r.bias.shape == (4,)
+
+
+def test_activation_module_errors_and_the_transformer_uses_it():
+    with pytest.raises(ValueError, match="unknown activation 'swish'; valid activations are"):
+        cnn.activation_module("swish")
+    with pytest.raises(TypeError, match="dtype"):
+        cnn.activation_module("crelu", dtype=torch.int64)
+    for name in cnn.ACTIVATIONS:
+        for dt in (torch.complex64, torch.float32):
+            layer = cnn.TransformerEncoderLayer(4, 2, 6, activation=name, dtype=dt)
+            assert type(layer.activation) is type(cnn.activation_module(name, 6, dtype=dt))
