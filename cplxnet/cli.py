@@ -25,6 +25,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ._argtypes import float_value, non_negative_int, positive_int
+
 __all__ = ["main", "build_parser"]
 
 EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
@@ -38,37 +40,10 @@ class CLIError(Exception):
 # parser
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
-
-
-def _float(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-
-
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--threads",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="torch CPU threads (default: torch's choice; on a busy machine 1 is often fastest)",
     )
@@ -113,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument(
         "--fold",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=None,
         metavar="K",
         help="cross-validation test fold 0..9 (implies --split cv)",
@@ -126,20 +101,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument(
         "--max-len",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="truncate texts to N tokens (also the model's position limit)",
     )
     d.add_argument(
         "--min-freq",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="vocabulary: keep words seen at least this often in train (default 1)",
     )
     d.add_argument(
         "--max-vocab",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="vocabulary: keep the N most frequent entries",
@@ -155,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument(
         "--limit",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="at most N examples per split (quick smoke runs)",
@@ -183,8 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="complex-valued model (default)",
     )
     number.add_argument("--real", dest="complex", action="store_false", help="the real-valued twin")
-    m.add_argument("--d-model", type=_positive_int, default=None, help="model width")
-    m.add_argument("--dropout", type=_float, default=None, help="dropout probability")
+    m.add_argument("--d-model", type=positive_int, default=None, help="model width")
+    m.add_argument("--dropout", type=float_value, default=None, help="dropout probability")
     m.add_argument(
         "--vectors",
         default=None,
@@ -193,15 +168,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     o = t.add_argument_group("training")
-    o.add_argument("--epochs", type=_positive_int, default=None, help="epochs (default 10)")
+    o.add_argument("--epochs", type=positive_int, default=None, help="epochs (default 10)")
     o.add_argument("--seed", type=int, default=None, help="training seed (default 0)")
-    o.add_argument("--batch-size", type=_positive_int, default=None, help="global batch (50)")
-    o.add_argument("--lr", type=_float, default=None, help="learning rate (1e-3)")
-    o.add_argument("--weight-decay", type=_float, default=None, help="AdamW weight decay (0)")
-    o.add_argument("--clip-norm", type=_float, default=None, help="gradient-norm clipping")
+    o.add_argument("--batch-size", type=positive_int, default=None, help="global batch (50)")
+    o.add_argument("--lr", type=float_value, default=None, help="learning rate (1e-3)")
+    o.add_argument("--weight-decay", type=float_value, default=None, help="AdamW weight decay (0)")
+    o.add_argument("--clip-norm", type=float_value, default=None, help="gradient-norm clipping")
     o.add_argument(
         "--patience",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="early stopping after N epochs without a better dev accuracy",
     )
@@ -213,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     o.add_argument(
         "--max-steps",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="stop after this many optimiser steps (smoke tests)",
     )

@@ -19,28 +19,13 @@ import os
 import sys
 from typing import Any
 
+from .._argtypes import float_value, positive_int
+
 __all__ = ["add_subcommands", "cmd_compare", "cmd_report", "options_from_args"]
 
 DEFAULT_DATA = "mr,trec"
 DEFAULT_FAMILIES = "fasttext,cnn,lstm,transformer"
 DEFAULT_ENCODINGS = "none,trainable,sinusoidal,complex-vanilla,complex-order"
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def _float(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
 
 
 def add_subcommands(sub: Any) -> None:
@@ -81,10 +66,10 @@ def add_subcommands(sub: Any) -> None:
         "official test set",
     )
     g.add_argument("--out", default=None, help="output folder (default runs/compare)")
-    g.add_argument("--jobs", type=_positive_int, default=1, help="cells run in parallel")
+    g.add_argument("--jobs", type=positive_int, default=1, help="cells run in parallel")
     g.add_argument(
         "--threads",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="torch threads per cell (default max(1, cores // jobs))",
     )
@@ -103,19 +88,19 @@ def add_subcommands(sub: Any) -> None:
     )
 
     o = c.add_argument_group("budget (the same for every cell)")
-    o.add_argument("--epochs", type=_positive_int, default=10, help="epochs (default 10)")
-    o.add_argument("--batch-size", type=_positive_int, default=None, help="batch (default 50)")
-    o.add_argument("--lr", type=_float, default=None, help="learning rate (default 1e-3)")
-    o.add_argument("--weight-decay", type=_float, default=None, help="AdamW weight decay")
-    o.add_argument("--clip-norm", type=_float, default=None, help="gradient-norm clipping")
+    o.add_argument("--epochs", type=positive_int, default=10, help="epochs (default 10)")
+    o.add_argument("--batch-size", type=positive_int, default=None, help="batch (default 50)")
+    o.add_argument("--lr", type=float_value, default=None, help="learning rate (default 1e-3)")
+    o.add_argument("--weight-decay", type=float_value, default=None, help="AdamW weight decay")
+    o.add_argument("--clip-norm", type=float_value, default=None, help="gradient-norm clipping")
     o.add_argument(
         "--patience",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="stop after N epochs without a better dev accuracy (the best dev epoch is always "
         "the one scored)",
     )
-    o.add_argument("--max-steps", type=_positive_int, default=None, help="cap optimiser steps")
+    o.add_argument("--max-steps", type=positive_int, default=None, help="cap optimiser steps")
     o.add_argument("--dense", action="store_true", help="dense gradients (no SparseAdam)")
     o.add_argument(
         "--set",
@@ -135,10 +120,10 @@ def add_subcommands(sub: Any) -> None:
     )
     o.add_argument("--vectors", default=None, metavar="FILE", help="pretrained word vectors")
     o.add_argument("--split-seed", type=int, default=None, help="data split seed (default 0)")
-    o.add_argument("--limit", type=_positive_int, default=None, help="at most N per split")
-    o.add_argument("--max-len", type=_positive_int, default=None, help="truncate texts")
-    o.add_argument("--min-freq", type=_positive_int, default=None, help="vocabulary min count")
-    o.add_argument("--max-vocab", type=_positive_int, default=None, help="vocabulary size")
+    o.add_argument("--limit", type=positive_int, default=None, help="at most N per split")
+    o.add_argument("--max-len", type=positive_int, default=None, help="truncate texts")
+    o.add_argument("--min-freq", type=positive_int, default=None, help="vocabulary min count")
+    o.add_argument("--max-vocab", type=positive_int, default=None, help="vocabulary size")
     o.add_argument("--clean", action="store_true", default=None, help="Kim (2014) cleaning")
 
     x = c.add_argument_group("length extrapolation")
@@ -156,12 +141,12 @@ def add_subcommands(sub: Any) -> None:
     x.add_argument("--factors", default="1,2,4", help="bin ends as multiples of L (default 1,2,4)")
     x.add_argument(
         "--synthetic-size",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="synthetic task: training examples (default 2000; dev and each test bin 400)",
     )
     x.add_argument(
-        "--synthetic-vocab", type=_positive_int, default=None, help="synthetic filler words (50)"
+        "--synthetic-vocab", type=positive_int, default=None, help="synthetic filler words (50)"
     )
     c.set_defaults(handler=cmd_compare)
 
@@ -180,9 +165,9 @@ def add_subcommands(sub: Any) -> None:
         default="test_accuracy",
         choices=("test_accuracy", "dev_accuracy", "test_macro_f1"),
     )
-    r.add_argument("--digits", type=_positive_int, default=3)
+    r.add_argument("--digits", type=positive_int, default=3)
     r.add_argument("--no-plot", action="store_true", help="only the markdown")
-    r.add_argument("--threads", type=_positive_int, default=None, help=argparse.SUPPRESS)
+    r.add_argument("--threads", type=positive_int, default=None, help=argparse.SUPPRESS)
     r.set_defaults(handler=cmd_report)
 
 
