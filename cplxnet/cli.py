@@ -29,7 +29,8 @@ from ._argtypes import float_value, non_negative_int, positive_int
 
 __all__ = ["main", "build_parser"]
 
-EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+# exit statuses; usage errors exit with argparse's 2
+EXIT_ERROR, EXIT_INTERRUPTED = 1, 130
 
 
 class CLIError(Exception):
@@ -201,7 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="where to write the run (default: runs/<data>-<model>-<time>)",
     )
-    r.add_argument("--force", action="store_true", help="overwrite an existing run folder")
+    r.add_argument(
+        "--force", action="store_true", help="overwrite an existing run folder (not with --resume)"
+    )
     r.add_argument(
         "--resume",
         default=None,
@@ -242,7 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
 # train
 
 
-_RESUME_OK = {"resume", "epochs", "quiet", "threads", "command", "force"}
+# --force is not among them: resuming never overwrites a run, so it is an error, not ignored
+_RESUME_OK = {"resume", "epochs", "quiet", "threads", "command"}
 
 
 def _model_config(args: argparse.Namespace, zoo: Any) -> Any:

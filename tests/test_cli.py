@@ -102,6 +102,8 @@ def test_default_run_dir_and_resume_extension(toy_file, tmp_path, monkeypatch, c
         assert len(fh.readlines()) == 2
     err = error_of(capsys, ["train", "--resume", run, "--lr", "0.1"])
     assert "drop --lr" in err
+    err = error_of(capsys, ["train", "--resume", run, "--force"])  # not silently ignored
+    assert "drop --force" in err
 
 
 def test_word_vectors_from_the_command_line(toy_file, tmp_path, capsys):
