@@ -1,4 +1,5 @@
-"""Learned absolute positions (BERT, Devlin et al. 2019; GPT, Radford et al. 2018)."""
+"""Learned absolute positions (BERT, Devlin et al. 2019; GPT, Radford et al. 2018), and the one
+implementation of their hierarchical extension beyond the trained length (Su 2020)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,44 @@ from torch import nn
 from .._utils import check_choice, check_sizes, factory_kwargs
 from ._common import check_sequence, normal_
 from .base import PositionalEncoding
-from .hierarchical import hierarchical_positions
 from .registry import register_encoding
 
-__all__ = ["TrainableEncoding"]
+__all__ = ["TrainableEncoding", "hierarchical_positions"]
 
 EXTRAPOLATE = ("error", "hierarchical")
+
+
+def hierarchical_positions(table: torch.Tensor, length: int, alpha: float = 0.4) -> torch.Tensor:
+    r"""Positions ``0 .. length-1`` from an ``(n, D)`` table, up to ``n**2`` positions.
+
+    Su Jianlin, "层次分解位置编码，让BERT可以处理超长文本" (Hierarchical decomposition of position
+    embeddings lets BERT process very long text), kexue.fm/archives/7947, Dec 2020; bert4keras's
+    ``hierarchical_position`` of ``PositionEmbedding``:
+
+    .. math::
+        u_i = \frac{p_i - \alpha p_0}{1 - \alpha},\qquad
+        q_{i n + j} = \alpha\, u_i + (1 - \alpha)\, u_j \quad (0 \le i, j < n)
+
+    (0-based; Su writes ``p_1`` for our ``p_0``). Since ``u_0 = p_0``, ``q_j = p_j`` for ``j < n``:
+    the trained positions are unchanged (returned exactly, not recomputed); position ``i n + j``
+    is "block ``i``, offset ``j``", with ``alpha`` weighting the block. This is the only
+    implementation: the ``hierarchical`` encoding and ``trainable`` with
+    ``extrapolate="hierarchical"`` both call it.
+    """
+    n = table.shape[0]
+    if length <= n:
+        return table[:length]
+    if length > n * n:
+        raise ValueError(
+            f"hierarchical_positions: a table of {n} positions serves at most {n}**2 = {n * n} "
+            f"positions, got length {length}"
+        )
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"hierarchical_positions: alpha must be in (0, 1), got {alpha}")
+    u = (table - alpha * table[:1]) / (1.0 - alpha)  # (n, D)
+    k = torch.arange(n, length, device=table.device)
+    extra = alpha * u[k // n] + (1.0 - alpha) * u[k % n]  # (length - n, D)
+    return torch.cat((table, extra), dim=0)
 
 
 @register_encoding
@@ -21,16 +54,18 @@ class TrainableEncoding(PositionalEncoding):
     r"""``trainable``: a learned table :math:`P \in \mathbb{C}^{\text{max\_len} \times D}` added
     to the input, :math:`x_k \mapsto x_k + P_k` (BERT/GPT absolute position embeddings).
 
-    Lengths beyond ``max_len`` have no trained row: by default that is a ValueError; with
-    ``extrapolate="hierarchical"`` positions ``max_len .. max_len**2 - 1`` come from the
-    hierarchical decomposition of the table (:func:`hierarchical_positions`, Su 2020), the first
-    ``max_len`` positions unchanged.
+    Lengths beyond ``max_len`` have no trained row: by default that is a ValueError.
+    ``extrapolate="hierarchical"`` is how a trained ``trainable`` table is extended: positions
+    ``max_len .. max_len**2 - 1`` come from the ``hierarchical`` decomposition of the table
+    (:func:`hierarchical_positions`, Su 2020), the first ``max_len`` positions unchanged. The
+    ``hierarchical`` encoding (:class:`~cplxnet.encodings.HierarchicalEncoding`) is this class
+    with the option always on; ``hierarchical`` is the name of the scheme.
 
     Args:
         d_model: model width.
         max_len: rows of the table (longest input).
         extrapolate: ``"error"`` or ``"hierarchical"``.
-        alpha: block weight of the hierarchical extrapolation.
+        alpha: block weight of the hierarchical extension.
         std: initial standard deviation (BERT's 0.02; total variance ``std**2`` for complex).
         device, dtype: model dtype (complex by default; real for a real twin).
     """
@@ -68,18 +103,19 @@ class TrainableEncoding(PositionalEncoding):
         owner = type(self).__name__
         if length <= self.max_len:
             return self.weight[:length]
-        if self.extrapolate == "hierarchical" and length <= self.max_len**2:
-            return hierarchical_positions(self.weight, length, self.alpha)
-        if self.extrapolate == "hierarchical":
+        if self.extrapolate == "error":
+            raise ValueError(
+                f"{owner}: input length {length} exceeds max_len={self.max_len}, the number of "
+                f"trained positions; build the encoding with max_len >= {length}, or pass "
+                f"extrapolate='hierarchical' to serve up to max_len**2 positions"
+            )
+        if length > self.max_len**2:
             raise ValueError(
                 f"{owner}: input length {length} exceeds max_len**2 = {self.max_len**2} "
-                f"(max_len={self.max_len}), the reach of extrapolate='hierarchical'"
+                f"(max_len={self.max_len}), the reach of the hierarchical decomposition; build "
+                "the encoding with a larger max_len"
             )
-        raise ValueError(
-            f"{owner}: input length {length} exceeds max_len={self.max_len}, the number of "
-            f"trained positions; build the encoding with max_len >= {length}, or pass "
-            f"extrapolate='hierarchical' to serve up to max_len**2 positions"
-        )
+        return hierarchical_positions(self.weight, length, self.alpha)
 
     def encode_input(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, D) -> (B, L, D)
         check_sequence(x, self.d_model, self.complex_model, type(self).__name__)

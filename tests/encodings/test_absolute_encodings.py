@@ -270,3 +270,17 @@ def test_absolute_encodings_keep_dtype_of_model():
             enc = create_encoding(name, d_model=6, max_len=12, dtype=dt)
             x = torch.randn(2, 5, 6, dtype=dt)
             assert enc.encode_input(x).dtype == dt, (name, dt)
+
+
+def test_hierarchical_is_trainable_with_the_extension_on():
+    """One implementation: ``hierarchical`` is ``trainable`` with extrapolate='hierarchical'
+    (same code path, same state_dict), so a trained trainable table loads into it as is."""
+    assert issubclass(HierarchicalEncoding, TrainableEncoding)
+    assert HierarchicalEncoding.table is TrainableEncoding.table
+    trained = TrainableEncoding(4, max_len=5, dtype=torch.complex128)
+    hier = HierarchicalEncoding(4, max_len=5, dtype=torch.complex128)
+    hier.load_state_dict(trained.state_dict())
+    trained.extrapolate = "hierarchical"
+    x = torch.randn(2, 17, 4, dtype=torch.complex128)
+    assert torch.equal(hier.encode_input(x), trained.encode_input(x))
+    assert hier.extrapolate == "hierarchical" and hier.name == "hierarchical"
