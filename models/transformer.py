@@ -21,7 +21,7 @@ class TransformerClassifier(TextClassifier):
     linear (Vaswani et al., 2017; the classifier of Wang et al., "Encoding Word Order in Complex
     Embeddings", ICLR 2020: 1 layer, d = 256, feed-forward 512, 8 heads by default).
 
-    The model owns its encoding and passes it to every layer (``encoder(x, padding_mask,
+    The model owns its encoding and passes it to every layer (``encoder(x, padding_mask=...,
     encoding=self.encoding)``), so every site is supported: ``"token"``/``"input"`` in the
     embedding stage, ``"layer"``, ``"qk"``, ``"logits"`` and ``"values"`` inside the encoder. The
     real twin is the same encoder built with a real dtype.
@@ -59,5 +59,5 @@ class TransformerClassifier(TextClassifier):
         return config.d_model
 
     def features(self, x: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
-        h = self.encoder(x, padding_mask, encoding=self.encoding)  # (B, L, D)
+        h = self.encoder(x, padding_mask=padding_mask, encoding=self.encoding)  # (B, L, D)
         return CF.masked_mean(h, padding_mask, dim=1)  # (B, D)

@@ -15,7 +15,7 @@ Append entries in **your own clearly marked section at the end of this file**, e
         ModuleInfo(
             cnn.MultiheadAttention,
             args=(8, 2),
-            make_input=lambda dtype, device: ((_randn((2, 5, 8), dtype, device),) * 3, {}),
+            make_input=lambda dtype, device: ((_randn((2, 5, 8), dtype, device),), {}),
             compile_backend="aot_eager",   # opt in to the torch.compile smoke test
         )
     )
@@ -201,21 +201,33 @@ def _seq_kv(dtype, device):
     x = _randn((2, 3, 4), dtype, device)
     kv = _randn((2, 5, 4), dtype, device)
     pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2], device=device)
-    return (x, pad), {"key": kv}
+    return (x,), {"key_padding_mask": pad, "key": kv}
+
+
+def _seq_key_padding(dtype, device):
+    """Attention input: the sequence, and its padding as the keyword-only key_padding_mask."""
+    (x, mask), _ = _seq_with_mask(dtype, device)
+    return (x,), {"key_padding_mask": mask}
+
+
+def _seq_padding(dtype, device):
+    """Transformer input: the sequence, and its padding as the keyword-only padding_mask."""
+    (x, mask), _ = _seq_with_mask(dtype, device)
+    return (x,), {"padding_mask": mask}
 
 
 MODULES.extend(
     [
         ModuleInfo(
             cnn.MultiheadAttention,
-            _seq_with_mask,
+            _seq_key_padding,
             args=(4, 2),
             supports_real=True,
             compile_backend="aot_eager",
         ),
         ModuleInfo(
             cnn.MultiheadAttention,
-            _seq_with_mask,
+            _seq_key_padding,
             args=(4, 2),
             kwargs={"score": "modulus", "bias": False},
             supports_real=True,
@@ -230,7 +242,7 @@ MODULES.extend(
         ),
         ModuleInfo(
             cnn.TransformerEncoderLayer,
-            _seq_with_mask,
+            _seq_padding,
             args=(4, 2),
             kwargs={"dim_feedforward": 6},
             is_random=True,
@@ -238,7 +250,7 @@ MODULES.extend(
         ),
         ModuleInfo(
             cnn.TransformerEncoderLayer,
-            _seq_with_mask,
+            _seq_padding,
             args=(4, 2),
             kwargs={
                 "dim_feedforward": 6,
@@ -252,7 +264,7 @@ MODULES.extend(
         ),
         ModuleInfo(
             cnn.TransformerEncoder,
-            _seq_with_mask,
+            _seq_padding,
             args=(4, 2, 2),
             kwargs={"dim_feedforward": 6, "norm_first": True, "layer_norm": "rms", "norm": "rms"},
             is_random=True,

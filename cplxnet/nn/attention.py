@@ -155,15 +155,19 @@ class MultiheadAttention(nn.Module):
     def forward(
         self,
         x: torch.Tensor,
+        *,
         key_padding_mask: torch.Tensor | None = None,
         attn_mask: torch.Tensor | None = None,
         is_causal: bool = False,
         encoding: PositionalEncoding | None = None,
-        *,
         key: torch.Tensor | None = None,
         value: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Attend from ``x`` to ``key`` (default ``x``) and ``value`` (default ``key``).
+
+        Everything after ``x`` is keyword-only: torch's ``forward(query, key, value,
+        key_padding_mask, ...)`` puts other tensors in those positions, so a call ported from
+        torch raises a TypeError instead of reading a key as a mask.
 
         Returns ``(B, Lq, D)``. Outputs of padded query positions are computed as any other
         (they never influence non-padded positions, since padded keys are masked).

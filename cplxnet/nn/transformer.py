@@ -140,7 +140,13 @@ class TransformerEncoderLayer(nn.Module):
             self.activation.reset_parameters()
 
     def _sa_block(self, x, padding_mask, attn_mask, is_causal, encoding) -> torch.Tensor:
-        x = self.self_attn(x, padding_mask, attn_mask, is_causal, encoding)
+        x = self.self_attn(
+            x,
+            key_padding_mask=padding_mask,
+            attn_mask=attn_mask,
+            is_causal=is_causal,
+            encoding=encoding,
+        )
         return self.dropout1(x)
 
     def _ff_block(self, x: torch.Tensor) -> torch.Tensor:
@@ -150,15 +156,18 @@ class TransformerEncoderLayer(nn.Module):
     def forward(
         self,
         x: torch.Tensor,
+        *,
         padding_mask: torch.Tensor | None = None,
         encoding: nn.Module | None = None,
         layer: int = 0,
         num_layers: int = 1,
-        *,
         attn_mask: torch.Tensor | None = None,
         is_causal: bool = False,
     ) -> torch.Tensor:
-        """``x`` ``(B, L, D)``; ``padding_mask`` ``(B, L)`` bool, True = padding; ``encoding``
+        """``x`` ``(B, L, D)``; everything else is keyword-only (torch's ``forward(src,
+        src_mask, src_key_padding_mask)`` has a different order, so a ported ``layer(x, mask)``
+        raises a TypeError instead of reading an attention mask as a padding mask).
+        ``padding_mask`` ``(B, L)`` bool, True = padding; ``encoding``
         the model's positional encoding, whose ``layer_input(x, layer, num_layers)`` is applied
         first and whose attention hooks act in the self-attention; ``attn_mask`` ``(L, L)`` (or
         broadcastable to ``(B, H, L, L)``) as torch's ``src_mask``: bool **True = not allowed to
@@ -216,8 +225,8 @@ class TransformerEncoder(nn.Module):
     ``norm`` is ``None``, a module, or a kind (``"split"``, ``"whiten"``, ``"rms"``) built with the
     width and dtype of the layers (``d_model``/``dtype`` of the first layer).
 
-    ``forward(x, padding_mask=None, encoding=None)`` calls layer ``i`` as
-    ``layer(x, padding_mask, encoding, layer=i, num_layers=n)``.
+    ``forward(x, *, padding_mask=None, encoding=None)`` calls layer ``i`` as
+    ``layer(x, padding_mask=padding_mask, encoding=encoding, layer=i, num_layers=n)``.
     """
 
     def __init__(
@@ -281,13 +290,14 @@ class TransformerEncoder(nn.Module):
     def forward(
         self,
         x: torch.Tensor,
+        *,
         padding_mask: torch.Tensor | None = None,
         encoding: nn.Module | None = None,
-        *,
         attn_mask: torch.Tensor | None = None,
         is_causal: bool = False,
     ) -> torch.Tensor:
-        """``(B, L, D)`` -> ``(B, L, D)``; ``padding_mask`` ``(B, L)`` bool, True = padding;
+        """``(B, L, D)`` -> ``(B, L, D)``; the rest keyword-only (as the layer's forward);
+        ``padding_mask`` ``(B, L)`` bool, True = padding;
         ``attn_mask`` bool True = not allowed to attend (as torch's ``mask``) or a float mask
         added to the logits, and ``is_causal``, passed to every layer."""
         dtype = getattr(self.layers[0], "dtype", None)
@@ -304,7 +314,9 @@ class TransformerEncoder(nn.Module):
         if attn_mask is not None or is_causal:
             extra = {"attn_mask": attn_mask, "is_causal": is_causal}
         for i, layer in enumerate(self.layers):
-            x = layer(x, padding_mask, encoding, layer=i, num_layers=n, **extra)
+            x = layer(
+                x, padding_mask=padding_mask, encoding=encoding, layer=i, num_layers=n, **extra
+            )
         if self.norm is not None:
             x = self.norm(x)
         return x

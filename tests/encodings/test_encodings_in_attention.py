@@ -112,8 +112,10 @@ def test_deberta_absolute_layers_in_encoder(kind):
     plain.load_state_dict(with_abs.state_dict(), strict=False)
     x = torch.randn(2, 5, D, dtype=kind)
     pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
-    h = enc.layers[0](x, pad, plain)
-    h = enc.layers[1](h + with_abs.abs_embeddings[:5], pad, plain)
+    h = enc.layers[0](x, padding_mask=pad, encoding=plain)
+    h = enc.layers[1](
+        h + with_abs.abs_embeddings[:5], padding_mask=pad, encoding=plain
+    )
     if enc.norm is not None:
         h = enc.norm(h)
-    torch.testing.assert_close(enc(x, pad, with_abs), h)
+    torch.testing.assert_close(enc(x, padding_mask=pad, encoding=with_abs), h)

@@ -223,7 +223,9 @@ def test_gradcheck_complex128_eval(score):
     pad = torch.tensor([[False, False, True], [False, False, False]])
 
     def fn(x, *ps):
-        return functional_call(m, {**params, **dict(zip(names, ps))}, (x, pad))
+        return functional_call(
+            m, {**params, **dict(zip(names, ps))}, (x,), {"key_padding_mask": pad}
+        )
 
     inputs = (x, *(params[n].detach().clone().requires_grad_() for n in names))
     assert torch.autograd.gradcheck(fn, inputs)
@@ -294,11 +296,12 @@ def test_value_term_path_uses_padding_and_dropout():
     pad = _padding()
     vt = ValueTerm(torch.zeros(L, D // H, dtype=torch.complex128))
     m.train()
-    assert not torch.allclose(m(x, pad, encoding=vt), m(x, pad, encoding=vt))
+    kw = {"key_padding_mask": pad, "encoding": vt}
+    assert not torch.allclose(m(x, **kw), m(x, **kw))
     m.eval()
     y = x.clone()
     y[pad] = 50.0
-    torch.testing.assert_close(m(x, pad, encoding=vt)[~pad], m(y, pad, encoding=vt)[~pad])
+    torch.testing.assert_close(m(x, **kw)[~pad], m(y, **kw)[~pad])
 
 
 def test_dropout_train_vs_eval():

@@ -40,7 +40,7 @@ def test_real_twin_equals_torch_layer(norm_first, ours, theirs):
     t.load_state_dict(m.state_dict())
     x = torch.randn(B, L, D, dtype=torch.float64)
     pad = _padding()
-    got, want = m(x, pad), t(x, src_key_padding_mask=pad)
+    got, want = m(x, padding_mask=pad), t(x, src_key_padding_mask=pad)
     torch.testing.assert_close(got[~pad], want[~pad])
 
 
@@ -56,14 +56,14 @@ def test_real_twin_attn_mask_follows_torch_src_mask():
     pad = _padding()
     banned = torch.rand(L, L) < 0.4
     banned.fill_diagonal_(False)
-    got = m(x, pad, attn_mask=banned)
+    got = m(x, padding_mask=pad, attn_mask=banned)
     torch.testing.assert_close(got[~pad], t(x, banned, pad)[~pad])
-    assert not torch.allclose(got[~pad], m(x, pad)[~pad])
+    assert not torch.allclose(got[~pad], m(x, padding_mask=pad)[~pad])
     enc = cnn.TransformerEncoder(m, 2).eval()
     t_enc = torch.nn.TransformerEncoder(t, 2, enable_nested_tensor=False).eval()
     t_enc.load_state_dict(enc.state_dict())
     torch.testing.assert_close(
-        enc(x, pad, attn_mask=banned)[~pad], t_enc(x, banned, pad)[~pad]
+        enc(x, padding_mask=pad, attn_mask=banned)[~pad], t_enc(x, banned, pad)[~pad]
     )
 
 
@@ -81,7 +81,7 @@ def test_real_twin_encoder_equals_torch_encoder():
     t.load_state_dict(enc.state_dict())  # same keys: layers.i.*, norm.*
     x = torch.randn(B, L, D, dtype=torch.float64)
     pad = _padding()
-    torch.testing.assert_close(enc(x, pad)[~pad], t(x, src_key_padding_mask=pad)[~pad])
+    torch.testing.assert_close(enc(x, padding_mask=pad)[~pad], t(x, src_key_padding_mask=pad)[~pad])
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -100,8 +100,8 @@ def test_complex_with_zero_imaginary_parts_reduces_to_real_layer(norm_first):
                 pc[name][1].normal_()
     x = torch.randn(B, L, D, dtype=torch.float64)
     pad = _padding()
-    out_c = mc(x.to(torch.complex128), pad)
-    torch.testing.assert_close(out_c.real, mr(x, pad))
+    out_c = mc(x.to(torch.complex128), padding_mask=pad)
+    torch.testing.assert_close(out_c.real, mr(x, padding_mask=pad))
     assert out_c.imag.abs().max() == 0
 
 
@@ -113,7 +113,7 @@ def test_pre_and_post_norm_follow_their_formulas(norm_first):
     pad = _padding()
 
     def sa(y):
-        return m.self_attn(y, pad)
+        return m.self_attn(y, key_padding_mask=pad)
 
     def ff(y):
         return m.linear2(m.activation(m.linear1(y)))
@@ -124,7 +124,7 @@ def test_pre_and_post_norm_follow_their_formulas(norm_first):
     else:
         y = m.norm1(x + sa(x))
         y = m.norm2(y + ff(y))
-    torch.testing.assert_close(m(x, pad), y)
+    torch.testing.assert_close(m(x, padding_mask=pad), y)
 
 
 def test_pre_and_post_norm_differ():
@@ -151,7 +151,9 @@ def test_gradcheck_complex128_eval(norm_first, norm, score):
     pad = torch.tensor([[False, False, True], [False, False, False]])
 
     def fn(x, *ps):
-        return functional_call(m, {**params, **dict(zip(names, ps))}, (x, pad))
+        return functional_call(
+            m, {**params, **dict(zip(names, ps))}, (x,), {"padding_mask": pad}
+        )
 
     inputs = (x, *(params[n].detach().clone().requires_grad_() for n in names))
     assert torch.autograd.gradcheck(fn, inputs)
@@ -168,7 +170,7 @@ def test_padding_never_influences_real_positions(norm_first, score, dtype):
     x = torch.randn(B, L, D, dtype=dtype)
     y = x.clone()
     y[pad] = torch.randn_like(y[pad]) * 30
-    out_x, out_y = enc(x, pad), enc(y, pad)
+    out_x, out_y = enc(x, padding_mask=pad), enc(y, padding_mask=pad)
     torch.testing.assert_close(out_x[~pad], out_y[~pad])
     assert not torch.allclose(out_x[pad], out_y[pad])
 
@@ -198,16 +200,16 @@ def test_encoding_hooks_in_encoder():
     rec = RecordingEncoding(table)
     x = torch.randn(B, L, D, dtype=torch.complex64)
     pad = _padding()
-    out = enc(x, pad, encoding=rec)
+    out = enc(x, padding_mask=pad, encoding=rec)
     assert rec.calls == [(i, 3, (B, L, D)) for i in range(3)]
     # the same computation done by hand through the layers
     y = x
     for i, layer in enumerate(enc.layers):
-        y = layer(y + (i + 1), pad, attn_mask=table)
+        y = layer(y + (i + 1), padding_mask=pad, attn_mask=table)
     torch.testing.assert_close(out, y)
     assert "table" not in " ".join(enc.state_dict())  # the model owns the encoding
     with pytest.raises(TypeError, match="encoding must be a cplxnet.encodings.base"):
-        enc(x, pad, encoding="rotary")
+        enc(x, padding_mask=pad, encoding="rotary")
 
 
 def test_dropout_train_vs_eval():
@@ -254,7 +256,7 @@ def test_encoder_construction_forms():
     final = cnn.LayerNorm(D)
     assert cnn.TransformerEncoder(layer, 1, norm=final).norm is final
     x = torch.randn(B, L, D, dtype=torch.complex64)
-    assert cfg(x, _padding()).shape == (B, L, D)
+    assert cfg(x, padding_mask=_padding()).shape == (B, L, D)
     assert cfg(x, is_causal=True).shape == (B, L, D)
 
 
@@ -274,7 +276,7 @@ def test_errors():
     with pytest.raises(ValueError, match=r"expected input of shape \(B, L, 8\)"):
         m(x[..., :4])
     with pytest.raises(ValueError, match=r"padding_mask must have shape \(3, 6\)"):
-        m(x, torch.zeros(B, L - 1, dtype=torch.bool))
+        m(x, padding_mask=torch.zeros(B, L - 1, dtype=torch.bool))
     with pytest.raises(ValueError, match="num_layers must be a positive int"):
         cnn.TransformerEncoder(m, 0)
     for bad in (2.5, True):
@@ -290,3 +292,22 @@ def test_errors():
         cnn.TransformerEncoder(m, 2, norm="batch")
     with pytest.raises(TypeError, match="TransformerEncoder: input has dtype torch.complex128"):
         cnn.TransformerEncoder(m, 2)(x.to(torch.complex128))
+
+
+def test_torch_style_positional_masks_raise():
+    """Masks are keyword-only: torch's ``layer(src, src_mask)``, ``encoder(src, mask)`` and
+    ``mha(query, key, value)`` raise a TypeError instead of reading the wrong tensor as a mask."""
+    x = torch.randn(B, L, D, dtype=torch.complex64)
+    pad = _padding()
+    layer = cnn.TransformerEncoderLayer(D, H, F)
+    enc = cnn.TransformerEncoder(D, H, 2, dim_feedforward=F)
+    banned = torch.ones(L, L, dtype=torch.bool).triu(1)
+    for call in (
+        lambda: layer(x, banned),
+        lambda: layer(x, pad),
+        lambda: enc(x, banned, pad),
+        lambda: layer.self_attn(x, x, x),
+        lambda: layer.self_attn(x, pad),
+    ):
+        with pytest.raises(TypeError, match="positional argument"):
+            call()
