@@ -112,6 +112,8 @@ class TransformerEncoderLayer(nn.Module):
         self.d_model = d_model
         self.nhead = nhead
         self.norm_first = bool(norm_first)
+        self.layer_norm_eps = float(layer_norm_eps)  # also read by TransformerEncoder(norm=kind)
+        self.bias = bool(bias)
         attention_dropout = dropout if attention_dropout is None else attention_dropout
         is_complex = fk["dtype"].is_complex
         linear = Linear if is_complex else nn.Linear
@@ -223,7 +225,8 @@ class TransformerEncoder(nn.Module):
       is passed as ``layer_norm=`` (``norm`` is the final one).
 
     ``norm`` is ``None``, a module, or a kind (``"split"``, ``"whiten"``, ``"rms"``) built with the
-    width and dtype of the layers (``d_model``/``dtype`` of the first layer).
+    width, dtype, ``layer_norm_eps`` and ``bias`` of the layers (those of the first layer; a layer
+    without ``layer_norm_eps``/``bias`` attributes gets torch's defaults ``1e-5`` and ``True``).
 
     ``forward(x, *, padding_mask=None, encoding=None)`` calls layer ``i`` as
     ``layer(x, padding_mask=padding_mask, encoding=encoding, layer=i, num_layers=n)``.
@@ -276,7 +279,11 @@ class TransformerEncoder(nn.Module):
                 )
             check_choice(norm, NORMS, owner, "norm")
             device = next(first.parameters()).device
-            norm = _norm(norm, first.d_model, 1e-5, True, {"device": device, "dtype": first.dtype})
+            eps = getattr(first, "layer_norm_eps", 1e-5)
+            bias = getattr(first, "bias", True)
+            bias = bias if isinstance(bias, bool) else True  # a layer's bias *parameter*: default
+            fk = {"device": device, "dtype": first.dtype}
+            norm = _norm(norm, first.d_model, eps, bias, fk)
         elif norm is not None and not isinstance(norm, nn.Module):
             raise TypeError(f"{owner}: norm must be None, a module or a kind in {NORMS}")
         self.norm = norm

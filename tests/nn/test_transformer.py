@@ -311,3 +311,18 @@ def test_torch_style_positional_masks_raise():
     ):
         with pytest.raises(TypeError, match="positional argument"):
             call()
+
+
+@pytest.mark.parametrize("kind", ["split", "rms"])
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.float32])
+def test_final_norm_by_kind_follows_the_layers_eps_and_bias(kind, dtype):
+    enc = cnn.TransformerEncoder(
+        D, H, 2, norm=kind, dim_feedforward=F, layer_norm_eps=1e-3, bias=False, dtype=dtype
+    )
+    assert enc.norm.eps == 1e-3 == enc.layers[0].norm1.eps
+    if kind == "split":
+        assert enc.norm.bias is None and enc.layers[0].norm1.bias is None
+    default = cnn.TransformerEncoder(D, H, 1, norm=kind, dim_feedforward=F, dtype=dtype)
+    assert default.norm.eps == 1e-5
+    if kind == "split":
+        assert default.norm.bias is not None
