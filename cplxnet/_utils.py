@@ -238,7 +238,9 @@ def check_sizes(owner: str, **sizes: int) -> None:
 def as_complex(x: torch.Tensor) -> torch.Tensor:
     """``torch.view_as_complex`` of a real ``(..., 2)`` tensor, copying only if its strides forbid
     the view (last-dim stride 1 and even strides elsewhere), e.g. results of ops on strided views.
+    The copy has the canonical row-major strides (``x.contiguous()`` may keep odd strides on an
+    empty tensor or on size-1 dims, which ``view_as_complex`` rejects).
     """
     if x.stride(-1) != 1 or any(s % 2 for s in x.stride()[:-1]) or x.storage_offset() % 2:
-        x = x.contiguous()
+        x = x.clone(memory_format=torch.contiguous_format)
     return torch.view_as_complex(x)

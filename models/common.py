@@ -185,6 +185,8 @@ class RealLSTM(nn.LSTM):
     def forward(  # type: ignore[override]
         self, x: torch.Tensor, lengths: torch.Tensor
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        if x.shape[0] == 0:  # torch cannot pack an empty batch; there is nothing to pack
+            return super().forward(x)
         L = x.shape[1]
         packed = nn.utils.rnn.pack_padded_sequence(
             x, lengths.cpu(), batch_first=True, enforce_sorted=False
@@ -324,8 +326,10 @@ class TextClassifier(nn.Module):
     ) -> torch.Tensor:
         """Logits ``(B, num_classes)`` (real) of the token ids ``(B, L)``; ``padding_mask``
         ``(B, L)`` bool marks padding with True (at the end of each sequence; ``None``: no
-        padding)."""
+        padding). An empty batch (``B = 0``) gives ``(0, num_classes)`` logits."""
         padding_mask = self._check_inputs(ids, padding_mask)
+        if ids.shape[0] == 0:  # an empty batch: (0, C) logits, still in the autograd graph
+            return self.head(self.head.weight.new_zeros(0, self.head.in_features))
         x = self.embedding(ids, padding_mask, self.encoding)  # (B, L, D)
         h = self.features(x, padding_mask)  # (B, F)
         h = self.dropout(h)

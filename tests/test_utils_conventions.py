@@ -61,6 +61,16 @@ def test_as_complex_copies_only_when_the_strides_forbid_a_view():
     torch.testing.assert_close(torch.view_as_real(out), strided)
 
 
+def test_as_complex_of_empty_and_size_one_tensors_with_odd_strides():
+    """``contiguous()`` keeps the odd strides of an empty tensor (it counts as contiguous), which
+    ``view_as_complex`` rejects: the copy must have canonical strides (an empty batch through
+    the split layer norm failed here)."""
+    y = torch.zeros(0, 5, 2, 8, requires_grad=True).movedim(-2, -1)  # (0, 5, 8, 2)
+    assert y.stride(-1) != 1
+    z = as_complex(y)
+    assert z.shape == (0, 5, 8) and z.requires_grad
+
+
 def test_dtype_helpers():
     assert complex_dtype(torch.float64) is torch.complex128
     assert complex_dtype(torch.complex64) is torch.complex64

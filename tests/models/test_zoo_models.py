@@ -245,3 +245,24 @@ def test_real_lstm_classifier_loads_the_former_wrapper_layout():
     old = {k.replace("rnn.", "rnn.lstm.", 1): v.clone() + 1 for k, v in model.state_dict().items()}
     model.load_state_dict(old)
     torch.testing.assert_close(model.rnn.weight_ih_l0, old["rnn.lstm.weight_ih_l0"])
+
+
+@pytest.mark.parametrize(("family", "complex"), CASES, ids=IDS)
+def test_empty_batch_gives_empty_logits(family, complex):
+    """B = 0 (e.g. the last shard of a split) gives (0, C) logits, in training and eval mode,
+    and a loss over them back-propagates (the complex LSTM and Transformer used to fail)."""
+    model = build_model(tiny_config(family, complex))
+    ids, mask = torch.zeros(0, 4, dtype=torch.long), torch.zeros(0, 4, dtype=torch.bool)
+    for train in (True, False):
+        model.train(train)
+        logits = model(ids, mask)
+        assert logits.shape == (0, CLASSES) and logits.dtype == torch.float32
+    model(ids).sum().backward()
+
+
+def test_real_lstm_runs_an_empty_batch():
+    from models.common import RealLSTM
+
+    rnn = RealLSTM(4, 3, bidirectional=True)
+    out, (h, c) = rnn(torch.zeros(0, 5, 4), torch.zeros(0, dtype=torch.long))
+    assert out.shape == (0, 5, 6) and h.shape == c.shape == (2, 0, 3)
