@@ -78,7 +78,48 @@ def _stack_repr(m: nn.Module, extra: str, bias: bool) -> str:
     return s + f", dtype={m.weight_ih_l0.dtype}"
 
 
-class _FusedRNNBase(nn.Module):
+class _StackedRNN(nn.Module):
+    """Options and layer layout shared by the stacked RNNs (:class:`LSTM`, :class:`GRU`,
+    :class:`UnitaryRNN`): checks and stores the sizes, ``batch_first``, ``dropout`` and
+    ``bidirectional``; :meth:`_layout` lists each layer and direction's input width and
+    parameter-name suffix (``_l{k}``, ``_reverse`` for the backward direction)."""
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int,
+        batch_first: bool,
+        dropout: float,
+        bidirectional: bool,
+    ) -> None:
+        owner = type(self).__name__
+        super().__init__()
+        check_sizes(owner, input_size=input_size, hidden_size=hidden_size, num_layers=num_layers)
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"{owner}: dropout must be in [0, 1), got {dropout}")
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.batch_first = batch_first
+        self.dropout = float(dropout)
+        self.bidirectional = bidirectional
+
+    @property
+    def num_directions(self) -> int:
+        return 2 if self.bidirectional else 1
+
+    def _layout(self) -> list[tuple[int, str]]:
+        """``(input width, suffix)`` of every layer and direction, in torch's order."""
+        out = []
+        for layer in range(self.num_layers):
+            layer_in = self.input_size if layer == 0 else self.hidden_size * self.num_directions
+            for d in range(self.num_directions):
+                out.append((layer_in, f"_l{layer}" + ("_reverse" if d else "")))
+        return out
+
+
+class _FusedRNNBase(_StackedRNN):
     """Shared parameters and forward of :class:`LSTM` and :class:`GRU`."""
 
     _kind = "lstm"
@@ -99,37 +140,19 @@ class _FusedRNNBase(nn.Module):
     ) -> None:
         owner = type(self).__name__
         fk = factory_kwargs(device, dtype, owner)
-        super().__init__()
-        check_choice(gate, GATES, owner, "gate")
-        check_sizes(owner, input_size=input_size, hidden_size=hidden_size, num_layers=num_layers)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"{owner}: dropout must be in [0, 1), got {dropout}")
-        self.input_size = input_size
-        self.hidden_size = hidden_size
-        self.num_layers = num_layers
+        super().__init__(input_size, hidden_size, num_layers, batch_first, dropout, bidirectional)
+        self.gate = check_choice(gate, GATES, owner, "gate")
         self.bias = bias
-        self.batch_first = batch_first
-        self.dropout = float(dropout)
-        self.bidirectional = bidirectional
-        self.gate = gate
-        dirs = 2 if bidirectional else 1
         rows = self._gates * hidden_size
         self._flat_weights_names: list[str] = []
-        for layer in range(num_layers):
-            layer_in = input_size if layer == 0 else hidden_size * dirs
-            for d in range(dirs):
-                sfx = f"_l{layer}" + ("_reverse" if d else "")
-                shapes = [("weight_ih", (rows, layer_in)), ("weight_hh", (rows, hidden_size))]
-                if bias:
-                    shapes += [("bias_ih", (rows,)), ("bias_hh", (rows,))]
-                for base, shape in shapes:
-                    setattr(self, base + sfx, nn.Parameter(torch.empty(shape, **fk)))
-                    self._flat_weights_names.append(base + sfx)
+        for layer_in, sfx in self._layout():
+            shapes = [("weight_ih", (rows, layer_in)), ("weight_hh", (rows, hidden_size))]
+            if bias:
+                shapes += [("bias_ih", (rows,)), ("bias_hh", (rows,))]
+            for base, shape in shapes:
+                setattr(self, base + sfx, nn.Parameter(torch.empty(shape, **fk)))
+                self._flat_weights_names.append(base + sfx)
         self.reset_parameters()
-
-    @property
-    def num_directions(self) -> int:
-        return 2 if self.bidirectional else 1
 
     @property
     def flat_weights(self) -> list[torch.Tensor]:
@@ -361,7 +384,7 @@ class UnitaryRNNCell(nn.Module):
         )
 
 
-class UnitaryRNN(nn.Module):
+class UnitaryRNN(_StackedRNN):
     r"""Multi-layer (bi)directional unitary RNN: :class:`UnitaryRNNCell` over time.
 
     Per layer and direction, parameters ``weight_ih_l{k}`` (complex ``(H, D_in)``),
@@ -391,34 +414,18 @@ class UnitaryRNN(nn.Module):
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
-        owner = type(self).__name__
-        fk = factory_kwargs(device, dtype, owner)
-        super().__init__()
-        check_sizes(owner, input_size=input_size, hidden_size=hidden_size, num_layers=num_layers)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"{owner}: dropout must be in [0, 1), got {dropout}")
-        self.input_size = input_size
-        self.hidden_size = hidden_size
-        self.num_layers = num_layers
-        self.batch_first = batch_first
-        self.dropout = float(dropout)
-        self.bidirectional = bidirectional
+        fk = factory_kwargs(device, dtype, type(self).__name__)
+        super().__init__(input_size, hidden_size, num_layers, batch_first, dropout, bidirectional)
         self.has_bias = bias
         rk = {"device": device, "dtype": real_dtype(fk["dtype"])}
-        dirs = 2 if bidirectional else 1
         self._suffixes = []
-        for layer in range(num_layers):
-            layer_in = input_size if layer == 0 else hidden_size * dirs
-            for d in range(dirs):
-                sfx = f"_l{layer}" + ("_reverse" if d else "")
-                self._suffixes.append(sfx)
-                w = nn.Parameter(torch.empty(hidden_size, layer_in, **fk))
-                setattr(self, "weight_ih" + sfx, w)
-                setattr(
-                    self, "skew_hh" + sfx, nn.Parameter(torch.empty(hidden_size, hidden_size, **fk))
-                )
-                b = nn.Parameter(torch.empty(hidden_size, **rk)) if bias else None
-                setattr(self, "bias" + sfx, b)
+        for layer_in, sfx in self._layout():
+            self._suffixes.append(sfx)
+            w_ih = nn.Parameter(torch.empty(hidden_size, layer_in, **fk))
+            skew = nn.Parameter(torch.empty(hidden_size, hidden_size, **fk))
+            b = nn.Parameter(torch.empty(hidden_size, **rk)) if bias else None
+            for name, p in (("weight_ih", w_ih), ("skew_hh", skew), ("bias", b)):
+                setattr(self, name + sfx, p)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
