@@ -224,7 +224,25 @@ def as_shape(shape: int | Sequence[int], owner: str, name: str = "normalized_sha
     return shape
 
 
-__all__ += ["as_complex", "check_sizes"]
+__all__ += ["as_complex", "check_sizes", "HasDtype"]
+
+
+class HasDtype:
+    """Mixin giving a module the public read-only ``dtype`` it was built for.
+
+    Every cplxnet module that is built for one dtype (complex, or real for a real twin) stores the
+    resolved factory dtype once in ``__init__`` as ``self._dtype`` and reads it back through this
+    property: inputs are checked against ``module.dtype`` and ``extra_repr`` shows it. Rebuild a
+    module with ``dtype=`` rather than converting it with ``module.to(dtype)`` (see
+    :func:`check_dtype`).
+    """
+
+    _dtype: torch.dtype
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype the module was built for (complex, or real for a real twin)."""
+        return self._dtype
 
 
 def check_sizes(owner: str, **sizes: int) -> None:

@@ -60,13 +60,19 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from .._utils import HasDtype
+
 __all__ = ["PositionalEncoding", "SITES"]
 
 SITES = ("token", "input", "layer", "qk", "logits", "values")
 
 
-class PositionalEncoding(nn.Module):
-    """Base class of every encoding; subclasses set ``name``, ``acts_on`` and override hooks."""
+class PositionalEncoding(HasDtype, nn.Module):
+    """Base class of every encoding; subclasses set ``name``, ``acts_on`` and override hooks.
+
+    ``dtype`` (:class:`cplxnet._utils.HasDtype`) is the model dtype the encoding was built for;
+    subclasses store it as ``self._dtype`` in ``__init__`` and show it in ``extra_repr``.
+    """
 
     name: ClassVar[str] = ""
     #: sites of the default configuration; an instance may narrow or widen it (e.g. DeBERTa adds

@@ -125,6 +125,7 @@ class DebertaEncoding(PositionalEncoding):
         self.span = position_buckets if position_buckets > 0 else max_relative_positions
         self.absolute_layers, self.max_len = absolute_layers, max_len
         self.complex_model = fk["dtype"].is_complex
+        self._dtype = fk["dtype"]
         dh = head_width(d_model, num_heads, owner)
         self.packed_width = P = 2 * dh if self.complex_model else dh
         width = 2 * d_model if self.complex_model else d_model
@@ -198,5 +199,5 @@ class DebertaEncoding(PositionalEncoding):
             f"d_model={self.d_model}, num_heads={self.num_heads}, "
             f"max_relative_positions={self.max_relative_positions}, "
             f"position_buckets={self.position_buckets}, absolute_layers={self.absolute_layers}, "
-            f"p2c_index={self.p2c_index!r}, complex_model={self.complex_model}"
+            f"p2c_index={self.p2c_index!r}, dtype={self.dtype}"
         )

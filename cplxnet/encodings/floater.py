@@ -133,6 +133,7 @@ class FloaterEncoding(PositionalEncoding):
             raise ValueError(f"{owner}: need delta > 0 and substeps >= 1, got {delta}, {substeps}")
         self.d_model, self.delta, self.substeps, self.std = d_model, float(delta), substeps, std
         self.complex_model = fk["dtype"].is_complex
+        self._dtype = fk["dtype"]
         self.p0 = nn.Parameter(torch.empty(d_model, **fk))
         if dynamics is None:
             width = 2 * d_model if self.complex_model else d_model
@@ -160,5 +161,5 @@ class FloaterEncoding(PositionalEncoding):
     def extra_repr(self) -> str:
         return (
             f"d_model={self.d_model}, delta={self.delta}, substeps={self.substeps}, "
-            f"dtype={self.p0.dtype}"
+            f"dtype={self.dtype}"
         )

@@ -78,5 +78,5 @@ class HierarchicalEncoding(TrainableEncoding):
     def extra_repr(self) -> str:
         return (
             f"d_model={self.d_model}, max_len={self.max_len} (serves {self.max_len**2}), "
-            f"alpha={self.alpha}, dtype={self.weight.dtype}"
+            f"alpha={self.alpha}, dtype={self.dtype}"
         )

@@ -78,7 +78,7 @@ class MultiplicativeEncoding(PositionalEncoding):
 
     def _build(self, n: int, device) -> torch.Tensor:  # (n, features) complex
         freqs = sinusoid_frequencies(self.features, self.base)
-        return complex_sinusoid(torch.arange(n), freqs, complex_dtype(self._dtype)).to(device)
+        return complex_sinusoid(torch.arange(n), freqs, complex_dtype(self.dtype)).to(device)
 
     def reset_parameters(self) -> None:
         if self.weight is not None:
@@ -106,4 +106,4 @@ class MultiplicativeEncoding(PositionalEncoding):
         return pack(view_complex(x) * p.to(complex_dtype(x.dtype)))  # rotate each adjacent pair
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, kind={self.kind!r}, dtype={self._dtype}"
+        return f"d_model={self.d_model}, kind={self.kind!r}, dtype={self.dtype}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from .._utils import resolve_dtype
 from .base import PositionalEncoding
 from .registry import register_encoding
 
@@ -27,10 +28,11 @@ class NoEncoding(PositionalEncoding):
         self, device: torch.device | str | None = None, dtype: torch.dtype | None = None
     ) -> None:
         super().__init__()
-        self.complex_model = dtype is None or dtype.is_complex
+        self._dtype = resolve_dtype(dtype, type(self).__name__, allow_real=True)
+        self.complex_model = self.dtype.is_complex
 
     def reset_parameters(self) -> None:
         pass
 
     def extra_repr(self) -> str:
-        return ""
+        return f"dtype={self.dtype}"

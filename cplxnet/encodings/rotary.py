@@ -99,13 +99,13 @@ class RotaryEncoding(PositionalEncoding):
 
     def _build(self, n: int, device) -> torch.Tensor:  # (n, Dh) complex e^{i m theta}
         freqs = sinusoid_frequencies(self.features, self.base)
-        return complex_sinusoid(torch.arange(n), freqs, complex_dtype(self._dtype)).to(device)
+        return complex_sinusoid(torch.arange(n), freqs, complex_dtype(self.dtype)).to(device)
 
     def _build_cos(self, n: int, device) -> torch.Tensor:
-        return self._angles(n).cos().to(device=device, dtype=real_dtype(self._dtype))
+        return self._angles(n).cos().to(device=device, dtype=real_dtype(self.dtype))
 
     def _build_sin(self, n: int, device) -> torch.Tensor:
-        return self._angles(n).sin().to(device=device, dtype=real_dtype(self._dtype))
+        return self._angles(n).sin().to(device=device, dtype=real_dtype(self.dtype))
 
     def reset_parameters(self) -> None:
         pass
@@ -153,5 +153,5 @@ class RotaryEncoding(PositionalEncoding):
     def extra_repr(self) -> str:
         return (
             f"d_model={self.d_model}, num_heads={self.num_heads}, base={self.base:g}, "
-            f"rotate_values={self.rotate_values}, layout={self.layout!r}, dtype={self._dtype}"
+            f"rotate_values={self.rotate_values}, layout={self.layout!r}, dtype={self.dtype}"
         )

@@ -60,6 +60,7 @@ class ShawEncoding(PositionalEncoding):
             raise ValueError(f"{owner}: max_relative_position must be >= 0")
         self.d_model, self.num_heads = d_model, num_heads
         self.complex_model = fk["dtype"].is_complex
+        self._dtype = fk["dtype"]
         dh = head_width(d_model, num_heads, owner)
         self.packed_width = 2 * dh if self.complex_model else dh
         self.max_relative_position = k = int(max_relative_position)
@@ -104,5 +105,5 @@ class ShawEncoding(PositionalEncoding):
         return (
             f"d_model={self.d_model}, num_heads={self.num_heads}, "
             f"max_relative_position={self.max_relative_position}, "
-            f"values={self.rel_values is not None}, complex_model={self.complex_model}"
+            f"values={self.rel_values is not None}, dtype={self.dtype}"
         )

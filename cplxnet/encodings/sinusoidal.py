@@ -64,7 +64,7 @@ class SinusoidalEncoding(PositionalEncoding):
     def _build(self, n: int, device) -> torch.Tensor:
         freqs = sinusoid_frequencies(self.features, self.base)
         pos = torch.arange(n, dtype=torch.float64)
-        return complex_sinusoid(pos, freqs, self._dtype).to(device)  # (n, d_model)
+        return complex_sinusoid(pos, freqs, self.dtype).to(device)  # (n, d_model)
 
     def reset_parameters(self) -> None:
         pass
@@ -78,4 +78,4 @@ class SinusoidalEncoding(PositionalEncoding):
         return x + self.table(x.shape[1]).to(x.dtype)
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, base={self.base:g}, dtype={self._dtype}"
+        return f"d_model={self.d_model}, base={self.base:g}, dtype={self.dtype}"

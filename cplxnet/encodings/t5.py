@@ -109,6 +109,7 @@ class T5Encoding(PositionalEncoding):
         self.num_heads, self.num_buckets, self.max_distance = num_heads, num_buckets, max_distance
         self.bidirectional, self.std = bool(bidirectional), std
         self.complex_model = fk["dtype"].is_complex
+        self._dtype = fk["dtype"]
         self.weight = nn.Parameter(
             torch.empty(num_buckets, num_heads, device=fk["device"], dtype=real_dtype(fk["dtype"]))
         )
@@ -140,5 +141,6 @@ class T5Encoding(PositionalEncoding):
     def extra_repr(self) -> str:
         return (
             f"num_heads={self.num_heads}, num_buckets={self.num_buckets}, "
-            f"max_distance={self.max_distance}, bidirectional={self.bidirectional}"
+            f"max_distance={self.max_distance}, bidirectional={self.bidirectional}, "
+            f"dtype={self.dtype}"
         )

@@ -92,6 +92,7 @@ class TrainableEncoding(PositionalEncoding):
             raise ValueError(f"{owner}: alpha must be in (0, 1), got {alpha}")
         self.d_model, self.max_len, self.alpha, self.std = d_model, max_len, float(alpha), std
         self.complex_model = fk["dtype"].is_complex
+        self._dtype = fk["dtype"]
         self.weight = nn.Parameter(torch.empty(max_len, d_model, **fk))
         self.reset_parameters()
 
@@ -124,5 +125,5 @@ class TrainableEncoding(PositionalEncoding):
     def extra_repr(self) -> str:
         return (
             f"d_model={self.d_model}, max_len={self.max_len}, extrapolate={self.extrapolate!r}, "
-            f"dtype={self.weight.dtype}"
+            f"dtype={self.dtype}"
         )

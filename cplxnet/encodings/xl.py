@@ -70,6 +70,7 @@ class XLEncoding(PositionalEncoding):
         super().__init__()
         self.d_model, self.num_heads, self.base, self.std = d_model, num_heads, float(base), std
         self.complex_model = fk["dtype"].is_complex
+        self._dtype = fk["dtype"]
         dh = head_width(d_model, num_heads, owner)
         self.packed_width = P = 2 * dh if self.complex_model else dh
         self.features = complex_features(d_model, self.complex_model, owner)
@@ -119,5 +120,5 @@ class XLEncoding(PositionalEncoding):
     def extra_repr(self) -> str:
         return (
             f"d_model={self.d_model}, num_heads={self.num_heads}, base={self.base:g}, "
-            f"complex_model={self.complex_model}"
+            f"dtype={self.dtype}"
         )

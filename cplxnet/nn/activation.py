@@ -13,7 +13,14 @@ import torch
 from torch import nn
 
 from .. import functional as CF
-from .._utils import as_shape, check_choice, check_dtype, factory_kwargs, real_dtype
+from .._utils import (
+    HasDtype,
+    as_shape,
+    check_choice,
+    check_dtype,
+    factory_kwargs,
+    real_dtype,
+)
 
 __all__ = [
     "CReLU",
@@ -99,7 +106,7 @@ class SplitGELU(nn.Module):
         return f"approximate={self.approximate!r}"
 
 
-class ModReLU(nn.Module):
+class ModReLU(HasDtype, nn.Module):
     r"""modReLU :math:`\mathrm{ReLU}(|z| + b)\, z/|z|` with a learnable real bias per feature
     (Arjovsky et al., ICML 2016).
 
@@ -141,7 +148,7 @@ class ModReLU(nn.Module):
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         owner = type(self).__name__
-        check_dtype(z, self._dtype, owner)
+        check_dtype(z, self.dtype, owner)
         k = len(self.num_features)
         if self.num_features != (1,) and tuple(z.shape[-k:]) != self.num_features:
             raise ValueError(
@@ -152,7 +159,7 @@ class ModReLU(nn.Module):
 
     def extra_repr(self) -> str:
         nf = self.num_features[0] if len(self.num_features) == 1 else self.num_features
-        return f"num_features={nf}, bias_init={self.bias_init}, dtype={self._dtype}"
+        return f"num_features={nf}, bias_init={self.bias_init}, dtype={self.dtype}"
 
 
 # name -> (complex module, real module); each takes (num_features, factory kwargs). On the real

@@ -11,7 +11,15 @@ from torch import nn
 
 from .. import functional as CF
 from .. import init as cinit
-from .._utils import check_choice, check_mask, check_sizes, factory_kwargs, pack, unpack
+from .._utils import (
+    HasDtype,
+    check_choice,
+    check_mask,
+    check_sizes,
+    factory_kwargs,
+    pack,
+    unpack,
+)
 from ..functional.attention import _check_broadcast
 from .linear import Linear
 
@@ -39,7 +47,7 @@ def _check_encoding(encoding: object, owner: str) -> None:
         )
 
 
-class MultiheadAttention(nn.Module):
+class MultiheadAttention(HasDtype, nn.Module):
     r"""Multi-head scaled dot-product attention on complex (or real) sequences.
 
     .. math::
@@ -110,6 +118,7 @@ class MultiheadAttention(nn.Module):
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads
+        self._dtype = fk["dtype"]
         self.dropout = dropout
         self.score = check_choice(score, CF.SCORES, owner, "score")
         self.in_proj_weight = nn.Parameter(torch.empty(3 * embed_dim, embed_dim, **fk))
@@ -119,10 +128,6 @@ class MultiheadAttention(nn.Module):
         else:
             self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **fk)
         self.reset_parameters()
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.in_proj_weight.dtype
 
     def reset_parameters(self) -> None:
         D = self.embed_dim

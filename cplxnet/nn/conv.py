@@ -8,14 +8,14 @@ from torch.nn.modules.utils import _pair, _single
 
 from .. import functional as CF
 from .. import init as cinit
-from .._utils import check_choice, check_dtype, factory_kwargs
+from .._utils import HasDtype, check_choice, check_dtype, factory_kwargs
 
 __all__ = ["Conv1d", "Conv2d"]
 
 _PAD_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
-class _ConvNd(nn.Module):
+class _ConvNd(HasDtype, nn.Module):
     """Shared parameters, checks and forward of :class:`Conv1d` and :class:`Conv2d`."""
 
     _nd = 0
@@ -90,7 +90,7 @@ class _ConvNd(nn.Module):
 
     def _check_input(self, x: torch.Tensor) -> None:
         owner = type(self).__name__
-        check_dtype(x, self._dtype, owner)
+        check_dtype(x, self.dtype, owner)
         nd = self._nd
         if x.dim() not in (nd + 1, nd + 2) or x.shape[-nd - 1] != self.in_channels:
             raise ValueError(
@@ -139,7 +139,7 @@ class _ConvNd(nn.Module):
             s += ", bias=False"
         if self.padding_mode != "zeros":
             s += f", padding_mode={self.padding_mode!r}"
-        return s + f", dtype={self._dtype}"
+        return s + f", dtype={self.dtype}"
 
 
 class Conv1d(_ConvNd):

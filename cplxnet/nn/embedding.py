@@ -8,12 +8,12 @@ import torch
 from torch import nn
 
 from .. import functional as CF
-from .._utils import check_indices, factory_kwargs, real_dtype
+from .._utils import HasDtype, check_indices, factory_kwargs, real_dtype
 
 __all__ = ["Embedding"]
 
 
-class Embedding(nn.Module):
+class Embedding(HasDtype, nn.Module):
     r"""A table of ``num_embeddings`` complex vectors of size ``embedding_dim``.
 
     The table is stored **real-packed**: the parameter ``packed_weight`` is the real
@@ -81,7 +81,7 @@ class Embedding(nn.Module):
         self._dtype = fk["dtype"]
         self.packed_weight = nn.Parameter(
             torch.empty(
-                num_embeddings, 2 * embedding_dim, device=device, dtype=real_dtype(self._dtype)
+                num_embeddings, 2 * embedding_dim, device=device, dtype=real_dtype(self.dtype)
             )
         )
         self.reset_parameters()
@@ -152,4 +152,4 @@ class Embedding(nn.Module):
             s += ", scale_grad_by_freq=True"
         if self.sparse:
             s += ", sparse=True"
-        return s + f", dtype={self._dtype}"
+        return s + f", dtype={self.dtype}"

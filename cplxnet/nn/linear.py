@@ -7,12 +7,12 @@ from torch import nn
 
 from .. import functional as CF
 from .. import init as cinit
-from .._utils import check_dtype, check_last_dim, check_sizes, factory_kwargs
+from .._utils import HasDtype, check_dtype, check_last_dim, check_sizes, factory_kwargs
 
 __all__ = ["Linear"]
 
 
-class Linear(nn.Module):
+class Linear(HasDtype, nn.Module):
     r"""Complex affine map :math:`y = x W^T + b` (see :func:`cplxnet.functional.linear`).
 
     Args:
@@ -42,6 +42,7 @@ class Linear(nn.Module):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
+        self._dtype = fk["dtype"]
         self.weight = nn.Parameter(torch.empty(out_features, in_features, **fk))
         self.bias = nn.Parameter(torch.empty(out_features, **fk)) if bias else None
         self.reset_parameters()
@@ -52,12 +53,12 @@ class Linear(nn.Module):
             nn.init.zeros_(self.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_dtype(x, self.weight.dtype, type(self).__name__)
+        check_dtype(x, self.dtype, type(self).__name__)
         check_last_dim(x, self.in_features, type(self).__name__)
         return CF.linear(x, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, "
-            f"bias={self.bias is not None}, dtype={self.weight.dtype}"
+            f"bias={self.bias is not None}, dtype={self.dtype}"
         )

@@ -10,6 +10,7 @@ from torch import nn
 
 from .. import functional as CF
 from .._utils import (
+    HasDtype,
     as_shape,
     check_choice,
     check_dtype,
@@ -36,7 +37,7 @@ def _eye_2x2(shape: tuple, like: torch.Tensor, scale: float) -> torch.Tensor:
     return eye.reshape(2, 2, *([1] * len(shape))).expand(2, 2, *shape)
 
 
-class LayerNorm(nn.Module):
+class LayerNorm(HasDtype, nn.Module):
     r"""Complex layer normalisation over the trailing ``normalized_shape`` dims.
 
     Args:
@@ -74,17 +75,17 @@ class LayerNorm(nn.Module):
         self.normalized_shape = as_shape(normalized_shape, owner)
         self.mode = check_choice(mode, _LN_MODES, owner)
         self._dtype = fk["dtype"]
-        if mode == "whiten" and not self._dtype.is_complex:
-            raise ValueError(f"{owner}: mode='whiten' needs a complex dtype, got {self._dtype}")
+        if mode == "whiten" and not self.dtype.is_complex:
+            raise ValueError(f"{owner}: mode='whiten' needs a complex dtype, got {self.dtype}")
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        rk = {"device": device, "dtype": real_dtype(self._dtype)}
+        rk = {"device": device, "dtype": real_dtype(self.dtype)}
         shape = self.normalized_shape
         if not elementwise_affine:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
         else:
-            if not self._dtype.is_complex:
+            if not self.dtype.is_complex:
                 wshape = shape
             else:
                 wshape = (2, *shape) if mode == "split" else (2, 2, *shape)
@@ -109,7 +110,7 @@ class LayerNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         owner = type(self).__name__
-        check_dtype(x, self._dtype, owner)
+        check_dtype(x, self.dtype, owner)
         _check_trailing(x, self.normalized_shape, owner)
         return CF.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps, self.mode)
 
@@ -117,11 +118,11 @@ class LayerNorm(nn.Module):
         return (
             f"{self.normalized_shape}, mode={self.mode!r}, eps={self.eps}, "
             f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}, "
-            f"dtype={self._dtype}"
+            f"dtype={self.dtype}"
         )
 
 
-class BatchNorm1d(nn.Module):
+class BatchNorm1d(HasDtype, nn.Module):
     r"""Complex whitening batch normalisation (Trabelsi et al., "Deep Complex Networks", ICLR
     2018, Sec. 3.5) of a ``(B, C)`` or ``(B, C, L)`` input, per channel.
 
@@ -158,7 +159,7 @@ class BatchNorm1d(nn.Module):
         self.affine = affine
         self.track_running_stats = track_running_stats
         self._dtype = fk["dtype"]
-        rk = {"device": device, "dtype": real_dtype(self._dtype)}
+        rk = {"device": device, "dtype": real_dtype(self.dtype)}
         if affine:
             self.weight = nn.Parameter(torch.empty(2, 2, num_features, **rk))
             self.bias = nn.Parameter(torch.empty(num_features, **fk))
@@ -192,7 +193,7 @@ class BatchNorm1d(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         owner = type(self).__name__
-        check_dtype(x, self._dtype, owner)
+        check_dtype(x, self.dtype, owner)
         if x.dim() not in (2, 3) or x.shape[1] != self.num_features:
             raise ValueError(
                 f"{owner}: expected input (B, {self.num_features}) or (B, {self.num_features}, L), "
@@ -218,11 +219,11 @@ class BatchNorm1d(nn.Module):
     def extra_repr(self) -> str:
         return (
             f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-            f"track_running_stats={self.track_running_stats}, dtype={self._dtype}"
+            f"track_running_stats={self.track_running_stats}, dtype={self.dtype}"
         )
 
 
-class RMSNorm(nn.Module):
+class RMSNorm(HasDtype, nn.Module):
     r"""Complex RMS normalisation :math:`y = x / \sqrt{\mathrm{mean}|x|^2 + \epsilon} \cdot w`
     (Zhang & Sennrich, NeurIPS 2019) over the trailing ``normalized_shape`` dims.
 
@@ -251,7 +252,7 @@ class RMSNorm(nn.Module):
         self._dtype = fk["dtype"]
         if elementwise_affine:
             self.weight = nn.Parameter(
-                torch.empty(self.normalized_shape, device=device, dtype=real_dtype(self._dtype))
+                torch.empty(self.normalized_shape, device=device, dtype=real_dtype(self.dtype))
             )
         else:
             self.register_parameter("weight", None)
@@ -263,12 +264,12 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         owner = type(self).__name__
-        check_dtype(x, self._dtype, owner)
+        check_dtype(x, self.dtype, owner)
         _check_trailing(x, self.normalized_shape, owner)
         return CF.rms_norm(x, self.normalized_shape, self.weight, self.eps)
 
     def extra_repr(self) -> str:
         return (
             f"{self.normalized_shape}, eps={self.eps}, "
-            f"elementwise_affine={self.elementwise_affine}, dtype={self._dtype}"
+            f"elementwise_affine={self.elementwise_affine}, dtype={self.dtype}"
         )

@@ -16,6 +16,7 @@ from torch import nn
 from .. import functional as CF
 from .. import init as cinit
 from .._utils import (
+    HasDtype,
     check_choice,
     check_complex,
     check_last_dim,
@@ -75,10 +76,10 @@ def _stack_repr(m: nn.Module, extra: str, bias: bool) -> str:
         s += f", dropout={m.dropout}"
     if m.bidirectional:
         s += ", bidirectional=True"
-    return s + f", dtype={m.weight_ih_l0.dtype}"
+    return s + f", dtype={m.dtype}"
 
 
-class _StackedRNN(nn.Module):
+class _StackedRNN(HasDtype, nn.Module):
     """Options and layer layout shared by the stacked RNNs (:class:`LSTM`, :class:`GRU`,
     :class:`UnitaryRNN`): checks and stores the sizes, ``batch_first``, ``dropout`` and
     ``bidirectional``; :meth:`_layout` lists each layer and direction's input width and
@@ -141,6 +142,7 @@ class _FusedRNNBase(_StackedRNN):
         owner = type(self).__name__
         fk = factory_kwargs(device, dtype, owner)
         super().__init__(input_size, hidden_size, num_layers, batch_first, dropout, bidirectional)
+        self._dtype = fk["dtype"]
         self.gate = check_choice(gate, GATES, owner, "gate")
         self.bias = bias
         rows = self._gates * hidden_size
@@ -308,7 +310,7 @@ def _init_generator_(generator: torch.Tensor) -> None:
         generator.copy_((q * (0.5j * theta)) @ q.mH)
 
 
-class UnitaryRNNCell(nn.Module):
+class UnitaryRNNCell(HasDtype, nn.Module):
     r"""One step of the unitary RNN: :math:`h' = \mathrm{modReLU}(U h + W x;\, b)`.
 
     Arjovsky, Shah & Bengio, "Unitary Evolution Recurrent Neural Networks", ICML 2016 (the
@@ -343,6 +345,7 @@ class UnitaryRNNCell(nn.Module):
         super().__init__()
         self.input_size = input_size
         self.hidden_size = hidden_size
+        self._dtype = fk["dtype"]
         self.weight_ih = nn.Parameter(torch.empty(hidden_size, input_size, **fk))
         self.skew_hh = nn.Parameter(torch.empty(hidden_size, hidden_size, **fk))
         rk = {"device": device, "dtype": real_dtype(fk["dtype"])}
@@ -370,17 +373,17 @@ class UnitaryRNNCell(nn.Module):
             check_complex(h, owner, "h")
             check_last_dim(h, self.hidden_size, owner, "h")
         for name, t in (("input", x), ("h", h)):
-            if t.dtype != self.weight_ih.dtype:
+            if t.dtype != self.dtype:
                 raise TypeError(
                     f"{owner}: {name} dtype {t.dtype} does not match the weights' dtype "
-                    f"{self.weight_ih.dtype}; convert it with .to({self.weight_ih.dtype})"
+                    f"{self.dtype}; convert it with .to({self.dtype})"
                 )
         return CF.unitary_rnn_cell(x, h, self.weight_ih, self.weight_hh, self.bias)
 
     def extra_repr(self) -> str:
         return (
             f"{self.input_size}, {self.hidden_size}, bias={self.bias is not None}, "
-            f"dtype={self.weight_ih.dtype}"
+            f"dtype={self.dtype}"
         )
 
 
@@ -416,6 +419,7 @@ class UnitaryRNN(_StackedRNN):
     ) -> None:
         fk = factory_kwargs(device, dtype, type(self).__name__)
         super().__init__(input_size, hidden_size, num_layers, batch_first, dropout, bidirectional)
+        self._dtype = fk["dtype"]
         self.has_bias = bias
         rk = {"device": device, "dtype": real_dtype(fk["dtype"])}
         self._suffixes = []

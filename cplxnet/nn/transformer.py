@@ -8,7 +8,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from .._utils import check_choice, check_mask, check_sizes, factory_kwargs
+from .._utils import HasDtype, check_choice, check_mask, check_sizes, factory_kwargs
 from .activation import ACTIVATIONS, activation_module
 from .attention import MultiheadAttention, _check_encoding
 from .dropout import Dropout
@@ -44,7 +44,7 @@ def _norm(kind: str, d_model: int, eps: float, bias: bool, fk: dict) -> nn.Modul
     return nn.LayerNorm(d_model, eps=eps, bias=bias, **fk)
 
 
-class TransformerEncoderLayer(nn.Module):
+class TransformerEncoderLayer(HasDtype, nn.Module):
     r"""One Transformer encoder layer: self-attention and a feed-forward block, each with a
     residual connection and a normalisation, post-norm (Vaswani et al., 2017) or pre-norm
     (Xiong et al., "On Layer Normalization in the Transformer Architecture", ICML 2020).
@@ -111,6 +111,7 @@ class TransformerEncoderLayer(nn.Module):
         self.norm_kind = check_choice(norm, NORMS, owner, "norm")
         self.d_model = d_model
         self.nhead = nhead
+        self._dtype = fk["dtype"]
         self.norm_first = bool(norm_first)
         self.layer_norm_eps = float(layer_norm_eps)  # also read by TransformerEncoder(norm=kind)
         self.bias = bool(bias)
@@ -130,10 +131,6 @@ class TransformerEncoderLayer(nn.Module):
         self.norm2 = _norm(norm, d_model, layer_norm_eps, bias, fk)
         self.dropout1 = drop(dropout)
         self.dropout2 = drop(dropout)
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.self_attn.dtype
 
     def reset_parameters(self) -> None:
         for m in (self.self_attn, self.linear1, self.linear2, self.norm1, self.norm2):
@@ -199,7 +196,7 @@ class TransformerEncoderLayer(nn.Module):
         return x
 
     def extra_repr(self) -> str:
-        return f"norm_first={self.norm_first}, norm={self.norm_kind!r}"
+        return f"norm_first={self.norm_first}, norm={self.norm_kind!r}, dtype={self.dtype}"
 
 
 def _reset_all(module: nn.Module) -> None:

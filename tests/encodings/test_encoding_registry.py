@@ -34,7 +34,8 @@ def test_create_by_name_with_full_context(name, dtype):
     assert enc.name == name
     assert enc.complex_model == (dtype is None or dtype.is_complex)
     assert set(enc.acts_on) <= set(E.SITES)
-    repr(enc)  # extra_repr works
+    want = torch.complex64 if dtype is None else dtype
+    assert enc.dtype == want and f"dtype={want}" in repr(enc)  # one public dtype, shown
     enc.reset_parameters()
 
 

@@ -221,3 +221,15 @@ def test_compile_entries_exist():
     ids = {i.cls.__name__ for i in MODULES if i.compile_backend}
     assert {"Linear", "CReLU"} <= ids
     assert module_db.MODULES is MODULES
+
+
+@_params([i for i in MODULES if i.takes_factory_kwargs and i.id != "TransformerEncoder"])
+@pytest.mark.parametrize("dtype", [None, torch.complex128], ids=["default", "c128"])
+def test_public_dtype_is_the_factory_dtype_and_shown(info, dtype):
+    """Every module built for a dtype keeps it one way: the public read-only ``dtype``
+    (cplxnet._utils.HasDtype), shown as ``dtype=`` in its repr. (TransformerEncoder is a
+    container: its layers have the dtype.)"""
+    m = make_module(info, dtype)
+    want = torch.complex64 if dtype is None else dtype
+    assert m.dtype == want
+    assert f"dtype={want}" in m.extra_repr()
