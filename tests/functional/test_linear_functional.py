@@ -21,3 +21,31 @@ def test_gradcheck():
     w = torch.randn(2, 4, dtype=torch.complex128, requires_grad=True)
     b = torch.randn(2, dtype=torch.complex128, requires_grad=True)
     assert torch.autograd.gradcheck(CF.linear, (x, w, b))
+
+
+def test_real_weight_equals_complex_weight_with_zero_imaginary_part():
+    """A real weight W on complex input is the complex map with weight W + 0i: W x_r + i W x_i
+    (the shared projection of Wang et al. 2020, Table 4), for any leading shape and bias."""
+    w = torch.randn(7, 5, dtype=torch.float64)
+    bc = torch.randn(7, dtype=torch.complex128)
+    br = torch.randn(7, dtype=torch.float64)
+    for shape in [(5,), (3, 5), (2, 4, 5), (0, 5)]:
+        x = torch.randn(*shape, dtype=torch.complex128)
+        ref_w = torch.complex(w, torch.zeros_like(w))
+        for b in (None, bc, br):
+            out = CF.linear(x, w, b)
+            ref = CF.linear(x, ref_w, None if b is None else b.to(torch.complex128))
+            assert out.dtype == torch.complex128 and out.shape == (*shape[:-1], 7)
+            torch.testing.assert_close(out, ref)
+    x = torch.randn(3, 5, dtype=torch.complex128)
+    torch.testing.assert_close(CF.linear(x, w), torch.complex(x.real @ w.T, x.imag @ w.T))
+
+
+def test_real_weight_gradcheck():
+    x = torch.randn(2, 3, 4, dtype=torch.complex128, requires_grad=True)
+    w = torch.randn(2, 4, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(2, dtype=torch.complex128, requires_grad=True)
+    assert torch.autograd.gradcheck(CF.linear, (x, w, b))
+    assert torch.autograd.gradcheck(CF.linear, (x, w))
+    (g,) = torch.autograd.grad(torch.view_as_real(CF.linear(x, w, b)).sum(), w)
+    assert g.dtype == torch.float64  # the weight stays real
