@@ -105,6 +105,14 @@ MODULES: list[ModuleInfo] = [
     # ---- core layers (core helper) ----
     ModuleInfo(cnn.Linear, _x(2, 3, 5), args=(5, 3), compile_backend="inductor"),
     ModuleInfo(cnn.Linear, _x(4, 5), args=(5, 3), kwargs={"bias": False}, name="Linear_nobias"),
+    ModuleInfo(
+        cnn.Linear,
+        _x(2, 3, 5),
+        args=(5, 3),
+        kwargs={"weight_field": "real"},
+        name="Linear_real_weight",
+        compile_backend="aot_eager",
+    ),
     ModuleInfo(cnn.Conv1d, _x(2, 4, 7), args=(4, 6, 3), kwargs={"padding": 1}),
     ModuleInfo(
         cnn.Conv1d,
