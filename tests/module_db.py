@@ -243,6 +243,14 @@ MODULES.extend(
         ),
         ModuleInfo(
             cnn.MultiheadAttention,
+            _seq_key_padding,
+            args=(4, 2),
+            kwargs={"projection": "real"},
+            supports_real=True,
+            name="MultiheadAttention_real_projection",
+        ),
+        ModuleInfo(
+            cnn.MultiheadAttention,
             _seq_kv,
             args=(4, 2),
             supports_real=True,
@@ -269,6 +277,14 @@ MODULES.extend(
             },
             is_random=True,
             name="TransformerEncoderLayer_prenorm_whiten",
+        ),
+        ModuleInfo(
+            cnn.TransformerEncoderLayer,
+            _seq_padding,
+            args=(4, 2),
+            kwargs={"dim_feedforward": 6, "projection": "real"},
+            is_random=True,
+            name="TransformerEncoderLayer_real_projection",
         ),
         ModuleInfo(
             cnn.TransformerEncoder,

@@ -18,10 +18,11 @@ from .._utils import (
     check_sizes,
     factory_kwargs,
     pack,
+    real_dtype,
     unpack,
 )
 from ..functional.attention import _check_broadcast
-from .linear import Linear
+from .linear import WEIGHT_FIELDS, Linear
 
 if TYPE_CHECKING:  # imported lazily at run time: encodings may themselves import cplxnet.nn
     from ..encodings.base import PositionalEncoding
@@ -66,6 +67,11 @@ class MultiheadAttention(HasDtype, nn.Module):
         bias: learn biases in the input and output projections.
         dropout: dropout on the attention weights (training mode only).
         score: ``"real"`` or ``"modulus"``.
+        projection: ``"complex"`` (default) or ``"real"``: the number field of the four
+            projection weights (:class:`~cplxnet.nn.Linear`'s ``weight_field``). ``"real"`` applies
+            one real matrix to the real and imaginary parts alike (:math:`W x_r + i W x_i`), the
+            "shared projections" of the Complex Order paper's Table 4 ablation; biases stay
+            complex. Ignored by a real-dtype layer (its weights are real anyway).
         device, dtype: factory kwargs. ``dtype`` defaults to the complex type of
             ``torch.get_default_dtype()``; a real floating dtype gives the real twin (plain real
             multi-head attention, same code path, same state_dict keys).
@@ -101,6 +107,7 @@ class MultiheadAttention(HasDtype, nn.Module):
         bias: bool = True,
         dropout: float = 0.0,
         score: str = "real",
+        projection: str = "complex",
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -121,10 +128,15 @@ class MultiheadAttention(HasDtype, nn.Module):
         self._dtype = fk["dtype"]
         self.dropout = dropout
         self.score = check_choice(score, CF.SCORES, owner, "score")
-        self.in_proj_weight = nn.Parameter(torch.empty(3 * embed_dim, embed_dim, **fk))
+        self.projection = check_choice(projection, WEIGHT_FIELDS, owner, "projection")
+        real_weights = projection == "real" or not fk["dtype"].is_complex
+        wk = {"device": device, "dtype": real_dtype(fk["dtype"])} if real_weights else fk
+        self.in_proj_weight = nn.Parameter(torch.empty(3 * embed_dim, embed_dim, **wk))
         self.in_proj_bias = nn.Parameter(torch.empty(3 * embed_dim, **fk)) if bias else None
         if fk["dtype"].is_complex:
-            self.out_proj = Linear(embed_dim, embed_dim, bias=bias, **fk)
+            self.out_proj = Linear(
+                embed_dim, embed_dim, bias=bias, weight_field=projection, **fk
+            )
         else:
             self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **fk)
         self.reset_parameters()
@@ -257,5 +269,7 @@ class MultiheadAttention(HasDtype, nn.Module):
         return (
             f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
             f"bias={self.in_proj_bias is not None}, dropout={self.dropout}, "
-            f"score={self.score!r}, dtype={self.dtype}"
+            f"score={self.score!r}"
+            + (f", projection={self.projection!r}" if self.projection != "complex" else "")
+            + f", dtype={self.dtype}"
         )

@@ -3,6 +3,7 @@ r"""Transformer encoder layers for complex (and real) sequences (Vaswani et al.,
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable
 
 import torch
@@ -79,6 +80,11 @@ class TransformerEncoderLayer(HasDtype, nn.Module):
             (:class:`cplxnet.nn.RMSNorm`).
         score: attention score, ``"real"`` or ``"modulus"``
             (:func:`cplxnet.functional.scaled_dot_product_attention`).
+        projection: ``"complex"`` (default) or ``"real"``: the number field of every projection
+            weight -- the attention's four and the feed-forward's two (``weight_field`` of
+            :class:`~cplxnet.nn.Linear`); ``"real"`` shares one real matrix between the real and
+            imaginary parts (the Complex Order paper's Table 4 "shared projections"). Ignored
+            for a real dtype.
         layer_norm_eps: ``eps`` of the normalisations.
         bias: biases in the linear layers and the layer norms.
         device, dtype: factory kwargs (default: the complex type of the default dtype).
@@ -96,6 +102,7 @@ class TransformerEncoderLayer(HasDtype, nn.Module):
         norm_first: bool = False,
         norm: str = "split",
         score: str = "real",
+        projection: str = "complex",
         attention_dropout: float | None = None,
         layer_norm_eps: float = 1e-5,
         bias: bool = True,
@@ -117,12 +124,20 @@ class TransformerEncoderLayer(HasDtype, nn.Module):
         self.bias = bool(bias)
         attention_dropout = dropout if attention_dropout is None else attention_dropout
         is_complex = fk["dtype"].is_complex
-        linear = Linear if is_complex else nn.Linear
+        # the feed-forward's weights in the same field as the attention's projections
+        linear = functools.partial(Linear, weight_field=projection) if is_complex else nn.Linear
         drop = Dropout if is_complex else nn.Dropout
 
         self.self_attn = MultiheadAttention(
-            d_model, nhead, bias=bias, dropout=attention_dropout, score=score, **fk
+            d_model,
+            nhead,
+            bias=bias,
+            dropout=attention_dropout,
+            score=score,
+            projection=projection,
+            **fk,
         )
+        self.projection = self.self_attn.projection
         self.linear1 = linear(d_model, dim_feedforward, bias=bias, **fk)
         self.activation = _activation(activation, dim_feedforward, fk, owner)
         self.dropout = drop(dropout)
@@ -196,7 +211,10 @@ class TransformerEncoderLayer(HasDtype, nn.Module):
         return x
 
     def extra_repr(self) -> str:
-        return f"norm_first={self.norm_first}, norm={self.norm_kind!r}, dtype={self.dtype}"
+        s = f"norm_first={self.norm_first}, norm={self.norm_kind!r}"
+        if self.projection != "complex":
+            s += f", projection={self.projection!r}"
+        return s + f", dtype={self.dtype}"
 
 
 def _reset_all(module: nn.Module) -> None:

@@ -365,3 +365,39 @@ def test_errors():
     with pytest.raises(ValueError, match="MultiheadAttention: attn_mask .* does not broadcast"):
         m(x, attn_mask=torch.zeros(L + 1, L), encoding=ConstBias(torch.zeros(1, H, L, L)))
 
+
+
+def _copy_as_complex(dst: torch.nn.Module, src: torch.nn.Module) -> None:
+    """dst's (complex) parameters := src's, real weights W becoming W + 0i."""
+    with torch.no_grad():
+        for name, p in src.named_parameters():
+            dst.get_parameter(name).copy_(p.to(dst.get_parameter(name).dtype))
+
+
+def test_real_projection_is_complex_projection_with_real_weights():
+    """projection="real": the four projection weights are real (state_dict, factory dtype),
+    and the layer equals the complex-weight layer whose weights are W + 0i."""
+    torch.manual_seed(0)
+    m = cnn.MultiheadAttention(8, 2, projection="real", dtype=torch.complex128).eval()
+    assert m.in_proj_weight.dtype == m.out_proj.weight.dtype == torch.float64
+    assert m.in_proj_bias.dtype == m.out_proj.bias.dtype == torch.complex128
+    assert "projection='real'" in repr(m)
+    with torch.no_grad():
+        m.in_proj_bias.normal_()
+    ref = cnn.MultiheadAttention(8, 2, dtype=torch.complex128).eval()
+    assert list(ref.state_dict()) == list(m.state_dict())
+    _copy_as_complex(ref, m)
+    x = torch.randn(2, 5, 8, dtype=torch.complex128)
+    pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
+    torch.testing.assert_close(m(x, key_padding_mask=pad), ref(x, key_padding_mask=pad))
+    kv = torch.randn(2, 4, 8, dtype=torch.complex128)
+    torch.testing.assert_close(m(x, key=kv), ref(x, key=kv))
+    # a real layer's weights are real anyway: the option changes nothing there
+    torch.manual_seed(1)
+    a = cnn.MultiheadAttention(8, 2, projection="real", dtype=torch.float64)
+    torch.manual_seed(1)
+    b = cnn.MultiheadAttention(8, 2, dtype=torch.float64)
+    xr = x.real.contiguous()
+    torch.testing.assert_close(a(xr), b(xr))
+    with pytest.raises(ValueError, match="unknown projection 'shared'"):
+        cnn.MultiheadAttention(8, 2, projection="shared")

@@ -326,3 +326,28 @@ def test_final_norm_by_kind_follows_the_layers_eps_and_bias(kind, dtype):
     assert default.norm.eps == 1e-5
     if kind == "split":
         assert default.norm.bias is not None
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_real_projection_layer_equals_complex_layer_with_real_weights(norm_first):
+    """projection="real" makes every projection weight real (attention and feed-forward): the
+    layer equals the complex-weight layer with weights W + 0i, same state_dict keys."""
+    torch.manual_seed(0)
+    m = cnn.TransformerEncoderLayer(
+        D, H, F, dropout=0.0, norm_first=norm_first, projection="real", dtype=torch.complex128
+    ).eval()
+    real = {n for n, p in m.named_parameters() if not p.is_complex()}
+    assert {"self_attn.in_proj_weight", "self_attn.out_proj.weight", "linear1.weight",
+            "linear2.weight"} <= real  # fmt: skip
+    ref = cnn.TransformerEncoderLayer(
+        D, H, F, dropout=0.0, norm_first=norm_first, dtype=torch.complex128
+    ).eval()
+    assert list(ref.state_dict()) == list(m.state_dict())
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            ref.get_parameter(name).copy_(p.to(ref.get_parameter(name).dtype))
+    x = torch.randn(B, L, D, dtype=torch.complex128)
+    torch.testing.assert_close(m(x, padding_mask=_padding()), ref(x, padding_mask=_padding()))
+    assert "projection='real'" in repr(m)
+    enc = cnn.TransformerEncoder(D, H, 2, dim_feedforward=F, projection="real")
+    assert all(not lay.linear1.weight.is_complex() for lay in enc.layers)
