@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from cplxnet.functional import GATES, SCORES
-from cplxnet.nn import ACTIVATIONS, NORMS, READOUTS
+from cplxnet.nn import ACTIVATIONS, NORMS, READOUTS, WEIGHT_FIELDS
 
 __all__ = [
     "ModelConfig",
@@ -40,7 +40,6 @@ __all__ = [
     "preset_config",
     "real_twin",
 ]
-
 
 
 @dataclass
@@ -238,6 +237,11 @@ class TransformerConfig(ModelConfig):
             torch's ``LayerNorm`` (or ``RMSNorm`` for ``"rms"``).
         score: attention score, ``"real"`` (``Re(q k^H)``) or ``"modulus"`` (``|q k^T|``, the
             Complex Order paper's); see :class:`cplxnet.nn.MultiheadAttention`.
+        projection: number field of the projection weights of a complex model (attention
+            q/k/v/out and feed-forward): ``"complex"`` or ``"real"`` (one real matrix applied to
+            the real and imaginary parts alike, the Complex Order paper's Table 4 ablation
+            "real and imaginary projections shared"; see :class:`cplxnet.nn.Linear`'s
+            ``weight_field``). Ignored by real models.
     """
 
     family: str = field(default="transformer", init=False)
@@ -252,6 +256,7 @@ class TransformerConfig(ModelConfig):
     norm_first: bool = True
     norm: str = "split"
     score: str = "real"
+    projection: str = "complex"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -269,6 +274,7 @@ class TransformerConfig(ModelConfig):
         _check_choice(self, "norm", NORMS)
         _check_choice(self, "score", SCORES)
         _check_choice(self, "activation", ACTIVATIONS)
+        _check_choice(self, "projection", WEIGHT_FIELDS)
         self.norm_first = bool(self.norm_first)
 
 

@@ -54,6 +54,7 @@ class TransformerClassifier(TextClassifier):
             norm_first=config.norm_first,
             layer_norm=config.norm,
             score=config.score,
+            projection=config.projection,
             **field.fk,
         )
         return config.d_model

@@ -126,3 +126,5 @@ def test_choices_are_the_library_tuples():
         make_config("lstm", gate="tanh")
     with pytest.raises(ValueError, match="unknown score 'dot'; valid: 'real', 'modulus'"):
         make_config("transformer", score="dot")
+    with pytest.raises(ValueError, match="unknown projection 'shared'; valid: 'complex', 'real'"):
+        make_config("transformer", projection="shared")

@@ -3,6 +3,8 @@ parameter counts, sparse tables."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from zoo_helpers import CLASSES, VOCAB, batch, tiny_config
@@ -266,3 +268,25 @@ def test_real_lstm_runs_an_empty_batch():
     rnn = RealLSTM(4, 3, bidirectional=True)
     out, (h, c) = rnn(torch.zeros(0, 5, 4), torch.zeros(0, dtype=torch.long))
     assert out.shape == (0, 5, 6) and h.shape == c.shape == (2, 0, 3)
+
+
+def test_transformer_real_projection_option():
+    """TransformerConfig.projection="real": every projection weight of the complex model is real
+    (half the reals of a complex weight), the model trains end to end; the real twin has real
+    weights anyway, so the option changes nothing there."""
+    cfg = tiny_config("transformer", True, projection="real")
+    model = build_model(cfg)
+    full = build_model(tiny_config("transformer", True))
+    real = [n for n, p in model.named_parameters() if not p.is_complex()]
+    assert "encoder.layers.0.self_attn.in_proj_weight" in real
+    assert "encoder.layers.1.linear2.weight" in real
+    D, Fw, layers = 8, 12, 2
+    dense = layers * (4 * D * D + 2 * D * Fw)  # projection weights (complex entries in `full`)
+    assert count_parameters(full).total_real - count_parameters(model).total_real == dense
+    ids, mask = batch([5, 3])
+    model(ids, mask).sum().backward()
+    assert model.encoder.layers[0].linear1.weight.grad.dtype == torch.float32
+    twin = real_twin(cfg)
+    shapes = {k: v.shape for k, v in build_model(twin).state_dict().items()}
+    ref = build_model(dataclasses.replace(twin, projection="complex")).state_dict()
+    assert shapes == {k: v.shape for k, v in ref.items()}
