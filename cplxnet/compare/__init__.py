@@ -37,7 +37,14 @@ from .report import (
     results_table,
     significance_table,
 )
-from .specs import VARIANTS, EncodingSpec, parse_encoding, parse_encodings, parse_numbers
+from .specs import (
+    MODEL_VARIANTS,
+    VARIANTS,
+    EncodingSpec,
+    parse_encoding,
+    parse_encodings,
+    parse_numbers,
+)
 from .synthetic import LengthBin, SyntheticOrderTask, length_bins
 
 __all__ = [
@@ -65,6 +72,7 @@ __all__ = [
     "results_table",
     "significance_table",
     "VARIANTS",
+    "MODEL_VARIANTS",
     "EncodingSpec",
     "parse_encoding",
     "parse_encodings",

@@ -8,6 +8,8 @@ Examples::
         --epochs 10 --jobs 2 --out runs/table2
     cplxnet compare --families transformer --encodings sinusoidal,rotary,t5,complex-order
     cplxnet compare --families transformer --encodings table4 --data trec   # Table 4 ablations
+    cplxnet compare --families transformer --encodings complex-order,complex-order-real-proj
+    cplxnet compare --families transformer --encodings complex-order --set projection=real
     cplxnet compare --extrapolate --families transformer,lstm --encodings trainable,complex-order
     cplxnet report runs/table2                  # re-render report.md and the plots
 """
@@ -39,8 +41,12 @@ def add_subcommands(sub: Any) -> None:
         "Encodings: registered names (none, trainable, sinusoidal, complex-order, rotary, "
         "shaw, xl, t5, deberta, ...), name:key=value options (complex-order:phase=false), the "
         "Complex Order ablations complex-order-no-phase, -freq-shared, -freq-word, "
-        "-amp-shared, -amp-word, or 'table4' for all of them. An encoding that a family cannot "
-        "use (attention encodings without attention) is skipped for that family with a note.",
+        "-amp-shared, -amp-word, the model ablation complex-order-real-proj (Table 4's shared "
+        "projections: the Transformer's projection weights real, one matrix for the real and "
+        "imaginary parts; the same as --set transformer.projection=real but as its own column), "
+        "or 'table4' for all of them. An encoding that a family cannot use (attention encodings "
+        "without attention, the projection ablation without a Transformer) is skipped for that "
+        "family with a note.",
     )
     g = c.add_argument_group("grid")
     g.add_argument(

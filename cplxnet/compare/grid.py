@@ -304,14 +304,16 @@ class Cell:
 def cell_config(
     family: str, encoding: EncodingSpec, number: str, options: GridOptions, **extra: Any
 ) -> Any:
-    """The model config of a cell: ``models.make_config(family)`` with the ``--set`` overrides
-    and the encoding; a real cell is :func:`models.real_twin` of the complex config with
+    """The model config of a cell: ``models.make_config(family)`` with the ``--set`` overrides,
+    the model fields of a model variant (``encoding.model``, e.g. ``projection="real"``) and the
+    encoding; a real cell is :func:`models.real_twin` of the complex config with
     ``options.real_width``."""
     import models
 
     names = {f.name for f in dataclasses.fields(models.CONFIG_CLASSES[family]) if f.init}
     fields = {k: v for k, v in options.sets.get("*", {}).items() if k in names}
     fields.update(options.sets.get(family, {}))
+    fields.update(encoding.model)
     fields.update(extra)
     fields.update(encoding=encoding.name, encoding_options=dict(encoding.options), complex=True)
     config = models.make_config(family, **fields)
@@ -350,13 +352,19 @@ def check_combination(
     family: str, encoding: EncodingSpec, number: str, options: GridOptions
 ) -> str | None:
     """``None`` if the cell can be built; a note if the encoding acts on a site the family lacks
-    (e.g. a relative encoding with a model without attention). Any other problem (an unknown
-    option, a bad width) raises :class:`CompareError`."""
+    (e.g. a relative encoding with a model without attention) or a model variant sets a field
+    the family does not have. Any other problem (an unknown option, a bad width) raises
+    :class:`CompareError`."""
     import torch
 
     import models
 
     from ..encodings import check_sites, create_encoding
+
+    names = {f.name for f in dataclasses.fields(models.CONFIG_CLASSES[family]) if f.init}
+    missing = sorted(set(encoding.model) - names)
+    if missing:
+        return f"the {family} model has no field {', '.join(missing)}"
 
     try:
         config = cell_config(family, encoding, number, options)
@@ -405,7 +413,9 @@ def expand_grid(
 
     A combination of family and encoding that cannot work (an attention encoding with a family
     without attention) is skipped with a note; if an encoding or a family is left with no cell
-    at all, that is an error (nothing of what was asked for it would run).
+    at all, that is an error (nothing of what was asked for it would run) -- except for a model
+    variant (``complex-order-real-proj``, e.g. from ``table4``) that no family has the fields
+    for, which is only noted.
     ``folds`` apply to datasets without their own test set (MR, a user file); bundled TREC and
     the synthetic task always use their test set.
     """
@@ -440,7 +450,7 @@ def expand_grid(
                     if msg not in notes:
                         notes.append(msg)
     for spec in encodings:
-        if spec.label not in used_enc:
+        if spec.label not in used_enc and not spec.model:  # a model variant: noted, not an error
             raise CompareError(
                 f"encoding {spec.label} cannot run with any of the families "
                 f"{', '.join(families)}: {'; '.join(n for n in notes if spec.label in n)}"

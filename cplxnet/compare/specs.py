@@ -4,10 +4,14 @@ number field (complex or real) each encoding runs in.
 An encoding spec is a registered name (:func:`cplxnet.encodings.available_encodings`), optionally
 with options, ``name:key=value:key=value`` (values are JSON where they parse: ``true``,
 ``3``, ``0.5``; otherwise strings), e.g. ``complex-order:phase=false:frequency=shared``, or a
-named variant of :data:`VARIANTS` (the Complex Order paper's Table 4 ablations). In a
-comma-separated list an item ``key=value`` without ``:`` continues the options of the item before
-it, so ``complex-order:phase=false,frequency=shared,sinusoidal`` is two specs.
-``table4`` in a list expands to ``complex-order`` and every variant.
+named variant of :data:`VARIANTS` (the Complex Order paper's Table 4 ablations of the encoding) or
+of :data:`MODEL_VARIANTS` (its Table 4 ablation of the model: ``complex-order-real-proj``, the
+encoding with model fields set, here ``projection="real"``: a Transformer whose projections
+share one real weight between the real and imaginary parts). In a comma-separated list an item
+``key=value`` without ``:`` continues the options of the item before it, so
+``complex-order:phase=false,frequency=shared,sinusoidal`` is two specs.
+``table4`` in a list expands to ``complex-order`` and every variant of both kinds (a model
+variant is skipped, with a note, for families that lack its fields).
 
 Number field: ``natural`` (the default) runs each encoding in the number field of the paper's
 Table 2: complex models for the complex encodings (``complex-order``, ``complex-vanilla`` and the
@@ -25,6 +29,7 @@ from typing import Any
 __all__ = [
     "EncodingSpec",
     "VARIANTS",
+    "MODEL_VARIANTS",
     "NUMBERS",
     "parse_encoding",
     "parse_encodings",
@@ -36,8 +41,7 @@ __all__ = [
 NUMBERS = ("complex", "real")
 
 # The Complex Order paper's Table 4 ablations that the complex-order encoding can express
-# (cplxnet.encodings.ComplexOrderEncoding options). "Real and imaginary projections shared or
-# not" is a property of the complex layers, not of the encoding; the zoo has no such option.
+# (cplxnet.encodings.ComplexOrderEncoding options): name -> (encoding, options, description).
 VARIANTS: dict[str, tuple[str, dict[str, Any], str]] = {
     "complex-order-no-phase": (
         "complex-order",
@@ -65,7 +69,17 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], str]] = {
         "one amplitude per word, shared by its dimensions",
     ),
 }
-TABLE4 = ("complex-order", *VARIANTS)
+# Its Table 4 ablation "real and imaginary projections shared or not" is a property of the
+# complex layers, not of the encoding: a model variant, name -> (encoding, model fields,
+# description); the fields override the family's config (a family without them skips the column).
+MODEL_VARIANTS: dict[str, tuple[str, dict[str, Any], str]] = {
+    "complex-order-real-proj": (
+        "complex-order",
+        {"projection": "real"},
+        "shared projections: one real weight for the real and imaginary parts (Transformer)",
+    ),
+}
+TABLE4 = ("complex-order", *VARIANTS, *MODEL_VARIANTS)
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -101,11 +115,14 @@ class EncodingSpec:
             ``name:key=value...``).
         name: the registered encoding name.
         options: keyword options for :func:`cplxnet.encodings.create_encoding`.
+        model: model-config fields the column sets (a :data:`MODEL_VARIANTS` entry), e.g.
+            ``{"projection": "real"}``; empty for a plain encoding.
     """
 
     label: str
     name: str
     options: dict[str, Any] = field(default_factory=dict)
+    model: dict[str, Any] = field(default_factory=dict)
 
     @property
     def is_complex(self) -> bool:
@@ -114,23 +131,34 @@ class EncodingSpec:
 
     @property
     def canonical(self) -> str:
-        """``name:key=value:...`` with sorted keys (what the run was built with)."""
+        """``name:key=value:...`` with sorted keys (what the run was built with), then
+        ``+field=value:...`` for the model fields of a model variant."""
         parts = [self.name] + [
             f"{k}={_format_value(self.options[k])}" for k in sorted(self.options)
         ]
-        return ":".join(parts)
+        text = ":".join(parts)
+        if self.model:
+            fields = [f"{k}={_format_value(self.model[k])}" for k in sorted(self.model)]
+            text += "+" + ":".join(fields)
+        return text
 
     @property
     def slug(self) -> str:
         """A file-name-safe form of :attr:`canonical`."""
-        return re.sub(r"[^A-Za-z0-9.-]+", "_", self.canonical.replace("=", "-"))
+        text = self.canonical.replace("=", "-").replace("+", "--model-")
+        return re.sub(r"[^A-Za-z0-9.-]+", "_", text)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "name": self.name, "options": dict(self.options)}
+        d = {"label": self.label, "name": self.name, "options": dict(self.options)}
+        if self.model:  # only then: plain specs serialise as before
+            d["model"] = dict(self.model)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EncodingSpec:
-        return cls(d["label"], d["name"], dict(d.get("options") or {}))
+        return cls(
+            d["label"], d["name"], dict(d.get("options") or {}), dict(d.get("model") or {})
+        )
 
 
 def _known_encodings() -> tuple[str, ...]:
@@ -148,16 +176,21 @@ def parse_encoding(text: str) -> EncodingSpec:
     head, *rest = text.split(":")
     head = head.strip()
     options: dict[str, Any] = {}
+    model: dict[str, Any] = {}
     if head in VARIANTS:
         name, base, _ = VARIANTS[head]
         options.update(base)
+    elif head in MODEL_VARIANTS:
+        name, fields, _ = MODEL_VARIANTS[head]
+        model.update(fields)
     else:
         name = head
         known = _known_encodings()
         if name not in known:
             raise ValueError(
                 f"unknown encoding {name!r}; encodings: {', '.join(known)}; Complex Order "
-                f"variants: {', '.join(VARIANTS)} (or 'table4' for all of them)"
+                f"variants: {', '.join([*VARIANTS, *MODEL_VARIANTS])} (or 'table4' for all of "
+                "them)"
             )
     for item in rest:
         if "=" not in item:
@@ -170,7 +203,7 @@ def parse_encoding(text: str) -> EncodingSpec:
         if not _NAME.match(key):
             raise ValueError(f"encoding spec {text!r}: bad option name {key!r}")
         options[key] = parse_value(value)
-    return EncodingSpec(text, name, options)
+    return EncodingSpec(text, name, options, model)
 
 
 def parse_encodings(text: str | list[str]) -> list[EncodingSpec]:

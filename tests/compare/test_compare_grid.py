@@ -280,3 +280,31 @@ def test_dead_worker_is_recorded_and_interrupted_worker_is_not(
         assert [r["status"] for r in rows] == ["error", "error"]
         assert rows[0]["error"] == "worker exited with status 3: worker output"
         assert any("ERROR worker exited" in m for m in logs)
+
+
+def test_model_variant_sets_the_model_field_and_is_skipped_where_absent(options):
+    """complex-order-real-proj builds the Transformer with real projection weights; families
+    without the field skip it with a note (table4 with them still runs its encoding variants);
+    asked for alone with such a family, nothing would run: an error."""
+    from cplxnet.compare import cell_config, parse_encoding
+
+    spec = parse_encoding("complex-order-real-proj")
+    config = cell_config("transformer", spec, "complex", options)
+    assert config.projection == "real" and config.encoding == "complex-order"
+    plain = cell_config("transformer", parse_encoding("complex-order"), "complex", options)
+    assert plain.projection == "complex"
+    cells, notes = expand_grid(
+        ["synthetic"], ["fasttext", "transformer"], parse_encodings("table4"), NATURAL, [0],
+        [None], options,
+    )  # fmt: skip
+    labels = {(c.family, c.encoding.label) for c in cells}
+    assert ("transformer", "complex-order-real-proj") in labels
+    assert ("fasttext", "complex-order-real-proj") not in labels
+    assert any("fasttext x complex-order-real-proj" in n and "no field projection" in n
+               for n in notes)  # fmt: skip
+    cells, _ = expand_grid(
+        ["synthetic"], ["cnn"], parse_encodings("table4"), NATURAL, [0], [None], options
+    )
+    assert len(cells) == 6  # the encoding variants
+    with pytest.raises(CompareError, match="family cnn has no usable encoding"):
+        expand_grid(["synthetic"], ["cnn"], [spec], NATURAL, [0], [None], options)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from cplxnet.compare import VARIANTS, parse_encoding, parse_encodings, parse_numbers
+from cplxnet.compare import (
+    MODEL_VARIANTS,
+    VARIANTS,
+    EncodingSpec,
+    parse_encoding,
+    parse_encodings,
+    parse_numbers,
+)
 from cplxnet.compare.specs import numbers_for
 
 
@@ -29,7 +36,7 @@ def test_list_with_continued_options_and_table4():
     assert [s.label for s in specs] == ["complex-order:phase=false:frequency=shared", "sinusoidal"]
     assert specs[0].options == {"phase": False, "frequency": "shared"}
     table4 = parse_encodings("table4")
-    assert [s.label for s in table4] == ["complex-order", *VARIANTS]
+    assert [s.label for s in table4] == ["complex-order", *VARIANTS, *MODEL_VARIANTS]
     assert [s.label for s in parse_encodings("none,none,trainable")] == ["none", "trainable"]
 
 
@@ -59,3 +66,20 @@ def test_numbers():
         parse_numbers("quaternion")
     with pytest.raises(ValueError, match="cannot be combined"):
         parse_numbers("natural,real")
+
+
+def test_model_variant_sets_model_fields_and_has_its_own_cell_id():
+    """complex-order-real-proj: the complex-order encoding with the model field projection="real"
+    (the paper's Table 4 shared projections); its canonical form and slug differ from the plain
+    encoding's, plain specs serialise exactly as before, and dicts round trip."""
+    spec = parse_encoding("complex-order-real-proj")
+    assert (spec.name, spec.options, spec.model) == ("complex-order", {}, {"projection": "real"})
+    assert spec.canonical == "complex-order+projection=real" and spec.is_complex
+    plain = parse_encoding("complex-order")
+    assert spec.slug != plain.slug and "model" not in plain.to_dict()
+    assert EncodingSpec.from_dict(spec.to_dict()) == spec
+    assert EncodingSpec.from_dict({"label": "x", "name": "none"}).model == {}
+    with_opt = parse_encoding("complex-order-real-proj:phase=false")
+    assert with_opt.options == {"phase": False} and with_opt.model == {"projection": "real"}
+    with pytest.raises(ValueError, match="complex-order-real-proj"):
+        parse_encoding("nope")
