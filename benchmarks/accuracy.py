@@ -137,6 +137,16 @@ def write_report(rows: list[dict], path: str, threads: int) -> None:
             f"| {t.key} | `{t.preset}` | {_stats(acc)} | >= {t.target:.2f} ({met}) | {t.paper} | "
             f"{', '.join(str(r['seed']) for r in mine)} |"
         )
+    missing = [t for t in TARGETS if not any(r["target"] == t.key for r in rows)]
+    if missing:
+        lines += [
+            "",
+            "Not run yet (no finished run folder): "
+            + ", ".join(f"{t.key} (`{t.preset}`, goal >= {t.target:.2f})" for t in missing)
+            + "; run `python benchmarks/accuracy.py --only "
+            + " ".join(t.key for t in missing)
+            + "`.",
+        ]
     lines += [
         "",
         "Per run:",
