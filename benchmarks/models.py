@@ -168,7 +168,8 @@ class TrainStep:
     model or its compiled form), ``model`` owns the parameters."""
 
     def __init__(self, bench: Bench, model: nn.Module, model_fn=None) -> None:
-        self.bench, self.model, self.fn = bench, model, model_fn or model
+        self.bench, self.model = bench, model
+        self.fn = model if model_fn is None else model_fn  # no bool(): compiled modules lack len
         self.opts = optimizers(model)
         self.i = 0
         model.train()
