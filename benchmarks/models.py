@@ -298,6 +298,25 @@ class EmbedStage(nn.Module):
         return self.encoding.embed(ids)
 
 
+class AutogradOrder(nn.Module):
+    """The complex-order map through autograd of ``cos``/``sin``/``complex`` (cplxnet <= 0.1's
+    code; same tables, same lookups) as a baseline for the hand-written backward."""
+
+    def __init__(self, encoding: nn.Module) -> None:
+        super().__init__()
+        self.encoding = encoding
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        e = self.encoding
+        r, w, theta = (
+            torch.nn.functional.embedding(ids, t, e.padding_idx, sparse=e.sparse)
+            for t in (e.amplitude_weight, e.frequency_weight, e.phase_weight)
+        )
+        pos = torch.arange(ids.shape[1], dtype=r.dtype)[:, None]
+        angle = w * pos + theta
+        return torch.complex(r * torch.cos(angle), r * torch.sin(angle))
+
+
 class RotaryOne(nn.Module):
     def __init__(self, encoding: nn.Module) -> None:
         super().__init__()
@@ -322,9 +341,18 @@ def micro_rows() -> dict:
         enc = create_encoding("complex-order", d_model=d, vocab_size=V, padding_idx=0, sparse=True)
         real = nn.Embedding(V, 2 * d, padding_idx=0, sparse=True)
         table = cplxnet.nn.Embedding(V, d, padding_idx=0, sparse=True)
+        angle = torch.rand(cfg.batch, cfg.seq, d) * cfg.seq  # angles w * pos + theta
+
+        def trig_numpy() -> None:  # what the encoding's forward pays for cos and sin
+            a = angle.numpy()
+            np.cos(a), np.sin(a)
+
         base = {
             "real nn.Embedding(V, 2d) lookup": fwd_bwd(real, ids),
             "cplxnet complex Embedding(V, d)": fwd_bwd(table, ids),
+            "its cos + sin alone (NumPy, forward)": trig_numpy,
+            "torch.cos + torch.sin alone (forward)": lambda: (torch.cos(angle), torch.sin(angle)),
+            "autograd through cos/sin (the previous code)": fwd_bwd(AutogradOrder(enc), ids),
         }
         return Case(fwd_bwd(EmbedStage(enc), ids), base)
 

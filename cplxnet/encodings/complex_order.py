@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import functional as CF
 from .._utils import check_choice, factory_kwargs, real_dtype
 from ._common import check_ids, complex_features, sinusoid_frequencies
 from .base import PositionalEncoding
@@ -179,25 +180,19 @@ class ComplexOrderEncoding(PositionalEncoding):
         check_ids(ids, self.vocab_size, type(self).__name__)
         B, L = ids.shape
         n = self.features
-        r = self._lookup(self.amplitude_weight, ids)
-        angle = None
+        r = self._lookup(self.amplitude_weight, ids)  # (B, L, n), (B, L, 1) or (n,)
+        w = theta = None
+        pos = torch.arange(L, device=ids.device, dtype=self.amplitude_weight.dtype)[:, None]
         if self.frequency_weight is not None:
-            pos = torch.arange(L, device=ids.device, dtype=self.frequency_weight.dtype)
-            angle = self._lookup(self.frequency_weight, ids) * pos[:, None]  # (B|1, L, n|1)
+            w = self._lookup(self.frequency_weight, ids)
         if self.phase_weight is not None:
             theta = self._lookup(self.phase_weight, ids)
-            angle = theta if angle is None else angle + theta
-        if angle is None:
-            re, im = r, torch.zeros_like(r)
-        else:
-            re, im = r * torch.cos(angle), r * torch.sin(angle)
-        re, im = re.expand(B, L, n), im.expand(B, L, n)
+        z = CF.complex_order(r, w, theta, pos).expand(B, L, n)  # (B, L, n) complex
         if self.padding_idx is not None and self.amplitude != "word":
-            keep = (ids != self.padding_idx).unsqueeze(-1).to(re.dtype)
-            re, im = re * keep, im * keep
+            z = z * (ids != self.padding_idx).unsqueeze(-1).to(r.dtype)
         if self.complex_model:
-            return torch.complex(re, im)  # (B, L, D)
-        return torch.stack((re, im), dim=-1).flatten(-2)  # (B, L, D) packed
+            return z  # (B, L, D)
+        return torch.view_as_real(z).flatten(-2)  # (B, L, D) packed
 
     def extra_repr(self) -> str:
         return (
