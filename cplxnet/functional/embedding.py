@@ -98,7 +98,8 @@ class _ComplexOrder(torch.autograd.Function):
         grad_r = grad_w = grad_theta = None
         if ctx.needs_input_grad[0]:  # dL/dr = g_re cos + g_im sin
             grad_r = torch.addcmul(g_re * c, g_im, s).sum_to_size(r.shape)
-        if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:  # dL/dangle = r (g_im cos - g_re sin)
+        if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
+            # dL/dangle = r (g_im cos - g_re sin)
             grad_angle = torch.addcmul(g_im * c, g_re, s, value=-1.0).mul_(r)
             if ctx.needs_input_grad[1]:
                 grad_w = (grad_angle * pos).sum_to_size(w_shape)
