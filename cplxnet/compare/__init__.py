@@ -36,6 +36,7 @@ from .report import (
     render_report,
     results_table,
     significance_table,
+    pooled_table,
 )
 from .specs import (
     MODEL_VARIANTS,
@@ -71,6 +72,7 @@ __all__ = [
     "render_report",
     "results_table",
     "significance_table",
+    "pooled_table",
     "VARIANTS",
     "MODEL_VARIANTS",
     "EncodingSpec",

@@ -19,6 +19,7 @@ from cplxnet.compare import (
     plot_results,
     render_report,
     results_table,
+    pooled_table,
     significance_table,
 )
 from cplxnet.compare.grid import rows_to_csv
@@ -203,3 +204,22 @@ def test_extrapolation_table_and_csv_roundtrip(tmp_path):
     png = plot_extrapolation(rows, str(tmp_path / "x.png"))
     with open(png, "rb") as fh:
         assert fh.read(8) == PNG
+
+
+def test_pooled_table_matches_runs_across_rows(results_csv):
+    """complex-order against each column over the runs of both rows, matched by (row, seed)."""
+    from scipy.stats import wilcoxon
+
+    rows = load_results(results_csv)
+    lines = {line.split("|")[2].strip(): line for line in pooled_table(rows).splitlines()[2:]}
+    assert set(lines) == {"none (real)", "sinusoidal (real)"}
+    # vs none: cnn +.06 +.07 +.08 +.07 +.06 +.08, fasttext +.01 +.03 +.04: 9 wins, p = 2 / 2**9
+    assert lines["none (real)"] == (
+        "| complex-order (complex) | none (real) | 2 | +0.056 | 9/0/0 | 9 | 0.0039 |"
+    )
+    # vs sinusoidal: cnn +.01 .. +.06 (6 wins), fasttext -.01 -.01 -.02 (3 losses)
+    diffs = [0.01, 0.02, 0.03, 0.04, 0.05, 0.06, -0.01, -0.01, -0.02]
+    p = wilcoxon(diffs).pvalue
+    cells = [c.strip() for c in lines["sinusoidal (real)"].strip("|").split("|")]
+    assert cells[2:6] == ["2", "+0.019", "6/0/3", "9"]
+    assert float(cells[6]) == pytest.approx(p, rel=0.05)
