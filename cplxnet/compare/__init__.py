@@ -33,10 +33,10 @@ from .report import (
     paired_test,
     plot_extrapolation,
     plot_results,
+    pooled_table,
     render_report,
     results_table,
     significance_table,
-    pooled_table,
 )
 from .specs import (
     MODEL_VARIANTS,

@@ -17,9 +17,9 @@ from cplxnet.compare import (
     paired_test,
     plot_extrapolation,
     plot_results,
+    pooled_table,
     render_report,
     results_table,
-    pooled_table,
     significance_table,
 )
 from cplxnet.compare.grid import rows_to_csv
