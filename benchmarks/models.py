@@ -6,7 +6,7 @@ against eager; micro rows (complex-order embedding, rotary); sentences per secon
     python benchmarks/models.py                         # everything (~15 min on 2 busy cores)
     python benchmarks/models.py --out benchmarks/RESULTS.md   # also write its RESULTS section
     python benchmarks/models.py --quick                 # tiny models, 3 rounds: every row runs
-    python benchmarks/models.py --only steps micro      # parts: steps, compile, micro, cli
+    python benchmarks/models.py --only steps micro      # parts: steps, compile, micro, cli, profile
 
 Method (the harness of ``benchmarks/layers.py``, ``shared/notes/performance.md``): 2 threads,
 glibc malloc thresholds raised (the script re-executes itself with them), each variant warmed up,
@@ -378,6 +378,60 @@ def micro_rows() -> dict:
 
 
 # ------------------------------------------------------------------------------------------------
+# profiles: where a training step's time goes
+# ------------------------------------------------------------------------------------------------
+CATEGORIES = {
+    "GEMM": ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_mkldnn"),
+    "conv": ("convolution",),
+    "recurrent": ("lstm", "gru", "rnn"),
+    "norm": ("norm",),
+    "copies": ("aten::copy_", "aten::cat", "aten::stack", "aten::clone", "aten::contiguous"),
+    "dropout": ("bernoulli", "dropout"),
+    "embedding": ("embedding", "aten::index", "_ComplexOrder", "sparse", "coalesce", "nonzero"),
+    "optimizer": ("Optimizer", "lerp", "addcdiv", "aten::sqrt"),
+}
+
+
+def _category(name: str) -> str:
+    for cat, keys in CATEGORIES.items():
+        if any(k in name for k in keys):
+            return cat
+    return "other"
+
+
+def profile_rows(bench: Bench, steps: int, families: list[str]) -> list[str]:
+    """Self CPU time of ``steps`` training steps per operator category (torch.profiler), for our
+    model, its equal-FLOP real twin and the complextorch-built model."""
+    from torch.profiler import ProfilerActivity, profile
+
+    head = ["| model | variant | ms / step | " + " | ".join(CATEGORIES) + " | other |"]
+    head.append("|---|---|---:|" + "---:|" * (len(CATEGORIES) + 1))
+    lines = head
+    for family in families:
+        c = model_config(bench, family)
+        torch.manual_seed(0)
+        variants = {
+            "ours": models.build_model(c),
+            "real twin x2": models.build_model(models.real_twin(c)),
+        }
+        ct = complextorch_model(c)
+        if ct is not None:
+            variants["complextorch-built"] = ct
+        for name, model in variants.items():
+            step = TrainStep(bench, model).warm(2)
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                for _ in range(steps):
+                    step()
+            shares = dict.fromkeys([*CATEGORIES, "other"], 0.0)
+            for ev in prof.key_averages():
+                shares[_category(ev.key)] += ev.self_cpu_time_total
+            total = sum(shares.values())
+            cells = " | ".join(f"{100 * v / total:.0f}%" for v in shares.values())
+            lines.append(f"| {family} | {name} | {total / 1e3 / steps:.0f} | {cells} |")
+    return lines
+
+
+# ------------------------------------------------------------------------------------------------
 # cplxnet train
 # ------------------------------------------------------------------------------------------------
 def cli_throughput(extra: list[str], log=print) -> str:
@@ -404,7 +458,7 @@ def cli_throughput(extra: list[str], log=print) -> str:
 # ------------------------------------------------------------------------------------------------
 # driver
 # ------------------------------------------------------------------------------------------------
-PARTS = ("steps", "compile", "micro", "cli")
+PARTS = ("steps", "compile", "micro", "cli", "profile")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -415,6 +469,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--compile-rounds", type=int, default=10)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS))
+    p.add_argument("--profile-steps", type=int, default=6, help="steps profiled per variant")
     p.add_argument("--families", nargs="+", choices=list(FAMILY_PRESETS), default=None)
     p.add_argument("--dims", type=int, nargs="+", default=[256, 512], help="micro rows' d")
     p.add_argument("--no-reexec", action="store_true", help="do not re-exec with malloc settings")
@@ -439,7 +494,7 @@ def main(argv: list[str] | None = None) -> None:
         "",
     ]
     bench = None
-    if {"steps", "compile"} & set(a.only):
+    if {"steps", "compile", "profile"} & set(a.only):
         bench = load_bench(cfg, cfg.warmup + max(cfg.rounds, a.compile_rounds) + 8, a.quick)
     if "steps" in a.only:
         out += [
@@ -475,6 +530,20 @@ def main(argv: list[str] | None = None) -> None:
             "|---|---:|---:|---:|",
             cli_throughput(extra),
             cli_throughput([*extra, "--preset", "paper-transformer"]),
+            "",
+        ]
+    if "profile" in a.only:
+        pf = [f for f in fams if f in ("Transformer", "CNN", "LSTM")]
+        out += [
+            f"### Where the training step's time goes (torch.profiler, self CPU time of "
+            f"{a.profile_steps} steps by operator category)",
+            "",
+            "GEMM: mm/addmm/bmm (complex or real); conv: convolutions; recurrent: fused LSTM "
+            "kernels; norm: layer/group norm forward and backward; "
+            "copies: copy_/cat/stack; embedding: lookups, the complex-order map, sparse gradients; "
+            "optimizer: Adam/SparseAdam arithmetic.",
+            "",
+            *profile_rows(bench, 1 if a.quick else a.profile_steps, pf),
             "",
         ]
     out.append(f"Load average (1/5/15 min) before: {before}; after: {loadavg()}.")
