@@ -9,7 +9,9 @@ Each run is exactly the one-command reproduction ``cplxnet train --data D --pres
 default ``runs/accuracy``), so
 the dev split chooses the epoch and the test split is scored once, at the end, with the best dev
 epoch's weights. A run folder that already holds ``results.json`` is reused, not retrained, so
-an interrupted benchmark continues where it stopped and ``--report`` only rewrites the table.
+an interrupted benchmark continues where it stopped and ``--report`` only rewrites the table;
+a run whose stored model config or training options differ from the current preset's (a preset
+was retuned) is trained again.
 
 MR: the CLI's quick split (one stratified 80/10/10 split, split seed 0), the split every setting
 was tuned on; ``--cv-folds K`` adds folds ``0..K-1`` of the 10-fold cross-validation (seed 0).
@@ -68,7 +70,10 @@ def run_one(t: Target, seed: int, runs: str, threads: int, fold: int | None) -> 
     if fold is not None:
         argv += ["--fold", str(fold)]
     command = "cplxnet " + " ".join(argv)
-    if not os.path.exists(results_path):
+    stale = _stale_fields(t, seed, run_dir) if os.path.exists(results_path) else []
+    if stale:
+        print(f"{run_dir}: settings changed since that run ({', '.join(stale)}); re-running")
+    if stale or not os.path.exists(results_path):
         print(f"[{datetime.datetime.now():%H:%M:%S}] {command}", flush=True)
         start = time.perf_counter()
         status = main(
@@ -97,6 +102,39 @@ def run_one(t: Target, seed: int, runs: str, threads: int, fold: int | None) -> 
         "torch": config["versions"]["torch"],
         "split": results["split"],
     }
+
+
+def _stale_fields(t: Target, seed: int, run_dir: str) -> list[str]:
+    """Fields of the finished run in ``run_dir`` that differ from what the current preset (model
+    config and ``PRESET_TRAINING``) would use now; empty when the run can be reused. The data-size
+    fields (``vocab_size``, ``num_classes``, ``max_len``) are set from the data and not compared."""
+    import dataclasses
+
+    import models
+    from cplxnet.train import TrainOptions
+
+    with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as fh:
+        stored = json.load(fh)
+    model = json.loads(json.dumps(dataclasses.asdict(models.preset_config(t.preset))))
+    train = json.loads(
+        json.dumps(
+            dataclasses.asdict(
+                TrainOptions(**{**models.PRESET_TRAINING.get(t.preset, {}), "seed": seed})
+            )
+        )
+    )
+    skip = {"vocab_size", "num_classes", "max_len"}
+    changed = [
+        f"model.{k}"
+        for k in sorted(set(model) | set(stored["model"]))
+        if k not in skip and model.get(k) != stored["model"].get(k)
+    ]
+    changed += [
+        f"train.{k}"
+        for k in sorted(set(train) | set(stored["train"]))
+        if train.get(k) != stored["train"].get(k)
+    ]
+    return changed
 
 
 def _stats(values: list[float]) -> str:
