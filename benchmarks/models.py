@@ -434,10 +434,10 @@ def profile_rows(bench: Bench, steps: int, families: list[str]) -> list[str]:
 # ------------------------------------------------------------------------------------------------
 # cplxnet train
 # ------------------------------------------------------------------------------------------------
-def cli_throughput(extra: list[str], log=print) -> str:
+def cli_throughput(extra: list[str], threads: int = 2, log=print) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = os.path.join(tmp, "run")
-        cmd = [sys.executable, "-m", "cplxnet", "train", "--epochs", "1", "--threads", "2",
+        cmd = [sys.executable, "-m", "cplxnet", "train", "--epochs", "1", "--threads", str(threads),
                "--quiet", "--run-dir", run_dir, *extra]  # fmt: skip
         t0 = time.perf_counter()
         res = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -524,12 +524,12 @@ def main(argv: list[str] | None = None) -> None:
     if "cli" in a.only:
         extra = ["--limit", "200"] if a.quick else []
         out += [
-            "### `cplxnet train` on MR (1 epoch, 2 threads)",
+            f"### `cplxnet train` on MR (1 epoch, {a.threads} thread(s))",
             "",
             "| command | train sentences/s | epoch s (with dev scoring) | wall s (with start) |",
             "|---|---:|---:|---:|",
-            cli_throughput(extra),
-            cli_throughput([*extra, "--preset", "paper-transformer"]),
+            cli_throughput(extra, a.threads),
+            cli_throughput([*extra, "--preset", "paper-transformer"], a.threads),
             "",
         ]
     if "profile" in a.only:
