@@ -11,7 +11,8 @@ the dev split chooses the epoch and the test split is scored once, at the end, w
 epoch's weights. A run folder that already holds ``results.json`` is reused, not retrained, so
 an interrupted benchmark continues where it stopped and ``--report`` only rewrites the table;
 a run whose stored model config or training options differ from the current preset's (a preset
-was retuned) is trained again.
+was retuned) is trained again. The report's hand-written tuning log (from the heading
+``## What was tried`` to the end) is kept when the table is rewritten.
 
 MR: the CLI's quick split (one stratified 80/10/10 split, split seed 0), the split every setting
 was tuned on; ``--cv-folds K`` adds folds ``0..K-1`` of the 10-fold cross-validation (seed 0).
@@ -39,6 +40,7 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
 
 import torch  # noqa: E402
 
+TUNING_LOG = "## What was tried"  # heading of the hand-written part of the report, kept as is
 RUNS = os.path.join(os.path.dirname(HERE), "runs", "accuracy")  # runs/ is git-ignored
 
 
@@ -59,8 +61,11 @@ TARGETS = (
 )
 
 
-def run_one(t: Target, seed: int, runs: str, threads: int, fold: int | None) -> dict:
-    """Train (or reuse) one run and return its results plus timing."""
+def run_one(
+    t: Target, seed: int, runs: str, threads: int, fold: int | None, train: bool = True
+) -> dict | None:
+    """Train (or reuse) one run and return its results plus timing. With ``train=False`` a
+    missing or stale run (settings changed since) is not trained and ``None`` is returned."""
     from cplxnet.cli import main
 
     name = f"{t.key}-seed{seed}" + (f"-fold{fold}" if fold is not None else "")
@@ -71,6 +76,10 @@ def run_one(t: Target, seed: int, runs: str, threads: int, fold: int | None) -> 
         argv += ["--fold", str(fold)]
     command = "cplxnet " + " ".join(argv)
     stale = _stale_fields(t, seed, run_dir) if os.path.exists(results_path) else []
+    if (stale or not os.path.exists(results_path)) and not train:
+        why = f"settings changed: {', '.join(stale)}" if stale else "not run"
+        print(f"{run_dir}: left out of the report ({why})")
+        return None
     if stale:
         print(f"{run_dir}: settings changed since that run ({', '.join(stale)}); re-running")
     if stale or not os.path.exists(results_path):
@@ -179,7 +188,7 @@ def write_report(rows: list[dict], path: str, threads: int) -> None:
     if missing:
         lines += [
             "",
-            "Not run yet (no finished run folder): "
+            "Not run yet (no finished run with the current preset settings): "
             + ", ".join(f"{t.key} (`{t.preset}`, goal >= {t.target:.2f})" for t in missing)
             + "; run `python benchmarks/accuracy.py --only "
             + " ".join(t.key for t in missing)
@@ -206,8 +215,16 @@ def write_report(rows: list[dict], path: str, threads: int) -> None:
                 f"- {key} (`{by_key[key].preset}`): {_stats(acc)} over {len(acc)} fold run(s)"
             )
     lines.append("")
+    text = "\n".join(lines)
+    # the hand-written tuning log (from the TUNING_LOG heading on) is kept when rewriting
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as fh:
+            old = fh.read()
+        at = old.find(TUNING_LOG)
+        if at >= 0:
+            text += "\n" + old[at:]
     with open(path, "w", encoding="utf-8") as fh:
-        fh.write("\n".join(lines))
+        fh.write(text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -237,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         if args.report and not done:
             continue
-        rows.append(run_one(t, seed, args.runs, args.threads, fold))
+        rows.append(run_one(t, seed, args.runs, args.threads, fold, train=not args.report))
     # keep rows of targets not run now (their finished runs) in the report
     if args.only is not None:
         for t in TARGETS:
@@ -245,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             for seed in args.seeds:
                 if os.path.exists(os.path.join(args.runs, f"{t.key}-seed{seed}", "results.json")):
-                    rows.append(run_one(t, seed, args.runs, args.threads, None))
+                    rows.append(run_one(t, seed, args.runs, args.threads, None, train=False))
+    rows = [r for r in rows if r is not None]
     order = {t.key: i for i, t in enumerate(TARGETS)}
     rows.sort(key=lambda r: (order[r["target"]], r["fold"] is not None, r["fold"] or 0, r["seed"]))
     write_report(rows, args.out, args.threads)
