@@ -18,6 +18,7 @@ matrix's ``2 d^2``); build it with :func:`real_twin` (``match="flops"``, the def
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -474,7 +475,7 @@ def preset_config(name: str, /, **overrides: Any) -> ModelConfig:
         raise ValueError(
             f"unknown preset {name!r}; valid presets are " + ", ".join(map(repr, PRESETS))
         )
-    fields = dict(PRESETS[name])
+    fields = copy.deepcopy(PRESETS[name])  # presets hold dicts (encoding_options): no sharing
     family = fields.pop("family")
     if "family" in overrides and overrides["family"] != family:
         raise ValueError(

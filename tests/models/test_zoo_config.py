@@ -128,3 +128,13 @@ def test_choices_are_the_library_tuples():
         make_config("transformer", score="dot")
     with pytest.raises(ValueError, match="unknown projection 'shared'; valid: 'complex', 'real'"):
         make_config("transformer", projection="shared")
+
+
+def test_preset_configs_do_not_share_mutable_fields():
+    """A preset's encoding_options dict is copied: editing one config leaves the preset alone."""
+    import models
+
+    name = next(n for n, p in models.PRESETS.items() if p.get("encoding_options"))
+    a = models.preset_config(name)
+    a.encoding_options["frequency"] = "changed"
+    assert models.preset_config(name).encoding_options == models.PRESETS[name]["encoding_options"]
