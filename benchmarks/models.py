@@ -287,43 +287,27 @@ def compile_rows(bench: Bench) -> dict:
     return out
 
 
-class EmbedStage(nn.Module):
-    """``encoding.embed`` as a module (so the step resets its tables' gradients)."""
+class EncodingStep(nn.Module):
+    """``fn(encoding, x)`` as a module owning the encoding (so the step resets its gradients)."""
 
-    def __init__(self, encoding: nn.Module) -> None:
+    def __init__(self, encoding: nn.Module, fn) -> None:
         super().__init__()
-        self.encoding = encoding
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.encoding.embed(ids)
-
-
-class AutogradOrder(nn.Module):
-    """The complex-order map through autograd of ``cos``/``sin``/``complex`` (cplxnet <= 0.1's
-    code; same tables, same lookups) as a baseline for the hand-written backward."""
-
-    def __init__(self, encoding: nn.Module) -> None:
-        super().__init__()
-        self.encoding = encoding
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        e = self.encoding
-        r, w, theta = (
-            torch.nn.functional.embedding(ids, t, e.padding_idx, sparse=e.sparse)
-            for t in (e.amplitude_weight, e.frequency_weight, e.phase_weight)
-        )
-        pos = torch.arange(ids.shape[1], dtype=r.dtype)[:, None]
-        angle = w * pos + theta
-        return torch.complex(r * torch.cos(angle), r * torch.sin(angle))
-
-
-class RotaryOne(nn.Module):
-    def __init__(self, encoding: nn.Module) -> None:
-        super().__init__()
-        self.encoding = encoding
+        self.encoding, self.fn = encoding, fn
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.encoding.rotate_one(x)
+        return self.fn(self.encoding, x)
+
+
+def autograd_order(e: nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    """The complex-order map through autograd of ``cos``/``sin``/``complex`` (cplxnet <= 0.1's
+    code; same tables, same lookups) as a baseline for the hand-written backward."""
+    r, w, theta = (
+        torch.nn.functional.embedding(ids, t, e.padding_idx, sparse=e.sparse)
+        for t in (e.amplitude_weight, e.frequency_weight, e.phase_weight)
+    )
+    pos = torch.arange(ids.shape[1], dtype=r.dtype)[:, None]
+    angle = w * pos + theta
+    return torch.complex(r * torch.cos(angle), r * torch.sin(angle))
 
 
 def rotate_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -352,9 +336,11 @@ def micro_rows() -> dict:
             "cplxnet complex Embedding(V, d)": fwd_bwd(table, ids),
             "its cos + sin alone (NumPy, forward)": trig_numpy,
             "torch.cos + torch.sin alone (forward)": lambda: (torch.cos(angle), torch.sin(angle)),
-            "autograd through cos/sin (the previous code)": fwd_bwd(AutogradOrder(enc), ids),
+            "autograd through cos/sin (the previous code)": fwd_bwd(
+                EncodingStep(enc, autograd_order), ids
+            ),
         }
-        return Case(fwd_bwd(EmbedStage(enc), ids), base)
+        return Case(fwd_bwd(EncodingStep(enc, lambda e, ids: e.embed(ids)), ids), base)
 
     def rotary(d: int, cfg: Config) -> Case:
         H = max(d // 64, 1)
@@ -372,7 +358,7 @@ def micro_rows() -> dict:
             "one real multiply (B,H,L,2Dh)": fwd_bwd(lambda t: t * fr, xr),
             "real rotate_half (B,H,L,2Dh)": fwd_bwd(rotate_half, xr, cos, sin),
         }
-        return Case(fwd_bwd(RotaryOne(enc), x), base)
+        return Case(fwd_bwd(EncodingStep(enc, lambda e, t: e.rotate_one(t)), x), base)
 
     return {"complex-order embedding (sparse)": embedding, "rotary rotate_one": rotary}
 
