@@ -35,8 +35,6 @@ import time
 from dataclasses import dataclass
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# benchmarks/models.py would shadow the model zoo package `models`: drop this folder from the path
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
 
 import torch  # noqa: E402
 
@@ -119,7 +117,7 @@ def _stale_fields(t: Target, seed: int, run_dir: str) -> list[str]:
     fields (``vocab_size``, ``num_classes``, ``max_len``) are set from the data and not compared."""
     import dataclasses
 
-    import models
+    import cplxnet.models as models
     from cplxnet.train import TrainOptions
 
     with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as fh:

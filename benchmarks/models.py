@@ -74,12 +74,8 @@ if (
     os.environ.update(_MALLOC_ENV)
     os.execv(sys.executable, [sys.executable, *sys.argv])
 
-# This file is named models.py: drop its folder from the path so that ``import models`` is the
-# model zoo, and load the harness of layers.py by its path.
+# Load the harness of layers.py by its path.
 _HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-if __name__ != "__main__":  # imported as a module named "models" would shadow the zoo
-    raise ImportError("benchmarks/models.py is a script: run it, do not import it")
 
 import importlib.util  # noqa: E402
 
@@ -88,7 +84,7 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 import cplxnet  # noqa: E402
-import models  # noqa: E402
+import cplxnet.models as models  # noqa: E402
 from cplxnet.data import DataSpec, prepare_data  # noqa: E402
 from cplxnet.encodings import create_encoding  # noqa: E402
 from cplxnet.train import train_step  # noqa: E402

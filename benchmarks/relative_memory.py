@@ -177,9 +177,7 @@ def model_worker(scheme: str, impl: str, n: int, repeats: int) -> dict:
     import torch
     import torch.nn.functional as F
 
-    here = os.path.dirname(os.path.abspath(__file__))  # holds benchmarks/models.py, not the zoo
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
-    import models
+    import cplxnet.models as models
 
     torch.set_num_threads(1)
     torch.manual_seed(0)

@@ -144,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FAMILY",
         help="fasttext, cnn, lstm or transformer (default: the 'default' preset)",
     )
-    m.add_argument("--preset", default=None, help="a named preset of models.PRESETS")
+    m.add_argument("--preset", default=None, help="a named preset of cplxnet.models.PRESETS")
     m.add_argument(
         "--encoding",
         default=None,
@@ -320,7 +320,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         engine.resume(args.resume, epochs=args.epochs, quiet=args.quiet)
         return 0
 
-    import models as zoo
+    import cplxnet.models as zoo
 
     config = _model_config(args, zoo)
     spec_fields = {

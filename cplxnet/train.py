@@ -1,6 +1,6 @@
 """The training engine: seeded, resumable, data-parallel training of a text classifier.
 
-:func:`train` fits a model of the zoo (:mod:`models`) on prepared data
+:func:`train` fits a model of the zoo (:mod:`cplxnet.models`) on prepared data
 (:func:`cplxnet.data.prepare_data`) and keeps everything in a run folder::
 
     config.json     model config, training options, data spec, seed, world size, versions
@@ -179,7 +179,7 @@ def _zoo(zoo: Any) -> Any:
     if zoo is not None:
         return zoo
     try:
-        import models
+        import cplxnet.models as models
     except ImportError as err:  # pragma: no cover - models ships with cplxnet
         raise RunError(f"the model zoo (package 'models') cannot be imported: {err}") from err
     return models
@@ -441,7 +441,7 @@ def train(
     """Train a new model and return the final results (also in ``run_dir/results.json``).
 
     Args:
-        config: a model config of the zoo (``models.make_config``); its vocabulary size, number
+        config: a model config of the zoo (``make_config``); its vocabulary size, number
             of classes, padding id (and ``max_len`` when ``data.spec.max_len`` is set) are taken
             from ``data``.
         data: prepared splits, vocabulary and labels (:func:`cplxnet.data.prepare_data`).
@@ -451,7 +451,7 @@ def train(
         vectors: a GloVe/word2vec text file to initialise the word table (amplitudes of a
             complex table).
         quiet: no progress bar and no per-epoch lines.
-        zoo: the model zoo module (default: :mod:`models`): ``build_model``, ``config_from_dict``
+        zoo: the zoo module (default :mod:`cplxnet.models`): ``build_model``, ``config_from_dict``
             and ``sparse_parameters``.
         callback: called as ``callback(epoch, metrics)`` after each epoch is saved.
     """

@@ -1,13 +1,13 @@
 """Text classifiers built from cplxnet's public API: FastText, Kim CNN, (bi)LSTM, Transformer,
 each complex or real.
 
->>> from models import make_config, build_model
+>>> from cplxnet.models import make_config, build_model
 >>> model = build_model(make_config("transformer", vocab_size=1000, num_classes=6,
 ...                                 encoding="complex-order"))
 >>> logits = model(ids, padding_mask)  # (B, L) long, (B, L) bool True = padding -> (B, 6)
 
 ``complex=False`` builds the real twin (same code, real layers); :func:`real_twin` doubles the
-widths for the equal-FLOP twin. See :mod:`models.config` for the width convention.
+widths for the equal-FLOP twin. See :mod:`cplxnet.models.config` for the width convention.
 """
 
 from .build import MODEL_CLASSES, build_model

@@ -37,7 +37,7 @@ def build_model(
         config = config_from_dict(config)
     if not isinstance(config, ModelConfig):
         raise TypeError(
-            f"build_model: expected a ModelConfig (see models.make_config), got "
+            f"build_model: expected a ModelConfig (see cplxnet.models.make_config), got "
             f"{type(config).__name__}"
         )
     return MODEL_CLASSES[config.family](config, device=device, dtype=dtype)

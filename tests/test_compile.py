@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import models
+import cplxnet.models as models
 
 V, B, L = 40, 3, 7
 WIDTHS = {

@@ -178,7 +178,7 @@ def train_extrapolation_cell(
     cell: Any, options: Any, run_dir: str, callback: Any = None
 ) -> dict[str, Any]:
     """Train one extrapolation cell from scratch and score every length bin."""
-    import models
+    import cplxnet.models as models
 
     from .. import train as engine
     from .grid import _read_history, _result_fields, cell_config

@@ -304,11 +304,11 @@ class Cell:
 def cell_config(
     family: str, encoding: EncodingSpec, number: str, options: GridOptions, **extra: Any
 ) -> Any:
-    """The model config of a cell: ``models.make_config(family)`` with the ``--set`` overrides,
+    """The model config of a cell: ``make_config(family)`` of the zoo with the ``--set`` overrides,
     the model fields of a model variant (``encoding.model``, e.g. ``projection="real"``) and the
     encoding; a real cell is :func:`models.real_twin` of the complex config with
     ``options.real_width``."""
-    import models
+    import cplxnet.models as models
 
     names = {f.name for f in dataclasses.fields(models.CONFIG_CLASSES[family]) if f.init}
     fields = {k: v for k, v in options.sets.get("*", {}).items() if k in names}
@@ -357,7 +357,7 @@ def check_combination(
     :class:`CompareError`."""
     import torch
 
-    import models
+    import cplxnet.models as models
 
     from ..encodings import check_sites, create_encoding
 
@@ -419,7 +419,7 @@ def expand_grid(
     ``folds`` apply to datasets without their own test set (MR, a user file); bundled TREC and
     the synthetic task always use their test set.
     """
-    import models
+    import cplxnet.models as models
 
     for family in families:
         if family not in models.FAMILIES:

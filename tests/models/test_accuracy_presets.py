@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import models
+import cplxnet.models as models
 from cplxnet import cli
 
 ACCURACY_PRESETS = {

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from models import (
+from cplxnet.models import (
     CONFIG_CLASSES,
     FAMILIES,
     PRESETS,
@@ -132,7 +132,7 @@ def test_choices_are_the_library_tuples():
 
 def test_preset_configs_do_not_share_mutable_fields():
     """A preset's encoding_options dict is copied: editing one config leaves the preset alone."""
-    import models
+    import cplxnet.models as models
 
     name = next(n for n, p in models.PRESETS.items() if p.get("encoding_options"))
     a = models.preset_config(name)

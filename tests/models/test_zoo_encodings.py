@@ -8,7 +8,7 @@ import torch
 from zoo_helpers import VOCAB, batch, tiny_config
 
 from cplxnet.encodings import available_encodings, get_encoding_class
-from models import FAMILIES, MODEL_CLASSES, build_model
+from cplxnet.models import FAMILIES, MODEL_CLASSES, build_model
 
 ENCODINGS = available_encodings()
 CASES = [(f, e) for f in FAMILIES for e in ENCODINGS]

@@ -8,7 +8,7 @@ import torch
 from torch.func import functional_call
 from zoo_helpers import batch, tiny_config
 
-from models import FAMILIES, build_model
+from cplxnet.models import FAMILIES, build_model
 
 SMALL = {
     "fasttext": {"d_model": 3},

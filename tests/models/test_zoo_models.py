@@ -9,7 +9,7 @@ import pytest
 import torch
 from zoo_helpers import CLASSES, VOCAB, batch, tiny_config
 
-from models import (
+from cplxnet.models import (
     FAMILIES,
     build_model,
     count_parameters,
@@ -263,7 +263,7 @@ def test_empty_batch_gives_empty_logits(family, complex):
 
 
 def test_real_lstm_runs_an_empty_batch():
-    from models.common import RealLSTM
+    from cplxnet.models.common import RealLSTM
 
     rnn = RealLSTM(4, 3, bidirectional=True)
     out, (h, c) = rnn(torch.zeros(0, 5, 4), torch.zeros(0, dtype=torch.long))

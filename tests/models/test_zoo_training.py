@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from zoo_helpers import VOCAB, tiny_config
 
-from models import FAMILIES, build_model, sparse_parameters
+from cplxnet.models import FAMILIES, build_model, sparse_parameters
 
 
 def toy_task(n: int = 48, length: int = 7, seed: int = 0):

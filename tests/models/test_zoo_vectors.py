@@ -7,7 +7,7 @@ import pytest
 import torch
 from zoo_helpers import VOCAB, tiny_config
 
-from models import build_model
+from cplxnet.models import build_model
 
 
 def _vectors(d: int):

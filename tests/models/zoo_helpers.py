@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from models import make_config
+from cplxnet.models import make_config
 
 TINY = {
     "fasttext": {"d_model": 6},
