@@ -1,7 +1,8 @@
 """Encodings by name: ``create_encoding("rotary", d_model=..., num_heads=..., base=500.0)``.
 
-A model knows its context (``d_model``, ``num_heads``, ``vocab_size``, ``max_len``, ``device``,
-``dtype``) and passes all of it; each encoding receives only the context its ``__init__`` accepts.
+A model knows its context (``d_model``, ``num_heads``, ``vocab_size``, ``max_len``, ``causal``,
+``device``, ``dtype``) and passes all of it; each encoding receives only the context its
+``__init__`` accepts.
 User options (everything else) are passed strictly: an option the encoding does not have is an
 error listing the options it does have.
 """
@@ -25,7 +26,7 @@ __all__ = [
 ]
 
 _REGISTRY: dict[str, type[PositionalEncoding]] = {}
-CONTEXT = ("d_model", "num_heads", "vocab_size", "max_len", "device", "dtype")
+CONTEXT = ("d_model", "num_heads", "vocab_size", "max_len", "causal", "device", "dtype")
 _ATTENTION_SITES = frozenset({"qk", "logits", "values"})
 
 SITE_DESCRIPTIONS = {
@@ -59,7 +60,8 @@ def register_encoding(cls: type[PositionalEncoding]) -> type[PositionalEncoding]
 # Listing order: absolute (input), word-level complex, then attention-level families.
 _ORDER = (
     "none", "trainable", "hierarchical", "sinusoidal", "floater", "multiplicative",
-    "complex-order", "complex-vanilla", "rotary", "shaw", "xl", "t5", "deberta",
+    "complex-order", "complex-vanilla", "rotary", "xpos", "shaw", "xl", "t5", "alibi",
+    "deberta",
 )  # fmt: skip
 
 
@@ -96,6 +98,7 @@ def create_encoding(
     num_heads: int | None = None,
     vocab_size: int | None = None,
     max_len: int | None = None,
+    causal: bool | None = None,
     device: torch.device | str | None = None,
     dtype: torch.dtype | None = None,
     **options,
@@ -105,9 +108,10 @@ def create_encoding(
     Args:
         spec: registered name (see :func:`available_encodings`), a ``PositionalEncoding``
             subclass, an instance, or ``None`` (same as ``"none"``).
-        d_model, num_heads, vocab_size, max_len, device, dtype: what the model knows; each is
-            passed only if the encoding's ``__init__`` accepts it (and is not ``None``), so a
-            model can always pass all of them.
+        d_model, num_heads, vocab_size, max_len, causal, device, dtype: what the model knows;
+            each is passed only if the encoding's ``__init__`` accepts it (and is not ``None``),
+            so a model can always pass all of them. ``causal=True`` says the model masks keys
+            after the query (a language model); encodings default to bidirectional attention.
         **options: the user's options, passed strictly: an unknown option is a TypeError naming
             the encoding and listing its options.
     """
@@ -136,6 +140,7 @@ def create_encoding(
         "num_heads": num_heads,
         "vocab_size": vocab_size,
         "max_len": max_len,
+        "causal": causal,
         "device": device,
         "dtype": dtype,
     }

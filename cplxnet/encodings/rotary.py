@@ -12,11 +12,11 @@ from ._common import (
     complex_sinusoid,
     head_width,
     sinusoid_angles,
-    sinusoid_frequencies,
     view_complex,
 )
 from .base import PositionalEncoding
 from .registry import register_encoding
+from .rope_scaling import rope_frequencies
 
 __all__ = ["RotaryEncoding"]
 
@@ -52,13 +52,27 @@ class RotaryEncoding(PositionalEncoding):
     :math:`\sum_n a_{mn} v_n e^{i n\theta}` then carries the absolute positions of the values
     (not only relative ones).
 
+    Scaling past the training length (Hugging Face ``rope_scaling`` semantics,
+    :mod:`cplxnet.encodings.rope_scaling`): ``scaling="linear"`` (position interpolation),
+    ``"ntk"`` (base :math:`\cdot s^{D/(D-2)}`) or ``"yarn"`` (NTK-by-parts between ``beta_fast``
+    and ``beta_slow`` turns over the training length ``original_max_len``, default ``max_len``)
+    with ``factor=s`` change the frequencies :math:`\theta_j`; yarn's attention factor
+    :math:`0.1 \ln s + 1` multiplies the rotated queries and keys (the logits by its square),
+    as Hugging Face multiplies ``cos`` and ``sin`` by it. ``D = 2 Dh`` is the rotary width in
+    real numbers.
+
     Args:
         d_model: model width; head width ``d_model / num_heads``.
         num_heads: number of heads.
         base: frequency base (10000 in RoFormer).
         rotate_values: rotate ``v`` too.
         layout: ``"interleaved"`` or ``"half"`` (real heads only; complex heads are complex).
-        max_len: initial length of the cached table (it grows on demand).
+        scaling: ``None``, ``"linear"``, ``"ntk"`` or ``"yarn"``.
+        factor: scaling factor ``s`` (context extension ratio); 1 without scaling.
+        beta_fast, beta_slow: yarn's ramp bounds in turns (default 32 and 1).
+        original_max_len: yarn's training length (default ``max_len``).
+        max_len: the model's length: initial length of the cached table (it grows on demand),
+            and yarn's default training length.
         device, dtype: model dtype (complex by default; real for a real twin).
     """
 
@@ -72,6 +86,11 @@ class RotaryEncoding(PositionalEncoding):
         base: float = 10000.0,
         rotate_values: bool = False,
         layout: str = "interleaved",
+        scaling: str | None = None,
+        factor: float = 1.0,
+        beta_fast: float | None = None,
+        beta_slow: float | None = None,
+        original_max_len: int | None = None,
         max_len: int = 512,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
@@ -85,6 +104,14 @@ class RotaryEncoding(PositionalEncoding):
         self.features = complex_features(self.head_dim, self.complex_model, owner, "head width")
         self.base, self.rotate_values = float(base), bool(rotate_values)
         self.layout = check_choice(layout, LAYOUTS, owner, "layout")
+        given = dict(beta_fast=beta_fast, beta_slow=beta_slow, original_max_len=original_max_len)
+        self.scaling, self.factor = scaling, float(factor)
+        self.scaling_options = {n: v for n, v in given.items() if v is not None}
+        #: float64 (features,) rotation frequencies theta_j, and the factor multiplying q and k.
+        self.frequencies, self.attention_factor = rope_frequencies(
+            scaling, 2 * self.features, self.base, factor, max_len=int(max_len), owner=owner,
+            **self.scaling_options,
+        )
         self._dtype = fk["dtype"]
         self._half = self.layout == "half" and not self.complex_model
         n, dev = max(int(max_len), 1), fk["device"]
@@ -95,11 +122,11 @@ class RotaryEncoding(PositionalEncoding):
             self.register_buffer("_freqs", self._build(n, dev), persistent=False)
 
     def _angles(self, n: int) -> torch.Tensor:
-        return sinusoid_angles(torch.arange(n), sinusoid_frequencies(self.features, self.base))
+        return sinusoid_angles(torch.arange(n), self.frequencies)
 
     def _build(self, n: int, device) -> torch.Tensor:  # (n, Dh) complex e^{i m theta}
-        freqs = sinusoid_frequencies(self.features, self.base)
-        return complex_sinusoid(torch.arange(n), freqs, complex_dtype(self.dtype)).to(device)
+        table = complex_sinusoid(torch.arange(n), self.frequencies, complex_dtype(self.dtype))
+        return table.to(device)
 
     def _build_cos(self, n: int, device) -> torch.Tensor:
         return self._angles(n).cos().to(device=device, dtype=real_dtype(self.dtype))
@@ -126,32 +153,53 @@ class RotaryEncoding(PositionalEncoding):
                 f"{tuple(x.shape)}"
             )
 
-    def rotate_one(self, x: torch.Tensor) -> torch.Tensor:
-        """Rotate ``x (..., L, Dh)`` by its positions ``0 .. L-1``."""
+    def rotate_one(
+        self, x: torch.Tensor, scale: torch.Tensor | float | None = None
+    ) -> torch.Tensor:
+        """Rotate ``x (..., L, Dh)`` by its positions ``0 .. L-1``: ``x * e^{i m theta} * scale``.
+
+        ``scale`` is a real ``(L, features)`` tensor or a number multiplying each complex
+        feature (its modulus; ``None``: 1).
+        """
         L = x.shape[-2]
         if self._half:
             c = cached_rows(self, "_cos", L, self._build_cos).to(x.dtype)  # (L, Dh/2)
             s = cached_rows(self, "_sin", L, self._build_sin).to(x.dtype)
+            if scale is not None:
+                c, s = c * scale, s * scale
             x1, x2 = x[..., : self.features], x[..., self.features :]
             return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
         f = cached_rows(self, "_freqs", L, self._build)  # (L, Dh) complex
+        if scale is not None:
+            f = f * scale
         if x.is_complex():
             return x * f.to(x.dtype)
         return pack(view_complex(x) * f.to(complex_dtype(x.dtype)))
+
+    def _attention_scale(self) -> float | None:
+        return None if self.attention_factor == 1.0 else self.attention_factor
 
     def rotate(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         self._check(q, "q")
         self._check(k, "k")
-        q, k = self.rotate_one(q), self.rotate_one(k)
+        a = self._attention_scale()
+        q, k = self.rotate_one(q, a), self.rotate_one(k, a)
         if self.rotate_values:
             self._check(v, "v")
             v = self.rotate_one(v)
         return q, k, v
 
+    def _scaling_repr(self) -> str:
+        if self.scaling is None:
+            return ""
+        opts = "".join(f", {n}={v:g}" for n, v in self.scaling_options.items())
+        return f", scaling={self.scaling!r}, factor={self.factor:g}{opts}"
+
     def extra_repr(self) -> str:
         return (
             f"d_model={self.d_model}, num_heads={self.num_heads}, base={self.base:g}, "
-            f"rotate_values={self.rotate_values}, layout={self.layout!r}, dtype={self.dtype}"
+            f"rotate_values={self.rotate_values}, layout={self.layout!r}"
+            f"{self._scaling_repr()}, dtype={self.dtype}"
         )

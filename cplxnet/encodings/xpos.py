@@ -1,0 +1,143 @@
+r"""xPos (Sun et al., "A Length-Extrapolatable Transformer", ACL 2023): rotary with a complex
+frequency, as one complex multiplication."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .._utils import real_dtype
+from .registry import register_encoding
+from .rotary import RotaryEncoding
+
+__all__ = ["XPosEncoding", "xpos_zeta"]
+
+
+def xpos_zeta(features: int, gamma: float = 0.4) -> torch.Tensor:
+    r""":math:`\zeta_j = (j / n + \gamma) / (1 + \gamma)`, ``j < n`` complex features, float64.
+
+    With ``n = D/2`` for a real head of width ``D`` this is the published
+    :math:`(2j/D + 0.4)/1.4` (torchscale's ``(arange(0, D, 2) + 0.4 D) / (1.4 D)``).
+    """
+    return (torch.arange(features, dtype=torch.float64) / features + gamma) / (1 + gamma)
+
+
+@register_encoding
+class XPosEncoding(RotaryEncoding):
+    r"""``xpos``: queries :math:`q_m w^m`, keys :math:`k_n (1/\bar w)^n`, per complex feature
+
+    .. math::
+        w_j = \zeta_j^{1/B} e^{i \theta_j}, \qquad
+        \zeta_j = \frac{j/n + \gamma}{1 + \gamma}\ (= \tfrac{2j/D + 0.4}{1.4}), \qquad
+        \theta_j = \text{base}^{-j/n},
+
+    ``n`` complex features per head (``D = 2n`` reals), scale base ``B = 512``, ``gamma = 0.4``.
+
+    Derivation. Rotary multiplies by :math:`e^{i m \theta_j}`, a "frequency" :math:`i\theta_j` on
+    the unit circle. xPos gives it a real part, :math:`\log w_j = \ln(\zeta_j)/B + i \theta_j`.
+    The key factor is :math:`(1/\bar w)^n = \zeta^{-n/B} e^{i n \theta}`, so
+
+    .. math::
+        \mathrm{Re}\big(q_m w^m\, \overline{k_n (1/\bar w)^n}\big)
+        = \mathrm{Re}\big(q_m \bar k_n\, w^m\, w^{-n}\big)
+        = \mathrm{Re}\big(\textstyle\sum_j q_{m,j} \bar k_{n,j}\, \zeta_j^{(m-n)/B}
+          e^{i (m-n) \theta_j}\big):
+
+    the score depends on ``m - n`` only, and for a key before the query (``n < m``) the factor
+    :math:`\zeta_j^{(m-n)/B} < 1` decays with the distance, fastest in the high-frequency
+    features. Rotary is the special case :math:`|w_j| = 1` (``scale_base=inf``). The real
+    rotate-and-scale form of the paper is the same product read on interleaved pairs.
+
+    The decay is meant for causal attention: for a key after the query (``n > m``) the factor
+    :math:`\zeta^{(m-n)/B}` *grows* with the distance. In bidirectional attention use it knowing
+    this (the paper evaluates xPos on causal language models).
+
+    Centring, as the published implementation (torchscale ``XPOS``): the modulus uses the
+    positions ``m - c`` with ``c = ceil(L/2)`` (``L`` the longer of the query and key lengths),
+    i.e. queries get the extra constant :math:`\zeta^{-c/B}` and keys :math:`\zeta^{c/B}`. They
+    cancel in every score and keep both factors near 1 for long inputs (no overflow of
+    :math:`\zeta^{-n/B}`). The rotation uses the positions ``0 .. L-1``.
+
+    Rotary scaling (``scaling``, ``factor``, ...) changes :math:`\theta_j` and multiplies q and k by
+    the attention factor exactly as for :class:`RotaryEncoding`; the decay :math:`\zeta` is kept.
+    Values are not rotated. Real heads are complex numbers through the layout, as rotary.
+
+    Args:
+        d_model: model width; head width ``d_model / num_heads``.
+        num_heads: number of heads.
+        base: rotation frequency base (10000).
+        scale_base: ``B``, the decay length scale (512; ``inf`` disables the decay: rotary).
+        gamma: the offset in :math:`\zeta_j` (0.4).
+        layout, scaling, factor, beta_fast, beta_slow, original_max_len, max_len: as for
+            :class:`RotaryEncoding`.
+        device, dtype: model dtype (complex by default; real for a real twin).
+    """
+
+    name = "xpos"
+    acts_on = frozenset({"qk"})
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        base: float = 10000.0,
+        scale_base: float = 512.0,
+        gamma: float = 0.4,
+        layout: str = "interleaved",
+        scaling: str | None = None,
+        factor: float = 1.0,
+        beta_fast: float | None = None,
+        beta_slow: float | None = None,
+        original_max_len: int | None = None,
+        max_len: int = 512,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        owner = type(self).__name__
+        if not (isinstance(scale_base, (int, float)) and scale_base > 0):
+            raise ValueError(f"{owner}: scale_base must be a positive number, got {scale_base!r}")
+        if not (isinstance(gamma, (int, float)) and math.isfinite(gamma) and gamma > 0):
+            raise ValueError(f"{owner}: gamma must be a finite positive number, got {gamma!r}")
+        super().__init__(
+            d_model,
+            num_heads,
+            base=base,
+            layout=layout,
+            scaling=scaling,
+            factor=factor,
+            beta_fast=beta_fast,
+            beta_slow=beta_slow,
+            original_max_len=original_max_len,
+            max_len=max_len,
+            device=device,
+            dtype=dtype,
+        )
+        self.scale_base, self.gamma = float(scale_base), float(gamma)
+        #: float64 (features,) ln(zeta_j) / B: the real part of the complex frequency log w_j.
+        self.decay = xpos_zeta(self.features, self.gamma).log() / self.scale_base
+
+    def modulus(self, length: int, centre: int, device=None) -> torch.Tensor:
+        r"""``(length, features)`` real :math:`\zeta_j^{(m - c)/B}`, ``m < length``, in the model's
+        real dtype (computed in float64)."""
+        m = torch.arange(length, dtype=torch.float64) - centre
+        mod = torch.exp(m[:, None] * self.decay)
+        return mod.to(device=device, dtype=real_dtype(self.dtype))
+
+    def rotate(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        self._check(q, "q")
+        self._check(k, "k")
+        lq, lk = q.shape[-2], k.shape[-2]
+        c = (max(lq, lk) + 1) // 2
+        mod = self.modulus(max(lq, lk), c, q.device)
+        a = self.attention_factor
+        return self.rotate_one(q, mod[:lq] * a), self.rotate_one(k, a / mod[:lk]), v
+
+    def extra_repr(self) -> str:
+        return (
+            f"d_model={self.d_model}, num_heads={self.num_heads}, base={self.base:g}, "
+            f"scale_base={self.scale_base:g}, gamma={self.gamma:g}, layout={self.layout!r}"
+            f"{self._scaling_repr()}, dtype={self.dtype}"
+        )
