@@ -181,4 +181,7 @@ def rope_frequencies(
                 f"{owner}: scaling={scaling!r} needs original_max_len (the training length)"
             )
         options["original_max_len"] = max_len
-    return fn(dim, base, factor, **options)
+    try:
+        return fn(dim, base, factor, **options)
+    except (TypeError, ValueError) as err:  # name the module the user built
+        raise type(err)(f"{owner}: scaling={scaling!r}: {err}") from None

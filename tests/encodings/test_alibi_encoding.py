@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+from max_numel import MaxNumel
 
 from cplxnet.encodings import AlibiEncoding, alibi_slopes, check_sites, create_encoding
 from cplxnet.models import MODEL_CLASSES
@@ -80,6 +81,16 @@ def test_causal_in_attention_equals_reference_code(kind):
     mask = torch.full((L, L), -math.inf, dtype=torch.float64).triu(1)
     torch.testing.assert_close(mha(x, attn_mask=mask + fairseq, encoding=None), out)
     assert not torch.allclose(mha(x, encoding=causal), mha(x, encoding=bidir))
+
+
+def test_memory_is_one_bias_per_head():
+    """The largest tensor ever built is the (1, H, Lq, Lk) bias itself."""
+    H, Lq, Lk = 4, 50, 70
+    enc = AlibiEncoding(H, dtype=torch.complex64)
+    mode = MaxNumel()
+    with mode:
+        bias = enc.logits_bias(torch.randn(3, H, Lq, 16), torch.randn(3, H, Lk, 16))
+    assert bias.shape == (1, H, Lq, Lk) and mode.max == H * Lq * Lk
 
 
 def test_create_with_model_context():

@@ -77,10 +77,19 @@ def test_token_site(name, opts, kind):
     gradcheck_hook(enc, lambda e: e.embed(ids), [])
 
 
+QK_CASES = [
+    ("rotary", {"rotate_values": True}),
+    ("rotary", {"rotate_values": True, "scaling": "yarn", "factor": 4.0}),
+    ("xpos", {"scale_base": 4.0}),
+    ("xpos", {"scale_base": 4.0, "scaling": "linear", "factor": 2.0}),
+]
+
+
+@pytest.mark.parametrize("name,opts", QK_CASES)
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
 @pytest.mark.parametrize("kind", [C, R])
-def test_rotary(layout, kind):
-    enc = create_encoding("rotary", dtype=kind, rotate_values=True, layout=layout, **CTX)
+def test_qk_site(name, opts, layout, kind):
+    enc = create_encoding(name, dtype=kind, layout=layout, **CTX, **opts)
     qkv = [torch.randn(1, 2, 3, 2, dtype=kind) for _ in range(3)]  # head width 4 / 2 heads
     gradcheck_hook(enc, lambda e, q, k, v: e.rotate(q, k, v), qkv)
 
@@ -89,6 +98,8 @@ LOGIT_CASES = [
     ("shaw", {"max_relative_position": 1}),
     ("xl", {}),
     ("t5", {"num_buckets": 8, "max_distance": 6}),
+    ("alibi", {}),
+    ("alibi", {"causal": True}),
     ("deberta", {"max_relative_positions": 2}),
     ("deberta", {"max_relative_positions": 8, "position_buckets": 4, "p2c_index": "paper"}),
 ]

@@ -7,6 +7,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from max_numel import MaxNumel
 
 from cplxnet._utils import pack
 from cplxnet.encodings import RotaryEncoding, XPosEncoding, create_encoding, xpos_zeta
@@ -145,16 +146,23 @@ def test_decay_for_keys_before_the_query():
     assert (mod[1:, 0] < 1).all() and (mod[1:, 0].diff(dim=0) < 0).all()
 
 
-def test_memory_and_checks():
-    """No parameters; a long input never builds more than the (L, Dh) tables; bad options."""
-    enc = create_encoding("xpos", d_model=8, num_heads=2, max_len=4, dtype=torch.complex64)
+@pytest.mark.parametrize("kind", [torch.complex64, torch.float32])
+def test_memory_and_checks(kind):
+    """No parameters; forward and backward never build a tensor larger than q (no (L, L, d) and
+    no (L, L) either: xpos acts on q and k only); long inputs stay finite; bad options."""
+    enc = create_encoding("xpos", d_model=8, num_heads=2, max_len=4, dtype=kind)
     assert not list(enc.parameters())
-    q = torch.randn(1, 2, 100, 4, dtype=torch.complex64)
-    q2, k2, _ = enc.rotate(q, q, q)
-    assert q2.shape == q.shape and torch.isfinite(torch.view_as_real(k2)).all()
+    q = torch.randn(1, 2, 3000, 4, dtype=kind, requires_grad=True)
+    mode = MaxNumel()
+    with mode:
+        q2, k2, _ = enc.rotate(q, q, q)
+        (pack(q2).sum() + pack(k2).sum()).backward()
+    assert mode.max <= pack(q).numel(), mode.max
+    assert torch.isfinite(pack(q2)).all() and torch.isfinite(pack(k2)).all()
     with pytest.raises(ValueError, match="scale_base"):
         XPosEncoding(8, 2, scale_base=0)
     with pytest.raises(ValueError, match="gamma"):
         XPosEncoding(8, 2, gamma=-1.0)
-    with pytest.raises(TypeError, match="built for complex heads"):
-        enc.rotate(*(torch.randn(1, 2, 3, 4) for _ in range(3)))
+    other = torch.float32 if kind.is_complex else torch.complex64
+    with pytest.raises(TypeError, match="built for (complex|real) heads"):
+        enc.rotate(*(torch.randn(1, 2, 3, 4, dtype=other) for _ in range(3)))

@@ -39,7 +39,7 @@ def test_gradcheck_complex128(family, readout):
 @pytest.mark.parametrize(
     ("family", "encoding"),
     [("cnn", "complex-order"), ("transformer", "rotary"), ("transformer", "t5"),
-     ("lstm", "sinusoidal")],
+     ("transformer", "xpos"), ("transformer", "alibi"), ("lstm", "sinusoidal")],
 )
 def test_gradcheck_complex128_with_encodings(family, encoding):
     """The encoding's parameters are checked with the rest (real readout this time)."""
