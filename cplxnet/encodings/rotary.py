@@ -105,13 +105,13 @@ class RotaryEncoding(PositionalEncoding):
         self.base, self.rotate_values = float(base), bool(rotate_values)
         self.layout = check_choice(layout, LAYOUTS, owner, "layout")
         given = dict(beta_fast=beta_fast, beta_slow=beta_slow, original_max_len=original_max_len)
-        self.scaling, self.factor = scaling, float(factor)
         self.scaling_options = {n: v for n, v in given.items() if v is not None}
         #: float64 (features,) rotation frequencies theta_j, and the factor multiplying q and k.
         self.frequencies, self.attention_factor = rope_frequencies(
             scaling, 2 * self.features, self.base, factor, max_len=int(max_len), owner=owner,
             **self.scaling_options,
         )
+        self.scaling, self.factor = scaling, float(factor)
         self._dtype = fk["dtype"]
         self._half = self.layout == "half" and not self.complex_model
         n, dev = max(int(max_len), 1), fk["device"]

@@ -114,15 +114,18 @@ class XPosEncoding(RotaryEncoding):
             dtype=dtype,
         )
         self.scale_base, self.gamma = float(scale_base), float(gamma)
-        #: float64 (features,) ln(zeta_j) / B: the real part of the complex frequency log w_j.
-        self.decay = xpos_zeta(self.features, self.gamma).log() / self.scale_base
+        decay = xpos_zeta(self.features, self.gamma).log() / self.scale_base
+        #: (features,) ln(zeta_j) / B, the real part of the complex frequency log w_j, in the
+        #: model's real dtype (non-persistent buffer: follows ``.to(device)``).
+        self.register_buffer(
+            "decay", decay.to(device=device, dtype=real_dtype(self.dtype)), persistent=False
+        )
 
-    def modulus(self, length: int, centre: int, device=None) -> torch.Tensor:
-        r"""``(length, features)`` real :math:`\zeta_j^{(m - c)/B}`, ``m < length``, in the model's
-        real dtype (computed in float64)."""
-        m = torch.arange(length, dtype=torch.float64) - centre
-        mod = torch.exp(m[:, None] * self.decay)
-        return mod.to(device=device, dtype=real_dtype(self.dtype))
+    def modulus(self, length: int, centre: int) -> torch.Tensor:
+        r"""``(length, features)`` real :math:`\zeta_j^{(m - c)/B}`, ``m < length``, computed on
+        the buffer's device in the model's real dtype."""
+        m = torch.arange(length, device=self.decay.device, dtype=self.decay.dtype) - centre
+        return torch.exp(m[:, None] * self.decay)
 
     def rotate(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
@@ -131,7 +134,7 @@ class XPosEncoding(RotaryEncoding):
         self._check(k, "k")
         lq, lk = q.shape[-2], k.shape[-2]
         c = (max(lq, lk) + 1) // 2
-        mod = self.modulus(max(lq, lk), c, q.device)
+        mod = self.modulus(max(lq, lk), c)
         a = self.attention_factor
         return self.rotate_one(q, mod[:lq] * a), self.rotate_one(k, a / mod[:lk]), v
 
