@@ -19,4 +19,5 @@ from .shaw import *  # noqa: F403
 from .sinusoidal import *  # noqa: F403
 from .t5 import *  # noqa: F403
 from .trainable import *  # noqa: F403
+from .tupe import *  # noqa: F403
 from .xl import *  # noqa: F403

@@ -59,7 +59,7 @@ def register_encoding(cls: type[PositionalEncoding]) -> type[PositionalEncoding]
 # Listing order: absolute (input), word-level complex, then attention-level families.
 _ORDER = (
     "none", "trainable", "hierarchical", "sinusoidal", "floater", "multiplicative",
-    "complex-order", "complex-vanilla", "rotary", "shaw", "xl", "t5", "deberta",
+    "complex-order", "complex-vanilla", "rotary", "shaw", "xl", "t5", "deberta", "tupe",
 )  # fmt: skip
 
 
