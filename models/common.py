@@ -15,7 +15,6 @@ A model is ``embedding stage -> family body -> dropout -> readout -> real linear
 
 from __future__ import annotations
 
-import inspect
 from typing import Any, ClassVar, NamedTuple
 
 import torch
@@ -25,7 +24,7 @@ from torch import nn
 import cplxnet.nn as cnn
 from cplxnet import complex_dtype, real_dtype
 from cplxnet._utils import check_choice, check_indices
-from cplxnet.encodings import check_sites, create_encoding, get_encoding_class
+from cplxnet.encodings import check_sites, create_encoding
 from cplxnet.functional import lengths_from_padding_mask
 
 from .config import ModelConfig
@@ -38,18 +37,6 @@ __all__ = [
     "sparse_parameters",
     "ParameterCount",
 ]
-
-
-def _encoding_options(config: ModelConfig) -> dict[str, Any]:
-    """The user's encoding options plus the model's ``padding_idx`` and ``sparse`` (from
-    ``sparse_embeddings``) for encodings whose constructor takes them (those with per-word tables,
-    e.g. complex-order), unless the user set them."""
-    options = dict(config.encoding_options)
-    accepted = inspect.signature(get_encoding_class(config.encoding).__init__).parameters
-    for name, value in (("padding_idx", config.padding_idx), ("sparse", config.sparse_embeddings)):
-        if name in accepted and name not in options:
-            options[name] = value
-    return options
 
 
 class NumberField:
@@ -265,7 +252,10 @@ class TextClassifier(nn.Module):
             max_len=config.max_len,
             device=device,
             dtype=field.dtype,
-            **_encoding_options(config),
+            # per-word tables (complex-order, ...) take the model's padding id and sparsity
+            # unless the user's options set them
+            defaults={"padding_idx": config.padding_idx, "sparse": config.sparse_embeddings},
+            **config.encoding_options,
         )
         check_sites(self.encoding, self.supported_sites, config.family)
         self.embedding = TokenEmbedding(config, self.encoding, field)

@@ -6,6 +6,7 @@ model passes it to its layers, which call its hooks (``embed``, ``encode_input``
 """
 
 from .base import *  # noqa: F403
+from .combined import *  # noqa: F403
 from .complex_order import *  # noqa: F403
 from .complex_vanilla import *  # noqa: F403
 from .deberta import *  # noqa: F403
