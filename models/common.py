@@ -332,17 +332,19 @@ class TextClassifier(nn.Module):
     def _word_table(self) -> torch.Tensor:
         """The ``(V, D_w)`` table that pretrained vectors initialise: the word embedding's
         (complex or real) weight, or, when the encoding replaces the word table, its per-word
-        amplitude table ``amplitude_weight`` (complex-order, complex-vanilla)."""
+        amplitude table ``amplitude_weight`` (complex-order, complex-vanilla, also as a member of
+        a combination)."""
         if self.embedding.word is not None:
             return self.embedding.word.weight
-        table = getattr(self.encoding, "amplitude_weight", None)
-        if (
-            isinstance(table, torch.Tensor)
-            and table.dim() == 2
-            and table.shape[0] == self.config.vocab_size
-            and table.shape[1] > 1
-        ):
-            return table
+        for module in self.encoding.modules():  # the encoding, or the members of a combination
+            table = getattr(module, "amplitude_weight", None)
+            if (
+                isinstance(table, torch.Tensor)
+                and table.dim() == 2
+                and table.shape[0] == self.config.vocab_size
+                and table.shape[1] > 1
+            ):
+                return table
         raise TypeError(
             f"{type(self).__name__}.load_word_vectors: encoding {self.config.encoding!r} replaces "
             "the word table and has no per-word amplitude table (V, D) to receive pretrained "

@@ -238,3 +238,13 @@ def test_zoo_transformer_with_complex_order_and_rotary(complex):
         {k.replace("members.complex_order.", ""): v for k, v in model.state_dict().items()}
     )
     assert not torch.allclose(plain(ids, mask), model(ids, mask))
+
+
+def test_word_vectors_reach_complex_order_inside_a_combination():
+    config = make_config("transformer", d_model=8, num_heads=2, dim_feedforward=8, vocab_size=13,
+                         encoding="complex-order+rotary")  # fmt: skip
+    model = build_model(config)
+    vectors = torch.randn(13, 8)
+    assert model.load_word_vectors(vectors) == 12  # every row but padding
+    table = model.encoding.members["complex_order"].amplitude_weight
+    torch.testing.assert_close(table[1:], vectors[1:])
