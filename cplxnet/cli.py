@@ -4,6 +4,8 @@ Examples::
 
     cplxnet train                                   # default model on the bundled MR data
     cplxnet train --data trec --model cnn --encoding complex-order --epochs 10
+    cplxnet train --model transformer --encoding complex-order+rotary:rotary.base=500 \
+        --set num_layers=2 --set dim_feedforward=256
     cplxnet train --data reviews.tsv --test test.tsv --run-dir runs/reviews
     cplxnet train --resume runs/reviews            # continue an interrupted run
     cplxnet evaluate runs/reviews [--data other.tsv]
@@ -148,7 +150,20 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument(
         "--encoding",
         default=None,
-        help="positional encoding name (e.g. none, complex-order, sinusoidal, trainable, rotary)",
+        metavar="NAME[:OPTION=VALUE...]",
+        help="positional encoding and its options, as in cplxnet compare: a name (none, "
+        "complex-order, sinusoidal, trainable, rotary, t5, tupe, ...), names joined by '+' "
+        "(complex-order+rotary), options after ':' (complex-order:frequency=shared, "
+        "complex-order+rotary:rotary.base=500); replaces the preset's encoding and options",
+    )
+    m.add_argument(
+        "--set",
+        dest="set",
+        action="append",
+        default=None,
+        metavar="FIELD=VALUE",
+        help="a model-config field (num_layers=2, kernel_sizes=3,4,5, or with the family "
+        "transformer.num_layers=2, as in cplxnet compare); repeatable; applied last",
     )
     number = m.add_mutually_exclusive_group()
     number.add_argument(
@@ -249,11 +264,61 @@ def build_parser() -> argparse.ArgumentParser:
 _RESUME_OK = {"resume", "epochs", "quiet", "threads", "command"}
 
 
+# --set fields that have their own options
+_SET_RESERVED = {
+    "family": "the family is chosen by --model or --preset",
+    "encoding": "use --encoding NAME",
+    "encoding_options": "use --encoding NAME:option=value",
+    "complex": "use --complex or --real",
+}
+
+
+def _encoding_overrides(text: str) -> dict[str, Any]:
+    """Config fields of ``--encoding NAME[:option=value...]`` (parsed as ``cplxnet compare``
+    does: a name, a ``+`` combination or a Complex Order variant, with its options)."""
+    from .compare.specs import parse_encoding
+
+    try:
+        spec = parse_encoding(text)
+    except ValueError as err:
+        raise CLIError(str(err)) from None
+    return {**spec.model, "encoding": spec.name, "encoding_options": dict(spec.options)}
+
+
+def _apply_sets(config: Any, items: Sequence[str], zoo: Any) -> Any:
+    """``config`` with the ``--set`` fields (``field=value`` or ``family.field=value``)."""
+    from .compare.specs import parse_sets
+
+    try:
+        sets = parse_sets(items, _SET_RESERVED)
+    except ValueError as err:
+        raise CLIError(str(err)) from None
+    other = sorted(set(sets) - {"*", config.family})
+    if other:
+        raise CLIError(
+            f"--set {other[0]}.*: the model is a {config.family!r} model; write "
+            f"{config.family}.FIELD=VALUE or FIELD=VALUE"
+        )
+    fields = {**sets.get("*", {}), **sets.get(config.family, {})}
+    defaults = {f.name: f.default for f in dataclasses.fields(config) if f.init}
+    for key, value in fields.items():
+        default = defaults.get(key)
+        if isinstance(default, bool) and not isinstance(value, bool):
+            raise CLIError(f"--set {key}={value}: expected true or false")
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if isinstance(default, (int, float)) and not isinstance(default, bool) and not number:
+            raise CLIError(f"--set {key}={value}: expected a number")
+    current = config.to_dict()
+    current.pop("family")
+    return zoo.make_config(config.family, **{**current, **fields})
+
+
 def _model_config(args: argparse.Namespace, zoo: Any) -> Any:
     """The model config from --preset / --model and the overrides; validated by building it."""
     overrides: dict[str, Any] = {}
+    if args.encoding is not None:
+        overrides.update(_encoding_overrides(args.encoding))
     for arg, field in (
-        ("encoding", "encoding"),
         ("complex", "complex"),
         ("d_model", "d_model"),
         ("dropout", "dropout"),
@@ -274,6 +339,8 @@ def _model_config(args: argparse.Namespace, zoo: Any) -> Any:
             config = zoo.make_config(args.model, **overrides)
         else:
             config = zoo.preset_config("default", **overrides)
+        if args.set:
+            config = _apply_sets(config, args.set, zoo)
         # Build a tiny copy once: unknown encodings and incompatible options fail here, before
         # any data is read or any folder is created.
         zoo.build_model(dataclasses.replace(config, vocab_size=4, num_classes=2))

@@ -15,7 +15,6 @@ A model is ``embedding stage -> family body -> dropout -> readout -> real linear
 
 from __future__ import annotations
 
-import inspect
 from typing import Any, ClassVar, NamedTuple
 
 import torch
@@ -25,7 +24,7 @@ from torch import nn
 import cplxnet.nn as cnn
 from cplxnet import complex_dtype, real_dtype
 from cplxnet._utils import check_choice, check_indices
-from cplxnet.encodings import check_sites, create_encoding, get_encoding_class
+from cplxnet.encodings import check_sites, create_encoding
 from cplxnet.functional import lengths_from_padding_mask
 
 from .config import ModelConfig
@@ -38,18 +37,6 @@ __all__ = [
     "sparse_parameters",
     "ParameterCount",
 ]
-
-
-def _encoding_options(config: ModelConfig) -> dict[str, Any]:
-    """The user's encoding options plus the model's ``padding_idx`` and ``sparse`` (from
-    ``sparse_embeddings``) for encodings whose constructor takes them (those with per-word tables,
-    e.g. complex-order), unless the user set them."""
-    options = dict(config.encoding_options)
-    accepted = inspect.signature(get_encoding_class(config.encoding).__init__).parameters
-    for name, value in (("padding_idx", config.padding_idx), ("sparse", config.sparse_embeddings)):
-        if name in accepted and name not in options:
-            options[name] = value
-    return options
 
 
 class NumberField:
@@ -265,7 +252,10 @@ class TextClassifier(nn.Module):
             max_len=config.max_len,
             device=device,
             dtype=field.dtype,
-            **_encoding_options(config),
+            # per-word tables (complex-order, ...) take the model's padding id and sparsity
+            # unless the user's options set them
+            defaults={"padding_idx": config.padding_idx, "sparse": config.sparse_embeddings},
+            **config.encoding_options,
         )
         check_sites(self.encoding, self.supported_sites, config.family)
         self.embedding = TokenEmbedding(config, self.encoding, field)
@@ -342,17 +332,19 @@ class TextClassifier(nn.Module):
     def _word_table(self) -> torch.Tensor:
         """The ``(V, D_w)`` table that pretrained vectors initialise: the word embedding's
         (complex or real) weight, or, when the encoding replaces the word table, its per-word
-        amplitude table ``amplitude_weight`` (complex-order, complex-vanilla)."""
+        amplitude table ``amplitude_weight`` (complex-order, complex-vanilla, also as a member of
+        a combination)."""
         if self.embedding.word is not None:
             return self.embedding.word.weight
-        table = getattr(self.encoding, "amplitude_weight", None)
-        if (
-            isinstance(table, torch.Tensor)
-            and table.dim() == 2
-            and table.shape[0] == self.config.vocab_size
-            and table.shape[1] > 1
-        ):
-            return table
+        for module in self.encoding.modules():  # the encoding, or the members of a combination
+            table = getattr(module, "amplitude_weight", None)
+            if (
+                isinstance(table, torch.Tensor)
+                and table.dim() == 2
+                and table.shape[0] == self.config.vocab_size
+                and table.shape[1] > 1
+            ):
+                return table
         raise TypeError(
             f"{type(self).__name__}.load_word_vectors: encoding {self.config.encoding!r} replaces "
             "the word table and has no per-word amplitude table (V, D) to receive pretrained "

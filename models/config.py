@@ -54,8 +54,11 @@ class ModelConfig:
             changes between the two (same layers, same code path, real layers in place of
             complex ones).
         encoding: name of a positional encoding of :func:`cplxnet.encodings.available_encodings`
-            (``"none"``: no positional information besides what the architecture sees).
-        encoding_options: extra keyword arguments for :func:`cplxnet.encodings.create_encoding`.
+            (``"none"``: no positional information besides what the architecture sees), or names
+            joined by ``+`` (``"complex-order+rotary"``: each member at its own sites, see
+            :mod:`cplxnet.encodings.combined`).
+        encoding_options: extra keyword arguments for :func:`cplxnet.encodings.create_encoding`
+            (for a combination keyed by member: ``{"rotary.base": 500}``).
         d_model: width of the token representations (complex features for a complex model,
             real features for a real one; see the module docstring).
         dropout: dropout before the classifier head (and inside the family where it applies).

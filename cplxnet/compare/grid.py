@@ -148,28 +148,22 @@ def parse_folds(text: str, num_folds: int = 10) -> list[int | None]:
     return folds
 
 
-def parse_sets(items: Sequence[str] | None) -> dict[str, dict[str, Any]]:
-    """``--set key=value`` (every family that has the field) or ``--set family.key=value``."""
-    from .specs import parse_value
+_GRID_CHOSEN = {
+    key: f"the grid chooses {key}; use --encodings / --number instead"
+    for key in ("encoding", "encoding_options", "complex", "family")
+}
 
-    out: dict[str, dict[str, Any]] = {}
-    for item in items or ():
-        if "=" not in item:
-            raise CompareError(f"--set {item!r}: expected key=value or family.key=value")
-        key, value = item.split("=", 1)
-        key = key.strip()
-        family = "*"
-        if "." in key:
-            family, key = key.split(".", 1)
-        parsed = parse_value(value)
-        if isinstance(parsed, str) and re.fullmatch(r"\d+(,\d+)+", parsed):
-            parsed = [int(v) for v in parsed.split(",")]
-        if key in ("encoding", "encoding_options", "complex", "family"):
-            raise CompareError(
-                f"--set {key}: the grid chooses {key}; use --encodings / --number instead"
-            )
-        out.setdefault(family, {})[key] = parsed
-    return out
+
+def parse_sets(items: Sequence[str] | None) -> dict[str, dict[str, Any]]:
+    """``--set key=value`` (every family that has the field) or ``--set family.key=value``
+    (:func:`cplxnet.compare.specs.parse_sets`; the grid chooses the encoding, the number field
+    and the family)."""
+    from .specs import parse_sets as parse
+
+    try:
+        return parse(items, _GRID_CHOSEN)
+    except ValueError as err:
+        raise CompareError(str(err)) from None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -327,9 +321,9 @@ def _check_option_types(encoding: EncodingSpec) -> None:
     encodings themselves accept e.g. any truthy value for a flag)."""
     import inspect
 
-    from ..encodings import get_encoding_class
+    from ..encodings import encoding_option_parameters
 
-    params = inspect.signature(get_encoding_class(encoding.name).__init__).parameters
+    params = encoding_option_parameters(encoding.name)
     for key, value in encoding.options.items():
         p = params.get(key)
         if p is None or p.default is inspect.Parameter.empty or p.default is None:

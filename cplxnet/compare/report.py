@@ -143,7 +143,9 @@ def _ok(row: dict[str, Any]) -> bool:
 
 
 def _is_complex_encoding(label: str) -> bool:
-    return str(label).startswith("complex-")
+    from .specs import is_complex_name
+
+    return is_complex_name(str(label).split(":")[0])
 
 
 @dataclass

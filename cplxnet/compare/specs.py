@@ -13,16 +13,22 @@ share one real weight between the real and imaginary parts). In a comma-separate
 ``table4`` in a list expands to ``complex-order`` and every variant of both kinds (a model
 variant is skipped, with a note, for families that lack its fields).
 
+A combination of registered encodings is their names joined by ``+``
+(:mod:`cplxnet.encodings.combined`), its options prefixed by the member they address:
+``complex-order+rotary:rotary.base=500:complex-order.frequency=shared``.
+
 Number field: ``natural`` (the default) runs each encoding in the number field of the paper's
-Table 2: complex models for the complex encodings (``complex-order``, ``complex-vanilla`` and the
-variants), real models for every other encoding (the paper's "no PE", "learned PE" and
-"sinusoidal" columns are real-valued embeddings). ``real``, ``complex`` or ``both`` force it.
+Table 2: complex models for the complex encodings (``complex-order``, ``complex-vanilla``, the
+variants and any combination with one of them), real models for every other encoding (the paper's
+"no PE", "learned PE" and "sinusoidal" columns are real-valued embeddings). ``real``,
+``complex`` or ``both`` force it.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +42,8 @@ __all__ = [
     "parse_numbers",
     "numbers_for",
     "parse_value",
+    "parse_sets",
+    "is_complex_name",
 ]
 
 NUMBERS = ("complex", "real")
@@ -84,6 +92,12 @@ TABLE4 = ("complex-order", *VARIANTS, *MODEL_VARIANTS)
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
+def is_complex_name(name: str) -> bool:
+    """Whether encoding ``name`` (a registered name, a variant, or a ``+`` combination) runs in
+    complex models by default: one of its members is a ``complex-*`` encoding."""
+    return any(part.strip().startswith("complex-") for part in str(name).split("+"))
+
+
 def parse_value(text: str) -> Any:
     """``"true"`` -> True, ``"3"`` -> 3, ``"0.5"`` -> 0.5, ``"[3,4]"`` -> [3, 4]; else the
     string itself."""
@@ -127,7 +141,7 @@ class EncodingSpec:
     @property
     def is_complex(self) -> bool:
         """A complex encoding (its natural number field is complex)."""
-        return self.name.startswith("complex-")
+        return is_complex_name(self.name)
 
     @property
     def canonical(self) -> str:
@@ -145,7 +159,13 @@ class EncodingSpec:
     @property
     def slug(self) -> str:
         """A file-name-safe form of :attr:`canonical`."""
-        text = self.canonical.replace("=", "-").replace("+", "--model-")
+        def pairs(d: dict[str, Any]) -> list[str]:
+            return [f"{k}={_format_value(d[k])}".replace("=", "-") for k in sorted(d)]
+
+        # a combination's "+" becomes "_"; a model variant's fields follow "--model-"
+        text = ":".join([self.name, *pairs(self.options)])
+        if self.model:
+            text += "--model-" + ":".join(pairs(self.model))
         return re.sub(r"[^A-Za-z0-9.-]+", "_", text)
 
     def to_dict(self) -> dict[str, Any]:
@@ -161,10 +181,16 @@ class EncodingSpec:
         )
 
 
-def _known_encodings() -> tuple[str, ...]:
-    from cplxnet.encodings import available_encodings
+def _check_name(name: str) -> None:
+    from cplxnet.encodings import encoding_members
 
-    return available_encodings()
+    try:
+        encoding_members(name)
+    except ValueError as err:
+        raise ValueError(
+            f"{err}; Complex Order variants: {', '.join([*VARIANTS, *MODEL_VARIANTS])} (or "
+            "'table4' for all of them)"
+        ) from None
 
 
 def parse_encoding(text: str) -> EncodingSpec:
@@ -185,13 +211,7 @@ def parse_encoding(text: str) -> EncodingSpec:
         model.update(fields)
     else:
         name = head
-        known = _known_encodings()
-        if name not in known:
-            raise ValueError(
-                f"unknown encoding {name!r}; encodings: {', '.join(known)}; Complex Order "
-                f"variants: {', '.join([*VARIANTS, *MODEL_VARIANTS])} (or 'table4' for all of "
-                "them)"
-            )
+        _check_name(name)
     for item in rest:
         if "=" not in item:
             raise ValueError(
@@ -235,6 +255,33 @@ def parse_encodings(text: str | list[str]) -> list[EncodingSpec]:
                 out.append(spec)
     if not out:
         raise ValueError("no encodings given")
+    return out
+
+
+def parse_sets(
+    items: Sequence[str] | None, reserved: Mapping[str, str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """``--set key=value`` (every family that has the field) or ``--set family.key=value``, as
+    ``{"*": {key: value}, family: {key: value}}``; values as :func:`parse_value` (and ``3,4,5``
+    a list of ints). ``reserved`` maps keys the caller sets itself to the hint of the error a
+    ``--set`` of them raises (``cplxnet compare``: the encoding and number field)."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items or ():
+        if "=" not in item:
+            raise ValueError(f"--set {item!r}: expected key=value or family.key=value")
+        key, value = item.split("=", 1)
+        key = key.strip()
+        family = "*"
+        if "." in key:
+            family, key = key.split(".", 1)
+        if not key or not family:
+            raise ValueError(f"--set {item!r}: expected key=value or family.key=value")
+        parsed = parse_value(value)
+        if isinstance(parsed, str) and re.fullmatch(r"\d+(,\d+)+", parsed):
+            parsed = [int(v) for v in parsed.split(",")]
+        if reserved and key in reserved:
+            raise ValueError(f"--set {key}: {reserved[key]}")
+        out.setdefault(family, {})[key] = parsed
     return out
 
 

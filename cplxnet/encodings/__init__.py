@@ -7,6 +7,7 @@ model passes it to its layers, which call its hooks (``embed``, ``encode_input``
 
 from .alibi import *  # noqa: F403
 from .base import *  # noqa: F403
+from .combined import *  # noqa: F403
 from .complex_order import *  # noqa: F403
 from .complex_vanilla import *  # noqa: F403
 from .deberta import *  # noqa: F403
@@ -21,5 +22,6 @@ from .shaw import *  # noqa: F403
 from .sinusoidal import *  # noqa: F403
 from .t5 import *  # noqa: F403
 from .trainable import *  # noqa: F403
+from .tupe import *  # noqa: F403
 from .xl import *  # noqa: F403
 from .xpos import *  # noqa: F403

@@ -34,7 +34,9 @@ site       hook                                         meaning
 One encoding instance serves every layer of a model (shared parameters, as T5's bias table,
 Transformer-XL's u and v, DeBERTa's relative table); the model owns it and passes it to the
 attention call (``MultiheadAttention.forward(..., encoding=enc)``), so it appears once in the
-state_dict. Padding is at the end of each sequence: positions are ``0 .. L-1``.
+state_dict. Padding is at the end of each sequence: positions are ``0 .. L-1``. Several encodings
+acting at different sites combine into one (:class:`cplxnet.encodings.combined.CombinedEncoding`,
+``create_encoding("complex-order+rotary", ...)``), which calls each member's hooks.
 
 dtype conventions. Every encoding is built for a model dtype (``dtype=``: complex by default, the
 complex type of ``torch.get_default_dtype()``; a real floating dtype gives the encoding of a real

@@ -1,5 +1,9 @@
 """Encodings by name: ``create_encoding("rotary", d_model=..., num_heads=..., base=500.0)``.
 
+Names joined by ``+`` (``"complex-order+rotary"``) or a list of names build one
+:class:`~cplxnet.encodings.combined.CombinedEncoding` applying each member at its own sites; its
+options address a member (``**{"rotary.base": 500}`` or ``rotary={"base": 500}``).
+
 A model knows its context (``d_model``, ``num_heads``, ``vocab_size``, ``max_len``, ``causal``,
 ``device``, ``dtype``) and passes all of it; each encoding receives only the context its
 ``__init__`` accepts.
@@ -10,7 +14,8 @@ error listing the options it does have.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -21,6 +26,8 @@ __all__ = [
     "create_encoding",
     "available_encodings",
     "get_encoding_class",
+    "encoding_members",
+    "encoding_option_parameters",
     "check_sites",
     "SITE_DESCRIPTIONS",
 ]
@@ -28,6 +35,7 @@ __all__ = [
 _REGISTRY: dict[str, type[PositionalEncoding]] = {}
 CONTEXT = ("d_model", "num_heads", "vocab_size", "max_len", "causal", "device", "dtype")
 _ATTENTION_SITES = frozenset({"qk", "logits", "values"})
+_SEPARATOR = "+"  # joins the member names of a combination (cplxnet.encodings.combined)
 
 SITE_DESCRIPTIONS = {
     "token": "the word embedding",
@@ -45,6 +53,11 @@ def register_encoding(cls: type[PositionalEncoding]) -> type[PositionalEncoding]
         raise TypeError(f"register_encoding: {cls!r} is not a PositionalEncoding subclass")
     if not cls.name:
         raise ValueError(f"register_encoding: {cls.__name__} has no name")
+    if _SEPARATOR in cls.name:
+        raise ValueError(
+            f"register_encoding: name {cls.name!r} contains {_SEPARATOR!r}, which joins the names "
+            "of combined encodings"
+        )
     unknown = set(cls.acts_on) - set(SITES)
     if unknown:
         raise ValueError(f"register_encoding: {cls.__name__} acts on unknown sites {unknown}")
@@ -61,7 +74,7 @@ def register_encoding(cls: type[PositionalEncoding]) -> type[PositionalEncoding]
 _ORDER = (
     "none", "trainable", "hierarchical", "sinusoidal", "floater", "multiplicative",
     "complex-order", "complex-vanilla", "rotary", "xpos", "shaw", "xl", "t5", "alibi",
-    "deberta",
+    "deberta", "tupe",
 )  # fmt: skip
 
 
@@ -82,6 +95,48 @@ def get_encoding_class(name: str) -> type[PositionalEncoding]:
         ) from None
 
 
+def encoding_members(name: str) -> tuple[str, ...]:
+    """The registered names in ``name``: ``("rotary",)`` for ``"rotary"``, ``("complex-order",
+    "rotary")`` for ``"complex-order+rotary"``; a ValueError names an unknown member and lists
+    the known names."""
+    if not isinstance(name, str):
+        raise TypeError(f"encoding name must be a string, got {type(name).__name__}")
+    parts = tuple(p.strip() for p in name.split(_SEPARATOR))
+    if len(parts) > 1 and not all(parts):
+        raise ValueError(
+            f"encoding {name!r}: empty member name; join registered names with {_SEPARATOR!r}, "
+            "e.g. complex-order+rotary"
+        )
+    for part in parts:
+        if part not in _REGISTRY:
+            where = f" in {name!r}" if len(parts) > 1 else ""
+            raise ValueError(
+                f"unknown encoding {part!r}{where}; available encodings: "
+                f"{', '.join(available_encodings())} (combine them with {_SEPARATOR!r}, e.g. "
+                "complex-order+rotary)"
+            )
+    return parts
+
+
+def _is_combination(spec: object) -> bool:
+    return isinstance(spec, (list, tuple)) or (isinstance(spec, str) and _SEPARATOR in spec)
+
+
+def encoding_option_parameters(
+    spec: str | Sequence[Any] | type[PositionalEncoding],
+) -> dict[str, inspect.Parameter]:
+    """The user options ``spec`` accepts (its ``__init__`` parameters without the model context),
+    as ``inspect.Parameter``; for a combination keyed ``member.option``."""
+    if _is_combination(spec):
+        from .combined import combined_option_parameters
+
+        return combined_option_parameters(spec, encoding_option_parameters)
+    cls = get_encoding_class(spec) if isinstance(spec, str) else spec
+    if isinstance(cls, PositionalEncoding):
+        cls = type(cls)
+    return {n: p for n, p in _options_of(cls).items() if n not in CONTEXT}
+
+
 def _options_of(cls: type) -> dict[str, inspect.Parameter]:
     params = inspect.signature(cls.__init__).parameters
     return {
@@ -92,7 +147,7 @@ def _options_of(cls: type) -> dict[str, inspect.Parameter]:
 
 
 def create_encoding(
-    spec: str | type[PositionalEncoding] | PositionalEncoding | None,
+    spec: str | type[PositionalEncoding] | PositionalEncoding | Sequence[Any] | None,
     *,
     d_model: int | None = None,
     num_heads: int | None = None,
@@ -101,20 +156,44 @@ def create_encoding(
     causal: bool | None = None,
     device: torch.device | str | None = None,
     dtype: torch.dtype | None = None,
+    defaults: Mapping[str, Any] | None = None,
     **options,
 ) -> PositionalEncoding:
-    """Build an encoding from a name, a class or an instance (returned as is).
+    """Build an encoding from a name, a class or an instance (returned as is), or a combination.
 
     Args:
         spec: registered name (see :func:`available_encodings`), a ``PositionalEncoding``
-            subclass, an instance, or ``None`` (same as ``"none"``).
+            subclass, an instance, ``None`` (same as ``"none"``), or a combination: names joined
+            by ``+`` (``"complex-order+rotary"``) or a list of names, classes or instances,
+            built into one :class:`~cplxnet.encodings.combined.CombinedEncoding`.
         d_model, num_heads, vocab_size, max_len, causal, device, dtype: what the model knows;
             each is passed only if the encoding's ``__init__`` accepts it (and is not ``None``),
             so a model can always pass all of them. ``causal=True`` says the model masks keys
             after the query (a language model); encodings default to bidirectional attention.
+        defaults: options given to the encoding (to each member) only if its ``__init__`` accepts
+            them and ``options`` do not set them (the zoo passes its ``padding_idx`` and
+            ``sparse`` this way).
         **options: the user's options, passed strictly: an unknown option is a TypeError naming
-            the encoding and listing its options.
+            the encoding and listing its options. A combination's options name their member:
+            ``**{"rotary.base": 500}`` or ``rotary={"base": 500}`` (see
+            :mod:`cplxnet.encodings.combined`).
     """
+    defaults = dict(defaults or {})
+    context = {
+        "d_model": d_model,
+        "num_heads": num_heads,
+        "vocab_size": vocab_size,
+        "max_len": max_len,
+        "causal": causal,
+        "device": device,
+        "dtype": dtype,
+    }
+    if _is_combination(spec):
+        from .combined import create_combined
+
+        if isinstance(spec, str):
+            encoding_members(spec)  # an unknown member: the error names the combination
+        return create_combined(spec, create_encoding, context, defaults, options)
     if isinstance(spec, PositionalEncoding):
         if options:
             raise TypeError(
@@ -135,15 +214,6 @@ def create_encoding(
         )
     label = cls.name or cls.__name__
     accepted = _options_of(cls)
-    context = {
-        "d_model": d_model,
-        "num_heads": num_heads,
-        "vocab_size": vocab_size,
-        "max_len": max_len,
-        "causal": causal,
-        "device": device,
-        "dtype": dtype,
-    }
     kwargs = {n: v for n, v in context.items() if n in accepted and v is not None}
     user_options = [n for n in accepted if n not in CONTEXT]
     unknown = sorted(set(options) - set(user_options))
@@ -153,6 +223,7 @@ def create_encoding(
             f"encoding {label!r} got unknown option(s) {', '.join(map(repr, unknown))}; "
             f"its options are: {listed}"
         )
+    kwargs.update({n: v for n, v in defaults.items() if n in user_options})
     kwargs.update(options)
     missing = [
         n for n, p in accepted.items() if p.default is inspect.Parameter.empty and n not in kwargs
@@ -182,8 +253,8 @@ def _describe(sites: Iterable[str]) -> str:
 
 def _sites_of(encoding) -> tuple[str, frozenset[str]]:
     if isinstance(encoding, str):
-        cls = get_encoding_class(encoding)
-        return cls.name, frozenset(cls.acts_on)
+        classes = [get_encoding_class(n) for n in encoding_members(encoding)]
+        return encoding, frozenset().union(*(cls.acts_on for cls in classes))
     if isinstance(encoding, type) and issubclass(encoding, PositionalEncoding):
         return encoding.name or encoding.__name__, frozenset(encoding.acts_on)
     if isinstance(encoding, PositionalEncoding):
