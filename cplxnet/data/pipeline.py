@@ -66,6 +66,18 @@ class DataSpec:
             raise DataError(f"max_len must be a positive number of tokens, got {self.max_len}")
         if self.limit is not None and self.limit < 2:
             raise DataError(f"limit must be at least 2 examples, got {self.limit}")
+        if self.max_size is not None and self.max_size < 3:
+            raise DataError(
+                f"a vocabulary of {self.max_size} entries has no room for a word (<pad> and <unk> "
+                "take two); pass --max-vocab 3 or more"
+            )
+        if self.min_freq < 1:
+            raise DataError(f"min_freq must be at least 1, got {self.min_freq}")
+        if self.label_field == self.text_field:
+            raise DataError(
+                f"the label and the text are both the field {self.label_field!r}; give "
+                "--label-field and --text-field two different columns"
+            )
 
     def to_dict(self) -> dict:
         return asdict(self)
