@@ -29,6 +29,8 @@ from typing import Any
 
 import torch
 
+from .data.io import clip
+
 __all__ = [
     "RUN_FORMAT",
     "RUN_MARKER",
@@ -49,7 +51,6 @@ __all__ = [
     "check_new_run_dir",
     "remove_run_files",
     "RunFolder",
-    "clip",
 ]
 
 #: Format version of a run folder, stored in its ``config.json`` under :data:`RUN_MARKER`.
@@ -71,14 +72,6 @@ TEMP_PREFIX = ".tmp-"
 
 class RunError(Exception):
     """A problem with a run folder (exists, incomplete, not a run): the message says what to do."""
-
-
-def clip(text: str, limit: int = 80) -> str:
-    """``repr(text)`` cut to about ``limit`` characters, for quoting user input in a message."""
-    quoted = repr(text)
-    if len(quoted) <= limit:
-        return quoted
-    return f"{quoted[: limit - 3]}... ({len(text)} characters)"
 
 
 # ------------------------------------------------------------------------------------------------

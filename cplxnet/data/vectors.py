@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .io import DataError
+from .io import DataError, clip
 from .text import Vocab
 
 __all__ = ["WordVectors", "read_word_vectors"]
@@ -78,7 +78,8 @@ def read_word_vectors(path: str, vocab: Vocab, dtype: torch.dtype = torch.float3
                     vectors[index] = [float(v) for v in parts[1:]]
                 except ValueError:
                     raise DataError(
-                        f"{path} line {number}: numbers that do not parse after the word {word!r}"
+                        f"{path} line {number}: numbers that do not parse after the word "
+                        f"{clip(word)}"
                     ) from None
                 if is_exact:
                     exact.add(index)
