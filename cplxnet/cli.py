@@ -244,6 +244,13 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--label-field", default=None)
     e.add_argument("--text-field", default=None)
     e.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    e.add_argument(
+        "--max-len",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="truncate texts to N tokens (at most the model's limit)",
+    )
     _add_common(e)
 
     p = sub.add_parser("predict", help="label texts with a run's best checkpoint")
@@ -251,6 +258,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("texts", nargs="*", metavar="TEXT", help="texts to classify")
     p.add_argument("--file", default=None, help="a UTF-8 file with one text per line")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.add_argument(
+        "--max-len",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="truncate texts to N tokens (at most the model's limit)",
+    )
     _add_common(p)
 
     from .compare.cli import add_subcommands  # "compare" and "report" (cplxnet.compare)
@@ -267,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
 _RESUME_OK = {"resume", "epochs", "quiet", "threads", "command", "allow_changed_data"}
 
 
-def _model_config(args: argparse.Namespace, zoo: Any) -> Any:
+def _model_config(args: argparse.Namespace, zoo: Any, engine: Any) -> Any:
     """The model config from --preset / --model and the overrides; validated by building it."""
     overrides: dict[str, Any] = {}
     for arg, field in (
@@ -292,9 +306,12 @@ def _model_config(args: argparse.Namespace, zoo: Any) -> Any:
             config = zoo.make_config(args.model, **overrides)
         else:
             config = zoo.preset_config("default", **overrides)
-        # Build a tiny copy once: unknown encodings and incompatible options fail here, before
-        # any data is read or any folder is created.
-        zoo.build_model(dataclasses.replace(config, vocab_size=4, num_classes=2))
+        # Build a tiny copy once (first on the meta device, so that a size that does not fit in
+        # memory is an error, not an allocation): unknown encodings and incompatible options fail
+        # here, before any data is read or any folder is created.
+        tiny = dataclasses.replace(config, vocab_size=4, num_classes=2)
+        engine.check_model_memory(tiny, zoo)
+        zoo.build_model(tiny)
     except (ValueError, TypeError, KeyError) as err:
         raise CLIError(err.args[0] if isinstance(err, KeyError) else str(err)) from None
     return config
@@ -353,7 +370,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     import cplxnet.models as zoo
 
-    config = _model_config(args, zoo)
+    config = _model_config(args, zoo, engine)
     spec_fields = {
         "data": args.data or "mr",
         "dev": args.dev,
@@ -406,7 +423,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     run = engine.load_run(args.run)
     metrics = engine.evaluate_run(
-        run, args.data, label_field=args.label_field, text_field=args.text_field, fmt=args.format
+        run,
+        args.data,
+        label_field=args.label_field,
+        text_field=args.text_field,
+        fmt=args.format,
+        max_len=args.max_len,
     )
     what = args.data if args.data is not None else f"test split of {run.spec.data}"
     if args.json:
@@ -431,7 +453,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     if not texts:
         raise CLIError("nothing to classify: give texts as arguments or --file FILE")
     run = engine.load_run(args.run)
-    for text, (label, prob) in zip(texts, engine.predict(run, texts, where=where)):
+    predictions = engine.predict(run, texts, where=where, max_len=args.max_len)
+    for text, (label, prob) in zip(texts, predictions):
         if args.json:
             print(json.dumps({"label": label, "probability": prob, "text": text}))
         else:

@@ -99,6 +99,7 @@ __all__ = [
     "load_checkpoint",
     "seed_everything",
     "RUN_FILES",
+    "check_model_memory",
 ]
 
 CHECKPOINT_FORMAT = 1
@@ -314,6 +315,37 @@ def _fit_config(config: Any, data: PreparedData) -> Any:
     return dataclasses.replace(config, **{k: v for k, v in changes.items() if k in names})
 
 
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return 16 << 30
+
+
+def check_model_memory(config: Any, zoo: Any = None, *, limit: int | None = None) -> int:
+    """Build ``config`` on the meta device (nothing is allocated) and raise :class:`RunError` if
+    its parameters and buffers need more than ``limit`` bytes (default: half the machine's
+    memory). Returns the number of bytes."""
+    zoo = _zoo(zoo)
+    with torch.device("meta"):
+        model = zoo.build_model(config)
+    tensors = [*model.named_parameters(), *model.named_buffers()]
+    total = sum(t.numel() * t.element_size() for _, t in tensors)
+    limit = _physical_memory() // 2 if limit is None else limit
+    if total > limit:
+        name, big = max(tensors, key=lambda item: item[1].numel() * item[1].element_size())
+        hint = {"vocab_size": "--max-vocab", "max_len": "--max-len", "d_model": "--d-model"}
+        sizes = ", ".join(
+            f"{hint[k]} {getattr(config, k)}" for k in hint if getattr(config, k, None) is not None
+        )
+        raise RunError(
+            f"the model would need {total / 2**30:.1f} GiB for its parameters (the largest, "
+            f"{name}, has shape {tuple(big.shape)}), more than {limit / 2**30:.1f} GiB of this "
+            f"machine; make it smaller ({sizes})"
+        )
+    return total
+
+
 def _ddp_handles_sparse(model: nn.Module, zoo: Any) -> bool:
     """True if every sparse-gradient parameter is the weight of a ``torch.nn.Embedding`` or
     ``EmbeddingBag`` with ``sparse=True`` (the only sparse gradients DDP expects)."""
@@ -386,6 +418,7 @@ def train(
     config = _fit_config(config, data)
     _check_lengths(config, data)
     log = _Logger(quiet, rank)
+    check_model_memory(config, zoo)
 
     seed_everything(options.seed)
     model = zoo.build_model(config)
@@ -892,6 +925,21 @@ def load_run(run_dir: str, zoo: Any = None) -> LoadedRun:
     )
 
 
+def _text_limit(run: LoadedRun, max_len: int | None) -> tuple[int | None, bool]:
+    """The token limit for new texts and whether longer ones are cut: the run's own, or
+    ``max_len`` (truncate; at most the model's limit)."""
+    if max_len is None:
+        return run.max_len, run.spec.max_len is not None
+    if max_len < 1:
+        raise DataError(f"--max-len must be a positive number of tokens, got {max_len}")
+    if run.max_len is not None and max_len > run.max_len:
+        raise DataError(
+            f"--max-len {max_len} is more than the {run.max_len} positions the model of "
+            f"{run.run_dir} has; give --max-len {run.max_len} or less"
+        )
+    return max_len, True
+
+
 def evaluate_run(
     run: LoadedRun | str,
     data: str | None = None,
@@ -901,16 +949,17 @@ def evaluate_run(
     fmt: str | None = None,
     batch_size: int = 256,
     zoo: Any = None,
+    max_len: int | None = None,
 ) -> dict[str, float]:
     """Accuracy and macro-F1 of a run's best weights on its test split or on a labelled file.
 
     A label that the training data never had is a :class:`DataError` naming it, the file and
-    the line.
+    the line. ``max_len`` truncates the texts to that many tokens (at most the model's limit).
     """
     if isinstance(run, str):
         run = load_run(run, zoo)
     spec = run.spec
-    truncate = spec.max_len is not None
+    limit, truncate = _text_limit(run, max_len)
     if data is None:
         check_data_unchanged(
             spec,
@@ -918,6 +967,8 @@ def evaluate_run(
             run.run_dir,
             "its test split cannot be rebuilt; score a file with --data FILE",
         )
+        if max_len is not None:
+            spec = dataclasses.replace(spec, max_len=limit)
         data_obj = prepare_data(spec, vocab=run.vocab, labels=run.labels, model_max_len=run.max_len)
         split = data_obj.test
     else:
@@ -925,7 +976,7 @@ def evaluate_run(
             data, label_field or spec.label_field, text_field or spec.text_field, fmt
         )
         split = encode_split(
-            examples, run.tokenizer, run.vocab, run.labels, max_len=run.max_len, truncate=truncate
+            examples, run.tokenizer, run.vocab, run.labels, max_len=limit, truncate=truncate
         )
     return evaluate(run.model, split, batch_size)
 
@@ -937,8 +988,11 @@ def predict(
     where: Sequence[str] | None = None,
     batch_size: int = 256,
     zoo: Any = None,
+    max_len: int | None = None,
 ) -> list[tuple[str, float]]:
-    """The predicted label and its probability for each text. Empty texts are an error."""
+    """The predicted label and its probability for each text. Empty texts are an error; a text
+    longer than the run's limit is an error unless ``max_len`` (at most the model's limit) asks
+    to truncate."""
     if isinstance(run, str):
         run = load_run(run, zoo)
     if not texts:
@@ -947,13 +1001,9 @@ def predict(
         if not text.strip():
             place = where[i] if where is not None else f"text {i + 1}"
             raise DataError(f"{place}: the text is empty; give a non-empty text to classify")
+    limit, truncate = _text_limit(run, max_len)
     ids = encode_texts(
-        texts,
-        run.tokenizer,
-        run.vocab,
-        max_len=run.max_len,
-        truncate=run.spec.max_len is not None,
-        where=where,
+        texts, run.tokenizer, run.vocab, max_len=limit, truncate=truncate, where=where
     )
     probs = torch.softmax(_logits(run.model, ids, batch_size), dim=1)
     p, index = probs.max(1)

@@ -153,6 +153,16 @@ def load_splits(spec: DataSpec) -> Splits:
                     splits, name, stratified_holdout(part, spec.limit, [spec.split_seed, 9, i])[1]
                 )
         splits.description += f", at most {spec.limit} per split"
+    empty = [name for name, n in splits.sizes().items() if n == 0]
+    if empty:
+        sizes = ", ".join(f"{n} {name}" for name, n in splits.sizes().items())
+        given = {"dev": spec.dev, "test": spec.test}
+        fix = " / ".join(f"--{name} FILE" for name in empty if name != "train")
+        raise DataError(
+            f"{spec.data}: the {' and '.join(empty)} split{'s are' if len(empty) > 1 else ' is'} "
+            f"empty ({sizes}; each label needs at least 3 examples to be split 80/10/10); add "
+            f"examples{', or give ' + fix if fix and not any(given.values()) else ''}"
+        )
     return splits
 
 
