@@ -5,8 +5,12 @@ with a message saying what was expected."""
 from __future__ import annotations
 
 import argparse
+import math
 
-__all__ = ["positive_int", "non_negative_int", "float_value"]
+__all__ = ["positive_int", "non_negative_int", "seed_int", "float_value"]
+
+#: The largest seed every generator takes (torch, NumPy and Python all accept 0..2**63-1).
+MAX_SEED = 2**63 - 1
 
 
 def positive_int(text: str) -> int:
@@ -31,9 +35,27 @@ def non_negative_int(text: str) -> int:
     return value
 
 
-def float_value(text: str) -> float:
-    """A float."""
+def seed_int(text: str) -> int:
+    """A random seed: an integer 0..2**63-1."""
     try:
-        return float(text)
+        value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a seed 0..2**63-1, got {_clip(text)}") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected a seed 0..2**63-1, got {_clip(text)}")
+    return value
+
+
+def float_value(text: str) -> float:
+    """A finite float."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {_clip(text)}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text}")
+    return value
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + "..."

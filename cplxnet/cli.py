@@ -27,7 +27,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ._argtypes import float_value, non_negative_int, positive_int
+from ._argtypes import float_value, non_negative_int, positive_int, seed_int
 
 __all__ = ["main", "build_parser"]
 
@@ -37,6 +37,16 @@ EXIT_ERROR, EXIT_INTERRUPTED = 1, 130
 
 class CLIError(Exception):
     """An error to report as ``cplxnet: error: <message>``."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors as one ``cplxnet: error: ...`` line (exit status 2), printed
+    by rank 0 only under torchrun."""
+
+    def error(self, message: str):  # type: ignore[override]
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(f"cplxnet: error: {message}; see {self.prog} --help", file=sys.stderr)
+        sys.exit(2)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -53,7 +63,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="cplxnet",
         description="Train, evaluate and apply complex-valued (or real) text classifiers.",
     )
@@ -98,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument(
         "--split-seed",
-        type=int,
+        type=seed_int,
         default=None,
         help="seed of the data split (default 0; independent of --seed)",
     )
@@ -185,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     o = t.add_argument_group("training")
     o.add_argument("--epochs", type=positive_int, default=None, help="epochs (default 10)")
-    o.add_argument("--seed", type=int, default=None, help="training seed (default 0)")
+    o.add_argument("--seed", type=seed_int, default=None, help="training seed (default 0)")
     o.add_argument("--batch-size", type=positive_int, default=None, help="global batch (50)")
     o.add_argument("--lr", type=float_value, default=None, help="learning rate (1e-3)")
     o.add_argument("--weight-decay", type=float_value, default=None, help="AdamW weight decay (0)")
@@ -218,13 +228,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="where to write the run (default: runs/<data>-<model>-<time>)",
     )
     r.add_argument(
-        "--force", action="store_true", help="overwrite an existing run folder (not with --resume)"
+        "--force",
+        action="store_true",
+        help="replace an existing run folder made by cplxnet (only one holding nothing but its "
+        "run files; the old run stays until the new one has its first checkpoint)",
     )
     r.add_argument(
         "--resume",
         default=None,
         metavar="RUN",
         help="continue an interrupted run (add --epochs N to extend a finished one)",
+    )
+    r.add_argument(
+        "--allow-changed-data",
+        action="store_true",
+        help="with --resume: continue even though a data file changed since the run started",
     )
     r.add_argument("--quiet", action="store_true", help="no progress bar or per-epoch lines")
     _add_common(t)
@@ -241,6 +259,13 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--label-field", default=None)
     e.add_argument("--text-field", default=None)
     e.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    e.add_argument(
+        "--max-len",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="truncate texts to N tokens (at most the model's limit)",
+    )
     _add_common(e)
 
     p = sub.add_parser("predict", help="label texts with a run's best checkpoint")
@@ -248,6 +273,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("texts", nargs="*", metavar="TEXT", help="texts to classify")
     p.add_argument("--file", default=None, help="a UTF-8 file with one text per line")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.add_argument(
+        "--max-len",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="truncate texts to N tokens (at most the model's limit)",
+    )
     _add_common(p)
 
     from .compare.cli import add_subcommands  # "compare" and "report" (cplxnet.compare)
@@ -261,7 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # --force is not among them: resuming never overwrites a run, so it is an error, not ignored
-_RESUME_OK = {"resume", "epochs", "quiet", "threads", "command"}
+_RESUME_OK = {"resume", "epochs", "quiet", "threads", "command", "allow_changed_data"}
 
 
 # --set fields that have their own options
@@ -313,7 +345,7 @@ def _apply_sets(config: Any, items: Sequence[str], zoo: Any) -> Any:
     return zoo.make_config(config.family, **{**current, **fields})
 
 
-def _model_config(args: argparse.Namespace, zoo: Any) -> Any:
+def _model_config(args: argparse.Namespace, zoo: Any, engine: Any) -> Any:
     """The model config from --preset / --model and the overrides; validated by building it."""
     overrides: dict[str, Any] = {}
     if args.encoding is not None:
@@ -341,9 +373,12 @@ def _model_config(args: argparse.Namespace, zoo: Any) -> Any:
             config = zoo.preset_config("default", **overrides)
         if args.set:
             config = _apply_sets(config, args.set, zoo)
-        # Build a tiny copy once: unknown encodings and incompatible options fail here, before
-        # any data is read or any folder is created.
-        zoo.build_model(dataclasses.replace(config, vocab_size=4, num_classes=2))
+        # Build a tiny copy once (first on the meta device, so that a size that does not fit in
+        # memory is an error, not an allocation): unknown encodings and incompatible options fail
+        # here, before any data is read or any folder is created.
+        tiny = dataclasses.replace(config, vocab_size=4, num_classes=2)
+        engine.check_model_memory(tiny, zoo)
+        zoo.build_model(tiny)
     except (ValueError, TypeError, KeyError) as err:
         raise CLIError(err.args[0] if isinstance(err, KeyError) else str(err)) from None
     return config
@@ -373,6 +408,7 @@ def _default_run_dir(args: argparse.Namespace, config: Any) -> str:
 def _cmd_train(args: argparse.Namespace) -> int:
     from . import train as engine
     from .data import DataSpec, prepare_data
+    from .runs import check_new_run_dir
 
     if args.resume is not None:
         given = sorted(
@@ -382,14 +418,26 @@ def _cmd_train(args: argparse.Namespace) -> int:
             raise CLIError(
                 f"--resume continues a run with the options in its config.json; drop "
                 f"{', '.join('--' + g.replace('_', '-') for g in given)} (only --epochs, "
-                "--quiet and --threads apply)"
+                "--allow-changed-data, --quiet and --threads apply)"
             )
-        engine.resume(args.resume, epochs=args.epochs, quiet=args.quiet)
+        engine.resume(
+            args.resume,
+            epochs=args.epochs,
+            quiet=args.quiet,
+            allow_changed_data=args.allow_changed_data,
+        )
         return 0
+    if args.allow_changed_data:
+        raise CLIError("--allow-changed-data applies to --resume only; drop it")
+    if args.split == "quick" and args.fold is not None:
+        raise CLIError(
+            f"--split quick and --fold {args.fold} conflict (--fold is the test fold of "
+            "cross-validation); drop --fold, or use --split cv --fold K"
+        )
 
     import cplxnet.models as zoo
 
-    config = _model_config(args, zoo)
+    config = _model_config(args, zoo, engine)
     spec_fields = {
         "data": args.data or "mr",
         "dev": args.dev,
@@ -425,11 +473,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     }
     options = _train_options(args.preset, option_fields, zoo, engine)
     run_dir = args.resolved_run_dir = args.run_dir or _default_run_dir(args, config)
-    if os.path.lexists(run_dir) and not args.force:  # fail before reading any data
-        raise engine.RunError(
-            f"run folder {run_dir} already exists; pass --force to overwrite it, --resume "
-            f"{run_dir} to continue it, or choose another --run-dir"
-        )
+    check_new_run_dir(run_dir, args.force)  # fail before reading any data; touches nothing
     data = prepare_data(spec, model_max_len=getattr(config, "max_len", None))
     engine.train(
         config, data, run_dir, options, force=args.force, vectors=args.vectors, quiet=args.quiet
@@ -446,7 +490,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     run = engine.load_run(args.run)
     metrics = engine.evaluate_run(
-        run, args.data, label_field=args.label_field, text_field=args.text_field, fmt=args.format
+        run,
+        args.data,
+        label_field=args.label_field,
+        text_field=args.text_field,
+        fmt=args.format,
+        max_len=args.max_len,
     )
     what = args.data if args.data is not None else f"test split of {run.spec.data}"
     if args.json:
@@ -471,7 +520,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     if not texts:
         raise CLIError("nothing to classify: give texts as arguments or --file FILE")
     run = engine.load_run(args.run)
-    for text, (label, prob) in zip(texts, engine.predict(run, texts, where=where)):
+    predictions = engine.predict(run, texts, where=where, max_len=args.max_len)
+    for text, (label, prob) in zip(texts, predictions):
         if args.json:
             print(json.dumps({"label": label, "probability": prob, "text": text}))
         else:
@@ -502,7 +552,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def fail(message: str, status: int = EXIT_ERROR) -> int:
         if rank == 0:
-            print(f"cplxnet: error: {message}", file=sys.stderr)
+            print(f"cplxnet: error: {' '.join(message.splitlines())}", file=sys.stderr)
         return status
 
     distributed = False
@@ -530,7 +580,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         hint = ""
         run_dir = getattr(args, "resume", None) or getattr(args, "resolved_run_dir", None)
-        if args.command == "train" and run_dir and os.path.isdir(run_dir):
+        if (
+            args.command == "train"
+            and run_dir
+            and os.path.isfile(os.path.join(run_dir, "checkpoint.pt"))
+            and not os.path.exists(os.path.join(run_dir, "results.json"))
+        ):
             hint = f"; continue the run with: cplxnet train --resume {run_dir}"
         return fail(f"interrupted{hint}", EXIT_INTERRUPTED)
     finally:

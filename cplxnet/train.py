@@ -32,16 +32,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime
-import hashlib
 import importlib.metadata
 import json
 import math
 import os
 import platform
 import random
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -70,6 +67,22 @@ from .data import (
     read_examples,
     read_word_vectors,
 )
+from .runs import (
+    RUN_FILES,
+    RUN_FORMAT,
+    RUN_MARKER,
+    RunError,
+    RunFolder,
+    atomic_write,
+    check_data_unchanged,
+    check_new_run_dir,
+    data_hashes,
+    load_checkpoint,
+    load_weights,
+    read_json,
+    save_checkpoint,
+    write_json,
+)
 
 __all__ = [
     "TrainOptions",
@@ -86,22 +99,22 @@ __all__ = [
     "load_checkpoint",
     "seed_everything",
     "RUN_FILES",
+    "check_model_memory",
 ]
 
-RUN_FILES = (
-    "config.json",
-    "vocab.json",
-    "labels.json",
-    "metrics.jsonl",
-    "checkpoint.pt",
-    "best.pt",
-    "results.json",
-)
 CHECKPOINT_FORMAT = 1
-
-
-class RunError(Exception):
-    """A problem with a run folder (exists, incomplete, not a run): the message says what to do."""
+#: The entries of ``checkpoint.pt`` that :func:`resume` needs, with their types.
+RESUME_KEYS: dict[str, type | tuple[type, ...]] = {
+    "format": int,
+    "epoch": int,
+    "step": int,
+    "model": dict,
+    "optimizers": list,
+    "rng": list,
+    "history": list,
+    "best": (dict, type(None)),
+    "since_best": int,
+}
 
 
 @dataclass
@@ -141,12 +154,14 @@ class TrainOptions:
         for name in ("epochs", "batch_size", "eval_batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if self.weight_decay < 0:
-            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
-        if self.clip_norm is not None and not self.clip_norm > 0:
-            raise ValueError(f"clip_norm must be > 0, got {self.clip_norm}")
+        if not 0 < self.lr < math.inf:
+            raise ValueError(f"lr must be a finite number > 0, got {self.lr}")
+        if not 0 <= self.weight_decay < math.inf:
+            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay}")
+        if self.clip_norm is not None and not 0 < self.clip_norm < math.inf:
+            raise ValueError(f"clip_norm must be a finite number > 0, got {self.clip_norm}")
+        if isinstance(self.seed, bool) or not 0 <= self.seed < 2**63:
+            raise ValueError(f"seed must be an integer 0..2**63-1, got {self.seed}")
         if self.patience is not None and self.patience < 1:
             raise ValueError(f"patience must be >= 1, got {self.patience}")
         if self.max_steps is not None and self.max_steps < 1:
@@ -193,60 +208,6 @@ def _versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             out[name] = "unknown"
     return out
-
-
-def _atomic_write(path: str, write: Callable[[Any], None], binary: bool = False) -> None:
-    """Write through a temporary file in the same folder, then ``os.replace`` it into place, so a
-    crash never leaves a half-written file under ``path``."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix="-" + os.path.basename(path), dir=folder)
-    try:
-        with os.fdopen(
-            fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})
-        ) as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
-def _write_json(path: str, obj: Any) -> None:
-    def write(fh):
-        json.dump(obj, fh, indent=2, ensure_ascii=False)
-        fh.write("\n")
-
-    _atomic_write(path, write)
-
-
-def _read_json(path: str) -> Any:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except FileNotFoundError:
-        raise RunError(
-            f"{path} is missing; is {os.path.dirname(path)} a cplxnet run folder?"
-        ) from None
-    except json.JSONDecodeError as err:
-        raise RunError(f"{path} is not valid JSON ({err}); the run folder is damaged") from None
-
-
-def save_checkpoint(obj: dict, path: str) -> None:
-    """``torch.save`` ``obj`` atomically (temporary file in the same folder + ``os.replace``)."""
-    _atomic_write(path, lambda fh: torch.save(obj, fh), binary=True)
-
-
-def load_checkpoint(path: str) -> dict:
-    """Load a checkpoint with ``torch.load(weights_only=True)`` (no arbitrary code runs)."""
-    if not os.path.isfile(path):
-        raise RunError(f"{path} is missing; the run has no checkpoint to load")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - report any unpickling failure as a damaged file
-        raise RunError(f"{path} cannot be loaded ({type(err).__name__}: {err})") from None
 
 
 def _rng_state() -> dict[str, Any]:
@@ -327,27 +288,6 @@ def evaluate(model: nn.Module, split: EncodedSplit, batch_size: int = 256) -> di
 # run folder
 
 
-def _prepare_run_dir(run_dir: str, force: bool) -> None:
-    """Create ``run_dir``; an existing one is replaced only with ``force`` and only if it is a
-    cplxnet run folder (or empty), never another folder."""
-    if os.path.lexists(run_dir):
-        if not force:
-            raise RunError(
-                f"run folder {run_dir} already exists; pass --force to overwrite it, --resume "
-                f"{run_dir} to continue it, or choose another --run-dir"
-            )
-        if not os.path.isdir(run_dir) or os.path.islink(run_dir):
-            raise RunError(f"{run_dir} exists and is not a folder; remove it or choose another")
-        entries = os.listdir(run_dir)
-        if entries and "config.json" not in entries:
-            raise RunError(
-                f"{run_dir} exists and is not a cplxnet run folder (no config.json); refusing to "
-                "delete it even with --force: choose another --run-dir"
-            )
-        shutil.rmtree(run_dir)
-    os.makedirs(run_dir)
-
-
 def _check_lengths(config: Any, data: PreparedData) -> None:
     """The longest text must fit the model's ``max_len`` (unless truncation was asked for)."""
     limit = getattr(config, "max_len", None)
@@ -375,6 +315,37 @@ def _fit_config(config: Any, data: PreparedData) -> Any:
     return dataclasses.replace(config, **{k: v for k, v in changes.items() if k in names})
 
 
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return 16 << 30
+
+
+def check_model_memory(config: Any, zoo: Any = None, *, limit: int | None = None) -> int:
+    """Build ``config`` on the meta device (nothing is allocated) and raise :class:`RunError` if
+    its parameters and buffers need more than ``limit`` bytes (default: half the machine's
+    memory). Returns the number of bytes."""
+    zoo = _zoo(zoo)
+    with torch.device("meta"):
+        model = zoo.build_model(config)
+    tensors = [*model.named_parameters(), *model.named_buffers()]
+    total = sum(t.numel() * t.element_size() for _, t in tensors)
+    limit = _physical_memory() // 2 if limit is None else limit
+    if total > limit:
+        name, big = max(tensors, key=lambda item: item[1].numel() * item[1].element_size())
+        hint = {"vocab_size": "--max-vocab", "max_len": "--max-len", "d_model": "--d-model"}
+        sizes = ", ".join(
+            f"{hint[k]} {getattr(config, k)}" for k in hint if getattr(config, k, None) is not None
+        )
+        raise RunError(
+            f"the model would need {total / 2**30:.1f} GiB for its parameters (the largest, "
+            f"{name}, has shape {tuple(big.shape)}), more than {limit / 2**30:.1f} GiB of this "
+            f"machine; make it smaller ({sizes})"
+        )
+    return total
+
+
 def _ddp_handles_sparse(model: nn.Module, zoo: Any) -> bool:
     """True if every sparse-gradient parameter is the weight of a ``torch.nn.Embedding`` or
     ``EmbeddingBag`` with ``sparse=True`` (the only sparse gradients DDP expects)."""
@@ -384,20 +355,6 @@ def _ddp_handles_sparse(model: nn.Module, zoo: Any) -> bool:
         if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.sparse
     }
     return all(id(p) in known for p in zoo.sparse_parameters(model))
-
-
-def _data_hashes(spec: DataSpec) -> dict[str, str]:
-    """SHA-256 of the user's data files (bundled data is part of the package)."""
-    out = {}
-    for name in ("data", "dev", "test"):
-        path = getattr(spec, name)
-        if path is not None and os.path.isfile(path):
-            digest = hashlib.sha256()
-            with open(path, "rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    digest.update(block)
-            out[name] = digest.hexdigest()
-    return out
 
 
 def _set_sparse(model: nn.Module, sparse: bool) -> None:
@@ -461,6 +418,7 @@ def train(
     config = _fit_config(config, data)
     _check_lengths(config, data)
     log = _Logger(quiet, rank)
+    check_model_memory(config, zoo)
 
     seed_everything(options.seed)
     model = zoo.build_model(config)
@@ -486,32 +444,31 @@ def train(
         )
 
     run_config = {
-        "cplxnet_run": 1,
+        RUN_MARKER: RUN_FORMAT,
         "model": dataclasses.asdict(config),
         "train": dataclasses.asdict(options),
         "data": data.spec.to_dict(),
         "seed": options.seed,
         "vectors": vector_info,
-        "data_sha256": _data_hashes(data.spec),
+        "data_sha256": data_hashes(data.spec),
         "world_size": world,
         "versions": _versions(),
         "created": datetime.datetime.now().isoformat(timespec="seconds"),
     }
-    if os.path.lexists(run_dir) and not force:  # every rank checks before rank 0 creates it
-        _prepare_run_dir(run_dir, force)
+    check_new_run_dir(run_dir, force)  # every rank checks before rank 0 creates it
     if world > 1:
         dist.barrier()
-    if rank == 0:
-        _prepare_run_dir(run_dir, force)
-        try:
-            _write_json(os.path.join(run_dir, "config.json"), run_config)
-            data.vocab.save(os.path.join(run_dir, "vocab.json"))
-            data.labels.save(os.path.join(run_dir, "labels.json"))
-        except BaseException:
-            shutil.rmtree(run_dir, ignore_errors=True)
-            raise
-    log(data.summary())
-    return _fit(model, config, data, run_dir, options, zoo, log, quiet, callback, state=None)
+    folder = RunFolder(run_dir, force) if rank == 0 else RunFolder.existing(run_dir)
+    try:
+        if rank == 0:
+            write_json(os.path.join(folder.path, "config.json"), run_config)
+            write_json(os.path.join(folder.path, "vocab.json"), data.vocab.to_dict(), indent=None)
+            write_json(os.path.join(folder.path, "labels.json"), data.labels.labels, indent=None)
+        log(data.summary())
+        return _fit(model, config, data, folder, options, zoo, log, quiet, callback, state=None)
+    except BaseException:
+        folder.abort()  # before the first checkpoint: remove what this run wrote
+        raise
 
 
 def resume(
@@ -521,21 +478,38 @@ def resume(
     quiet: bool = False,
     zoo: Any = None,
     callback: Callable[[int, dict], None] | None = None,
+    allow_changed_data: bool = False,
 ) -> dict:
     """Continue an interrupted run from ``checkpoint.pt`` to the end of its planned epochs.
 
     The result (parameters, metrics, ``results.json``) equals that of an uninterrupted run.
     ``epochs`` sets the planned number of epochs (to extend a finished or early-stopped run; its
-    ``results.json`` is then removed until the new end).
+    ``results.json`` is then removed until the new end). A data file whose SHA-256 differs from
+    the one recorded at the start is an error unless ``allow_changed_data``.
     """
     zoo = _zoo(zoo)
     world, rank = _dist()
     log = _Logger(quiet, rank)
     if not os.path.isdir(run_dir):
         raise RunError(f"run folder {run_dir} not found; give the folder of an earlier run")
-    run_config = _read_json(os.path.join(run_dir, "config.json"))
+    run_config = read_json(os.path.join(run_dir, "config.json"))
+    if not isinstance(run_config, dict) or RUN_MARKER not in run_config:
+        raise RunError(
+            f"{run_dir}/config.json was not written by cplxnet train (no {RUN_MARKER!r} marker); "
+            "give the folder of an earlier run"
+        )
     options = TrainOptions.from_dict(run_config["train"])
-    state = load_checkpoint(os.path.join(run_dir, "checkpoint.pt"))
+    if not os.path.exists(os.path.join(run_dir, "checkpoint.pt")):
+        raise RunError(
+            f"{run_dir} has no checkpoint.pt: the run stopped before its first epoch ended, so "
+            "there is nothing to resume; start it again with the same command and --force"
+        )
+    state = load_checkpoint(os.path.join(run_dir, "checkpoint.pt"), keys=RESUME_KEYS)
+    if state["format"] != CHECKPOINT_FORMAT:
+        raise RunError(
+            f"{run_dir}/checkpoint.pt has the unknown format {state['format']}; resume it with "
+            "the cplxnet version that wrote it"
+        )
     if epochs is not None and (epochs != options.epochs or state.get("stopped")):
         if epochs < state["epoch"]:
             raise RunError(
@@ -558,18 +532,32 @@ def resume(
         )
     config = zoo.config_from_dict(run_config["model"])
     spec = DataSpec.from_dict(run_config["data"])
+    if not allow_changed_data:
+        check_data_unchanged(
+            spec,
+            run_config.get("data_sha256") or {},
+            run_dir,
+            "resume on the original file, or pass --allow-changed-data to continue on the "
+            "changed one",
+        )
     vocab = Vocab.load(os.path.join(run_dir, "vocab.json"))
     labels = LabelMap.load(os.path.join(run_dir, "labels.json"))
     data = prepare_data(
         spec, vocab=vocab, labels=labels, model_max_len=getattr(config, "max_len", None)
     )
-    if rank == 0:
-        if done:
-            os.remove(os.path.join(run_dir, "results.json"))
-        _write_json(os.path.join(run_dir, "config.json"), run_config)
     model = zoo.build_model(config)
-    log(f"resuming {run_dir} after epoch {state['epoch']} of {options.epochs}")
-    return _fit(model, config, data, run_dir, options, zoo, log, quiet, callback, state=state)
+
+    def start() -> None:  # the checkpoint fits: only now change the run folder
+        if rank == 0:
+            if done:
+                os.remove(os.path.join(run_dir, "results.json"))
+            write_json(os.path.join(run_dir, "config.json"), run_config)
+        log(f"resuming {run_dir} after epoch {state['epoch']} of {options.epochs}")
+
+    folder = RunFolder.existing(run_dir)
+    return _fit(
+        model, config, data, folder, options, zoo, log, quiet, callback, state=state, start=start
+    )
 
 
 def _make_optimizers(
@@ -644,16 +632,21 @@ def _fit(
     model: nn.Module,
     config: Any,
     data: PreparedData,
-    run_dir: str,
+    folder: RunFolder,
     options: TrainOptions,
     zoo: Any,
     log: _Logger,
     quiet: bool,
     callback: Callable[[int, dict], None] | None,
     state: dict | None,
+    start: Callable[[], None] | None = None,
 ) -> dict:
     world, rank = _dist()
-    path = os.path.join
+    run_dir = folder.final  # for messages; files go to folder.path (see RunFolder)
+
+    def path(name: str) -> str:
+        return os.path.join(folder.path, name)
+
     forward_model: nn.Module = model
     if not options.sparse:
         _set_sparse(model, False)
@@ -679,28 +672,35 @@ def _fit(
     step = 0
     stopped = False
     if state is not None:
-        if state.get("format") != CHECKPOINT_FORMAT:
-            raise RunError(f"{run_dir}/checkpoint.pt has an unknown format {state.get('format')}")
-        model.load_state_dict(state["model"])
+        load_weights(model, state["model"], path("checkpoint.pt"))
         if len(optimizers) != len(state["optimizers"]):
             raise RunError(
                 f"{run_dir} was trained with {len(state['optimizers'])} optimiser(s) and this "
                 f"setup has {len(optimizers)} (sparse tables are dense under data-parallel "
                 "training); resume with the number of processes the run started with"
             )
-        for opt, opt_state in zip(optimizers, state["optimizers"]):
-            opt.load_state_dict(opt_state)
-        rngs = state["rng"]
-        _set_rng_state(rngs[rank] if len(rngs) == world else rngs[0])
+        try:
+            for opt, opt_state in zip(optimizers, state["optimizers"]):
+                opt.load_state_dict(opt_state)
+            rngs = state["rng"]
+            _set_rng_state(rngs[rank] if len(rngs) == world else rngs[0])
+        except (ValueError, TypeError, KeyError, IndexError, RuntimeError, AttributeError) as err:
+            raise RunError(
+                f"{path('checkpoint.pt')} does not fit this run ({type(err).__name__} in its "
+                "optimiser or random state); restore the run's own file or start the run again "
+                "with --force"
+            ) from None
         history = list(state["history"])
         best = state["best"]
         since_best = state["since_best"]
         start_epoch = state["epoch"]
         step = state["step"]
         stopped = bool(state.get("stopped", False))
+        if start is not None:
+            start()
         if rank == 0:  # metrics.jsonl may have a line the checkpoint never saw: rewrite it
-            _atomic_write(
-                path(run_dir, "metrics.jsonl"),
+            atomic_write(
+                path("metrics.jsonl"),
                 lambda fh: fh.writelines(json.dumps(m) + "\n" for m in history),
             )
 
@@ -790,7 +790,7 @@ def _fit(
                         "model": model.state_dict(),
                         "dev": dict(best),
                     },
-                    path(run_dir, "best.pt"),
+                    path("best.pt"),
                 )
             save_checkpoint(
                 {
@@ -805,10 +805,14 @@ def _fit(
                     "since_best": since_best,
                     "stopped": stopped,
                 },
-                path(run_dir, "checkpoint.pt"),
+                path("checkpoint.pt"),
             )
-            with open(path(run_dir, "metrics.jsonl"), "a", encoding="utf-8") as fh:
+            with open(path("metrics.jsonl"), "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(metrics) + "\n")
+            folder.promote()  # a new run replacing an old one takes its place now
+            if folder.note:
+                log(folder.note)
+                folder.note = ""
         log(
             f"epoch {epoch}/{options.epochs}  train loss {train_loss:.4f} acc {train_acc:.4f}  "
             f"dev loss {dev['loss']:.4f} acc {dev['accuracy']:.4f} macro-F1 "
@@ -823,7 +827,7 @@ def _fit(
         raise RunError("no epoch was trained (epochs or max_steps too small)")
     # Score the test split once, with the best dev epoch's weights (on a copy of the model so
     # the in-memory state stays the last epoch's).
-    best_state = load_checkpoint(path(run_dir, "best.pt")) if rank == 0 else None
+    best_state = load_checkpoint(path("best.pt"), keys={"model": dict}) if rank == 0 else None
     if world > 1:
         holder = [best_state]
         dist.broadcast_object_list(holder, src=0)
@@ -831,7 +835,7 @@ def _fit(
     scorer = copy.deepcopy(
         model
     )  # keeps the live model's last-epoch state; draws no random numbers
-    scorer.load_state_dict(best_state["model"])
+    load_weights(scorer, best_state["model"], path("best.pt"))
     test = evaluate(scorer, data.test, options.eval_batch_size)
     n_params = sum(p.numel() * (2 if p.is_complex() else 1) for p in model.parameters())
     results = {
@@ -851,7 +855,7 @@ def _fit(
         "split": data.splits.description,
     }
     if rank == 0:
-        _write_json(path(run_dir, "results.json"), results)
+        write_json(path("results.json"), results)
     log(
         f"best dev accuracy {best['dev_accuracy']:.4f} at epoch {best['epoch']}; test accuracy "
         f"{test['accuracy']:.4f}, macro-F1 {test['macro_f1']:.4f} (n={test['n']}). "
@@ -891,7 +895,12 @@ def load_run(run_dir: str, zoo: Any = None) -> LoadedRun:
     zoo = _zoo(zoo)
     if not os.path.isdir(run_dir):
         raise RunError(f"run folder {run_dir} not found")
-    run_config = _read_json(os.path.join(run_dir, "config.json"))
+    run_config = read_json(os.path.join(run_dir, "config.json"))
+    if not isinstance(run_config, dict) or RUN_MARKER not in run_config:
+        raise RunError(
+            f"{run_dir}/config.json was not written by cplxnet train (no {RUN_MARKER!r} marker); "
+            "give the folder of a cplxnet run"
+        )
     config = zoo.config_from_dict(run_config["model"])
     spec = DataSpec.from_dict(run_config["data"])
     best_path = os.path.join(run_dir, "best.pt")
@@ -900,9 +909,9 @@ def load_run(run_dir: str, zoo: Any = None) -> LoadedRun:
             f"{run_dir} has no best.pt (the run never finished an epoch); resume it with "
             f"cplxnet train --resume {run_dir}"
         )
-    state = load_checkpoint(best_path)
+    state = load_checkpoint(best_path, keys={"model": dict})
     model = zoo.build_model(config)
-    model.load_state_dict(state["model"])
+    load_weights(model, state["model"], best_path)
     model.eval()
     return LoadedRun(
         run_dir,
@@ -916,6 +925,21 @@ def load_run(run_dir: str, zoo: Any = None) -> LoadedRun:
     )
 
 
+def _text_limit(run: LoadedRun, max_len: int | None) -> tuple[int | None, bool]:
+    """The token limit for new texts and whether longer ones are cut: the run's own, or
+    ``max_len`` (truncate; at most the model's limit)."""
+    if max_len is None:
+        return run.max_len, run.spec.max_len is not None
+    if max_len < 1:
+        raise DataError(f"--max-len must be a positive number of tokens, got {max_len}")
+    if run.max_len is not None and max_len > run.max_len:
+        raise DataError(
+            f"--max-len {max_len} is more than the {run.max_len} positions the model of "
+            f"{run.run_dir} has; give --max-len {run.max_len} or less"
+        )
+    return max_len, True
+
+
 def evaluate_run(
     run: LoadedRun | str,
     data: str | None = None,
@@ -925,24 +949,26 @@ def evaluate_run(
     fmt: str | None = None,
     batch_size: int = 256,
     zoo: Any = None,
+    max_len: int | None = None,
 ) -> dict[str, float]:
     """Accuracy and macro-F1 of a run's best weights on its test split or on a labelled file.
 
     A label that the training data never had is a :class:`DataError` naming it, the file and
-    the line.
+    the line. ``max_len`` truncates the texts to that many tokens (at most the model's limit).
     """
     if isinstance(run, str):
         run = load_run(run, zoo)
     spec = run.spec
-    truncate = spec.max_len is not None
+    limit, truncate = _text_limit(run, max_len)
     if data is None:
-        recorded = run.run_config.get("data_sha256") or {}
-        for name, digest in _data_hashes(spec).items():
-            if name in recorded and recorded[name] != digest:
-                raise RunError(
-                    f"the {name} file {getattr(spec, name)} changed since {run.run_dir} was "
-                    "trained, so its test split cannot be rebuilt; score a file with --data FILE"
-                )
+        check_data_unchanged(
+            spec,
+            run.run_config.get("data_sha256") or {},
+            run.run_dir,
+            "its test split cannot be rebuilt; score a file with --data FILE",
+        )
+        if max_len is not None:
+            spec = dataclasses.replace(spec, max_len=limit)
         data_obj = prepare_data(spec, vocab=run.vocab, labels=run.labels, model_max_len=run.max_len)
         split = data_obj.test
     else:
@@ -950,7 +976,7 @@ def evaluate_run(
             data, label_field or spec.label_field, text_field or spec.text_field, fmt
         )
         split = encode_split(
-            examples, run.tokenizer, run.vocab, run.labels, max_len=run.max_len, truncate=truncate
+            examples, run.tokenizer, run.vocab, run.labels, max_len=limit, truncate=truncate
         )
     return evaluate(run.model, split, batch_size)
 
@@ -962,8 +988,11 @@ def predict(
     where: Sequence[str] | None = None,
     batch_size: int = 256,
     zoo: Any = None,
+    max_len: int | None = None,
 ) -> list[tuple[str, float]]:
-    """The predicted label and its probability for each text. Empty texts are an error."""
+    """The predicted label and its probability for each text. Empty texts are an error; a text
+    longer than the run's limit is an error unless ``max_len`` (at most the model's limit) asks
+    to truncate."""
     if isinstance(run, str):
         run = load_run(run, zoo)
     if not texts:
@@ -972,13 +1001,9 @@ def predict(
         if not text.strip():
             place = where[i] if where is not None else f"text {i + 1}"
             raise DataError(f"{place}: the text is empty; give a non-empty text to classify")
+    limit, truncate = _text_limit(run, max_len)
     ids = encode_texts(
-        texts,
-        run.tokenizer,
-        run.vocab,
-        max_len=run.max_len,
-        truncate=run.spec.max_len is not None,
-        where=where,
+        texts, run.tokenizer, run.vocab, max_len=limit, truncate=truncate, where=where
     )
     probs = torch.softmax(_logits(run.model, ids, batch_size), dim=1)
     p, index = probs.max(1)

@@ -481,10 +481,10 @@ def _readable(path: str) -> None:
 
 
 def _atomic_json(path: str, obj: Any) -> None:
-    from ..train import _write_json
+    from ..runs import write_json
 
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    _write_json(path, obj)
+    write_json(path, obj)
     _readable(path)
 
 
@@ -677,10 +677,10 @@ class ResultStore:
             os.path.join(self.out, "results.json"),
             {"format": FORMAT, "grid": options, "rows": slim},
         )
-        from ..train import _atomic_write
+        from ..runs import atomic_write
 
         text = rows_to_csv(slim)
-        _atomic_write(os.path.join(self.out, "results.csv"), lambda fh: fh.write(text))
+        atomic_write(os.path.join(self.out, "results.csv"), lambda fh: fh.write(text))
         _readable(os.path.join(self.out, "results.csv"))
         return slim
 

@@ -25,6 +25,7 @@ __all__ = [
     "read_examples",
     "read_text_lines",
     "infer_format",
+    "clip",
 ]
 
 #: Bundled datasets: name -> {part: file inside ``cplxnet/data/bundled``}.
@@ -38,6 +39,24 @@ _EXTENSIONS = {".tsv": "tsv", ".tab": "tsv", ".csv": "csv", ".jsonl": "jsonl", "
 
 class DataError(ValueError):
     """A problem with the user's data: the message names the file, the line and the fix."""
+
+
+def clip(text: str, limit: int = 80) -> str:
+    """``repr(text)`` cut to about ``limit`` characters, for quoting user input in a message."""
+    quoted = repr(text)
+    if len(quoted) <= limit:
+        return quoted
+    return f"{quoted[: limit - 3]}... ({len(text)} characters)"
+
+
+def _short_repr(value: object, limit: int = 80) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= limit else f"{shown[: limit - 3]}..."
+
+
+def _show_columns(columns: list[str], limit: int = 8) -> str:
+    shown = ", ".join(clip(c, 40) for c in columns[:limit])
+    return f"[{shown}{f', ... ({len(columns)} columns)' if len(columns) > limit else ''}]"
 
 
 @dataclass(frozen=True)
@@ -139,7 +158,7 @@ def _check_header(columns: list[str], label_field: str, text_field: str, source:
     missing = [f for f in (label_field, text_field) if f not in columns]
     if missing:
         raise DataError(
-            f"{source} line 1: the header {columns!r} lacks the field(s) "
+            f"{source} line 1: the header {_show_columns(columns)} lacks the field(s) "
             f"{', '.join(map(repr, missing))}; the first line must name the columns, e.g. "
             f"'{label_field}<TAB>{text_field}', or choose the fields with "
             "--label-field/--text-field"
@@ -168,7 +187,8 @@ def _make_example(label, text, source: str, number: int, label_field: str, text_
         )
     if isinstance(label, bool) or not isinstance(label, (str, int)):
         raise DataError(
-            f"{source} line {number}: the label {label!r} must be a string or an integer"
+            f"{source} line {number}: the label {_short_repr(label)} must be a string or an "
+            "integer"
         )
     return Example(text=text.strip(), label=str(label).strip(), source=source, line=number)
 
@@ -187,7 +207,7 @@ def _iter_tsv(
         if len(fields) < len(columns):
             raise DataError(
                 f"{source} line {number}: expected {len(columns)} tab-separated fields "
-                f"({', '.join(columns)}), found {len(fields)}; separate the label and the text "
+                f"{_show_columns(columns)}, found {len(fields)}; separate the label and the text "
                 "with a tab"
             )
         yield _make_example(fields[li], fields[ti], source, number, label_field, text_field)
@@ -196,23 +216,61 @@ def _iter_tsv(
 def _iter_csv(
     lines: list[str], source: str, label_field: str, text_field: str
 ) -> Iterator[Example]:
-    reader = csv.reader(io.StringIO("\n".join(lines) + "\n"))
+    reader = csv.reader(io.StringIO("\n".join(lines) + "\n"), strict=True)
+    start = 1  # the line where the record being read begins
+    rows: list[tuple[int, int, list[str]]] = []  # (first line, last line, fields)
     try:
         columns = next(reader)
         _check_header(columns, label_field, text_field, source)
         li, ti = columns.index(label_field), columns.index(text_field)
+        start = reader.line_num + 1
         for row in reader:
-            number = reader.line_num
-            if not row or not any(cell.strip() for cell in row):
-                continue
-            if len(row) <= max(li, ti):
-                raise DataError(
-                    f"{source} line {number}: expected {len(columns)} comma-separated fields "
-                    f"({', '.join(columns)}), found {len(row)}; quote texts that contain commas"
-                )
-            yield _make_example(row[li], row[ti], source, number, label_field, text_field)
+            rows.append((start, reader.line_num, row))
+            start = reader.line_num + 1
     except csv.Error as err:
-        raise DataError(f"{source} line {reader.line_num}: malformed CSV ({err})") from None
+        if "end of data" in str(err):
+            raise DataError(
+                f"{source} line {start}: a quote opened on this line is never closed, so the rest "
+                'of the file would be read as one text; close the quote (write "" for a quote '
+                "inside a quoted text)"
+            ) from None
+        raise DataError(
+            f"{source} line {reader.line_num}: malformed CSV ({err}); a quoted text must end "
+            'with a quote followed by a comma or the line end (write "" for a quote inside it)'
+        ) from None
+    _check_swallowed(rows, source, li, ti, len(columns))
+    for first, _, row in rows:
+        if not row or not any(cell.strip() for cell in row):
+            continue
+        if len(row) <= max(li, ti):
+            raise DataError(
+                f"{source} line {first}: expected {len(columns)} comma-separated fields "
+                f"{_show_columns(columns)}, found {len(row)}; quote texts "
+                "that contain commas"
+            )
+        yield _make_example(row[li], row[ti], source, first, label_field, text_field)
+
+
+def _check_swallowed(
+    rows: list[tuple[int, int, list[str]]], source: str, li: int, ti: int, width: int
+) -> None:
+    """A quoted text over several lines is legal CSV, but one whose inner lines are records with
+    a known label is an unclosed quote that swallowed them: name the line where it opened."""
+    labels = {row[li] for first, last, row in rows if first == last and len(row) > li}
+    for first, last, row in rows:
+        if first == last or len(row) <= max(li, ti):
+            continue
+        for offset, inner in enumerate(row[ti].split("\n")[1:], 1):
+            try:
+                fields = next(csv.reader([inner]))
+            except (csv.Error, StopIteration):
+                continue
+            if len(fields) == width and fields[li] in labels:
+                raise DataError(
+                    f"{source} line {first}: a quote opened on this line runs to line {last} and "
+                    f"swallows records such as line {first + offset}; close the quote (write \"\" "
+                    "for a quote inside a quoted text)"
+                )
 
 
 def _iter_jsonl(

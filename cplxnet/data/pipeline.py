@@ -66,6 +66,18 @@ class DataSpec:
             raise DataError(f"max_len must be a positive number of tokens, got {self.max_len}")
         if self.limit is not None and self.limit < 2:
             raise DataError(f"limit must be at least 2 examples, got {self.limit}")
+        if self.max_size is not None and self.max_size < 3:
+            raise DataError(
+                f"a vocabulary of {self.max_size} entries has no room for a word (<pad> and <unk> "
+                "take two); pass --max-vocab 3 or more"
+            )
+        if self.min_freq < 1:
+            raise DataError(f"min_freq must be at least 1, got {self.min_freq}")
+        if self.label_field == self.text_field:
+            raise DataError(
+                f"the label and the text are both the field {self.label_field!r}; give "
+                "--label-field and --text-field two different columns"
+            )
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -141,6 +153,16 @@ def load_splits(spec: DataSpec) -> Splits:
                     splits, name, stratified_holdout(part, spec.limit, [spec.split_seed, 9, i])[1]
                 )
         splits.description += f", at most {spec.limit} per split"
+    empty = [name for name, n in splits.sizes().items() if n == 0]
+    if empty:
+        sizes = ", ".join(f"{n} {name}" for name, n in splits.sizes().items())
+        given = {"dev": spec.dev, "test": spec.test}
+        fix = " / ".join(f"--{name} FILE" for name in empty if name != "train")
+        raise DataError(
+            f"{spec.data}: the {' and '.join(empty)} split{'s are' if len(empty) > 1 else ' is'} "
+            f"empty ({sizes}; each label needs at least 3 examples to be split 80/10/10); add "
+            f"examples{', or give ' + fix if fix and not any(given.values()) else ''}"
+        )
     return splits
 
 

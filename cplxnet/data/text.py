@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
-from .io import DataError, Example
+from .io import DataError, Example, clip
 
 __all__ = ["Tokenizer", "Vocab", "LabelMap", "PAD", "UNK", "PAD_ID", "UNK_ID"]
 
@@ -156,8 +156,9 @@ class LabelMap:
             return self.index[example.label]
         except KeyError:
             raise DataError(
-                f"{example.where}: label {example.label!r} never occurs in the training data "
-                f"(known labels: {', '.join(self.labels)}); fix the label or retrain with it"
+                f"{example.where}: label {clip(example.label)} never occurs in the training data "
+                f"(known labels: {', '.join(clip(label, 40)[1:-1] for label in self.labels[:20])}"
+                f"{', ...' if len(self.labels) > 20 else ''}); fix the label or retrain with it"
             ) from None
 
     def decode(self, index: int) -> str:

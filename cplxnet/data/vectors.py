@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import gzip
+import math
 import os
 from dataclasses import dataclass
 
 import torch
 
-from .io import DataError
+from .io import DataError, clip
 from .text import Vocab
 
 __all__ = ["WordVectors", "read_word_vectors"]
@@ -34,8 +35,8 @@ def read_word_vectors(path: str, vocab: Vocab, dtype: torch.dtype = torch.float3
     Each line is a word and its ``D`` numbers separated by spaces; a first line of two integers
     (``N D``) is a word2vec header. The whole file is scanned but only vocabulary words are kept.
     A word in the file matches a vocabulary token exactly or, failing that, lower-cased (the first
-    such line wins). ``<pad>`` and ``<unk>`` are never set. Lines of inconsistent length or numbers
-    that do not parse are a :class:`DataError` naming the line.
+    such line wins). ``<pad>`` and ``<unk>`` are never set. Lines of inconsistent length, numbers
+    that do not parse and a used vector holding nan or inf are a :class:`DataError` naming the line.
     """
     if not os.path.isfile(path):
         raise DataError(f"{path}: word-vector file not found; check the --vectors path")
@@ -78,8 +79,14 @@ def read_word_vectors(path: str, vocab: Vocab, dtype: torch.dtype = torch.float3
                     vectors[index] = [float(v) for v in parts[1:]]
                 except ValueError:
                     raise DataError(
-                        f"{path} line {number}: numbers that do not parse after the word {word!r}"
+                        f"{path} line {number}: numbers that do not parse after the word "
+                        f"{clip(word)}"
                     ) from None
+                if not all(math.isfinite(v) for v in vectors[index]):
+                    raise DataError(
+                        f"{path} line {number}: the vector of {clip(word)} holds nan or inf; fix "
+                        "or remove the line"
+                    )
                 if is_exact:
                     exact.add(index)
     except UnicodeDecodeError:

@@ -9,6 +9,7 @@ families and the derivation of the fused split-gate path are in :mod:`cplxnet.fu
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -29,16 +30,29 @@ from ..functional.rnn import GATES, lengths_from_padding_mask
 __all__ = ["LSTM", "GRU", "UnitaryRNNCell", "UnitaryRNN"]
 
 
-def _split_lengths_hx(lengths, hx):
+def _split_lengths_hx(owner: str, lengths, hx, pair: bool):
     """Accept ``forward(x, hx)`` (torch style) as well as ``forward(x, lengths)``.
 
-    A tuple/list or a complex tensor in the ``lengths`` slot is the initial state.
+    In the ``lengths`` slot, a complex tensor (or, when ``pair``, a tuple of two tensors: LSTM's
+    ``(h_0, c_0)``) is the initial state; a list or tuple of ints is the lengths, as
+    ``pack_padded_sequence`` takes them. A list is never read as the state.
     """
-    if isinstance(lengths, (tuple, list)) or (
-        isinstance(lengths, torch.Tensor) and lengths.is_complex()
-    ):
+    if isinstance(lengths, (tuple, list)):
+        if all(isinstance(n, int) and not isinstance(n, bool) for n in lengths):
+            return torch.tensor(lengths, dtype=torch.int64), hx
+        state = isinstance(lengths, tuple) and len(lengths) == 2
+        if pair and state and all(isinstance(h, torch.Tensor) for h in lengths):
+            if hx is not None:
+                raise TypeError(f"{owner}: got two initial states; pass hx= by keyword")
+            return None, lengths
+        kinds = sorted({type(n).__name__ for n in lengths})
+        raise TypeError(
+            f"{owner}: lengths must be a (batch,) integer tensor or a list/tuple of ints, got a "
+            f"{type(lengths).__name__} of {', '.join(kinds)}; pass the initial state as hx="
+        )
+    if isinstance(lengths, torch.Tensor) and lengths.is_complex():
         if hx is not None:
-            raise TypeError("got two initial states; pass lengths= and hx= by keyword")
+            raise TypeError(f"{owner}: got two initial states; pass lengths= and hx= by keyword")
         return None, lengths
     return lengths, hx
 
@@ -178,7 +192,7 @@ class _FusedRNNBase(_StackedRNN):
 
     def _run(self, x, lengths, hx, padding_mask):
         owner = type(self).__name__
-        lengths, hx = _split_lengths_hx(lengths, hx)
+        lengths, hx = _split_lengths_hx(owner, lengths, hx, pair=self._kind == "lstm")
         check_complex(x, owner)
         unbatched = x.dim() == 2
         if unbatched:
@@ -240,7 +254,8 @@ class LSTM(_FusedRNNBase):
 
     Forward: ``lstm(x, lengths=None, hx=None, *, padding_mask=None)``; ``x`` ``(B, L, D)``
     complex (or ``(L, B, D)`` if not batch_first, or unbatched ``(L, D)``); ``lengths`` ``(B,)``
-    integers in ``[1, L]`` or ``padding_mask`` ``(B, L)`` bool (True = padding, at the end);
+    integers in ``[1, L]`` (a tensor, or a list or tuple of ints) or ``padding_mask`` ``(B, L)``
+    bool (True = padding, at the end);
     ``hx = (h_0, c_0)`` each ``(num_layers * dirs, B, H)``. ``lstm(x, (h_0, c_0))`` works as in
     torch. Returns ``output (B, L, dirs * H)`` (zero at padded steps) and ``(h_n, c_n)`` at each
     sequence's last real step (the reverse direction starts at each sequence's last token).
@@ -255,7 +270,7 @@ class LSTM(_FusedRNNBase):
     def forward(
         self,
         x: torch.Tensor,
-        lengths: torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None = None,
+        lengths: torch.Tensor | Sequence[int] | tuple[torch.Tensor, torch.Tensor] | None = None,
         hx: tuple[torch.Tensor, torch.Tensor] | None = None,
         *,
         padding_mask: torch.Tensor | None = None,
@@ -281,7 +296,7 @@ class GRU(_FusedRNNBase):
     def forward(
         self,
         x: torch.Tensor,
-        lengths: torch.Tensor | None = None,
+        lengths: torch.Tensor | Sequence[int] | None = None,
         hx: torch.Tensor | None = None,
         *,
         padding_mask: torch.Tensor | None = None,
@@ -449,13 +464,13 @@ class UnitaryRNN(_StackedRNN):
     def forward(
         self,
         x: torch.Tensor,
-        lengths: torch.Tensor | None = None,
+        lengths: torch.Tensor | Sequence[int] | None = None,
         hx: torch.Tensor | None = None,
         *,
         padding_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         owner = type(self).__name__
-        lengths, hx = _split_lengths_hx(lengths, hx)
+        lengths, hx = _split_lengths_hx(owner, lengths, hx, pair=False)
         check_complex(x, owner)
         check_last_dim(x, self.input_size, owner)
         lengths = _resolve_lengths(owner, x, lengths, padding_mask, self.batch_first)

@@ -153,3 +153,59 @@ def test_read_text_lines(tmp_path):
     assert read_text_lines(p) == [(1, "first text"), (3, "second")]
     with pytest.raises(DataError, match="no non-blank lines"):
         read_text_lines(write(tmp_path / "e.txt", "\n \n"))
+
+
+# -- unclosed quotes and over-long input in messages -------------------------------------------
+
+
+def _csv(n: int, broken: int | None = None, close_at: int | None = None) -> str:
+    """``n`` records; record ``broken`` opens a quote, closed at the end of record ``close_at``."""
+    lines = ["label,text"]
+    for i in range(n):
+        text = f"record {i} is fine"
+        if i == broken:
+            text = '"' + text
+        if i == close_at:
+            text = text + '"'
+        lines.append(f"{'pos' if i % 2 else 'neg'},{text}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    "content, pattern",
+    [
+        (_csv(80, broken=40), r"line 42: a quote opened on this line is never closed"),
+        (_csv(80, broken=3, close_at=9), r"line 5: a quote opened on this line runs to line 11 "
+         r"and swallows records such as line 6"),
+        ('label,text\npos,"good" movie\nneg,bad\n', r"line 2: malformed CSV"),
+    ],
+    ids=["never-closed", "closed-later", "text-after-quote"],
+)
+def test_csv_unclosed_quote_names_the_line_where_it_opened(tmp_path, content, pattern):
+    with pytest.raises(DataError, match=pattern):
+        read_examples(write(tmp_path / "q.csv", content))
+
+
+def test_csv_quoted_text_over_several_lines_is_still_read(tmp_path):
+    content = 'label,text\npos,"first paragraph\nsecond paragraph, with a comma"\nneg,bad\n'
+    examples = read_examples(write(tmp_path / "multi.csv", content))
+    assert [(ex.label, ex.line) for ex in examples] == [("pos", 2), ("neg", 4)]
+    assert examples[0].text == "first paragraph\nsecond paragraph, with a comma"
+    assert len(read_examples(write(tmp_path / "ok.csv", _csv(80)))) == 80
+
+
+@pytest.mark.parametrize(
+    "name, content",
+    [
+        ("header.tsv", "x" * 5_000_000 + "\tcat\npos\tgood\n"),
+        ("header.csv", "x" * 5_000_000 + ",cat\npos,good\n"),
+        ("fields.tsv", "label\t" + "t" * 5_000_000 + "\npos\n"),
+        ("label.jsonl", json.dumps({"label": ["x" * 5_000_000], "text": "good"}) + "\n"),
+    ],
+)
+def test_huge_input_is_cut_in_messages(tmp_path, name, content):
+    with pytest.raises(DataError) as err:
+        read_examples(write(tmp_path / name, content))
+    message = str(err.value)
+    assert len(message) < 600 and "\n" not in message, message[:300]
+    assert name in message

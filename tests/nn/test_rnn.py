@@ -305,3 +305,37 @@ def test_complex64_matches_complex128(gate):
     out, (h, c) = mod32(x.to(torch.complex64), lens)
     assert out.dtype == h.dtype == c.dtype == torch.complex64
     torch.testing.assert_close(out, ref.to(torch.complex64), atol=2e-5, rtol=2e-5)
+
+
+@pytest.mark.parametrize("cls", [cnn.LSTM, cnn.GRU, cnn.UnitaryRNN])
+@pytest.mark.parametrize("as_", [list, tuple])
+def test_lengths_as_a_list_or_tuple_of_ints(cls, as_):
+    """As ``pack_padded_sequence``, lengths may be a list or tuple of ints; a list is never read
+    as the initial state."""
+    torch.manual_seed(0)
+    mod = cls(8, 5, dtype=DT)
+    x = torch.randn(3, 6, 8, dtype=DT)
+    ref, ref_state = mod(x, lengths=torch.tensor([6, 4, 2]))
+    for call in (lambda: mod(x, lengths=as_([6, 4, 2])), lambda: mod(x, as_([6, 4, 2]))):
+        out, state = call()
+        torch.testing.assert_close(out, ref, **TOL)
+        for a, b in zip(_states(state), _states(ref_state)):
+            torch.testing.assert_close(a, b, **TOL)
+    assert bool((out[2, 2:] == 0).all())  # padded steps are zero
+
+
+@pytest.mark.parametrize("cls", [cnn.LSTM, cnn.GRU, cnn.UnitaryRNN])
+def test_a_list_is_never_the_state(cls):
+    mod = cls(8, 5, dtype=DT)
+    x = torch.randn(2, 4, 8, dtype=DT)
+    h = torch.zeros(1, 2, 5, dtype=DT)
+    with pytest.raises(TypeError, match=r"lengths must be a \(batch,\) integer tensor or a "
+                       r"list/tuple of ints, got a list of Tensor; pass the initial state as hx="):
+        mod(x, [h, h])
+    with pytest.raises(TypeError, match="got a list of float"):
+        mod(x, lengths=[4.0, 2.0])
+    with pytest.raises(ValueError, match=r"lengths must have shape \(batch,\) = \(2,\)"):
+        mod(x, lengths=[4, 2, 1])
+    if cls is cnn.LSTM:  # torch's positional (h_0, c_0) pair still works
+        out, _ = mod(x, (h, h))
+        torch.testing.assert_close(out, mod(x, hx=(h, h))[0], **TOL)

@@ -1,0 +1,264 @@
+"""Run folders: what ``--force`` may replace, what ``--resume`` checks, damaged checkpoints and
+file permissions. Every refusal is one ``cplxnet: error:`` line and leaves the user's files as
+they were."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+import test_train_zoo as toy
+import torch
+from test_cli import TINY, error_of
+
+import cplxnet.train as engine
+from cplxnet import runs
+from cplxnet.cli import main
+
+
+@pytest.fixture(scope="module")
+def toy_file(tmp_path_factory):
+    return toy.write_toy_tsv(tmp_path_factory.mktemp("runs") / "toy.tsv", n=120)
+
+
+def snapshot(folder) -> dict[str, bytes]:
+    """Every file under ``folder`` with its bytes."""
+    out = {}
+    for root, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(root, name)
+            with open(path, "rb") as fh:
+                out[os.path.relpath(path, folder)] = fh.read()
+    return out
+
+
+def finished_run(toy_file, path, *extra) -> str:
+    assert main(["train", "--data", toy_file, "--run-dir", str(path), *TINY, *extra]) == 0
+    return str(path)
+
+
+# -- what --force may replace -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["cwd", "parent"])
+def test_force_never_replaces_the_current_folder_or_a_parent(toy_file, tmp_path, capsys, where):
+    work = tmp_path / "project"
+    finished_run(toy_file, work)  # even a real run folder: it is where the user stands
+    (work / "notes.txt").write_text("mine")
+    here = work if where == "cwd" else work / "sub"
+    here.mkdir(exist_ok=True)
+    before = snapshot(work)
+    cwd = os.getcwd()
+    os.chdir(here)
+    try:
+        run_dir = "." if where == "cwd" else ".."
+        argv = ["train", "--data", toy_file, "--run-dir", run_dir, *TINY, "--force"]
+        err = error_of(capsys, argv)
+    finally:
+        os.chdir(cwd)
+    assert "refusing to replace" in err
+    assert snapshot(work) == before
+
+
+@pytest.mark.parametrize(
+    "files, expected",
+    [
+        ({"config.json": '{"model_type": "bert"}', "model.safetensors": "w"}, "lacks the"),
+        ({"config.json": "{not json", "tokenizer.json": "{}"}, "lacks the"),
+        ({"thesis.txt": "do not delete"}, "has no config.json"),
+        ({"config.json": '{"cplxnet_run": 1}', "thesis.txt": "x"}, "files cplxnet did not write"),
+    ],
+    ids=["hugging-face", "bad-json", "no-config", "run-plus-foreign-file"],
+)
+def test_force_refuses_folders_cplxnet_did_not_make(toy_file, tmp_path, capsys, files, expected):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    before = snapshot(folder)
+    argv = ["train", "--data", toy_file, "--run-dir", str(folder), *TINY, "--force"]
+    err = error_of(capsys, argv)
+    assert f"refusing to replace {folder} even with --force" in err and expected in err
+    assert snapshot(folder) == before
+
+
+def test_force_keeps_the_old_run_until_the_new_one_has_a_checkpoint(
+    toy_file, tmp_path, capsys, monkeypatch
+):
+    run = finished_run(toy_file, tmp_path / "run")
+    before = snapshot(run)
+
+    def broken_step(*args, **kwargs):
+        raise RuntimeError("the machine fell over")
+
+    monkeypatch.setattr(engine, "train_step", broken_step)
+    with pytest.raises(RuntimeError, match="fell over"):
+        main(["train", "--data", toy_file, "--run-dir", run, *TINY, "--force", "--seed", "4"])
+    assert snapshot(run) == before  # the finished run is untouched
+    assert sorted(os.listdir(tmp_path)) == ["run"]  # and the new folder is gone
+    monkeypatch.undo()
+
+    # options that fail validation never touch it either
+    base = ["train", "--data", toy_file, "--run-dir", run, *TINY, "--force"]
+    for bad in (["--lr", "inf"], ["--max-vocab", "2"], ["--seed", "-1"], ["--dropout", "nan"]):
+        assert status_of([*base, *bad]) in (1, 2)
+        assert snapshot(run) == before
+    capsys.readouterr()
+
+    assert main([*base, "--seed", "4"]) == 0
+    assert sorted(os.listdir(tmp_path)) == ["run"]
+    assert sorted(os.listdir(run)) == sorted(runs.RUN_FILES)
+    assert runs.read_json(os.path.join(run, "config.json"))["seed"] == 4
+
+
+def status_of(argv) -> int:
+    """The exit status of ``cplxnet argv`` (argparse's usage errors exit through SystemExit)."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
+def test_replaceable_and_run_folder_checks(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    runs.check_replaceable(str(empty))  # an empty folder may be used
+    link = tmp_path / "link"
+    link.symlink_to(empty)
+    with pytest.raises(runs.RunError, match="not a folder"):
+        runs.check_replaceable(str(link))
+    made = tmp_path / "made"
+    made.mkdir()
+    runs.write_json(str(made / "config.json"), {runs.RUN_MARKER: runs.RUN_FORMAT})
+    (made / ".tmp-x-best.pt").write_bytes(b"half")  # a crash's temporary file is ours
+    assert runs.is_run_folder(str(made))
+    runs.check_replaceable(str(made))
+    assert runs.remove_run_files(str(made)) and not made.exists()
+
+
+# -- a run that stopped in its first epoch --------------------------------------------------------
+
+
+def test_a_run_killed_in_its_first_epoch_says_what_to_do(toy_file, tmp_path, capsys):
+    run = finished_run(toy_file, tmp_path / "run")
+    for name in ("checkpoint.pt", "best.pt", "metrics.jsonl", "results.json"):
+        os.remove(os.path.join(run, name))  # what kill -9 during epoch 1 leaves
+    err = error_of(capsys, ["train", "--resume", run])
+    assert "has no checkpoint.pt" in err and "--force" in err and "nothing to resume" in err
+    err = error_of(capsys, ["train", "--data", toy_file, "--run-dir", run, *TINY])
+    assert "holds no checkpoint" in err and "pass --force to start it again" in err
+    assert "--resume" not in err
+    assert main(["train", "--data", toy_file, "--run-dir", run, *TINY, "--force"]) == 0
+
+
+def test_a_failure_in_the_first_epoch_leaves_no_stub(toy_file, tmp_path, monkeypatch):
+    run = str(tmp_path / "run")
+
+    def broken_step(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine, "train_step", broken_step)
+    assert main(["train", "--data", toy_file, "--run-dir", run, *TINY]) == 130
+    assert not os.path.exists(run)
+    monkeypatch.undo()
+    assert main(["train", "--data", toy_file, "--run-dir", run, *TINY]) == 0  # no --force needed
+
+
+# -- what --resume checks -------------------------------------------------------------------------
+
+
+def test_resume_refuses_changed_training_data(tmp_path, capsys):
+    data = toy.write_toy_tsv(tmp_path / "toy.tsv", n=120)
+    run = finished_run(data, tmp_path / "run", "--epochs", "1")
+    recorded = runs.file_sha256(data)
+    toy.write_toy_tsv(tmp_path / "toy.tsv", n=120, seed=5)
+    now = hashlib.sha256((tmp_path / "toy.tsv").read_bytes()).hexdigest()
+    before = snapshot(run)
+    err = error_of(capsys, ["train", "--resume", run, "--epochs", "2", "--quiet"])
+    assert f"the data file {data} changed since {run} was trained" in err
+    assert recorded in err and now in err and "--allow-changed-data" in err
+    assert snapshot(run) == before
+    args = ["train", "--resume", run, "--epochs", "2", "--quiet", "--allow-changed-data"]
+    assert main(args) == 0
+    err = error_of(capsys, ["train", "--data", data, "--allow-changed-data", *TINY])
+    assert "--allow-changed-data applies to --resume only" in err
+
+
+# -- damaged or foreign checkpoints ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def other_best(toy_file, tmp_path_factory):
+    """best.pt of a run with another model size."""
+    run = tmp_path_factory.mktemp("other") / "run"
+    wider = [*TINY[:3], "12", *TINY[4:]]  # --d-model 12 instead of 8
+    assert main(["train", "--data", toy_file, "--run-dir", str(run), *wider]) == 0
+    return str(run / "best.pt")
+
+
+def _bad_checkpoint(kind, path, other_best):
+    if kind == "other-run":  # the same file of a run with another model size
+        other = os.path.join(os.path.dirname(other_best), os.path.basename(path))
+        with open(other, "rb") as src, open(path, "wb") as dst:
+            dst.write(src.read())
+    elif kind == "format-only":
+        torch.save({"format": 1}, path)
+    elif kind == "bare-tensor":
+        torch.save(torch.ones(3), path)
+    elif kind == "random-bytes":
+        with open(path, "wb") as fh:
+            fh.write(os.urandom(4096))
+    elif kind == "wrong-types":
+        torch.save({"format": 1, "epoch": 1, "step": 1, "model": "weights"}, path)
+
+
+BAD_CHECKPOINTS = {
+    "other-run": "does not fit this run's model (size mismatch for",
+    "format-only": "is not a cplxnet checkpoint of this kind (no '",
+    "bare-tensor": "holds a Tensor",
+    "random-bytes": "is not a cplxnet checkpoint (UnpicklingError)",
+    "wrong-types": "of this kind ('model' is a str)",
+}
+
+
+@pytest.mark.parametrize("command", ["evaluate", "predict", "resume"])
+@pytest.mark.parametrize("kind", list(BAD_CHECKPOINTS))
+def test_a_wrong_checkpoint_is_one_line(toy_file, tmp_path, capsys, other_best, command, kind):
+    run = finished_run(toy_file, tmp_path / "run", "--epochs", "1")
+    name = "checkpoint.pt" if command == "resume" else "best.pt"
+    _bad_checkpoint(kind, os.path.join(run, name), other_best)
+    before = snapshot(run)
+    argv = {
+        "evaluate": ["evaluate", run],
+        "predict": ["predict", run, "good fun"],
+        "resume": ["train", "--resume", run, "--epochs", "3", "--quiet"],
+    }[command]
+    err = error_of(capsys, argv)
+    assert name in err and BAD_CHECKPOINTS[kind] in err
+    assert "weights_only" not in err and "Traceback" not in err
+    assert snapshot(run) == before
+
+
+# -- permissions ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027, 0o002])
+def test_every_run_file_respects_the_umask(toy_file, tmp_path, mask):
+    old = os.umask(mask)
+    try:
+        run = finished_run(toy_file, tmp_path / "run")
+    finally:
+        os.umask(old)
+    modes = {name: os.stat(os.path.join(run, name)).st_mode & 0o777 for name in os.listdir(run)}
+    assert modes == {name: 0o666 & ~mask for name in runs.RUN_FILES}
+
+
+def test_a_replacing_run_folder_respects_the_umask(toy_file, tmp_path):
+    run = finished_run(toy_file, tmp_path / "run")
+    old = os.umask(0o022)
+    try:
+        assert main(["train", "--data", toy_file, "--run-dir", run, *TINY, "--force"]) == 0
+    finally:
+        os.umask(old)
+    assert os.stat(run).st_mode & 0o777 == 0o755
