@@ -119,3 +119,44 @@ def test_deberta_absolute_layers_in_encoder(kind):
     if enc.norm is not None:
         h = enc.norm(h)
     torch.testing.assert_close(enc(x, src_key_padding_mask=pad, encoding=with_abs), h)
+
+
+def _every_encoding(kind):
+    """One instance of every registered encoding, for a (D, H) model of dtype ``kind``."""
+    from cplxnet.encodings import available_encodings
+
+    return [
+        create_encoding(n, d_model=D, num_heads=H, vocab_size=11, max_len=16, dtype=kind)
+        for n in available_encodings()
+    ]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_encoding_without_an_applied_site_raises_instead_of_doing_nothing(kind):
+    """An encoding passed to a layer that applies none of its sites (sinusoidal, trainable: input;
+    complex-order: token) raises, naming the encoding, its sites and where to apply it; one that
+    acts on a site the layer applies (or on none: ``none``) is accepted."""
+    from cplxnet.nn import ATTENTION_SITES, ENCODER_SITES, TransformerEncoderLayer
+
+    mha = MultiheadAttention(D, H, dtype=kind)
+    layer = TransformerEncoderLayer(D, H, 16, dtype=kind)
+    encoder = TransformerEncoder(layer, 2)
+    x = torch.randn(2, 5, D, dtype=kind)
+    inert = 0
+    for enc in _every_encoding(kind):
+        for module, sites in ((mha, ATTENTION_SITES), (layer, ENCODER_SITES),
+                              (encoder, ENCODER_SITES)):
+            if not enc.acts_on or enc.acts_on & sites:
+                module(x, encoding=enc)
+                continue
+            inert += 1
+            owner = type(module).__name__
+            with pytest.raises(ValueError) as err:
+                module(x, encoding=enc)
+            msg = str(err.value)
+            assert msg.startswith(f"{owner}: encoding {enc.name!r} acts on {sorted(enc.acts_on)}")
+            assert f"none of which {owner} applies" in msg
+            site = sorted(enc.acts_on)[0]
+            hook = {"token": "encoding.embed(ids)", "input": "encoding.encode_input(x)"}[site]
+            assert hook in msg
+    assert inert >= 3 * 5  # trainable, hierarchical, sinusoidal, floater, multiplicative, c-o...
