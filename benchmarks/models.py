@@ -139,6 +139,7 @@ def model_config(bench: Bench, family: str, **overrides) -> models.ModelConfig:
         "num_classes": len(bench.data.labels),
         "padding_idx": cplxnet.data.PAD_ID,
         "max_len": int(bench.data.train.lengths().max()),
+        "sparse_embeddings": True,  # sparse tables with SparseAdam, as `cplxnet train` trains
         **extra,
         **overrides,
     }
