@@ -302,7 +302,8 @@ def _mha(d: int, cfg: Config) -> Case:
         base["complextorch MultiheadAttention (+res+LN)"] = fwd_bwd(
             lambda t: ct(t, t, t), cinput(cfg, B, L, d)
         )
-    return Case(fwd_bwd(cnn.MultiheadAttention(d, H), cinput(cfg, B, L, d)), base)
+    mha = cnn.MultiheadAttention(d, H)
+    return Case(fwd_bwd(lambda t: mha(t, need_weights=False)[0], cinput(cfg, B, L, d)), base)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -139,6 +139,7 @@ def model_config(bench: Bench, family: str, **overrides) -> models.ModelConfig:
         "num_classes": len(bench.data.labels),
         "padding_idx": cplxnet.data.PAD_ID,
         "max_len": int(bench.data.train.lengths().max()),
+        "sparse_embeddings": True,  # sparse tables with SparseAdam, as `cplxnet train` trains
         **extra,
         **overrides,
     }
@@ -218,7 +219,16 @@ class CTEncoder(nn.Module):
         layer.ffn.activation = ctnn.CReLU(inplace=False)  # its default CReLU is in place
         self.encoder = ctnn.TransformerEncoder(layer, c.num_layers)
 
-    def forward(self, x: torch.Tensor, padding_mask: torch.Tensor, encoding=None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        src_key_padding_mask: torch.Tensor | None = None,
+        is_causal: bool | None = None,
+        *,
+        encoding=None,
+    ) -> torch.Tensor:
+        """``(B, L, D)`` -> ``(B, L, D)``; the masks and the encoding are ignored."""
         return self.encoder(x)
 
 

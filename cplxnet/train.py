@@ -648,8 +648,11 @@ def _fit(
         return os.path.join(folder.path, name)
 
     forward_model: nn.Module = model
+    # the trainer chooses the tables' gradients, whatever the config says: sparse with SparseAdam
+    # (faster: a step touches only the rows of the batch's tokens) unless --dense
+    _set_sparse(model, options.sparse)
     if not options.sparse:
-        _set_sparse(model, False)
+        pass
     elif options.compile and zoo.sparse_parameters(model):
         # torch.compile (2.13) fails on the sparse backward of cplxnet's packed complex tables
         _set_sparse(model, False)

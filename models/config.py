@@ -71,7 +71,10 @@ class ModelConfig:
             ``"magnitude"`` (``|z|``, D features), ``"concat"`` (``[Re z, Im z]``, 2D features),
             ``"real"`` (``Re z``, D features). Ignored by real models.
         sparse_embeddings: sparse gradients for the embedding tables (train them with
-            ``torch.optim.SparseAdam``; see :func:`models.sparse_parameters`).
+            ``torch.optim.SparseAdam``; see :func:`models.sparse_parameters`). Off by default, so
+            that any torch optimiser (``torch.optim.Adam(model.parameters())``) trains the model;
+            ``cplxnet train`` turns the tables sparse itself (faster with large vocabularies)
+            unless ``--dense`` is given.
     """
 
     family: str = field(default="", init=False)
@@ -87,7 +90,7 @@ class ModelConfig:
     padding_idx: int = 0
     max_len: int = 512
     readout: str = "magnitude"
-    sparse_embeddings: bool = True
+    sparse_embeddings: bool = False
 
     def __post_init__(self) -> None:
         name = type(self).__name__
@@ -232,7 +235,8 @@ class TransformerConfig(ModelConfig):
     Args:
         num_layers, num_heads, dim_feedforward: encoder shape (``d_model`` divisible by
             ``num_heads``).
-        attention_dropout: dropout on the attention weights.
+        attention_dropout: dropout on the attention weights (``None``: ``dropout``, as
+            :class:`torch.nn.TransformerEncoderLayer`).
         activation: feed-forward activation, a name of
             :data:`cplxnet.nn.ACTIVATIONS` (real twins use its restriction to the reals).
         norm_first: pre-norm (``True``, with a final norm after the last layer) or post-norm.
@@ -255,7 +259,7 @@ class TransformerConfig(ModelConfig):
     num_heads: int = 8
     dim_feedforward: int = 512
     dropout: float = 0.1
-    attention_dropout: float = 0.1
+    attention_dropout: float | None = None
     activation: str = "crelu"
     norm_first: bool = True
     norm: str = "split"
@@ -273,8 +277,11 @@ class TransformerConfig(ModelConfig):
                 f"TransformerConfig: d_model={self.d_model} is not divisible by "
                 f"num_heads={self.num_heads}"
             )
-        if not 0.0 <= self.attention_dropout < 1.0:
-            raise ValueError("TransformerConfig: attention_dropout must be in [0, 1)")
+        if self.attention_dropout is not None and not 0.0 <= self.attention_dropout < 1.0:
+            raise ValueError(
+                "TransformerConfig: attention_dropout must be None (follow dropout) or in [0, 1), "
+                f"got {self.attention_dropout!r}"
+            )
         _check_choice(self, "norm", NORMS)
         _check_choice(self, "score", SCORES)
         _check_choice(self, "activation", ACTIVATIONS)

@@ -21,8 +21,9 @@ class TransformerClassifier(TextClassifier):
     linear (Vaswani et al., 2017; the classifier of Wang et al., "Encoding Word Order in Complex
     Embeddings", ICLR 2020: 1 layer, d = 256, feed-forward 512, 8 heads by default).
 
-    The model owns its encoding and passes it to every layer (``encoder(x, padding_mask=...,
-    encoding=self.encoding)``), so every site is supported: ``"token"``/``"input"`` in the
+    The model owns its encoding and passes it to every layer (``encoder(x,
+    src_key_padding_mask=..., encoding=self.encoding)``) when it acts inside the encoder, so every
+    site is supported: ``"token"``/``"input"`` in the
     embedding stage, ``"layer"``, ``"qk"``, ``"logits"`` and ``"values"`` inside the encoder. The
     real twin is the same encoder built with a real dtype.
     """
@@ -42,23 +43,28 @@ class TransformerClassifier(TextClassifier):
         return self.config.num_heads
 
     def build_body(self, config: TransformerConfig, field: NumberField) -> int:
-        self.encoder = cnn.TransformerEncoder(
+        self.encoder = cnn.TransformerEncoder.from_sizes(
             config.d_model,
             config.num_heads,
             config.num_layers,
-            norm=config.norm if config.norm_first else None,  # final norm after pre-norm layers
+            # the final norm follows pre-norm layers
+            final_norm=config.norm if config.norm_first else None,
             dim_feedforward=config.dim_feedforward,
             dropout=config.dropout,
             attention_dropout=config.attention_dropout,
             activation=config.activation,
             norm_first=config.norm_first,
-            layer_norm=config.norm,
+            norm=config.norm,
             score=config.score,
             projection=config.projection,
             **field.fk,
         )
+        # the encoder gets the encoding only if it acts on one of the encoder's sites (the
+        # embedding stage applies "token" and "input")
+        self._encoder_encoding = bool(self.encoding.acts_on & cnn.TransformerEncoder.sites)
         return config.d_model
 
     def features(self, x: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
-        h = self.encoder(x, padding_mask=padding_mask, encoding=self.encoding)  # (B, L, D)
+        encoding = self.encoding if self._encoder_encoding else None
+        h = self.encoder(x, src_key_padding_mask=padding_mask, encoding=encoding)  # (B, L, D)
         return CF.masked_mean(h, padding_mask, dim=1)  # (B, D)

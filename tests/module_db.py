@@ -58,6 +58,7 @@ class ModuleInfo:
     gradcheck: bool = True
     compile_backend: str | None = None  # e.g. "inductor" or "aot_eager" to smoke-test compile
     notes: str = ""
+    build: Callable | None = None  # constructor to call instead of ``cls`` (e.g. a classmethod)
 
     @property
     def id(self) -> str:
@@ -66,9 +67,10 @@ class ModuleInfo:
 
 def make_module(info: ModuleInfo, dtype: torch.dtype | None = None, device=None) -> torch.nn.Module:
     """Instantiate ``info`` (passing ``device``/``dtype`` only if the module takes them)."""
+    build = info.build or info.cls
     if info.takes_factory_kwargs:
-        return info.cls(*info.args, **info.kwargs, device=device, dtype=dtype)
-    return info.cls(*info.args, **info.kwargs)
+        return build(*info.args, **info.kwargs, device=device, dtype=dtype)
+    return build(*info.args, **info.kwargs)
 
 
 def sample_input(info: ModuleInfo, dtype: torch.dtype, device=None) -> tuple[tuple, dict]:
@@ -213,15 +215,15 @@ def _seq_kv(dtype, device):
 
 
 def _seq_key_padding(dtype, device):
-    """Attention input: the sequence, and its padding as the keyword-only key_padding_mask."""
+    """Attention input: the sequence, and its padding as key_padding_mask."""
     (x, mask), _ = _seq_with_mask(dtype, device)
     return (x,), {"key_padding_mask": mask}
 
 
 def _seq_padding(dtype, device):
-    """Transformer input: the sequence, and its padding as the keyword-only padding_mask."""
+    """Transformer input: the sequence, and its padding as torch's src_key_padding_mask."""
     (x, mask), _ = _seq_with_mask(dtype, device)
-    return (x,), {"padding_mask": mask}
+    return (x,), {"src_key_padding_mask": mask}
 
 
 MODULES.extend(
@@ -290,7 +292,8 @@ MODULES.extend(
             cnn.TransformerEncoder,
             _seq_padding,
             args=(4, 2, 2),
-            kwargs={"dim_feedforward": 6, "norm_first": True, "layer_norm": "rms", "norm": "rms"},
+            kwargs={"dim_feedforward": 6, "norm_first": True, "norm": "rms", "final_norm": "rms"},
+            build=cnn.TransformerEncoder.from_sizes,
             is_random=True,
             supports_real=True,
         ),

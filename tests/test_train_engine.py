@@ -270,7 +270,9 @@ def test_data_parallel_falls_back_to_dense_for_tables_ddp_cannot_reduce():
     tiny = zoo.build_model(cfg(vocab_size=5))
     assert _ddp_handles_sparse(tiny, zoo)  # torch.nn.Embedding(sparse=True): DDP reduces it
     models = pytest.importorskip("models")
-    model = models.build_model(models.make_config("fasttext", vocab_size=5, d_model=4))
+    model = models.build_model(
+        models.make_config("fasttext", vocab_size=5, d_model=4, sparse_embeddings=True)
+    )
     assert models.sparse_parameters(model)  # cplxnet's packed complex table is sparse ...
     assert not _ddp_handles_sparse(model, models)  # ... but DDP does not know it
     _set_sparse(model, False)

@@ -10,6 +10,7 @@ from ._common import (
     check_sequence,
     complex_features,
     complex_sinusoid,
+    sinusoid_angles,
     sinusoid_frequencies,
 )
 from .base import PositionalEncoding
@@ -20,16 +21,27 @@ __all__ = ["SinusoidalEncoding"]
 
 @register_encoding
 class SinusoidalEncoding(PositionalEncoding):
-    r"""``sinusoidal``: adds the fixed complex sinusoid :math:`p_k = e^{i k w}` to the input.
+    r"""``sinusoidal``: adds the fixed sinusoid of Vaswani et al. to the input, as the complex
+    :math:`p_k = e^{i k w}` in a complex model.
 
     .. math::
         x_k \mapsto x_k + p_k,\qquad (p_k)_j = e^{i k w_j},\quad w_j = \text{base}^{-j/n},\ j < n
 
-    with ``n`` complex features: ``n = d_model`` for a complex model; for a real model of width
-    ``d_model`` (even), ``n = d_model/2`` and ``p_k`` is packed (interleaved ``cos, sin``):
-    ``[cos k w_0, sin k w_0, cos k w_1, ...]`` with ``w_j = 10000^{-2j/d}``, which is Vaswani et
-    al.'s encoding up to the order of sin and cos. A complex model of width ``D`` thus gets the
-    real sinusoid of width ``2D`` as ``D`` complex numbers.
+    with ``n`` complex features: ``n = d_model`` for a complex model. A real model of width
+    ``d = d_model`` (even) adds Vaswani et al.'s table exactly,
+
+    .. math::
+        \mathrm{PE}(k, 2j) = \sin(k w_j),\quad \mathrm{PE}(k, 2j+1) = \cos(k w_j),\quad
+        w_j = 10000^{-2j/d},\ j < n = d/2,
+
+    which is the complex :math:`p_k` of ``n`` features seen as ``d`` reals with the two entries
+    of each pair swapped: :math:`\mathrm{PE}(k) = \Pi\, \mathrm{pack}(p_k)` where
+    :func:`cplxnet._utils.pack` interleaves ``[Re, Im]`` = ``[cos k w_j, sin k w_j]`` and the
+    permutation :math:`\Pi` exchanges indices ``2j`` and ``2j+1``; equivalently
+    :math:`\mathrm{PE}(k) = \mathrm{pack}(i\, \overline{p_k})` (:math:`i \bar z = \sin + i \cos`
+    for :math:`z = e^{i\theta}`). :math:`\Pi` is fixed, so the two orders train alike; with
+    Vaswani's order a ported real checkpoint or table matches the paper's. A complex model of
+    width ``D`` gets the sinusoid of ``D`` frequencies as ``D`` complex numbers.
 
     Any length: the table is a non-persistent buffer (no state_dict entry) cached by length and
     extended when a longer input arrives. ``p_{a+b} = p_a \odot p_b``: the encoding of ``a+b``
@@ -64,7 +76,12 @@ class SinusoidalEncoding(PositionalEncoding):
     def _build(self, n: int, device) -> torch.Tensor:
         freqs = sinusoid_frequencies(self.features, self.base)
         pos = torch.arange(n, dtype=torch.float64)
-        return complex_sinusoid(pos, freqs, self.dtype).to(device)  # (n, d_model)
+        if self.complex_model:
+            return complex_sinusoid(pos, freqs, self.dtype).to(device)  # (n, d_model) complex
+        # real twin: Vaswani's order, sin at even and cos at odd indices (the pairs of
+        # pack(e^{ikw}) swapped)
+        ang = sinusoid_angles(pos, freqs)  # (n, d_model / 2) float64
+        return torch.stack((ang.sin(), ang.cos()), dim=-1).flatten(-2).to(self.dtype).to(device)
 
     def reset_parameters(self) -> None:
         pass

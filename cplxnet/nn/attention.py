@@ -3,7 +3,7 @@ r"""Multi-head attention for complex (and real) sequences, with the positional-e
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -14,7 +14,6 @@ from .. import init as cinit
 from .._utils import (
     HasDtype,
     check_choice,
-    check_mask,
     check_sizes,
     factory_kwargs,
     pack,
@@ -27,7 +26,7 @@ from .linear import WEIGHT_FIELDS, Linear
 if TYPE_CHECKING:  # imported lazily at run time: encodings may themselves import cplxnet.nn
     from ..encodings.base import PositionalEncoding
 
-__all__ = ["MultiheadAttention"]
+__all__ = ["MultiheadAttention", "ATTENTION_SITES"]
 
 
 def _xavier_uniform_(w: torch.Tensor) -> None:
@@ -38,7 +37,11 @@ def _xavier_uniform_(w: torch.Tensor) -> None:
         nn.init.xavier_uniform_(w)
 
 
-def _check_encoding(encoding: object, owner: str) -> None:
+def _check_encoding(
+    encoding: object, owner: str, applied: frozenset[str] | None = None
+) -> None:
+    """Raise unless ``encoding`` is a :class:`PositionalEncoding` acting on at least one of the
+    sites ``owner`` applies (an encoding without sites, ``none``, is accepted anywhere)."""
     from ..encodings.base import PositionalEncoding
 
     if not isinstance(encoding, PositionalEncoding):
@@ -46,113 +49,186 @@ def _check_encoding(encoding: object, owner: str) -> None:
             f"{owner}: encoding must be a cplxnet.encodings.base.PositionalEncoding, got "
             f"{type(encoding).__name__}"
         )
+    if applied is None or not encoding.acts_on or encoding.acts_on & applied:
+        return
+    where = {
+        "token": "'token' is applied by encoding.embed(ids), which replaces the word embedding",
+        "input": "'input' by x = encoding.encode_input(x) on the embeddings before the layers",
+    }
+    advice = "; ".join(where[s] for s in sorted(encoding.acts_on) if s in where)
+    raise ValueError(
+        f"{owner}: encoding {encoding.name or type(encoding).__name__!r} acts on "
+        f"{sorted(encoding.acts_on)}, none of which {owner} applies (it applies "
+        f"{sorted(applied)}), so passing it here would do nothing. Apply it where it acts"
+        + (f": {advice}" if advice else "")
+        + " (the cplxnet.models classifiers do both), and pass encoding= only for sites the "
+        "layer applies."
+    )
+
+
+#: sites whose hooks :class:`MultiheadAttention` calls
+ATTENTION_SITES = frozenset({"qk", "logits", "values"})
 
 
 class MultiheadAttention(HasDtype, nn.Module):
-    r"""Multi-head scaled dot-product attention on complex (or real) sequences.
+    r"""Multi-head scaled dot-product attention on complex (or real) sequences, a drop-in for
+    :class:`torch.nn.MultiheadAttention` (same arguments in the same order, same parameters, same
+    ``forward`` and return value).
 
     .. math::
-        \mathrm{MHA}(x) = \mathrm{concat}_h\big(\mathrm{softmax}(\mathrm{score}(q_h, k_h)\, s
-        + \text{bias}_h + \text{mask})\, v_h\big) W_o^T + b_o,
-        \quad q = x W_q^T + b_q,\ k = x_k W_k^T + b_k,\ v = x_v W_v^T + b_v
+        \mathrm{MHA}(q, k, v) = \mathrm{concat}_h\big(\mathrm{softmax}(\mathrm{score}(q_h, k_h)
+        \, s + \text{bias}_h + \text{mask})\, v_h\big) W_o^T + b_o,
+        \quad q_h = (q W_q^T + b_q)_h,\ k_h = (k W_k^T + b_k)_h,\ v_h = (v W_v^T + b_v)_h
 
     with ``score="real"``: :math:`\mathrm{Re}(q_h k_h^H)` (Yang et al., "Complex Transformer",
     ICASSP 2020) computed by one fused real kernel on packed features, or ``score="modulus"``:
     :math:`|q_h k_h^T|` (Wang et al., ICLR 2020); :math:`s = 1/\sqrt{D_h}` times the encoding's
-    ``logit_scale``. See :func:`cplxnet.functional.scaled_dot_product_attention`.
+    ``logit_scale``. See :func:`cplxnet.functional.scaled_dot_product_attention`. The weights
+    :math:`a_{ij}` are real; with a real ``dtype`` this is exactly torch's attention.
 
-    Args:
+    Args (torch's, in torch's order):
         embed_dim: model width ``D`` (complex features for a complex dtype).
         num_heads: number of heads ``H``; ``D`` must be divisible by ``H`` (``Dh = D / H``).
-        bias: learn biases in the input and output projections.
         dropout: dropout on the attention weights (training mode only).
-        score: ``"real"`` or ``"modulus"``.
-        projection: ``"complex"`` (default) or ``"real"``: the number field of the four
-            projection weights (:class:`~cplxnet.nn.Linear`'s ``weight_field``). ``"real"`` applies
-            one real matrix to the real and imaginary parts alike (:math:`W x_r + i W x_i`), the
-            "shared projections" of the Complex Order paper's Table 4 ablation; biases stay
-            complex. Ignored by a real-dtype layer (its weights are real anyway).
+        bias: learn biases in the input and output projections.
+        add_bias_kv: append a learned key and value (``bias_k``, ``bias_v`` ``(1, 1, D)``) to
+            the keys and values, as torch.
+        add_zero_attn: append a zero key and value to every head, as torch.
+        kdim, vdim: feature sizes of ``key`` and ``value`` (default ``D``); when they differ from
+            ``D`` the projections are stored separately as ``q_proj_weight``, ``k_proj_weight``,
+            ``v_proj_weight`` (torch's names) instead of ``in_proj_weight``.
+        batch_first: inputs ``(B, L, D)`` (``True``, the default of every cplxnet sequence layer,
+            as :class:`cplxnet.nn.LSTM`) or ``(L, B, D)`` (``False``, torch's default).
         device, dtype: factory kwargs. ``dtype`` defaults to the complex type of
-            ``torch.get_default_dtype()``; a real floating dtype gives the real twin (plain real
-            multi-head attention, same code path, same state_dict keys).
+            ``torch.get_default_dtype()``; a real floating dtype gives plain real attention
+            (same code path, same state_dict keys as torch).
 
-    Parameters follow :class:`torch.nn.MultiheadAttention` (``in_proj_weight (3D, D)``,
-    ``in_proj_bias (3D)``, ``out_proj.weight``, ``out_proj.bias``), so with a real dtype the
-    state_dict of a ``torch.nn.MultiheadAttention(D, H, batch_first=True)`` loads as is. Each of
-    the three ``(D, D)`` input blocks and the output projection are Glorot-uniform
-    (variance-correct for complex), biases zero.
+    Keyword-only (torch has no counterpart):
+        score: ``"real"`` or ``"modulus"``.
+        projection: ``"complex"`` (default) or ``"real"``: the number field of the projection
+            weights (:class:`~cplxnet.nn.Linear`'s ``weight_field``). ``"real"`` applies one real
+            matrix to the real and imaginary parts alike (:math:`W x_r + i W x_i`), the "shared
+            projections" of the Complex Order paper's Table 4 ablation; biases stay complex.
+            Ignored by a real-dtype layer (its weights are real anyway).
 
-    Masks follow :class:`torch.nn.MultiheadAttention`: ``key_padding_mask`` ``(B, Lk)`` bool,
-    **True = padding** (masked out); ``attn_mask`` bool, **True = not allowed to attend**, or a
-    real float mask added to the logits; it broadcasts to ``(B, H, Lq, Lk)`` (e.g. ``(Lq, Lk)``).
-    (The functional kernel :func:`cplxnet.functional.scaled_dot_product_attention` keeps the
-    convention of :func:`torch.nn.functional.scaled_dot_product_attention`, bool True = may
-    attend, as torch's functional does.) ``is_causal`` restricts query ``i`` to keys ``j <= i``
-    and combines with both masks. A query whose keys are all masked gets output zero (torch gives
-    NaN).
+    Parameters follow :class:`torch.nn.MultiheadAttention`, so with a real dtype a torch state_dict
+    loads as is (and ``batch_first`` only changes the input layout). Each ``(D, D)`` block of the
+    input projection and the output projection are Glorot-uniform (variance-correct for complex),
+    biases zero, ``bias_k``/``bias_v`` Glorot-normal.
+
+    Masks follow :class:`torch.nn.MultiheadAttention`: ``key_padding_mask`` ``(B, Lk)``, bool
+    **True = padding** (masked out) or float (added to the logits); ``attn_mask`` bool **True = not
+    allowed to attend** or a real float mask added to the logits, of shape ``(Lq, Lk)``,
+    ``(B * H, Lq, Lk)`` (torch's 3-D form: entry ``b * H + h`` is batch ``b``, head ``h``) or
+    anything broadcasting to ``(B, H, Lq, Lk)``. ``is_causal=True`` restricts query ``i`` to keys
+    ``j <= i`` and combines with both masks (torch requires ``attn_mask`` with it and treats it as
+    a hint; here it also works alone). A query whose keys are all masked gets output zero (torch
+    gives NaN). (The functional kernel :func:`cplxnet.functional.scaled_dot_product_attention`
+    keeps the convention of :func:`torch.nn.functional.scaled_dot_product_attention`, bool True =
+    may attend.)
 
     Encodings (:class:`cplxnet.encodings.base.PositionalEncoding`, owned by the model and not a
-    submodule of this layer): ``forward`` calls ``q, k, v = encoding.rotate(q, k, v)`` on the
-    ``(B, H, L, Dh)`` heads, adds ``encoding.logits_bias(pack(q), pack(k))`` to the scaled
-    logits, multiplies the scale by ``encoding.logit_scale``, and, when
-    ``encoding.has_value_term``, adds ``encoding.value_term(weights)`` to the packed output.
-
-    Shape: ``(B, Lq, D)`` -> ``(B, Lq, D)``; optional ``key``/``value`` ``(B, Lk, D)``.
+    submodule of this layer) act on the sites ``"qk"``, ``"logits"`` and ``"values"``:
+    ``forward(..., encoding=enc)`` calls ``q, k, v = enc.rotate(q, k, v)`` on the
+    ``(B, H, L, Dh)`` heads, adds ``enc.logits_bias(pack(q), pack(k))`` to the scaled logits,
+    multiplies the scale by ``enc.logit_scale`` and, when ``enc.has_value_term``, adds
+    ``enc.value_term(weights)`` to the packed output. An encoding acting on none of these sites
+    (sinusoidal, trainable, complex-order: "input"/"token") raises a ValueError saying where to
+    apply it.
     """
+
+    #: the encoding sites whose hooks ``forward`` calls
+    sites: ClassVar[frozenset[str]] = ATTENTION_SITES
 
     def __init__(
         self,
         embed_dim: int,
         num_heads: int,
-        bias: bool = True,
         dropout: float = 0.0,
-        score: str = "real",
-        projection: str = "complex",
+        bias: bool = True,
+        add_bias_kv: bool = False,
+        add_zero_attn: bool = False,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        batch_first: bool = True,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        *,
+        score: str = "real",
+        projection: str = "complex",
     ) -> None:
         owner = type(self).__name__
         fk = factory_kwargs(device, dtype, owner, allow_real=True)
         super().__init__()
-        check_sizes(owner, embed_dim=embed_dim, num_heads=num_heads)
+        kdim = embed_dim if kdim is None else kdim
+        vdim = embed_dim if vdim is None else vdim
+        check_sizes(owner, embed_dim=embed_dim, num_heads=num_heads, kdim=kdim, vdim=vdim)
         if embed_dim % num_heads != 0:
             raise ValueError(
                 f"{owner}: embed_dim ({embed_dim}) must be a positive multiple of num_heads "
                 f"({num_heads})"
             )
-        if not 0.0 <= dropout <= 1.0:
-            raise ValueError(f"{owner}: dropout must be in [0, 1], got {dropout}")
+        if isinstance(dropout, bool) or not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"{owner}: dropout must be a number in [0, 1], got {dropout!r}")
+        for name, flag in (("bias", bias), ("add_bias_kv", add_bias_kv),
+                           ("add_zero_attn", add_zero_attn), ("batch_first", batch_first)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{owner}: {name} must be a bool, got {flag!r}")
         self.embed_dim = embed_dim
+        self.kdim, self.vdim = kdim, vdim
+        self._qkv_same_embed_dim = kdim == embed_dim and vdim == embed_dim
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads
         self._dtype = fk["dtype"]
-        self.dropout = dropout
+        self.dropout = float(dropout)
+        self.batch_first = batch_first
+        self.add_zero_attn = add_zero_attn
         self.score = check_choice(score, CF.SCORES, owner, "score")
         self.projection = check_choice(projection, WEIGHT_FIELDS, owner, "projection")
         real_weights = projection == "real" or not fk["dtype"].is_complex
         wk = {"device": device, "dtype": real_dtype(fk["dtype"])} if real_weights else fk
-        self.in_proj_weight = nn.Parameter(torch.empty(3 * embed_dim, embed_dim, **wk))
-        self.in_proj_bias = nn.Parameter(torch.empty(3 * embed_dim, **fk)) if bias else None
-        if fk["dtype"].is_complex:
-            self.out_proj = Linear(
-                embed_dim, embed_dim, bias=bias, weight_field=projection, **fk
-            )
+        D = embed_dim
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = nn.Parameter(torch.empty(3 * D, D, **wk))
+            self.register_parameter("q_proj_weight", None)
+            self.register_parameter("k_proj_weight", None)
+            self.register_parameter("v_proj_weight", None)
         else:
-            self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **fk)
+            self.q_proj_weight = nn.Parameter(torch.empty(D, D, **wk))
+            self.k_proj_weight = nn.Parameter(torch.empty(D, kdim, **wk))
+            self.v_proj_weight = nn.Parameter(torch.empty(D, vdim, **wk))
+            self.register_parameter("in_proj_weight", None)
+        self.in_proj_bias = nn.Parameter(torch.empty(3 * D, **fk)) if bias else None
+        if fk["dtype"].is_complex:
+            self.out_proj = Linear(D, D, bias=bias, weight_field=projection, **fk)
+        else:
+            self.out_proj = nn.Linear(D, D, bias=bias, **fk)
+        if add_bias_kv:
+            self.bias_k = nn.Parameter(torch.empty(1, 1, D, **fk))
+            self.bias_v = nn.Parameter(torch.empty(1, 1, D, **fk))
+        else:
+            self.bias_k = self.bias_v = None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         D = self.embed_dim
         with torch.no_grad():
-            for i in range(3):
-                _xavier_uniform_(self.in_proj_weight[i * D : (i + 1) * D])
+            if self._qkv_same_embed_dim:
+                for i in range(3):
+                    _xavier_uniform_(self.in_proj_weight[i * D : (i + 1) * D])
+            else:
+                for w in (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight):
+                    _xavier_uniform_(w)
             _xavier_uniform_(self.out_proj.weight)
             if self.in_proj_bias is not None:
                 nn.init.zeros_(self.in_proj_bias)
             if self.out_proj.bias is not None:
                 nn.init.zeros_(self.out_proj.bias)
+            for b in (self.bias_k, self.bias_v):
+                if b is not None:
+                    (cinit.xavier_normal_ if b.is_complex() else nn.init.xavier_normal_)(b)
 
-    def _check_seq(self, x: torch.Tensor, name: str) -> None:
+    def _check_seq(self, x: torch.Tensor, name: str, width: int, batched: bool) -> None:
         owner = type(self).__name__
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{owner}: {name} must be a torch.Tensor, got {type(x).__name__}")
@@ -163,113 +239,243 @@ class MultiheadAttention(HasDtype, nn.Module):
                 f"{self.dtype}; convert the input with .to({self.dtype}) or build the layer "
                 f"with dtype={x.dtype}"
             )
-        if x.dim() != 3 or x.shape[-1] != self.embed_dim:
+        layout = ("(B, L, " if self.batch_first else "(L, B, ") if batched else "(L, "
+        if x.dim() != (3 if batched else 2) or x.shape[-1] != width:
             raise ValueError(
-                f"{owner}: expected {name} of shape (B, L, {self.embed_dim}), got "
-                f"{tuple(x.shape)}"
+                f"{owner}: expected {name} of shape {layout}{width})"
+                + (" (or unbatched (L, D), as query)" if batched else "")
+                + f", got {tuple(x.shape)}"
             )
+
+    def _project(
+        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, self_attention: bool
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The three input projections, ``(B, L, D)`` each (one GEMM for self-attention)."""
+        b = self.in_proj_bias
+        if self._qkv_same_embed_dim:
+            w = self.in_proj_weight
+            if self_attention:
+                return CF.linear(query, w, b).chunk(3, dim=-1)
+            wq, wk, wv = w.chunk(3)
+        else:
+            wq, wk, wv = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
+        bq, bk, bv = (None, None, None) if b is None else b.chunk(3)
+        return CF.linear(query, wq, bq), CF.linear(key, wk, bk), CF.linear(value, wv, bv)
 
     def forward(
         self,
-        x: torch.Tensor,
-        *,
-        key_padding_mask: torch.Tensor | None = None,
-        attn_mask: torch.Tensor | None = None,
-        is_causal: bool = False,
-        encoding: PositionalEncoding | None = None,
+        query: torch.Tensor,
         key: torch.Tensor | None = None,
         value: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Attend from ``x`` to ``key`` (default ``x``) and ``value`` (default ``key``).
+        key_padding_mask: torch.Tensor | None = None,
+        need_weights: bool = True,
+        attn_mask: torch.Tensor | None = None,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+        *,
+        encoding: PositionalEncoding | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend from ``query`` to ``key`` and ``value``, as :class:`torch.nn.MultiheadAttention`.
 
-        Everything after ``x`` is keyword-only: torch's ``forward(query, key, value,
-        key_padding_mask, ...)`` puts other tensors in those positions, so a call ported from
-        torch raises a TypeError instead of reading a key as a mask.
+        Args:
+            query: ``(B, Lq, D)`` (``(Lq, B, D)`` when ``batch_first=False``), or unbatched
+                ``(Lq, D)``.
+            key: ``(B, Lk, kdim)`` in the same layout; ``None``: ``query`` (self-attention).
+            value: ``(B, Lk, vdim)``; ``None``: ``key``.
+            key_padding_mask: ``(B, Lk)`` (``(Lk,)`` unbatched), bool **True = padding** or float
+                added to the logits.
+            need_weights: also return the attention weights (computed explicitly; ``False``
+                lets self-attention run on torch's fused kernel).
+            attn_mask: ``(Lq, Lk)``, ``(B * H, Lq, Lk)`` or broadcasting to ``(B, H, Lq, Lk)``;
+                bool **True = not allowed to attend**, or real float added to the logits.
+            average_attn_weights: average the returned weights over the heads.
+            is_causal: query ``i`` attends only to keys ``j <= i`` (with or without
+                ``attn_mask``).
+            encoding: the model's positional encoding (keyword-only), acting on "qk", "logits"
+                or "values".
 
-        Returns ``(B, Lq, D)``. Outputs of padded query positions are computed as any other
-        (they never influence non-padded positions, since padded keys are masked).
+        Returns:
+            ``(output, weights)``: ``output`` ``(B, Lq, D)`` in the layout of ``query``;
+            ``weights`` real, ``(B, Lq, Lk)`` averaged over the heads or ``(B, H, Lq, Lk)``
+            (without ``B`` for unbatched input; ``Lk`` counts the keys added by
+            ``add_bias_kv``/``add_zero_attn``), or ``None`` when ``need_weights=False``. Padded
+            query positions are computed as any other (padded keys never influence them).
         """
         owner = type(self).__name__
-        self._check_seq(x, "x")
+        if not isinstance(query, torch.Tensor):
+            raise TypeError(f"{owner}: query must be a torch.Tensor, got {type(query).__name__}")
+        batched = query.dim() != 2
+        self_attention = key is None or (key is query and (value is None or value is query))
         if value is not None and key is None:
-            raise ValueError(f"{owner}: value was given without key; pass key= as well")
-        if key is not None:
-            self._check_seq(key, "key")
-            value = key if value is None else value
-            self._check_seq(value, "value")
-            if key.shape[:2] != value.shape[:2] or key.shape[0] != x.shape[0]:
-                raise ValueError(
-                    f"{owner}: x, key and value must share the batch size and key/value the "
-                    f"length, got x={tuple(x.shape)}, key={tuple(key.shape)}, "
-                    f"value={tuple(value.shape)}"
-                )
-        B, Lq, D = x.shape
+            raise ValueError(f"{owner}: value was given without key; pass key as well")
+        key = query if key is None else key
+        value = key if value is None else value
+        self._check_seq(query, "query", self.embed_dim, batched)
+        if not self_attention:
+            self._check_seq(key, "key", self.kdim, batched)
+            self._check_seq(value, "value", self.vdim, batched)
+        if not batched:
+            query, key, value = query[None], key[None], value[None]
+            if key_padding_mask is not None and isinstance(key_padding_mask, torch.Tensor):
+                key_padding_mask = key_padding_mask[None]
+        elif not self.batch_first:
+            query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
+        if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
+            raise ValueError(
+                f"{owner}: query, key and value must share the batch size and key/value the "
+                f"length, got query={tuple(query.shape)}, key={tuple(key.shape)}, "
+                f"value={tuple(value.shape)} (batch first)"
+            )
+        B, Lq, D = query.shape
         H, Dh = self.num_heads, self.head_dim
-        Lk = Lq if key is None else key.shape[1]
-        check_mask(key_padding_mask, (B, Lk), owner, "key_padding_mask")
+        Lk = key.shape[1]
         if encoding is not None:
-            _check_encoding(encoding, owner)
+            _check_encoding(encoding, owner, self.sites)
+            if self.bias_k is not None or self.add_zero_attn:
+                raise ValueError(
+                    f"{owner}: a positional encoding cannot be combined with add_bias_kv or "
+                    "add_zero_attn (the appended keys have no position)"
+                )
 
-        w, b = self.in_proj_weight, self.in_proj_bias
-        if key is None:  # self-attention: one GEMM for q, k, v
-            q, k, v = CF.linear(x, w, b).chunk(3, dim=-1)  # (B, L, D) each
-        else:
-            bq, bk, bv = (None, None, None) if b is None else b.chunk(3)
-            wq, wk, wv = w.chunk(3)
-            q, k, v = CF.linear(x, wq, bq), CF.linear(key, wk, bk), CF.linear(value, wv, bv)
+        q, k, v = self._project(query, key, value, self_attention)  # (B, L, D) each
+        bias = _padding_bias(key_padding_mask, (B, Lk), q, owner)
+        allowed = None if bias is not None or key_padding_mask is None else (
+            ~key_padding_mask[:, None, None, :]  # (B, 1, 1, Lk) bool, True = may attend
+        )
+        if attn_mask is not None:
+            attn_mask = _attn_mask_4d(attn_mask, (B, H, Lq, Lk), owner)
+        extra = 0
+        if self.bias_k is not None:
+            k = torch.cat([k, self.bias_k.expand(B, 1, D)], dim=1)
+            v = torch.cat([v, self.bias_v.expand(B, 1, D)], dim=1)
+            extra += 1
         q = q.unflatten(-1, (H, Dh)).transpose(1, 2)  # (B, H, Lq, Dh)
-        k = k.unflatten(-1, (H, Dh)).transpose(1, 2)  # (B, H, Lk, Dh)
-        v = v.unflatten(-1, (H, Dh)).transpose(1, 2)  # (B, H, Lk, Dh)
+        k = k.unflatten(-1, (H, Dh)).transpose(1, 2)  # (B, H, Lk', Dh)
+        v = v.unflatten(-1, (H, Dh)).transpose(1, 2)  # (B, H, Lk', Dh)
+        if self.add_zero_attn:
+            k = torch.cat([k, k.new_zeros(B, H, 1, Dh)], dim=2)
+            v = torch.cat([v, v.new_zeros(B, H, 1, Dh)], dim=2)
+            extra += 1
+        if extra:  # the appended keys are never masked (as torch)
+            allowed = _append_keys(allowed, Lk, extra, True)  # True = may attend
+            bias = _append_keys(bias, Lk, extra, False)
+            attn_mask = _append_keys(attn_mask, Lk, extra, False)  # False = not banned
 
         scale = 1.0 / math.sqrt(Dh)
-        bias = None
         if encoding is not None:
             q, k, v = encoding.rotate(q, k, v)
-            bias = encoding.logits_bias(pack(q), pack(k))  # (B|1, H|1, Lq, Lk) real
+            term = encoding.logits_bias(pack(q), pack(k))  # (B|1, H|1, Lq, Lk) real
+            if term is not None:
+                bias = term if bias is None else bias + term
             scale = scale * encoding.logit_scale
-        allowed = None  # bool, True = may attend: the kernel's convention
         if attn_mask is not None:
-            if not isinstance(attn_mask, torch.Tensor) or not (
-                attn_mask.dtype == torch.bool or attn_mask.is_floating_point()
-            ):
-                raise TypeError(
-                    f"{owner}: attn_mask must be a bool (True = not allowed to attend, as "
-                    f"torch.nn.MultiheadAttention) or real floating tensor (added to the logits), "
-                    f"got {getattr(attn_mask, 'dtype', type(attn_mask).__name__)}"
-                )
-            _check_broadcast(attn_mask, (B, H, Lq, Lk), owner, "attn_mask")
             if attn_mask.dtype == torch.bool:
-                allowed = ~attn_mask
+                ok = ~attn_mask
+                allowed = ok if allowed is None else allowed & ok
             else:
                 bias = attn_mask if bias is None else bias + attn_mask
-        if key_padding_mask is not None:
-            keep = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, Lk)
-            allowed = keep if allowed is None else allowed & keep
         p = self.dropout if self.training else 0.0
 
-        if encoding is not None and encoding.has_value_term:
+        value_term = encoding is not None and encoding.has_value_term
+        weights = None
+        if need_weights or value_term:
             weights = CF.attention_weights(  # (B, H, Lq, Lk) real
                 q, k, allowed, is_causal, self.score, bias, scale
             )
             if p > 0.0:
                 weights = F.dropout(weights, p)
             out = weights @ pack(v)  # (B, H, Lq, 2Dh) packed real (Dh for real)
-            term = encoding.value_term(weights)
-            if term is not None:
-                out = out + term
+            if value_term:
+                term = encoding.value_term(weights)
+                if term is not None:
+                    out = out + term
             out = unpack(out, v)  # (B, H, Lq, Dh)
         else:
             out = CF.scaled_dot_product_attention(  # (B, H, Lq, Dh)
                 q, k, v, allowed, is_causal, p, self.score, bias, scale
             )
-        out = out.transpose(1, 2).reshape(B, Lq, D)  # (B, Lq, D)
-        return self.out_proj(out)
+        out = self.out_proj(out.transpose(1, 2).reshape(B, Lq, D))  # (B, Lq, D)
+        if not need_weights:
+            weights = None
+        elif average_attn_weights:
+            weights = weights.mean(dim=1)  # (B, Lq, Lk)
+        if not batched:
+            return out[0], None if weights is None else weights[0]
+        if not self.batch_first:
+            out = out.transpose(0, 1)
+        return out, weights
 
     def extra_repr(self) -> str:
-        return (
-            f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
-            f"bias={self.in_proj_bias is not None}, dropout={self.dropout}, "
-            f"score={self.score!r}"
-            + (f", projection={self.projection!r}" if self.projection != "complex" else "")
-            + f", dtype={self.dtype}"
+        s = (
+            f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}, "
+            f"bias={self.in_proj_bias is not None}"
         )
+        if self.bias_k is not None:
+            s += ", add_bias_kv=True"
+        if self.add_zero_attn:
+            s += ", add_zero_attn=True"
+        if not self._qkv_same_embed_dim:
+            s += f", kdim={self.kdim}, vdim={self.vdim}"
+        if not self.batch_first:
+            s += ", batch_first=False"
+        s += f", score={self.score!r}"
+        if self.projection != "complex":
+            s += f", projection={self.projection!r}"
+        return s + f", dtype={self.dtype}"
+
+
+def _append_keys(
+    mask: torch.Tensor | None, lk: int, extra: int, fill: bool
+) -> torch.Tensor | None:
+    """``mask`` ``(..., Lk)`` (last dim 1 or ``lk``) with ``extra`` key columns of ``fill``
+    appended (0.0 for a float mask)."""
+    if mask is None:
+        return None
+    fill = fill if mask.dtype == torch.bool else 0.0
+    cols = mask.new_full((*mask.shape[:-1], extra), fill)
+    return torch.cat([mask.expand(*mask.shape[:-1], lk), cols], dim=-1)
+
+
+def _padding_bias(
+    key_padding_mask: torch.Tensor | None, shape: tuple[int, int], like: torch.Tensor, owner: str
+) -> torch.Tensor | None:
+    """Check ``key_padding_mask`` ``(B, Lk)``; a float one becomes the logits bias
+    ``(B, 1, 1, Lk)`` (as torch adds it), a bool one is returned as ``None`` (used as a mask)."""
+    if key_padding_mask is None:
+        return None
+    if not isinstance(key_padding_mask, torch.Tensor) or not (
+        key_padding_mask.dtype == torch.bool or key_padding_mask.is_floating_point()
+    ):
+        got = getattr(key_padding_mask, "dtype", type(key_padding_mask).__name__)
+        raise TypeError(
+            f"{owner}: key_padding_mask must be a bool (True = padding) or real floating tensor "
+            f"(added to the logits), got {got}"
+        )
+    if tuple(key_padding_mask.shape) != shape:
+        raise ValueError(
+            f"{owner}: key_padding_mask must have shape {shape} (B, Lk), got "
+            f"{tuple(key_padding_mask.shape)}"
+        )
+    if key_padding_mask.dtype == torch.bool:
+        return None
+    return key_padding_mask.to(real_dtype(like.dtype))[:, None, None, :]
+
+
+def _attn_mask_4d(
+    attn_mask: torch.Tensor, logits_shape: tuple[int, int, int, int], owner: str
+) -> torch.Tensor:
+    """``attn_mask`` as a tensor broadcasting to ``(B, H, Lq, Lk)``: torch's 3-D
+    ``(B * H, Lq, Lk)`` is viewed as ``(B, H, Lq, Lk)``; other shapes must broadcast."""
+    if not isinstance(attn_mask, torch.Tensor) or not (
+        attn_mask.dtype == torch.bool or attn_mask.is_floating_point()
+    ):
+        raise TypeError(
+            f"{owner}: attn_mask must be a bool (True = not allowed to attend, as "
+            f"torch.nn.MultiheadAttention) or real floating tensor (added to the logits), "
+            f"got {getattr(attn_mask, 'dtype', type(attn_mask).__name__)}"
+        )
+    b, h = logits_shape[:2]
+    if attn_mask.dim() == 3 and attn_mask.shape[0] == b * h and b * h > 1:
+        attn_mask = attn_mask.unflatten(0, (b, h))
+    _check_broadcast(attn_mask, logits_shape, owner, "attn_mask")
+    return attn_mask

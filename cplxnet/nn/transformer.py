@@ -5,29 +5,52 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import nn
 
-from .._utils import HasDtype, check_choice, check_mask, check_sizes, factory_kwargs
+from .._utils import HasDtype, check_choice, check_sizes, factory_kwargs
 from .activation import ACTIVATIONS, activation_module
-from .attention import MultiheadAttention, _check_encoding
+from .attention import ATTENTION_SITES, MultiheadAttention, _check_encoding
 from .dropout import Dropout
 from .linear import Linear
 from .norm import LayerNorm, RMSNorm
 
-__all__ = ["TransformerEncoderLayer", "TransformerEncoder", "NORMS"]
+if TYPE_CHECKING:
+    from ..encodings.base import PositionalEncoding
+
+__all__ = ["TransformerEncoderLayer", "TransformerEncoder", "NORMS", "ENCODER_SITES"]
 
 NORMS = ("split", "whiten", "rms")
 
 
-def _activation(activation: str | nn.Module, width: int, fk: dict, owner: str) -> nn.Module:
+#: torch's activation functions, read as the names of the complex activations they extend
+_TORCH_FUNCTIONS = {
+    torch.nn.functional.relu: "relu",
+    torch.relu: "relu",
+    torch.nn.functional.gelu: "gelu",
+    torch.tanh: "tanh",
+    torch.sigmoid: "sigmoid",
+}
+
+
+def _activation(
+    activation: str | nn.Module | Callable[[torch.Tensor], torch.Tensor],
+    width: int,
+    fk: dict,
+    owner: str,
+) -> nn.Module | Callable[[torch.Tensor], torch.Tensor]:
     if isinstance(activation, nn.Module):
         return activation
+    if not isinstance(activation, str) and activation in _TORCH_FUNCTIONS:
+        activation = _TORCH_FUNCTIONS[activation]
     if not isinstance(activation, str):
+        if callable(activation):  # applied as given, as torch does
+            return activation
         raise TypeError(
-            f"{owner}: activation must be a name ({', '.join(map(repr, ACTIVATIONS))}) or an "
-            f"nn.Module, got {type(activation).__name__}"
+            f"{owner}: activation must be a name ({', '.join(map(repr, ACTIVATIONS))}), an "
+            f"nn.Module or a callable, got {type(activation).__name__}"
         )
     check_choice(activation, ACTIVATIONS, owner, "activation")
     return activation_module(activation, width, **fk)
@@ -45,10 +68,16 @@ def _norm(kind: str, d_model: int, eps: float, bias: bool, fk: dict) -> nn.Modul
     return nn.LayerNorm(d_model, eps=eps, bias=bias, **fk)
 
 
+#: sites whose hooks :class:`TransformerEncoderLayer` and :class:`TransformerEncoder` call
+ENCODER_SITES = frozenset({"layer"}) | ATTENTION_SITES
+
+
 class TransformerEncoderLayer(HasDtype, nn.Module):
     r"""One Transformer encoder layer: self-attention and a feed-forward block, each with a
     residual connection and a normalisation, post-norm (Vaswani et al., 2017) or pre-norm
-    (Xiong et al., "On Layer Normalization in the Transformer Architecture", ICML 2020).
+    (Xiong et al., "On Layer Normalization in the Transformer Architecture", ICML 2020); a
+    drop-in for :class:`torch.nn.TransformerEncoderLayer` (same arguments in the same order, same
+    defaults, same submodule names, same ``forward``).
 
     .. math::
         \text{post-norm:}\quad x \leftarrow N_1(x + \mathrm{MHA}(x)),\quad
@@ -65,17 +94,26 @@ class TransformerEncoderLayer(HasDtype, nn.Module):
     ``torch.nn.TransformerEncoderLayer`` (``self_attn``, ``linear1``, ``linear2``, ``norm1``,
     ``norm2``), so a real twin loads its state_dict.
 
-    Args:
+    Args (torch's, in torch's order, with torch's defaults):
         d_model: model width ``D``.
         nhead: attention heads (``D`` divisible by ``nhead``).
-        dim_feedforward: hidden width of the feed-forward block.
-        dropout: dropout of the feed-forward hidden layer and of both residual branches.
-        attention_dropout: dropout on the attention weights (``None``: ``dropout``, as torch).
-        activation: a name -- ``"crelu"`` (``"relu"``), ``"modrelu"``, ``"zrelu"``,
-            ``"cardioid"``, ``"split_gelu"`` (``"gelu"``), ``"split_tanh"`` (``"tanh"``),
-            ``"split_sigmoid"`` (``"sigmoid"``) -- or a module. For a real dtype crelu, zrelu and
-            cardioid are ``nn.ReLU`` (their restriction to the reals), split_gelu ``nn.GELU``.
+        dim_feedforward: hidden width of the feed-forward block (torch's 2048; the Complex
+            Order paper's 512 is the zoo's preset).
+        dropout: dropout of the feed-forward hidden layer, of both residual branches and (unless
+            ``attention_dropout`` is set) of the attention weights.
+        activation: a name -- ``"relu"`` (for complex: ``"crelu"``), ``"gelu"``
+            (``"split_gelu"``), ``"modrelu"``, ``"zrelu"``, ``"cardioid"``, ``"split_tanh"``
+            (``"tanh"``), ``"split_sigmoid"`` (``"sigmoid"``) -- a module, or a callable
+            (``F.relu``/``F.gelu`` map to the names ``"relu"``/``"gelu"``; other callables are
+            applied as they are). For a real dtype crelu, zrelu and cardioid are ``nn.ReLU``
+            (their restriction to the reals), split_gelu ``nn.GELU``.
+        layer_norm_eps: ``eps`` of the normalisations.
+        batch_first: ``(B, L, D)`` (``True``, cplxnet's default) or ``(L, B, D)`` (torch's).
         norm_first: pre-norm (``True``) or post-norm (``False``).
+        bias: biases in the linear layers and the layer norms.
+        device, dtype: factory kwargs (default: the complex type of the default dtype).
+
+    Keyword-only (torch has no counterpart):
         norm: ``"split"`` or ``"whiten"`` (:class:`cplxnet.nn.LayerNorm` modes) or ``"rms"``
             (:class:`cplxnet.nn.RMSNorm`).
         score: attention score, ``"real"`` or ``"modulus"``
@@ -85,43 +123,53 @@ class TransformerEncoderLayer(HasDtype, nn.Module):
             :class:`~cplxnet.nn.Linear`); ``"real"`` shares one real matrix between the real and
             imaginary parts (the Complex Order paper's Table 4 "shared projections"). Ignored
             for a real dtype.
-        layer_norm_eps: ``eps`` of the normalisations.
-        bias: biases in the linear layers and the layer norms.
-        device, dtype: factory kwargs (default: the complex type of the default dtype).
-
-    Shape: ``(B, L, D)`` -> ``(B, L, D)``.
+        attention_dropout: dropout on the attention weights (``None``: ``dropout``, as torch).
     """
+
+    #: the encoding sites whose hooks ``forward`` calls
+    sites: ClassVar[frozenset[str]] = ENCODER_SITES
 
     def __init__(
         self,
         d_model: int,
         nhead: int,
-        dim_feedforward: int = 512,
+        dim_feedforward: int = 2048,
         dropout: float = 0.1,
-        activation: str | nn.Module = "crelu",
+        activation: str | nn.Module | Callable[[torch.Tensor], torch.Tensor] = "relu",
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = True,
         norm_first: bool = False,
+        bias: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        *,
         norm: str = "split",
         score: str = "real",
         projection: str = "complex",
         attention_dropout: float | None = None,
-        layer_norm_eps: float = 1e-5,
-        bias: bool = True,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
     ) -> None:
         owner = type(self).__name__
         fk = factory_kwargs(device, dtype, owner, allow_real=True)
         super().__init__()
         check_sizes(owner, d_model=d_model, nhead=nhead, dim_feedforward=dim_feedforward)
-        if not 0.0 <= dropout <= 1.0:
-            raise ValueError(f"{owner}: dropout must be in [0, 1], got {dropout}")
+        if isinstance(dropout, bool) or not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"{owner}: dropout must be a number in [0, 1], got {dropout!r}")
+        if isinstance(layer_norm_eps, bool) or not layer_norm_eps > 0:
+            raise ValueError(
+                f"{owner}: layer_norm_eps must be a positive number, got {layer_norm_eps!r}"
+            )
+        for name, flag in (("batch_first", batch_first), ("norm_first", norm_first),
+                           ("bias", bias)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{owner}: {name} must be a bool, got {flag!r}")
         self.norm_kind = check_choice(norm, NORMS, owner, "norm")
         self.d_model = d_model
         self.nhead = nhead
         self._dtype = fk["dtype"]
-        self.norm_first = bool(norm_first)
+        self.batch_first = batch_first
+        self.norm_first = norm_first
         self.layer_norm_eps = float(layer_norm_eps)  # also read by TransformerEncoder(norm=kind)
-        self.bias = bool(bias)
+        self.bias = bias
         attention_dropout = dropout if attention_dropout is None else attention_dropout
         is_complex = fk["dtype"].is_complex
         # the feed-forward's weights in the same field as the attention's projections
@@ -131,8 +179,9 @@ class TransformerEncoderLayer(HasDtype, nn.Module):
         self.self_attn = MultiheadAttention(
             d_model,
             nhead,
-            bias=bias,
-            dropout=attention_dropout,
+            attention_dropout,
+            bias,
+            batch_first=True,  # the layer transposes once for all its blocks
             score=score,
             projection=projection,
             **fk,
@@ -153,14 +202,15 @@ class TransformerEncoderLayer(HasDtype, nn.Module):
         if hasattr(self.activation, "reset_parameters"):
             self.activation.reset_parameters()
 
-    def _sa_block(self, x, padding_mask, attn_mask, is_causal, encoding) -> torch.Tensor:
+    def _sa_block(self, x, attn_mask, padding_mask, is_causal, encoding) -> torch.Tensor:
         x = self.self_attn(
             x,
             key_padding_mask=padding_mask,
+            need_weights=False,
             attn_mask=attn_mask,
             is_causal=is_causal,
             encoding=encoding,
-        )
+        )[0]
         return self.dropout1(x)
 
     def _ff_block(self, x: torch.Tensor) -> torch.Tensor:
@@ -169,49 +219,66 @@ class TransformerEncoderLayer(HasDtype, nn.Module):
 
     def forward(
         self,
-        x: torch.Tensor,
+        src: torch.Tensor,
+        src_mask: torch.Tensor | None = None,
+        src_key_padding_mask: torch.Tensor | None = None,
+        is_causal: bool = False,
         *,
-        padding_mask: torch.Tensor | None = None,
-        encoding: nn.Module | None = None,
+        encoding: PositionalEncoding | None = None,
         layer: int = 0,
         num_layers: int = 1,
-        attn_mask: torch.Tensor | None = None,
-        is_causal: bool = False,
     ) -> torch.Tensor:
-        """``x`` ``(B, L, D)``; everything else is keyword-only (torch's ``forward(src,
-        src_mask, src_key_padding_mask)`` has a different order, so a ported ``layer(x, mask)``
-        raises a TypeError instead of reading an attention mask as a padding mask).
-        ``padding_mask`` ``(B, L)`` bool, True = padding; ``encoding``
-        the model's positional encoding, whose ``layer_input(x, layer, num_layers)`` is applied
-        first and whose attention hooks act in the self-attention; ``attn_mask`` ``(L, L)`` (or
-        broadcastable to ``(B, H, L, L)``) as torch's ``src_mask``: bool **True = not allowed to
-        attend**, or a real float mask added to the logits; ``is_causal``: query ``i`` attends to
-        keys ``j <= i`` (see :class:`~cplxnet.nn.MultiheadAttention`)."""
+        """One encoder layer, as :class:`torch.nn.TransformerEncoderLayer`.
+
+        Args:
+            src: ``(B, L, D)`` (``(L, B, D)`` when ``batch_first=False``).
+            src_mask: ``(L, L)``, ``(B * H, L, L)`` or broadcasting to ``(B, H, L, L)``; bool
+                **True = not allowed to attend**, or a real float mask added to the logits.
+            src_key_padding_mask: ``(B, L)``, bool **True = padding**, or float (added).
+            is_causal: query ``i`` attends only to keys ``j <= i`` (alone or with ``src_mask``).
+            encoding: the model's positional encoding (keyword-only); its
+                ``layer_input(x, layer, num_layers)`` is applied first and its attention hooks
+                ("qk", "logits", "values") act in the self-attention.
+            layer, num_layers: this layer's index in its stack and the stack's depth (for the
+                "layer" site).
+
+        Returns:
+            ``(B, L, D)`` in the layout of ``src``.
+        """
         owner = type(self).__name__
+        x = src
         if not isinstance(x, torch.Tensor) or x.dtype != self.dtype:
             got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
             raise TypeError(
                 f"{owner}: input has dtype {got} but the layer is {self.dtype}; convert the input "
                 f"with .to({self.dtype}) or build the layer with the input's dtype"
             )
+        layout = "(B, L, " if self.batch_first else "(L, B, "
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(
-                f"{owner}: expected input of shape (B, L, {self.d_model}), got {tuple(x.shape)}"
+                f"{owner}: expected input of shape {layout}{self.d_model}), got {tuple(x.shape)}"
             )
-        check_mask(padding_mask, x.shape[:2], owner, "padding_mask")
+        if not self.batch_first:
+            x = x.transpose(0, 1)
         if encoding is not None:
-            _check_encoding(encoding, owner)
+            _check_encoding(encoding, owner, self.sites)
             x = encoding.layer_input(x, layer, num_layers)
         if self.norm_first:
-            x = x + self._sa_block(self.norm1(x), padding_mask, attn_mask, is_causal, encoding)
+            x = x + self._sa_block(
+                self.norm1(x), src_mask, src_key_padding_mask, is_causal, encoding
+            )
             x = x + self._ff_block(self.norm2(x))
         else:
-            x = self.norm1(x + self._sa_block(x, padding_mask, attn_mask, is_causal, encoding))
+            x = self.norm1(
+                x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal, encoding)
+            )
             x = self.norm2(x + self._ff_block(x))
-        return x
+        return x if self.batch_first else x.transpose(0, 1)
 
     def extra_repr(self) -> str:
         s = f"norm_first={self.norm_first}, norm={self.norm_kind!r}"
+        if not self.batch_first:
+            s += ", batch_first=False"
         if self.projection != "complex":
             s += f", projection={self.projection!r}"
         return s + f", dtype={self.dtype}"
@@ -224,68 +291,57 @@ def _reset_all(module: nn.Module) -> None:
 
 
 class TransformerEncoder(nn.Module):
-    r"""A stack of encoder layers (in ``self.layers``, an ``nn.ModuleList``: state_dict keys
-    ``layers.0.…``, as ``torch.nn.TransformerEncoder``) and an optional final normalisation
-    ``norm`` (needed after pre-norm layers).
+    r"""A stack of ``num_layers`` encoder layers and an optional final normalisation, a drop-in
+    for :class:`torch.nn.TransformerEncoder`: ``TransformerEncoder(encoder_layer, num_layers,
+    norm=None)``. The layers are in ``self.layers`` (an ``nn.ModuleList``: state_dict keys
+    ``layers.0.…``, as torch), the final norm (needed after pre-norm layers) in ``self.norm``.
 
-    Three ways to build it:
+    Args:
+        encoder_layer: a layer module, copied ``num_layers`` times (deep copies, each
+            re-initialised independently by its submodules' ``reset_parameters``; torch keeps
+            identical copies), or a callable ``factory(i)`` returning layer ``i``.
+        num_layers: depth.
+        norm: ``None``, a module, or a kind (``"split"``, ``"whiten"``, ``"rms"``) built with
+            the width, dtype, ``layer_norm_eps`` and ``bias`` of the first layer (a layer without
+            ``layer_norm_eps``/``bias`` attributes gets torch's defaults ``1e-5`` and ``True``).
+        enable_nested_tensor, mask_check: torch's options for its nested-tensor fast path;
+            accepted for compatibility and without effect (cplxnet has no such path).
 
-    * ``TransformerEncoder(layer, num_layers, norm=None)`` with a layer *module*: ``num_layers``
-      deep copies, each re-initialised independently (``reset_parameters`` of its submodules;
-      torch keeps identical copies);
-    * ``TransformerEncoder(factory, num_layers, norm=None)`` with a callable ``factory(i)``
-      returning layer ``i``;
-    * ``TransformerEncoder(d_model, nhead, num_layers, norm=None, **layer_kwargs)``: layers
-      ``TransformerEncoderLayer(d_model, nhead, **layer_kwargs)``; the layers' normalisation kind
-      is passed as ``layer_norm=`` (``norm`` is the final one).
-
-    ``norm`` is ``None``, a module, or a kind (``"split"``, ``"whiten"``, ``"rms"``) built with the
-    width, dtype, ``layer_norm_eps`` and ``bias`` of the layers (those of the first layer; a layer
-    without ``layer_norm_eps``/``bias`` attributes gets torch's defaults ``1e-5`` and ``True``).
-
-    ``forward(x, *, padding_mask=None, encoding=None)`` calls layer ``i`` as
-    ``layer(x, padding_mask=padding_mask, encoding=encoding, layer=i, num_layers=n)``.
+    :meth:`from_sizes` builds the layers from their arguments instead
+    (``TransformerEncoder.from_sizes(d_model, nhead, num_layers, final_norm=None,
+    **layer_kwargs)``).
     """
+
+    #: the encoding sites whose hooks ``forward`` calls (through the layers)
+    sites: ClassVar[frozenset[str]] = ENCODER_SITES
 
     def __init__(
         self,
-        layer: nn.Module | Callable[[int], nn.Module] | int,
-        nhead_or_num_layers: int,
-        num_layers: int | None = None,
+        encoder_layer: nn.Module | Callable[[int], nn.Module],
+        num_layers: int,
         norm: nn.Module | str | None = None,
-        **layer_kwargs,
+        enable_nested_tensor: bool = True,
+        mask_check: bool = True,
     ) -> None:
         owner = type(self).__name__
         super().__init__()
-        if isinstance(layer, int) and not isinstance(layer, bool):
-            if num_layers is None:
-                raise TypeError(f"{owner}: use TransformerEncoder(d_model, nhead, num_layers, ...)")
-            if "layer_norm" in layer_kwargs:
-                layer_kwargs["norm"] = layer_kwargs.pop("layer_norm")
-            d_model, nhead = layer, nhead_or_num_layers
-            n = num_layers
-            check_sizes(owner, num_layers=n)
-            layers = [TransformerEncoderLayer(d_model, nhead, **layer_kwargs) for _ in range(n)]
+        check_sizes(owner, num_layers=num_layers)
+        if isinstance(encoder_layer, nn.Module):
+            layers = [encoder_layer] + [copy.deepcopy(encoder_layer) for _ in range(num_layers - 1)]
+            for clone in layers[1:]:
+                _reset_all(clone)
+        elif callable(encoder_layer):
+            layers = [encoder_layer(i) for i in range(num_layers)]
         else:
-            if num_layers is not None or layer_kwargs:
-                raise TypeError(
-                    f"{owner}: with a layer module or factory pass only (layer, num_layers, norm)"
-                )
-            n = nhead_or_num_layers
-            check_sizes(owner, num_layers=n)
-            if isinstance(layer, nn.Module):
-                layers = [layer] + [copy.deepcopy(layer) for _ in range(n - 1)]
-                for clone in layers[1:]:
-                    _reset_all(clone)
-            elif callable(layer):
-                layers = [layer(i) for i in range(n)]
-            else:
-                raise TypeError(
-                    f"{owner}: first argument must be a layer module, a factory(i) or d_model, "
-                    f"got {type(layer).__name__}"
-                )
+            raise TypeError(
+                f"{owner}: encoder_layer must be a layer module or a factory(i) returning one, "
+                f"got {type(encoder_layer).__name__}; to build the layers from their sizes use "
+                "TransformerEncoder.from_sizes(d_model, nhead, num_layers, ...)"
+            )
         self.layers = nn.ModuleList(layers)
-        self.num_layers = n
+        self.num_layers = num_layers
+        self.enable_nested_tensor = enable_nested_tensor
+        self.mask_check = mask_check
         if isinstance(norm, str):
             first = self.layers[0]
             if not hasattr(first, "d_model") or not hasattr(first, "dtype"):
@@ -303,6 +359,26 @@ class TransformerEncoder(nn.Module):
             raise TypeError(f"{owner}: norm must be None, a module or a kind in {NORMS}")
         self.norm = norm
 
+    @classmethod
+    def from_sizes(
+        cls,
+        d_model: int,
+        nhead: int,
+        num_layers: int,
+        *,
+        final_norm: nn.Module | str | None = None,
+        **layer_kwargs,
+    ) -> TransformerEncoder:
+        """``num_layers`` independent ``TransformerEncoderLayer(d_model, nhead, **layer_kwargs)``
+        and the final norm ``final_norm`` (``None``, a module or a kind, as ``norm`` of the
+        constructor). ``norm=`` in ``layer_kwargs`` is the layers' normalisation kind."""
+        check_sizes(cls.__name__, num_layers=num_layers)
+        return cls(
+            lambda i: TransformerEncoderLayer(d_model, nhead, **layer_kwargs),
+            num_layers,
+            norm=final_norm,
+        )
+
     def reset_parameters(self) -> None:
         """Re-initialise every layer (and the final norm) independently."""
         for m in [*self.layers, self.norm]:
@@ -311,34 +387,50 @@ class TransformerEncoder(nn.Module):
 
     def forward(
         self,
-        x: torch.Tensor,
+        src: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        src_key_padding_mask: torch.Tensor | None = None,
+        is_causal: bool | None = None,
         *,
-        padding_mask: torch.Tensor | None = None,
-        encoding: nn.Module | None = None,
-        attn_mask: torch.Tensor | None = None,
-        is_causal: bool = False,
+        encoding: PositionalEncoding | None = None,
     ) -> torch.Tensor:
-        """``(B, L, D)`` -> ``(B, L, D)``; the rest keyword-only (as the layer's forward);
-        ``padding_mask`` ``(B, L)`` bool, True = padding;
-        ``attn_mask`` bool True = not allowed to attend (as torch's ``mask``) or a float mask
-        added to the logits, and ``is_causal``, passed to every layer."""
+        """The layers in turn, then the final norm, as :class:`torch.nn.TransformerEncoder`.
+
+        Args:
+            src: ``(B, L, D)`` (``(L, B, D)`` for layers built with ``batch_first=False``).
+            mask: ``(L, L)``, ``(B * H, L, L)`` or broadcasting to ``(B, H, L, L)``; bool
+                **True = not allowed to attend**, or a real float mask added to the logits.
+            src_key_padding_mask: ``(B, L)``, bool **True = padding**, or float (added).
+            is_causal: query ``i`` attends only to keys ``j <= i`` (``None``: ``False``).
+            encoding: the model's positional encoding (keyword-only), passed to every layer as
+                ``layer(x, mask, src_key_padding_mask, is_causal, encoding=encoding, layer=i,
+                num_layers=n)`` (layers without an encoding are called without the keywords).
+
+        Returns:
+            ``(B, L, D)`` in the layout of ``src``.
+        """
         dtype = getattr(self.layers[0], "dtype", None)
         if isinstance(dtype, torch.dtype) and (
-            not isinstance(x, torch.Tensor) or x.dtype != dtype
+            not isinstance(src, torch.Tensor) or src.dtype != dtype
         ):
-            got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
+            got = src.dtype if isinstance(src, torch.Tensor) else type(src).__name__
             raise TypeError(
                 f"{type(self).__name__}: input has dtype {got} but the layers are {dtype}; "
                 f"convert the input with .to({dtype}) or build the encoder with the input's dtype"
             )
         n = self.num_layers
-        extra = {}
-        if attn_mask is not None or is_causal:
-            extra = {"attn_mask": attn_mask, "is_causal": is_causal}
+        if encoding is not None:
+            _check_encoding(encoding, type(self).__name__, self.sites)
+        is_causal = bool(is_causal)
+        x = src
         for i, layer in enumerate(self.layers):
-            x = layer(
-                x, padding_mask=padding_mask, encoding=encoding, layer=i, num_layers=n, **extra
-            )
+            if encoding is None:
+                x = layer(x, mask, src_key_padding_mask, is_causal)
+            else:
+                x = layer(
+                    x, mask, src_key_padding_mask, is_causal,
+                    encoding=encoding, layer=i, num_layers=n,
+                )
         if self.norm is not None:
             x = self.norm(x)
         return x

@@ -29,32 +29,43 @@ def vaswani(length: int, d: int) -> torch.Tensor:
     return pe
 
 
+def swap_pairs(x: torch.Tensor) -> torch.Tensor:
+    """The permutation exchanging indices 2j and 2j+1 of the last dimension."""
+    return x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)
+
+
 # ------------------------------------------------------------------------------- sinusoidal
 
 
-def test_sinusoidal_is_exp_ikw_and_vaswani_up_to_sin_cos_order():
-    """Real width d: ``p_k`` packed from ``exp(i k w)``, ``w_j = 10000^(-2j/d)``, so pair ``j`` is
-    ``(cos k w_j, sin k w_j)``: Vaswani's ``(sin, cos)`` pair swapped."""
-    L, d = 40, 12
+@pytest.mark.parametrize("d", [2, 12, 64])
+def test_real_sinusoidal_is_vaswanis_table_and_a_permuted_exp_ikw(d):
+    """Real width d: exactly the paper's table (sin at even, cos at odd indices,
+    ``w_j = 10000^(-2j/d)``); it is the packed complex ``exp(i k w)`` of ``d/2`` features with
+    each (cos, sin) pair swapped, i.e. ``pack(i conj(exp(i k w)))``."""
+    L = 40
     real = SinusoidalEncoding(d, dtype=torch.float64).table(L)
     pe = vaswani(L, d)
-    torch.testing.assert_close(real[:, 0::2], pe[:, 1::2])
-    torch.testing.assert_close(real[:, 1::2], pe[:, 0::2])
-    # complex width D = d/2 with w_j = 10000^(-j/D): exp(i k w) whose packed view is the above
+    torch.testing.assert_close(real, pe, rtol=0, atol=1e-12)
+    assert SinusoidalEncoding(d, dtype=torch.float32).table(L).dtype == torch.float32
+    # complex width D = d/2 with w_j = 10000^(-j/D): exp(i k w), the permuted real table
     cplx = SinusoidalEncoding(d // 2, dtype=torch.complex128).table(L)
     k = torch.arange(L, dtype=torch.float64)[:, None]
     w = 10000 ** (-torch.arange(d // 2, dtype=torch.float64) / (d // 2))
     torch.testing.assert_close(cplx, torch.exp(1j * k * w))
-    torch.testing.assert_close(pack(cplx), real)
+    torch.testing.assert_close(swap_pairs(pack(cplx)), real)
+    torch.testing.assert_close(pack(1j * cplx.conj()), real)
+    x = torch.randn(2, L, d, dtype=torch.float64)
+    enc = SinusoidalEncoding(d, dtype=torch.float64)
+    torch.testing.assert_close(enc.encode_input(x), x + pe, rtol=0, atol=1e-12)
 
 
 def test_complex_sinusoidal_of_width_d_is_real_sinusoidal_of_width_2d():
     """For a complex model of width D, ``w_j = 10000^(-j/D)``, j < D: the packed complex table is
-    the real table of width 2D."""
+    the real table of width 2D up to the swap of each pair."""
     D = 7
     c = SinusoidalEncoding(D, dtype=torch.complex128).table(30)
     r = SinusoidalEncoding(2 * D, dtype=torch.float64).table(30)
-    torch.testing.assert_close(pack(c), r)
+    torch.testing.assert_close(swap_pairs(pack(c)), r)
 
 
 def test_sinusoidal_equals_complex_order_with_unit_amplitude_no_phase_shared_frozen_freqs():
@@ -73,21 +84,23 @@ def test_sinusoidal_equals_complex_order_with_unit_amplitude_no_phase_shared_fro
     co_r = ComplexOrderEncoding(
         V, 2 * D, phase=False, frequency="shared", amplitude="shared", dtype=torch.float64
     )
-    expect_r = SinusoidalEncoding(2 * D, dtype=torch.float64).table(L)
+    # (complex-order's real twin packs e^{i pos w} as (cos, sin): Vaswani's pairs swapped)
+    expect_r = swap_pairs(SinusoidalEncoding(2 * D, dtype=torch.float64).table(L))
     torch.testing.assert_close(co_r.embed(ids), expect_r.expand(3, L, 2 * D))
 
 
 @pytest.mark.parametrize("a,b", [(0, 5), (3, 4), (17, 29), (100, 7)])
 def test_sinusoidal_shift_is_a_fixed_linear_map(a, b):
     """``p_{a+b} = R(b) p_a`` with ``R(b)`` block-diagonal rotations by ``b w_j`` (independent of
-    ``a``); in complex numbers simply ``exp(i(a+b)w) = exp(iaw) exp(ibw)``."""
+    ``a``; on Vaswani's (sin, cos) pairs the rotation by ``-b w_j``); in complex numbers simply
+    ``exp(i(a+b)w) = exp(iaw) exp(ibw)``."""
     d = 10
     p = SinusoidalEncoding(d, dtype=torch.float64).table(a + b + 1)
     w = 10000 ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
     R = torch.zeros(d, d, dtype=torch.float64)
     for j in range(d // 2):
         c, s = math.cos(b * w[j]), math.sin(b * w[j])
-        R[2 * j : 2 * j + 2, 2 * j : 2 * j + 2] = torch.tensor([[c, -s], [s, c]])
+        R[2 * j : 2 * j + 2, 2 * j : 2 * j + 2] = torch.tensor([[c, s], [-s, c]])
     torch.testing.assert_close(p[a + b], R @ p[a])
     pc = SinusoidalEncoding(d // 2, dtype=torch.complex128).table(a + b + 1)
     torch.testing.assert_close(pc[a + b], pc[a] * pc[b])
@@ -190,7 +203,7 @@ def test_floater_with_rotation_generator_reproduces_sinusoidal():
     enc_r = FloaterEncoding(D, delta=1.0, substeps=16, dynamics=rot, dtype=torch.float64)
     with torch.no_grad():
         enc_r.p0.copy_(torch.tensor([1.0, 0.0] * (D // 2)))
-    expect_r = SinusoidalEncoding(D, dtype=torch.float64).table(L)
+    expect_r = swap_pairs(SinusoidalEncoding(D, dtype=torch.float64).table(L))  # (cos, sin) pairs
     torch.testing.assert_close(enc_r.table(L), expect_r, atol=1e-5, rtol=0)
 
 

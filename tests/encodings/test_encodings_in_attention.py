@@ -71,7 +71,7 @@ def test_mha_with_encoding_matches_contract(name, opts, kind):
     kpm = torch.zeros(3, 7, dtype=torch.bool)
     kpm[1, 5:] = True
     kpm[2, 2:] = True
-    out = mha(x, key_padding_mask=kpm, encoding=enc)
+    out = mha(x, key_padding_mask=kpm, encoding=enc)[0]
     torch.testing.assert_close(out, reference(mha, enc, x, kpm))
 
 
@@ -84,12 +84,12 @@ def test_key_padding_never_changes_real_tokens(name, opts, kind):
     x = torch.randn(2, 9, D, dtype=kind)
     kpm = torch.zeros(2, 9, dtype=torch.bool)
     kpm[1, 4:] = True
-    out = mha(x, key_padding_mask=kpm, encoding=enc)
-    alone = mha(x[1:, :4], encoding=enc)
+    out = mha(x, key_padding_mask=kpm, encoding=enc)[0]
+    alone = mha(x[1:, :4], encoding=enc)[0]
     torch.testing.assert_close(out[1, :4], alone[0])
     x2 = x.clone()
     x2[1, 4:] = 100 * torch.randn(5, D, dtype=kind)
-    out2 = mha(x2, key_padding_mask=kpm, encoding=enc)
+    out2 = mha(x2, key_padding_mask=kpm, encoding=enc)[0]
     torch.testing.assert_close(out2[1, :4], out[1, :4])
     torch.testing.assert_close(out2[0], out[0])
     out.abs().sum().backward()  # trains end to end
@@ -102,7 +102,7 @@ def test_complex64_model_runs_every_attention_encoding():
         enc = create_encoding(name, d_model=D, num_heads=H, **opts)
         x = torch.randn(2, 6, D, dtype=torch.complex64)
         kpm = torch.tensor([[False] * 6, [False] * 3 + [True] * 3])
-        y = mha(x, key_padding_mask=kpm, encoding=enc)
+        y = mha(x, key_padding_mask=kpm, encoding=enc)[0]
         assert y.dtype == torch.complex64 and torch.isfinite(torch.view_as_real(y)).all()
 
 
@@ -111,16 +111,57 @@ def test_deberta_absolute_layers_in_encoder(kind):
     """With absolute_layers=1 of 2, the encoder adds the absolute table to the input of the last
     layer only (``layer_input``), and the relative terms act in both."""
     torch.manual_seed(0)
-    enc = TransformerEncoder(D, H, 2, dim_feedforward=16, dropout=0.0, dtype=kind).eval()
+    enc = TransformerEncoder.from_sizes(D, H, 2, dim_feedforward=16, dropout=0.0, dtype=kind).eval()
     with_abs = DebertaEncoding(D, H, max_relative_positions=4, absolute_layers=1, dtype=kind)
     plain = DebertaEncoding(D, H, max_relative_positions=4, dtype=kind)
     plain.load_state_dict(with_abs.state_dict(), strict=False)
     x = torch.randn(2, 5, D, dtype=kind)
     pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
-    h = enc.layers[0](x, padding_mask=pad, encoding=plain)
+    h = enc.layers[0](x, src_key_padding_mask=pad, encoding=plain)
     h = enc.layers[1](
-        h + with_abs.abs_embeddings[:5], padding_mask=pad, encoding=plain
+        h + with_abs.abs_embeddings[:5], src_key_padding_mask=pad, encoding=plain
     )
     if enc.norm is not None:
         h = enc.norm(h)
-    torch.testing.assert_close(enc(x, padding_mask=pad, encoding=with_abs), h)
+    torch.testing.assert_close(enc(x, src_key_padding_mask=pad, encoding=with_abs), h)
+
+
+def _every_encoding(kind):
+    """One instance of every registered encoding, for a (D, H) model of dtype ``kind``."""
+    from cplxnet.encodings import available_encodings
+
+    return [
+        create_encoding(n, d_model=D, num_heads=H, vocab_size=11, max_len=16, dtype=kind)
+        for n in available_encodings()
+    ]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_encoding_without_an_applied_site_raises_instead_of_doing_nothing(kind):
+    """An encoding passed to a layer that applies none of its sites (sinusoidal, trainable: input;
+    complex-order: token) raises, naming the encoding, its sites and where to apply it; one that
+    acts on a site the layer applies (or on none: ``none``) is accepted."""
+    from cplxnet.nn import ATTENTION_SITES, ENCODER_SITES, TransformerEncoderLayer
+
+    mha = MultiheadAttention(D, H, dtype=kind)
+    layer = TransformerEncoderLayer(D, H, 16, dtype=kind)
+    encoder = TransformerEncoder(layer, 2)
+    x = torch.randn(2, 5, D, dtype=kind)
+    inert = 0
+    for enc in _every_encoding(kind):
+        for module, sites in ((mha, ATTENTION_SITES), (layer, ENCODER_SITES),
+                              (encoder, ENCODER_SITES)):
+            if not enc.acts_on or enc.acts_on & sites:
+                module(x, encoding=enc)
+                continue
+            inert += 1
+            owner = type(module).__name__
+            with pytest.raises(ValueError) as err:
+                module(x, encoding=enc)
+            msg = str(err.value)
+            assert msg.startswith(f"{owner}: encoding {enc.name!r} acts on {sorted(enc.acts_on)}")
+            assert f"none of which {owner} applies" in msg
+            site = sorted(enc.acts_on)[0]
+            hook = {"token": "encoding.embed(ids)", "input": "encoding.encode_input(x)"}[site]
+            assert hook in msg
+    assert inert >= 3 * 5  # trainable, hierarchical, sinusoidal, floater, multiplicative, c-o...

@@ -152,7 +152,7 @@ def test_parameter_counts(family):
 
 @pytest.mark.parametrize(("family", "complex"), CASES, ids=IDS)
 def test_sparse_parameters(family, complex):
-    model = build_model(tiny_config(family, complex))
+    model = build_model(tiny_config(family, complex, sparse_embeddings=True))
     sparse = sparse_parameters(model)
     word_params = list(model.embedding.word.parameters())
     assert len(word_params) == 1 and any(p is word_params[0] for p in sparse)
@@ -178,7 +178,7 @@ def test_build_model_accepts_dicts_and_rejects_others():
 def test_sparse_parameters_of_a_token_encoding(complex):
     """complex-order gets the model's padding_idx and sparse flag; its per-word tables (and
     only they: not a shared amplitude) are the sparse parameters."""
-    config = tiny_config("cnn", complex, encoding="complex-order",
+    config = tiny_config("cnn", complex, encoding="complex-order", sparse_embeddings=True,
                          encoding_options={"amplitude": "shared"})
     model = build_model(config)
     enc = model.encoding

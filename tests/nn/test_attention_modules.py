@@ -117,7 +117,7 @@ def test_real_dtype_equals_torch_multihead_attention(bias):
     pad = _padding()
     # the same bool attn_mask for both modules: True = not allowed to attend (here the future)
     future = torch.ones(L, L, dtype=torch.bool).triu(1)
-    got = m(x, key_padding_mask=pad, attn_mask=future)
+    got = m(x, key_padding_mask=pad, attn_mask=future)[0]
     want = t(x, x, x, key_padding_mask=pad, attn_mask=future, need_weights=False)[0]
     torch.testing.assert_close(got, want)
     g1 = torch.autograd.grad(got.sum(), [x, m.in_proj_weight])
@@ -127,22 +127,22 @@ def test_real_dtype_equals_torch_multihead_attention(bias):
     # is_causal and a float attn_mask
     fmask = torch.randn(L, L, dtype=torch.float64)
     torch.testing.assert_close(
-        m(x, attn_mask=fmask), t(x, x, x, attn_mask=fmask, need_weights=False)[0]
+        m(x, attn_mask=fmask)[0], t(x, x, x, attn_mask=fmask, need_weights=False)[0]
     )
     torch.testing.assert_close(
-        m(x, is_causal=True), t(x, x, x, attn_mask=future, need_weights=False)[0]
+        m(x, is_causal=True)[0], t(x, x, x, attn_mask=future, need_weights=False)[0]
     )
     # a non-causal bool mask (random, every query keeps a key) and a per-head 3-d mask
     banned = torch.rand(L, L) < 0.4
     banned.fill_diagonal_(False)
     torch.testing.assert_close(
-        m(x, key_padding_mask=pad, attn_mask=banned),
+        m(x, key_padding_mask=pad, attn_mask=banned)[0],
         t(x, x, x, key_padding_mask=pad, attn_mask=banned, need_weights=False)[0],
     )
     banned3 = torch.rand(B * H, L, L) < 0.4
     banned3[:, :, 0] = False
     torch.testing.assert_close(
-        m(x, attn_mask=banned3.view(B, H, L, L)),
+        m(x, attn_mask=banned3.view(B, H, L, L))[0],
         t(x, x, x, attn_mask=banned3, need_weights=False)[0],
     )
 
@@ -157,9 +157,9 @@ def test_bool_attn_mask_true_means_not_allowed(dtype):
     x = torch.randn(B, L, D, dtype=dtype)
     banned = torch.ones(L, L, dtype=torch.bool).triu(1)
     fmask = torch.zeros(L, L, dtype=torch.float64).masked_fill(banned, -math.inf)
-    got = m(x, attn_mask=banned)
-    torch.testing.assert_close(got, m(x, attn_mask=fmask))
-    torch.testing.assert_close(got, m(x, is_causal=True))
+    got = m(x, attn_mask=banned)[0]
+    torch.testing.assert_close(got, m(x, attn_mask=fmask)[0])
+    torch.testing.assert_close(got, m(x, is_causal=True)[0])
     q, k, v = (
         t.unflatten(-1, (H, D // H)).transpose(1, 2)
         for t in (x @ m.in_proj_weight.T + m.in_proj_bias).chunk(3, -1)
@@ -167,7 +167,7 @@ def test_bool_attn_mask_true_means_not_allowed(dtype):
     out = scaled_dot_product_attention(q, k, v, attn_mask=~banned)
     want = m.out_proj(out.transpose(1, 2).reshape(B, L, D))
     torch.testing.assert_close(got, want)
-    assert not torch.allclose(got, m(x, attn_mask=~banned))
+    assert not torch.allclose(got, m(x, attn_mask=~banned)[0])
 
 
 def test_real_dtype_cross_attention_equals_torch():
@@ -178,11 +178,11 @@ def test_real_dtype_cross_attention_equals_torch():
     key = torch.randn(B, 6, D, dtype=torch.float64)
     value = torch.randn(B, 6, D, dtype=torch.float64)
     pad = _padding(length=6)
-    got = m(x, key_padding_mask=pad, key=key, value=value)
+    got = m(x, key_padding_mask=pad, key=key, value=value)[0]
     want = t(x, key, value, key_padding_mask=pad, need_weights=False)[0]
     torch.testing.assert_close(got, want)
     assert got.shape == (B, 4, D)
-    torch.testing.assert_close(m(x, key=key), t(x, key, key, need_weights=False)[0])
+    torch.testing.assert_close(m(x, key=key)[0], t(x, key, key, need_weights=False)[0])
 
 
 def test_complex_with_zero_imaginary_parts_reduces_to_real_attention():
@@ -194,8 +194,8 @@ def test_complex_with_zero_imaginary_parts_reduces_to_real_attention():
             pc.copy_(torch.complex(pr, torch.zeros_like(pr)))
     x = torch.randn(B, L, D, dtype=torch.float64)
     pad = _padding()
-    out_c = mc(x.to(torch.complex128), key_padding_mask=pad)
-    out_r = mr(x, key_padding_mask=pad)
+    out_c = mc(x.to(torch.complex128), key_padding_mask=pad)[0]
+    out_r = mr(x, key_padding_mask=pad)[0]
     torch.testing.assert_close(out_c.real, out_r)
     assert out_c.imag.abs().max() == 0
     torch.testing.assert_close(out_r, _torch_twin(mr)(x, x, x, key_padding_mask=pad)[0])
@@ -211,7 +211,7 @@ def test_complex_mha_matches_explicit_formula():
     logits = (q @ k.conj().transpose(-2, -1)).real / math.sqrt(D // H)
     out = torch.softmax(logits, -1).to(v.dtype) @ v
     out = out.transpose(1, 2).reshape(B, L, D) @ m.out_proj.weight.T + m.out_proj.bias
-    torch.testing.assert_close(m(x), out)
+    torch.testing.assert_close(m(x)[0], out)
 
 
 @pytest.mark.parametrize("score", ["real", "modulus"])
@@ -239,12 +239,12 @@ def test_padding_never_influences_real_positions(dtype, score):
     pad = _padding()
     y = x.clone()
     y[pad] = torch.randn_like(y[pad]) * 100
-    out_x, out_y = m(x, key_padding_mask=pad), m(y, key_padding_mask=pad)
+    out_x, out_y = m(x, key_padding_mask=pad)[0], m(y, key_padding_mask=pad)[0]
     torch.testing.assert_close(out_x[~pad], out_y[~pad])
     assert not torch.allclose(out_x[pad], out_y[pad])
     # the gradient w.r.t. padded inputs of a loss over real positions is zero
     x.requires_grad_()
-    (g,) = torch.autograd.grad(m(x, key_padding_mask=pad)[~pad].abs().sum(), x)
+    (g,) = torch.autograd.grad(m(x, key_padding_mask=pad)[0][~pad].abs().sum(), x)
     assert g[pad].abs().max() == 0 and g[~pad].abs().max() > 0
 
 
@@ -261,27 +261,27 @@ def test_encoding_contract(dtype):
     table = torch.randn(1, H, L, L, dtype=rdtype)
     enc = ConstBias(table)
     torch.testing.assert_close(
-        m(x, key_padding_mask=pad, encoding=enc), m(x, key_padding_mask=pad, attn_mask=table)
+        m(x, key_padding_mask=pad, encoding=enc)[0], m(x, key_padding_mask=pad, attn_mask=table)[0]
     )
     assert enc.seen == (rdtype, (B, H, L, width), rdtype, (B, H, L, width))
 
     # qk: rotate receives (B, H, L, Dh) in the model dtype; scaling q == logit_scale
     rot = ScaleQuery(1.7)
-    out_rot = m(x, key_padding_mask=pad, encoding=rot)
+    out_rot = m(x, key_padding_mask=pad, encoding=rot)[0]
     assert rot.seen == (dtype, (B, H, L, Dh), (B, H, L, Dh), (B, H, L, Dh))
-    torch.testing.assert_close(out_rot, m(x, key_padding_mask=pad, encoding=LogitScale(1.7)))
-    assert not torch.allclose(out_rot, m(x, key_padding_mask=pad))
+    torch.testing.assert_close(out_rot, m(x, key_padding_mask=pad, encoding=LogitScale(1.7))[0])
+    assert not torch.allclose(out_rot, m(x, key_padding_mask=pad)[0])
 
     # values: value_term(weights) adds sum_j a_ij r_j == shifting the values by r
     r = torch.randn(L, Dh, dtype=dtype)
     vt = ValueTerm(r)
-    out_vt = m(x, key_padding_mask=pad, encoding=vt)
+    out_vt = m(x, key_padding_mask=pad, encoding=vt)[0]
     assert vt.seen == (rdtype, (B, H, L, L))
-    torch.testing.assert_close(out_vt, m(x, key_padding_mask=pad, encoding=ShiftValues(r)))
+    torch.testing.assert_close(out_vt, m(x, key_padding_mask=pad, encoding=ShiftValues(r))[0])
     # the value-term path without a term is the fused path
     torch.testing.assert_close(
-        m(x, key_padding_mask=pad, encoding=ValueTerm(torch.zeros_like(r))),
-        m(x, key_padding_mask=pad),
+        m(x, key_padding_mask=pad, encoding=ValueTerm(torch.zeros_like(r)))[0],
+        m(x, key_padding_mask=pad)[0],
     )
 
     # the encoding is not registered in the attention's state_dict
@@ -297,19 +297,19 @@ def test_value_term_path_uses_padding_and_dropout():
     vt = ValueTerm(torch.zeros(L, D // H, dtype=torch.complex128))
     m.train()
     kw = {"key_padding_mask": pad, "encoding": vt}
-    assert not torch.allclose(m(x, **kw), m(x, **kw))
+    assert not torch.allclose(m(x, **kw)[0], m(x, **kw)[0])
     m.eval()
     y = x.clone()
     y[pad] = 50.0
-    torch.testing.assert_close(m(x, **kw)[~pad], m(y, **kw)[~pad])
+    torch.testing.assert_close(m(x, **kw)[0][~pad], m(y, **kw)[0][~pad])
 
 
 def test_dropout_train_vs_eval():
     m = cnn.MultiheadAttention(D, H, dropout=0.5)
     x = torch.randn(B, L, D, dtype=torch.complex64)
-    assert not torch.allclose(m(x), m(x))
+    assert not torch.allclose(m(x)[0], m(x)[0])
     m.eval()
-    torch.testing.assert_close(m(x), m(x))
+    torch.testing.assert_close(m(x)[0], m(x)[0])
 
 
 def test_defaults_init_and_repr():
@@ -344,26 +344,26 @@ def test_errors():
         cnn.MultiheadAttention(D, H, score="dot")
     with pytest.raises(TypeError, match="dtype must be a floating or complex"):
         cnn.MultiheadAttention(D, H, dtype=torch.int64)
-    with pytest.raises(TypeError, match=r"x has dtype torch.float32 but this complex layer"):
-        m(x.real)
-    with pytest.raises(ValueError, match=r"expected x of shape \(B, L, 8\), got \(3, 5, 4\)"):
-        m(x[..., :4])
-    with pytest.raises(TypeError, match="key_padding_mask must be a torch.bool"):
-        m(x, key_padding_mask=torch.zeros(B, L))
+    with pytest.raises(TypeError, match=r"query has dtype torch.float32 but this complex layer"):
+        m(x.real)[0]
+    with pytest.raises(ValueError, match=r"expected query of shape \(B, L, 8\).*, got \(3, 5, 4\)"):
+        m(x[..., :4])[0]
+    with pytest.raises(TypeError, match="key_padding_mask must be a bool .* got torch.int64"):
+        m(x, key_padding_mask=torch.zeros(B, L, dtype=torch.long))[0]
     with pytest.raises(ValueError, match=r"key_padding_mask must have shape \(3, 5\)"):
-        m(x, key_padding_mask=torch.zeros(B, L + 1, dtype=torch.bool))
+        m(x, key_padding_mask=torch.zeros(B, L + 1, dtype=torch.bool))[0]
     with pytest.raises(ValueError, match="value was given without key"):
-        m(x, value=x)
+        m(x, value=x)[0]
     with pytest.raises(TypeError, match="encoding must be a cplxnet.encodings.base"):
-        m(x, encoding=object())
+        m(x, encoding=object())[0]
     with pytest.raises(TypeError, match="attn_mask must be a bool"):
-        m(x, attn_mask=torch.ones(L, L, dtype=torch.int32))
+        m(x, attn_mask=torch.ones(L, L, dtype=torch.int32))[0]
     with pytest.raises(TypeError, match="attn_mask must be a bool .* got list"):
-        m(x, attn_mask=[[True]])
+        m(x, attn_mask=[[True]])[0]
     with pytest.raises(ValueError, match="MultiheadAttention: attn_mask .* does not broadcast"):
-        m(x, attn_mask=torch.ones(L, L + 1, dtype=torch.bool))
+        m(x, attn_mask=torch.ones(L, L + 1, dtype=torch.bool))[0]
     with pytest.raises(ValueError, match="MultiheadAttention: attn_mask .* does not broadcast"):
-        m(x, attn_mask=torch.zeros(L + 1, L), encoding=ConstBias(torch.zeros(1, H, L, L)))
+        m(x, attn_mask=torch.zeros(L + 1, L), encoding=ConstBias(torch.zeros(1, H, L, L)))[0]
 
 
 
@@ -389,15 +389,15 @@ def test_real_projection_is_complex_projection_with_real_weights():
     _copy_as_complex(ref, m)
     x = torch.randn(2, 5, 8, dtype=torch.complex128)
     pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
-    torch.testing.assert_close(m(x, key_padding_mask=pad), ref(x, key_padding_mask=pad))
+    torch.testing.assert_close(m(x, key_padding_mask=pad)[0], ref(x, key_padding_mask=pad)[0])
     kv = torch.randn(2, 4, 8, dtype=torch.complex128)
-    torch.testing.assert_close(m(x, key=kv), ref(x, key=kv))
+    torch.testing.assert_close(m(x, key=kv)[0], ref(x, key=kv)[0])
     # a real layer's weights are real anyway: the option changes nothing there
     torch.manual_seed(1)
     a = cnn.MultiheadAttention(8, 2, projection="real", dtype=torch.float64)
     torch.manual_seed(1)
     b = cnn.MultiheadAttention(8, 2, dtype=torch.float64)
     xr = x.real.contiguous()
-    torch.testing.assert_close(a(xr), b(xr))
+    torch.testing.assert_close(a(xr)[0], b(xr)[0])
     with pytest.raises(ValueError, match="unknown projection 'shared'"):
         cnn.MultiheadAttention(8, 2, projection="shared")

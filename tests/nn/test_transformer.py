@@ -40,7 +40,7 @@ def test_real_twin_equals_torch_layer(norm_first, ours, theirs):
     t.load_state_dict(m.state_dict())
     x = torch.randn(B, L, D, dtype=torch.float64)
     pad = _padding()
-    got, want = m(x, padding_mask=pad), t(x, src_key_padding_mask=pad)
+    got, want = m(x, src_key_padding_mask=pad), t(x, src_key_padding_mask=pad)
     torch.testing.assert_close(got[~pad], want[~pad])
 
 
@@ -56,14 +56,14 @@ def test_real_twin_attn_mask_follows_torch_src_mask():
     pad = _padding()
     banned = torch.rand(L, L) < 0.4
     banned.fill_diagonal_(False)
-    got = m(x, padding_mask=pad, attn_mask=banned)
+    got = m(x, banned, pad)
     torch.testing.assert_close(got[~pad], t(x, banned, pad)[~pad])
-    assert not torch.allclose(got[~pad], m(x, padding_mask=pad)[~pad])
+    assert not torch.allclose(got[~pad], m(x, src_key_padding_mask=pad)[~pad])
     enc = cnn.TransformerEncoder(m, 2).eval()
     t_enc = torch.nn.TransformerEncoder(t, 2, enable_nested_tensor=False).eval()
     t_enc.load_state_dict(enc.state_dict())
     torch.testing.assert_close(
-        enc(x, padding_mask=pad, attn_mask=banned)[~pad], t_enc(x, banned, pad)[~pad]
+        enc(x, banned, pad)[~pad], t_enc(x, banned, pad)[~pad]
     )
 
 
@@ -81,7 +81,9 @@ def test_real_twin_encoder_equals_torch_encoder():
     t.load_state_dict(enc.state_dict())  # same keys: layers.i.*, norm.*
     x = torch.randn(B, L, D, dtype=torch.float64)
     pad = _padding()
-    torch.testing.assert_close(enc(x, padding_mask=pad)[~pad], t(x, src_key_padding_mask=pad)[~pad])
+    torch.testing.assert_close(
+        enc(x, src_key_padding_mask=pad)[~pad], t(x, src_key_padding_mask=pad)[~pad]
+    )
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -100,8 +102,8 @@ def test_complex_with_zero_imaginary_parts_reduces_to_real_layer(norm_first):
                 pc[name][1].normal_()
     x = torch.randn(B, L, D, dtype=torch.float64)
     pad = _padding()
-    out_c = mc(x.to(torch.complex128), padding_mask=pad)
-    torch.testing.assert_close(out_c.real, mr(x, padding_mask=pad))
+    out_c = mc(x.to(torch.complex128), src_key_padding_mask=pad)
+    torch.testing.assert_close(out_c.real, mr(x, src_key_padding_mask=pad))
     assert out_c.imag.abs().max() == 0
 
 
@@ -113,7 +115,7 @@ def test_pre_and_post_norm_follow_their_formulas(norm_first):
     pad = _padding()
 
     def sa(y):
-        return m.self_attn(y, key_padding_mask=pad)
+        return m.self_attn(y, key_padding_mask=pad, need_weights=False)[0]
 
     def ff(y):
         return m.linear2(m.activation(m.linear1(y)))
@@ -124,7 +126,7 @@ def test_pre_and_post_norm_follow_their_formulas(norm_first):
     else:
         y = m.norm1(x + sa(x))
         y = m.norm2(y + ff(y))
-    torch.testing.assert_close(m(x, padding_mask=pad), y)
+    torch.testing.assert_close(m(x, src_key_padding_mask=pad), y)
 
 
 def test_pre_and_post_norm_differ():
@@ -152,7 +154,7 @@ def test_gradcheck_complex128_eval(norm_first, norm, score):
 
     def fn(x, *ps):
         return functional_call(
-            m, {**params, **dict(zip(names, ps))}, (x,), {"padding_mask": pad}
+            m, {**params, **dict(zip(names, ps))}, (x,), {"src_key_padding_mask": pad}
         )
 
     inputs = (x, *(params[n].detach().clone().requires_grad_() for n in names))
@@ -163,14 +165,15 @@ def test_gradcheck_complex128_eval(norm_first, norm, score):
 @pytest.mark.parametrize("score", ["real", "modulus"])
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.float32])
 def test_padding_never_influences_real_positions(norm_first, score, dtype):
-    enc = cnn.TransformerEncoder(
-        D, H, 2, dim_feedforward=F, norm_first=norm_first, score=score, dtype=dtype, norm="split"
+    enc = cnn.TransformerEncoder.from_sizes(
+        D, H, 2, dim_feedforward=F, norm_first=norm_first, score=score, dtype=dtype,
+        final_norm="split",
     ).eval()
     pad = _padding()
     x = torch.randn(B, L, D, dtype=dtype)
     y = x.clone()
     y[pad] = torch.randn_like(y[pad]) * 30
-    out_x, out_y = enc(x, padding_mask=pad), enc(y, padding_mask=pad)
+    out_x, out_y = enc(x, src_key_padding_mask=pad), enc(y, src_key_padding_mask=pad)
     torch.testing.assert_close(out_x[~pad], out_y[~pad])
     assert not torch.allclose(out_x[pad], out_y[pad])
 
@@ -195,21 +198,23 @@ class RecordingEncoding(PositionalEncoding):
 
 
 def test_encoding_hooks_in_encoder():
-    enc = cnn.TransformerEncoder(D, H, 3, dim_feedforward=F, dropout=0.0, norm_first=True).eval()
+    enc = cnn.TransformerEncoder.from_sizes(
+        D, H, 3, dim_feedforward=F, dropout=0.0, norm_first=True
+    ).eval()
     table = torch.randn(1, H, L, L)
     rec = RecordingEncoding(table)
     x = torch.randn(B, L, D, dtype=torch.complex64)
     pad = _padding()
-    out = enc(x, padding_mask=pad, encoding=rec)
+    out = enc(x, src_key_padding_mask=pad, encoding=rec)
     assert rec.calls == [(i, 3, (B, L, D)) for i in range(3)]
     # the same computation done by hand through the layers
     y = x
     for i, layer in enumerate(enc.layers):
-        y = layer(y + (i + 1), padding_mask=pad, attn_mask=table)
+        y = layer(y + (i + 1), table, pad)
     torch.testing.assert_close(out, y)
     assert "table" not in " ".join(enc.state_dict())  # the model owns the encoding
     with pytest.raises(TypeError, match="encoding must be a cplxnet.encodings.base"):
-        enc(x, padding_mask=pad, encoding="rotary")
+        enc(x, src_key_padding_mask=pad, encoding="rotary")
 
 
 def test_dropout_train_vs_eval():
@@ -226,7 +231,7 @@ def test_dropout_train_vs_eval():
 
 def test_submodule_kinds_and_defaults():
     m = cnn.TransformerEncoderLayer(D, H)
-    assert m.dtype == torch.complex64 and m.linear1.out_features == 512
+    assert m.dtype == torch.complex64 and m.linear1.out_features == 2048  # torch's default
     assert isinstance(m.norm1, cnn.LayerNorm) and m.norm1.mode == "split"
     assert isinstance(m.activation, cnn.CReLU) and m.self_attn.dropout == 0.1
     assert isinstance(cnn.TransformerEncoderLayer(D, H, norm="rms").norm2, cnn.RMSNorm)
@@ -250,13 +255,15 @@ def test_encoder_construction_forms():
     assert "layers.0.self_attn.in_proj_weight" in keys and "layers.1.norm2.bias" in keys
     fac = cnn.TransformerEncoder(lambda i: cnn.TransformerEncoderLayer(D, H, F + i), 3)
     assert [lay.linear1.out_features for lay in fac.layers] == [F, F + 1, F + 2]
-    cfg = cnn.TransformerEncoder(D, H, 2, dim_feedforward=F, layer_norm="whiten", norm="rms")
+    cfg = cnn.TransformerEncoder.from_sizes(
+        D, H, 2, dim_feedforward=F, norm="whiten", final_norm="rms"
+    )
     assert cfg.layers[1].norm1.mode == "whiten" and isinstance(cfg.norm, cnn.RMSNorm)
     assert "norm.weight" in cfg.state_dict()
     final = cnn.LayerNorm(D)
     assert cnn.TransformerEncoder(layer, 1, norm=final).norm is final
     x = torch.randn(B, L, D, dtype=torch.complex64)
-    assert cfg(x, padding_mask=_padding()).shape == (B, L, D)
+    assert cfg(x, src_key_padding_mask=_padding()).shape == (B, L, D)
     assert cfg(x, is_causal=True).shape == (B, L, D)
 
 
@@ -275,54 +282,39 @@ def test_errors():
         m(x.real)
     with pytest.raises(ValueError, match=r"expected input of shape \(B, L, 8\)"):
         m(x[..., :4])
-    with pytest.raises(ValueError, match=r"padding_mask must have shape \(3, 6\)"):
-        m(x, padding_mask=torch.zeros(B, L - 1, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"key_padding_mask must have shape \(3, 6\)"):
+        m(x, src_key_padding_mask=torch.zeros(B, L - 1, dtype=torch.bool))
     with pytest.raises(ValueError, match="num_layers must be a positive int"):
         cnn.TransformerEncoder(m, 0)
     for bad in (2.5, True):
         with pytest.raises(ValueError, match="TransformerEncoder: num_layers must be a positive"):
             cnn.TransformerEncoder(m, bad)
         with pytest.raises(ValueError, match="TransformerEncoder: num_layers must be a positive"):
-            cnn.TransformerEncoder(D, H, bad)
+            cnn.TransformerEncoder.from_sizes(D, H, bad)
     with pytest.raises(ValueError, match="TransformerEncoderLayer: dim_feedforward must be a pos"):
         cnn.TransformerEncoderLayer(D, H, 1.5)
-    with pytest.raises(TypeError, match="pass only"):
+    with pytest.raises(TypeError, match="norm must be None, a module or a kind"):
         cnn.TransformerEncoder(m, 2, 3)
+    with pytest.raises(TypeError, match=r"encoder_layer must be a layer module.*from_sizes"):
+        cnn.TransformerEncoder(D, H)
     with pytest.raises(ValueError, match="unknown norm"):
         cnn.TransformerEncoder(m, 2, norm="batch")
     with pytest.raises(TypeError, match="TransformerEncoder: input has dtype torch.complex128"):
         cnn.TransformerEncoder(m, 2)(x.to(torch.complex128))
 
 
-def test_torch_style_positional_masks_raise():
-    """Masks are keyword-only: torch's ``layer(src, src_mask)``, ``encoder(src, mask)`` and
-    ``mha(query, key, value)`` raise a TypeError instead of reading the wrong tensor as a mask."""
-    x = torch.randn(B, L, D, dtype=torch.complex64)
-    pad = _padding()
-    layer = cnn.TransformerEncoderLayer(D, H, F)
-    enc = cnn.TransformerEncoder(D, H, 2, dim_feedforward=F)
-    banned = torch.ones(L, L, dtype=torch.bool).triu(1)
-    for call in (
-        lambda: layer(x, banned),
-        lambda: layer(x, pad),
-        lambda: enc(x, banned, pad),
-        lambda: layer.self_attn(x, x, x),
-        lambda: layer.self_attn(x, pad),
-    ):
-        with pytest.raises(TypeError, match="positional argument"):
-            call()
-
-
 @pytest.mark.parametrize("kind", ["split", "rms"])
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.float32])
 def test_final_norm_by_kind_follows_the_layers_eps_and_bias(kind, dtype):
-    enc = cnn.TransformerEncoder(
-        D, H, 2, norm=kind, dim_feedforward=F, layer_norm_eps=1e-3, bias=False, dtype=dtype
+    enc = cnn.TransformerEncoder.from_sizes(
+        D, H, 2, final_norm=kind, dim_feedforward=F, layer_norm_eps=1e-3, bias=False, dtype=dtype
     )
     assert enc.norm.eps == 1e-3 == enc.layers[0].norm1.eps
     if kind == "split":
         assert enc.norm.bias is None and enc.layers[0].norm1.bias is None
-    default = cnn.TransformerEncoder(D, H, 1, norm=kind, dim_feedforward=F, dtype=dtype)
+    default = cnn.TransformerEncoder.from_sizes(
+        D, H, 1, final_norm=kind, dim_feedforward=F, dtype=dtype
+    )
     assert default.norm.eps == 1e-5
     if kind == "split":
         assert default.norm.bias is not None
@@ -347,7 +339,8 @@ def test_real_projection_layer_equals_complex_layer_with_real_weights(norm_first
         for name, p in m.named_parameters():
             ref.get_parameter(name).copy_(p.to(ref.get_parameter(name).dtype))
     x = torch.randn(B, L, D, dtype=torch.complex128)
-    torch.testing.assert_close(m(x, padding_mask=_padding()), ref(x, padding_mask=_padding()))
+    pad = _padding()
+    torch.testing.assert_close(m(x, src_key_padding_mask=pad), ref(x, src_key_padding_mask=pad))
     assert "projection='real'" in repr(m)
-    enc = cnn.TransformerEncoder(D, H, 2, dim_feedforward=F, projection="real")
+    enc = cnn.TransformerEncoder.from_sizes(D, H, 2, dim_feedforward=F, projection="real")
     assert all(not lay.linear1.weight.is_complex() for lay in enc.layers)
