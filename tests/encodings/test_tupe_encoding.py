@@ -101,7 +101,7 @@ def test_tupe_in_attention_is_the_untied_sum(kind):
     enc = TupeEncoding(D, H, max_len=8, dtype=kind)
     randomize(enc)
     x = torch.randn(2, 6, D, dtype=kind)
-    out = mha(x, encoding=enc)
+    out = mha(x, encoding=enc)[0]
 
     q, k, v = CF.linear(x, mha.in_proj_weight, mha.in_proj_bias).chunk(3, -1)
     q, k, v = (t.unflatten(-1, (H, dh)).transpose(1, 2) for t in (q, k, v))
@@ -118,7 +118,9 @@ def test_tupe_one_instance_serves_every_layer():
     """A 3-layer encoder holds no tupe parameters of its own; every layer gets the same term and
     each layer's gradient reaches the one shared table."""
     enc = TupeEncoding(8, 2, max_len=8, dtype=torch.float64)
-    encoder = TransformerEncoder(8, 2, 3, dim_feedforward=8, dropout=0.0, dtype=torch.float64)
+    encoder = TransformerEncoder.from_sizes(
+        8, 2, 3, dim_feedforward=8, dropout=0.0, dtype=torch.float64
+    )
     assert not any(p is enc.position_embeddings for p in encoder.parameters())
     y = encoder(torch.randn(2, 5, 8, dtype=torch.float64), encoding=enc)
     y.sum().backward()
