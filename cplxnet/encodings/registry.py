@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 _REGISTRY: dict[str, type[PositionalEncoding]] = {}
-CONTEXT = ("d_model", "num_heads", "vocab_size", "max_len", "device", "dtype")
+CONTEXT = ("d_model", "num_heads", "vocab_size", "max_len", "device", "dtype", "causal")
 _ATTENTION_SITES = frozenset({"qk", "logits", "values"})
 
 SITE_DESCRIPTIONS = {
@@ -98,6 +98,7 @@ def create_encoding(
     max_len: int | None = None,
     device: torch.device | str | None = None,
     dtype: torch.dtype | None = None,
+    causal: bool | None = None,
     **options,
 ) -> PositionalEncoding:
     """Build an encoding from a name, a class or an instance (returned as is).
@@ -105,7 +106,8 @@ def create_encoding(
     Args:
         spec: registered name (see :func:`available_encodings`), a ``PositionalEncoding``
             subclass, an instance, or ``None`` (same as ``"none"``).
-        d_model, num_heads, vocab_size, max_len, device, dtype: what the model knows; each is
+        d_model, num_heads, vocab_size, max_len, device, dtype, causal: what the model knows
+            (``causal=True``: a decoder, where position ``t`` sees positions ``<= t``); each is
             passed only if the encoding's ``__init__`` accepts it (and is not ``None``), so a
             model can always pass all of them.
         **options: the user's options, passed strictly: an unknown option is a TypeError naming
@@ -138,6 +140,7 @@ def create_encoding(
         "max_len": max_len,
         "device": device,
         "dtype": dtype,
+        "causal": causal,
     }
     kwargs = {n: v for n, v in context.items() if n in accepted and v is not None}
     user_options = [n for n in accepted if n not in CONTEXT]
