@@ -983,3 +983,61 @@ def predict(
     probs = torch.softmax(_logits(run.model, ids, batch_size), dim=1)
     p, index = probs.max(1)
     return [(run.labels.decode(int(i)), float(q)) for i, q in zip(index, p)]
+
+
+# ------------------------------------------------------------------------------------------------
+# the run-folder pieces other engines (cplxnet.lm) share with this one
+
+__all__ += [
+    "prepare_run_dir",
+    "atomic_write",
+    "write_json",
+    "read_json",
+    "rng_state",
+    "set_rng_state",
+    "progress",
+    "versions",
+]
+
+
+def prepare_run_dir(run_dir: str, force: bool) -> None:
+    """Create ``run_dir``; an existing one is replaced only with ``force`` and only if it is a
+    cplxnet run folder (has ``config.json``) or empty, never another folder (:class:`RunError`)."""
+    _prepare_run_dir(run_dir, force)
+
+
+def atomic_write(path: str, write: Callable[[Any], None], binary: bool = False) -> None:
+    """Call ``write(file)`` on a temporary file in ``path``'s folder, then ``os.replace`` it onto
+    ``path``: a crash never leaves a half-written file there."""
+    _atomic_write(path, write, binary)
+
+
+def write_json(path: str, obj: Any) -> None:
+    """Write ``obj`` as indented UTF-8 JSON atomically (temporary file + ``os.replace``)."""
+    _write_json(path, obj)
+
+
+def read_json(path: str) -> Any:
+    """Read a run folder's JSON file; a missing or damaged file is a :class:`RunError`."""
+    return _read_json(path)
+
+
+def rng_state() -> dict[str, Any]:
+    """Every RNG state (torch, Python, NumPy) as tensors and numbers, loadable with
+    ``torch.load(weights_only=True)``; :func:`set_rng_state` restores it."""
+    return _rng_state()
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore the RNG states saved by :func:`rng_state`."""
+    _set_rng_state(state)
+
+
+def progress(total: int, desc: str, quiet: bool = False):
+    """A tqdm progress bar on stderr (off when ``quiet``, off the first rank or not a terminal)."""
+    return _progress(total, desc, quiet, _dist()[1])
+
+
+def versions() -> dict[str, str]:
+    """Versions of Python, torch, NumPy, cplxnet and complextorch (for a run's config.json)."""
+    return _versions()

@@ -19,9 +19,10 @@ __all__ = ["Decoder", "next_token_logits"]
 
 
 def next_token_logits(
-    h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
+    h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, scale: float = 1.0
 ) -> torch.Tensor:
-    r"""Real next-token logits of hidden states: :math:`\ell_w = \mathrm{Re}(h\, e_w^H) + b_w`.
+    r"""Real next-token logits of hidden states:
+    :math:`\ell_w = s\,\mathrm{Re}(h\, e_w^H) + b_w` (``s = scale``).
 
     ``h`` ``(..., D)`` complex (or real), ``weight`` ``(V, 2D)`` real: row ``w`` is the packed
     (interleaved ``re, im``) complex vector :math:`e_w` (for a real ``h``, ``(V, D)``). Every real
@@ -31,7 +32,10 @@ def next_token_logits(
     twin's head). Returns ``(..., V)`` real.
     """
     packed = torch.view_as_real(h).flatten(-2) if h.is_complex() else h
-    return F.linear(packed, weight, bias)
+    if scale == 1.0:
+        return F.linear(packed, weight, bias)
+    out = F.linear(packed, weight) * scale
+    return out if bias is None else out + bias
 
 
 class Decoder(nn.Module):
@@ -50,16 +54,19 @@ class Decoder(nn.Module):
       to keys ``j <= t``), pre-norm with a final norm (``norm_first=True``, default) or post-norm;
       the encoding acts at every site (``layer``, ``qk``, ``logits``, ``values``) through the
       layers. The encoding is built with ``causal=True`` (encodings whose constructor accepts
-      it, e.g. T5's bucketing, switch to their unidirectional form).
+      it switch to their unidirectional form).
     * Head (:func:`next_token_logits`): a real next-token score must be a real-valued function
       of the complex hidden state; the most general real-*linear* one is
       :math:`\mathrm{Re}(h\, e_w^H) + b_w`, i.e. a real linear layer on the packed view
       ``[Re h, Im h]`` (``2D -> V``). With ``tie_embeddings`` and a plain word table,
       :math:`e_w` is word ``w``'s embedding (the complex analogue of weight tying: the logit is
       the real part of the Hermitian inner product of the state and the word vector, largest when
-      they are aligned in phase); complex-order's embedding depends on the position, so it has
-      no position-free table and its head is untied (``self.tied`` is False). The real twin has
-      the same head on real states (ordinary weight tying).
+      they are aligned in phase), scaled by ``1/sqrt(2D)`` (``1/sqrt(D)`` in a real model: the
+      packed width) so that unit-variance word vectors give logits of unit scale at
+      initialisation (the convention of Mesh TensorFlow's T5 for tied heads). Complex-order's
+      embedding depends on the position, so it has no position-free table and its head is
+      untied (``self.tied`` is False). The real twin has the same head on real states
+      (ordinary weight tying).
 
     The model has no length limit of its own: :meth:`unsupported_length` says whether the
     encoding can represent a length (a trainable table of ``max_len`` rows cannot go beyond).
@@ -114,6 +121,7 @@ class Decoder(nn.Module):
             None if self.tied else nn.Parameter(torch.empty(V, width, **field.real_fk))
         )
         self.head_bias = nn.Parameter(torch.empty(V, **field.real_fk))
+        self.head_scale = width**-0.5 if self.tied else 1.0
         self._reset_head()
 
     def _reset_head(self) -> None:
@@ -173,7 +181,7 @@ class Decoder(nn.Module):
             embed_mask = padding_mask
         x = self.embedding(ids, embed_mask, self.encoding)  # (B, L, D)
         h = self.layers(x, padding_mask=padding_mask, encoding=self.encoding, is_causal=True)
-        return next_token_logits(h, self.output_weight(), self.head_bias)  # (B, L, V)
+        return next_token_logits(h, self.output_weight(), self.head_bias, self.head_scale)
 
     @torch.no_grad()
     def unsupported_length(self, length: int) -> str | None:

@@ -83,11 +83,13 @@ def test_tied_head_is_re_of_hermitian_product_with_the_word_vectors():
     x = model.embedding(ids, torch.zeros(2, 5, dtype=torch.bool), model.encoding)
     h = model.layers(x, encoding=model.encoding, is_causal=True)  # (2, 5, D) complex
     e = model.embedding.word.weight  # (V, D) complex
-    want = (h @ e.conj().T).real + model.head_bias
+    want = (h @ e.conj().T).real / 16**0.5 + model.head_bias  # scaled by 1/sqrt(2D)
     torch.testing.assert_close(model(ids), want, rtol=1e-12, atol=1e-12)
     # the same as a loop over words of the real parts of the Hermitian products
     loop = torch.stack([(h * e[w].conj()).sum(-1).real for w in range(V)], -1)
     torch.testing.assert_close(next_token_logits(h, model.output_weight()), loop)
+    untied = build_model(tiny("complex-order"), dtype=torch.float64)
+    assert untied.head_scale == 1.0
 
 
 def test_token_site_encodings_get_an_untied_head():
