@@ -14,7 +14,10 @@ Training: AdamW, constant learning rate, gradient clipping; each step takes ``ba
 windows of ``context`` tokens at random offsets of the training stream (or, for a synthetic
 task, fresh sequences). The offsets of step ``t`` come from a generator seeded by
 ``(seed, t)`` and the checkpoint holds every RNG state, so :func:`resume_lm` ends with exactly
-the parameters and results of an uninterrupted run. The dev part chooses the checkpoint (dev
+the parameters and results of an uninterrupted run. ``train_seconds`` is the wall time of
+training and dev scoring summed over sessions (a session's time after its last checkpoint is
+lost with it); ``train_cpu_seconds`` the process CPU time of the same (the better measure on a
+shared machine with one thread). The dev part chooses the checkpoint (dev
 loss at the training context); the test part is scored once, at the end, with best.pt, at
 ``context * m`` for each ``m`` of ``eval_multiples`` (text) or on the prompt-length bins
 (synthetic, :mod:`cplxnet.lm.synthetic`).
@@ -297,7 +300,8 @@ def train_lm(
                   "128": {...}, "256": {...},
                   "512": {"bpc": None, "n/a": "reason"}},     # a length the encoding lacks
          "dev": {"loss": ..., "bpc": ...}, "best_step": 1750, "steps": 2000,
-         "train_seconds": 161.2, "test_seconds": 9.8, "real_parameters": 113316,
+         "train_seconds": 161.2, "train_cpu_seconds": 158.0, "test_seconds": 9.8,
+         "real_parameters": 113316,
          "splits": {"train": ..., "dev": ..., "test": ...}}
 
     Synthetic tasks have ``"metric": "accuracy"`` and ``"test": {"1-16": {"accuracy": 1.0,
@@ -392,7 +396,7 @@ def _fit(
     optimizer = torch.optim.AdamW(params, lr=options.lr, weight_decay=options.weight_decay)
     history: list[dict] = []
     best: dict | None = None
-    step, seconds = 0, 0.0
+    step, seconds, cpu_seconds = 0, 0.0, 0.0
     if state is not None:
         if state.get("format") != CHECKPOINT_FORMAT:
             raise RunError(f"{run_dir}/checkpoint.pt has an unknown format {state.get('format')}")
@@ -400,7 +404,7 @@ def _fit(
         optimizer.load_state_dict(state["optimizer"])
         set_rng_state(state["rng"])
         history, best = list(state["history"]), state["best"]
-        step, seconds = state["step"], state["seconds"]
+        step, seconds, cpu_seconds = state["step"], state["seconds"], state["cpu_seconds"]
         atomic_write(  # metrics.jsonl may have lines the checkpoint never saw
             path(run_dir, "metrics.jsonl"),
             lambda fh: fh.writelines(json.dumps(m) + "\n" for m in history),
@@ -408,7 +412,7 @@ def _fit(
 
     model.train()
     bar = progress(options.steps - step, "train", quiet)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     running, running_n = 0.0, 0
     try:
         while step < options.steps:
@@ -448,7 +452,8 @@ def _fit(
             save_checkpoint(
                 {"format": CHECKPOINT_FORMAT, "step": step, "model": model.state_dict(),
                  "optimizer": optimizer.state_dict(), "rng": rng_state(), "history": history,
-                 "best": best, "seconds": seconds + elapsed},
+                 "best": best, "seconds": seconds + elapsed,
+                 "cpu_seconds": cpu_seconds + time.process_time() - cpu_started},
                 path(run_dir, "checkpoint.pt"),
             )  # fmt: skip
             with open(path(run_dir, "metrics.jsonl"), "a", encoding="utf-8") as fh:
@@ -462,6 +467,7 @@ def _fit(
     finally:
         bar.close()
     seconds += time.perf_counter() - started
+    cpu_seconds += time.process_time() - cpu_started
     if best is None:
         raise RunError("no step was trained (steps too small)")
 
@@ -480,6 +486,7 @@ def _fit(
         "best_step": best["step"],
         "steps": step,
         "train_seconds": round(seconds, 1),
+        "train_cpu_seconds": round(cpu_seconds, 1),
         "test_seconds": round(time.perf_counter() - t0, 1),
         "real_parameters": sum(p.numel() * (2 if p.is_complex() else 1)
                                for p in model.parameters()),  # fmt: skip
