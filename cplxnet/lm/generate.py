@@ -114,7 +114,8 @@ def generate(
     Each step runs the model on the last ``context`` tokens (all of them with ``None``) and
     samples the next token from ``softmax(logits / temperature)`` with a generator seeded by
     ``seed`` (the same seed gives the same continuation); ``temperature=0`` takes the most
-    likely token (greedy). The padding id 0 is never produced. Returns the ``(num_tokens,)`` new
+    likely token (greedy). Ids 0 and 1 (``<pad>``, ``<unk>``: never in a training stream) are
+    never produced. Returns the ``(num_tokens,)`` new
     ids.
     """
     if prompt.dim() != 1 or len(prompt) == 0:
@@ -129,7 +130,7 @@ def generate(
     for _ in range(num_tokens):
         window = seq if context is None else seq[-context:]
         logits = model(window[None])[0, -1].double()  # (V,)
-        logits[0] = float("-inf")  # never <pad>
+        logits[:2] = float("-inf")  # never <pad> or <unk>
         if temperature == 0:
             nxt = logits.argmax().view(1)
         else:
