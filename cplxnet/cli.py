@@ -1,4 +1,5 @@
-"""The ``cplxnet`` command: ``train``, ``evaluate`` and ``predict`` text classifiers.
+"""The ``cplxnet`` command: ``train``, ``evaluate`` and ``predict`` text classifiers; language
+models with ``train --task lm``, ``evaluate`` and ``generate`` (:mod:`cplxnet.lm.cli`).
 
 Examples::
 
@@ -246,6 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--quiet", action="store_true", help="no progress bar or per-epoch lines")
     _add_common(t)
+    from .lm.cli import add_generate_command, add_train_arguments  # language models (cplxnet.lm)
+
+    add_train_arguments(t)
 
     e = sub.add_parser("evaluate", help="score a run's best checkpoint (test split or a file)")
     e.add_argument("run", metavar="RUN", help="a run folder")
@@ -266,6 +270,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="truncate texts to N tokens (at most the model's limit)",
     )
+    e.add_argument(
+        "--context",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="language-model runs: score the test part in windows of N tokens (default: every "
+        "evaluation length of the run)",
+    )
     _add_common(e)
 
     p = sub.add_parser("predict", help="label texts with a run's best checkpoint")
@@ -285,6 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .compare.cli import add_subcommands  # "compare" and "report" (cplxnet.compare)
 
     add_subcommands(sub)
+    add_generate_command(sub)
     return parser
 
 
@@ -408,7 +421,15 @@ def _default_run_dir(args: argparse.Namespace, config: Any) -> str:
 def _cmd_train(args: argparse.Namespace) -> int:
     from . import train as engine
     from .data import DataSpec, prepare_data
+    from .lm import cli as lm_cli
+    from .lm.train import is_lm_run
     from .runs import check_new_run_dir
+
+    if args.task == "lm" or (args.resume is not None and is_lm_run(args.resume)):
+        return lm_cli.cmd_train(args, CLIError)
+    lm_only = lm_cli.lm_only_options(args)
+    if lm_only:
+        raise CLIError(f"{', '.join(lm_only)} apply to language models; add --task lm")
 
     if args.resume is not None:
         given = sorted(
@@ -487,6 +508,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from . import train as engine
+    from .lm import cli as lm_cli
+    from .lm.train import is_lm_run
+
+    if is_lm_run(args.run):
+        return lm_cli.cmd_evaluate(args, CLIError)
+    if args.context is not None:
+        raise CLIError(f"--context applies to language-model runs; {args.run} is a classifier")
 
     run = engine.load_run(args.run)
     metrics = engine.evaluate_run(
@@ -519,6 +547,10 @@ def _cmd_predict(args: argparse.Namespace) -> int:
             where.append(f"{args.file} line {number}")
     if not texts:
         raise CLIError("nothing to classify: give texts as arguments or --file FILE")
+    from .lm.train import is_lm_run
+
+    if is_lm_run(args.run):
+        raise CLIError(f"{args.run} is a language model; continue a text with cplxnet generate")
     run = engine.load_run(args.run)
     predictions = engine.predict(run, texts, where=where, max_len=args.max_len)
     for text, (label, prob) in zip(texts, predictions):
@@ -570,7 +602,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _cmd_train(args)
             if args.command == "evaluate":
                 return _cmd_evaluate(args)
-            if args.command in ("compare", "report"):
+            if args.command in ("compare", "report", "generate"):
                 return args.handler(args)
             return _cmd_predict(args)
         except (CLIError, DataError, RunError) as err:

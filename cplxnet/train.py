@@ -1011,3 +1011,30 @@ def predict(
     probs = torch.softmax(_logits(run.model, ids, batch_size), dim=1)
     p, index = probs.max(1)
     return [(run.labels.decode(int(i)), float(q)) for i, q in zip(index, p)]
+
+
+# ------------------------------------------------------------------------------------------------
+# the pieces other engines (cplxnet.lm) share with this one; run folders are cplxnet.runs
+
+__all__ += ["rng_state", "set_rng_state", "progress", "versions"]
+
+
+def rng_state() -> dict[str, Any]:
+    """Every RNG state (torch, Python, NumPy) as tensors and numbers, loadable with
+    ``torch.load(weights_only=True)``; :func:`set_rng_state` restores it."""
+    return _rng_state()
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore the RNG states saved by :func:`rng_state`."""
+    _set_rng_state(state)
+
+
+def progress(total: int, desc: str, quiet: bool = False):
+    """A tqdm progress bar on stderr (off when ``quiet``, off the first rank or not a terminal)."""
+    return _progress(total, desc, quiet, _dist()[1])
+
+
+def versions() -> dict[str, str]:
+    """Versions of Python, torch, NumPy, cplxnet and complextorch (for a run's config.json)."""
+    return _versions()

@@ -6,6 +6,9 @@ each complex or real.
 ...                                 encoding="complex-order"))
 >>> logits = model(ids, padding_mask)  # (B, L) long, (B, L) bool True = padding -> (B, 6)
 
+``make_config("decoder", ...)`` is the causal language model (:class:`Decoder`: ``(B, L)`` ids
+-> ``(B, L, V)`` next-token logits; trained by :mod:`cplxnet.lm`).
+
 ``complex=False`` builds the real twin (same code, real layers); :func:`real_twin` doubles the
 widths for the equal-FLOP twin. See :mod:`cplxnet.models.config` for the width convention.
 """
@@ -23,9 +26,12 @@ from .common import (
 from .config import (
     CONFIG_CLASSES,
     FAMILIES,
+    LM_FAMILIES,
+    LM_PRESET_TRAINING,
     PRESET_TRAINING,
     PRESETS,
     CNNConfig,
+    DecoderConfig,
     FastTextConfig,
     LSTMConfig,
     ModelConfig,
@@ -35,12 +41,18 @@ from .config import (
     preset_config,
     real_twin,
 )
+from .decoder import Decoder, next_token_logits
 from .fasttext import FastText
 from .lstm import LSTMClassifier
 from .transformer import TransformerClassifier
 
 __all__ = [
     "FAMILIES",
+    "LM_FAMILIES",
+    "LM_PRESET_TRAINING",
+    "DecoderConfig",
+    "Decoder",
+    "next_token_logits",
     "PRESETS",
     "PRESET_TRAINING",
     "CONFIG_CLASSES",

@@ -7,17 +7,19 @@ import torch
 from .cnn import CNN
 from .common import TextClassifier
 from .config import ModelConfig, config_from_dict
+from .decoder import Decoder
 from .fasttext import FastText
 from .lstm import LSTMClassifier
 from .transformer import TransformerClassifier
 
 __all__ = ["MODEL_CLASSES", "build_model"]
 
-MODEL_CLASSES: dict[str, type[TextClassifier]] = {
+MODEL_CLASSES: dict[str, type[TextClassifier] | type[Decoder]] = {
     "fasttext": FastText,
     "cnn": CNN,
     "lstm": LSTMClassifier,
     "transformer": TransformerClassifier,
+    "decoder": Decoder,
 }
 
 
@@ -26,7 +28,7 @@ def build_model(
     *,
     device: torch.device | str | None = None,
     dtype: torch.dtype | None = None,
-) -> TextClassifier:
+) -> TextClassifier | Decoder:
     """The model of ``config`` (a :class:`models.ModelConfig` or its ``dataclasses.asdict``).
 
     ``dtype`` is the floating precision (``torch.float32``/``float64`` or their complex types;

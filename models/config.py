@@ -32,10 +32,13 @@ __all__ = [
     "CNNConfig",
     "LSTMConfig",
     "TransformerConfig",
+    "DecoderConfig",
     "FAMILIES",
+    "LM_FAMILIES",
     "CONFIG_CLASSES",
     "PRESETS",
     "PRESET_TRAINING",
+    "LM_PRESET_TRAINING",
     "make_config",
     "config_from_dict",
     "preset_config",
@@ -289,17 +292,64 @@ class TransformerConfig(ModelConfig):
         self.norm_first = bool(self.norm_first)
 
 
+@dataclass
+class DecoderConfig(TransformerConfig):
+    """Decoder-only causal Transformer language model (:class:`cplxnet.models.Decoder`): token
+    embedding stage, ``num_layers`` causal Transformer layers (pre-norm by default, with a final
+    norm), and a real next-token head over the vocabulary.
+
+    Defaults: the ``lm-char`` study shape (d = 64 complex, 2 layers, 4 heads, feed-forward 4d, no
+    dropout). The fields of :class:`TransformerConfig` keep their meaning; in addition:
+
+    Args:
+        tie_embeddings: the head uses the word table (weight tying, Press & Wolf, EACL 2017; for
+            a complex table the logits are ``Re(h e_w^H) + b_w``) when the model has a plain
+            word table. An encoding acting on the ``"token"`` site (complex-order,
+            complex-vanilla) replaces the word table by a function of the word *and its
+            position*, so there is no position-free table to tie to: the head is then a free
+            real-linear map (the model's ``tied`` attribute says which).
+        max_len: the positions the encoding's tables hold (a trainable table has ``max_len``
+            rows); the LM engine sets it to the training context. Lengths an encoding cannot
+            represent are reported by :meth:`cplxnet.models.Decoder.unsupported_length`.
+
+    ``num_classes`` is always ``vocab_size`` (the next-token classes) and ``readout`` is unused
+    (the head reads the real view of the complex hidden state; see the model's docstring).
+    ``sparse_embeddings`` defaults to ``False``: the tied head gives the table dense gradients.
+    """
+
+    family: str = field(default="decoder", init=False)
+    d_model: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    dim_feedforward: int = 256
+    dropout: float = 0.0
+    attention_dropout: float = 0.0
+    max_len: int = 64
+    sparse_embeddings: bool = False
+    tie_embeddings: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.vocab_size, int) and not isinstance(self.vocab_size, bool):
+            self.num_classes = max(self.vocab_size, 2)
+        super().__post_init__()
+        self.tie_embeddings = bool(self.tie_embeddings)
+
+
 CONFIG_CLASSES: dict[str, type[ModelConfig]] = {
-    cls.family: cls for cls in (FastTextConfig, CNNConfig, LSTMConfig, TransformerConfig)
+    cls.family: cls
+    for cls in (FastTextConfig, CNNConfig, LSTMConfig, TransformerConfig, DecoderConfig)
 }
-FAMILIES: tuple[str, ...] = tuple(CONFIG_CLASSES)
+#: the text-classifier families (``cplxnet train`` / ``cplxnet compare``)
+FAMILIES: tuple[str, ...] = ("fasttext", "cnn", "lstm", "transformer")
+#: the language-model families (``cplxnet train --task lm``)
+LM_FAMILIES: tuple[str, ...] = ("decoder",)
 
 
 def _config_class(family: str) -> type[ModelConfig]:
     if family not in CONFIG_CLASSES:
         raise ValueError(
             f"unknown model family {family!r}; valid families are "
-            + ", ".join(map(repr, FAMILIES))
+            + ", ".join(map(repr, CONFIG_CLASSES))
         )
     return CONFIG_CLASSES[family]
 
@@ -460,6 +510,17 @@ PRESETS: dict[str, dict[str, Any]] = {
         "encoding": "complex-order",
         "encoding_options": {"frequency": "shared"},
     },
+    # the language-model study (`cplxnet train --task lm --preset lm-char`): a small character
+    # model; its real twin (real_twin) has d 128 and feed-forward 512. Budget in LM_PRESET_TRAINING
+    "lm-char": {
+        "family": "decoder",
+        "d_model": 64,
+        "num_layers": 2,
+        "num_heads": 4,
+        "dim_feedforward": 256,
+        "dropout": 0.0,
+        "attention_dropout": 0.0,
+    },
 }
 
 
@@ -476,6 +537,13 @@ PRESET_TRAINING: dict[str, dict[str, Any]] = {
         "sparse": False,  # dense tables so that AdamW's weight decay reaches them
         "weight_decay": 1.0,
     },
+}
+
+
+# Training defaults of the language-model presets (fields of cplxnet.lm.LMOptions, plus the
+# training context): `cplxnet train --task lm --preset lm-char` starts from these.
+LM_PRESET_TRAINING: dict[str, dict[str, Any]] = {
+    "lm-char": {"steps": 2000, "batch_size": 32, "lr": 2e-3, "context": 64},
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 
 import pytest
 import test_train_zoo as toy
@@ -208,7 +209,7 @@ def _bad_checkpoint(kind, path, other_best):
         torch.save(torch.ones(3), path)
     elif kind == "random-bytes":
         with open(path, "wb") as fh:
-            fh.write(os.urandom(4096))
+            fh.write(random.Random(0).randbytes(4096))  # fixed bytes: one failure mode
     elif kind == "wrong-types":
         torch.save({"format": 1, "epoch": 1, "step": 1, "model": "weights"}, path)
 

@@ -1,0 +1,268 @@
+"""The language-model side of the ``cplxnet`` command: ``train --task lm``, ``evaluate RUN
+--context N`` on a language-model run, and ``generate``.
+
+Examples::
+
+    cplxnet train --task lm --data mr --encoding rotary            # char LM, preset lm-char
+    cplxnet train --task lm --data book.txt --tokens word --context 128 --steps 5000
+    cplxnet train --task lm --data synthetic:reverse --context 16 --encoding none
+    cplxnet train --resume runs/mr-decoder-rotary-complex-...      # continue an interrupted run
+    cplxnet evaluate RUN --context 256                              # bpc at 256 characters
+    cplxnet generate RUN "The film" --tokens 200 --temperature 0.8 --seed 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import math
+import os
+from typing import Any
+
+from .._argtypes import float_value, non_negative_int, positive_int
+from ..runs import check_new_run_dir
+
+__all__ = [
+    "add_train_arguments",
+    "add_generate_command",
+    "lm_only_options",
+    "cmd_train",
+    "cmd_evaluate",
+    "cmd_generate",
+]
+
+# classifier options that mean nothing for a language model
+_CLASSIFIER_ONLY = (
+    "test", "dev", "format", "label_field", "text_field", "split", "fold", "split_seed",
+    "max_len", "min_freq", "max_vocab", "clean", "keep_case", "limit", "vectors", "patience",
+    "dense", "max_steps", "compile",
+)  # fmt: skip
+_LM_ONLY = ("tokens", "context", "steps", "eval_every")
+
+
+def lm_only_options(args: argparse.Namespace) -> list[str]:
+    """The language-model options given on a ``train`` command line (``--context``, ...)."""
+    return _given(args, _LM_ONLY)
+_RESUME_OK = {"resume", "steps", "quiet", "threads", "command", "task"}
+SYNTHETIC_CONTEXT = 16
+
+
+def add_train_arguments(train: argparse.ArgumentParser) -> None:
+    """``--task`` and the language-model options of ``cplxnet train``."""
+    g = train.add_argument_group(
+        "language model (--task lm)",
+        "train a causal decoder on a text stream (--data FILE.txt, mr, trec) or a synthetic task "
+        "(--data synthetic:copy, synthetic:reverse); --preset defaults to lm-char",
+    )
+    g.add_argument(
+        "--task",
+        choices=("classify", "lm"),
+        default=None,
+        help="classify (default): a text classifier; lm: a causal language model",
+    )
+    g.add_argument(
+        "--tokens",
+        choices=("char", "word"),
+        default=None,
+        help="tokens of a text stream: characters (default; scored in bits per character) or "
+        "whitespace-separated words (scored in perplexity)",
+    )
+    g.add_argument(
+        "--context",
+        type=positive_int,
+        default=None,
+        metavar="L",
+        help="training length L (default 64; synthetic tasks: the longest training prompt, "
+        f"default {SYNTHETIC_CONTEXT}); the test is scored at L, 2L, 4L and 8L",
+    )
+    g.add_argument(
+        "--steps",
+        type=positive_int,
+        default=None,
+        help="optimiser steps (default: the preset's, 2000; --epochs N instead: N passes over "
+        "the training tokens)",
+    )
+    g.add_argument(
+        "--eval-every",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="score dev and save a checkpoint every N steps (default 250)",
+    )
+
+
+def add_generate_command(sub: Any) -> None:
+    """The ``generate`` subcommand."""
+    p = sub.add_parser(
+        "generate",
+        help="continue a prompt with a language-model run",
+        description="Print a continuation of PROMPT sampled from a language-model run's best "
+        "checkpoint. The whole prefix (its last --context tokens) is recomputed at every step "
+        "(no key/value cache; fine at this scale). A synthetic copy/reverse run answers a "
+        "prompt of symbols.",
+    )
+    p.add_argument("run", metavar="RUN", help="a language-model run folder")
+    p.add_argument("prompt", metavar="PROMPT", help="the text to continue")
+    p.add_argument(
+        "--tokens",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="tokens to generate (default 200; synthetic runs: the answer and <eos>)",
+    )
+    p.add_argument(
+        "--temperature",
+        type=float_value,
+        default=1.0,
+        help="sampling temperature (default 1; 0 = greedy, always the most likely token)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    p.add_argument(
+        "--context",
+        type=positive_int,
+        default=None,
+        help="the model sees the last N tokens (default: the training context)",
+    )
+    p.add_argument(
+        "--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's)"
+    )
+    p.set_defaults(handler=cmd_generate)
+
+
+def _given(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
+    given = [n for n in names if getattr(args, n, None) not in (None, False)]
+    return ["--" + n.replace("_", "-") for n in given]
+
+
+def _model_config(args: argparse.Namespace, error: type[Exception]) -> tuple[Any, str]:
+    import cplxnet.models as zoo
+
+    preset = args.preset or "lm-char"
+    if args.model is not None and args.model not in zoo.LM_FAMILIES:
+        raise error(
+            f"--task lm trains a causal decoder (--model decoder), not {args.model!r}; drop "
+            "--model or use --model decoder"
+        )
+    if args.preset is not None and zoo.PRESETS.get(args.preset, {}).get("family") != "decoder":
+        usable = [n for n, p in zoo.PRESETS.items() if p["family"] in zoo.LM_FAMILIES]
+        raise error(
+            f"--preset {args.preset} is not a language model; language-model presets: "
+            + ", ".join(usable)
+        )
+    overrides = {
+        k: v
+        for k, v in (("encoding", args.encoding), ("dropout", args.dropout))
+        if v is not None
+    }
+    try:
+        config = zoo.preset_config(preset, **overrides)
+        if args.complex is False:
+            config = zoo.real_twin(config)  # the equal-FLOP twin: widths doubled
+        if args.d_model is not None:
+            config = dataclasses.replace(config, d_model=args.d_model)
+        zoo.build_model(dataclasses.replace(config, vocab_size=4))  # fails early on bad options
+    except (ValueError, TypeError, KeyError) as err:
+        raise error(err.args[0] if isinstance(err, KeyError) else str(err)) from None
+    return config, preset
+
+
+def cmd_train(args: argparse.Namespace, error: type[Exception]) -> int:
+    """``cplxnet train --task lm ...`` or ``--resume`` of a language-model run."""
+    from .train import LMOptions, make_task, resume_lm, train_lm
+
+    if args.resume is not None:
+        given = sorted(
+            k for k, v in vars(args).items() if v not in (None, False) and k not in _RESUME_OK
+        )
+        if given:
+            raise error(
+                f"--resume continues a run with the options in its config.json; drop "
+                f"{', '.join('--' + g.replace('_', '-') for g in given)} (only --steps, --quiet "
+                "and --threads apply)"
+            )
+        resume_lm(args.resume, steps=args.steps, quiet=args.quiet)
+        return 0
+    bad = _given(args, _CLASSIFIER_ONLY)
+    if bad:
+        raise error(f"{', '.join(bad)} apply to classifiers, not to --task lm; drop them")
+    import cplxnet.models as zoo
+
+    config, preset = _model_config(args, error)
+    defaults = dict(zoo.LM_PRESET_TRAINING.get(preset, {}))
+    source = args.data or "mr"
+    synthetic = source.startswith("synthetic:")
+    if synthetic and args.tokens is not None:
+        raise error("--tokens applies to text; a synthetic task has its own symbols")
+    context = args.context or (SYNTHETIC_CONTEXT if synthetic else defaults.pop("context", 64))
+    defaults.pop("context", None)
+    tokens = args.tokens or "char"
+    fields = {**defaults, **{k: v for k, v in {
+        "steps": args.steps, "batch_size": args.batch_size, "lr": args.lr,
+        "weight_decay": args.weight_decay, "clip_norm": args.clip_norm, "seed": args.seed,
+        "eval_every": args.eval_every}.items() if v is not None}}  # fmt: skip
+    run_dir = args.resolved_run_dir = args.run_dir or _default_run_dir(source, config)
+    check_new_run_dir(run_dir, args.force)  # fail before reading any data
+    if args.epochs is not None:
+        if args.steps is not None:
+            raise error("give either --steps or --epochs, not both")
+        if synthetic:
+            raise error("a synthetic task draws fresh sequences every step; use --steps")
+        task = make_task(source, tokens, context)
+        batch = fields.get("batch_size", LMOptions.batch_size)
+        fields["steps"] = max(1, math.ceil(args.epochs * len(task.data.train) / (batch * context)))
+    try:
+        options = LMOptions(**fields)
+    except ValueError as err:
+        raise error(str(err)) from None
+    train_lm(config, source, run_dir, options, tokens=tokens, context=context, force=args.force,
+             quiet=args.quiet)  # fmt: skip
+    return 0
+
+
+def _default_run_dir(source: str, config: Any) -> str:
+    name = source.replace(":", "-") if source.startswith("synthetic:") else (
+        os.path.splitext(os.path.basename(source))[0])  # fmt: skip
+    kind = "complex" if config.complex else "real"
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return os.path.join("runs", f"{name}-decoder-{config.encoding}-{kind}-{stamp}")
+
+
+def cmd_evaluate(args: argparse.Namespace, error: type[Exception]) -> int:
+    """``cplxnet evaluate RUN [--context N]`` for a language-model run."""
+    from .evaluate import NA
+    from .generate import evaluate_lm_run, load_lm_run
+
+    if getattr(args, "data", None) is not None:
+        raise error(
+            "a language-model run is scored on its own test part; --data applies to classifiers"
+        )
+    run = load_lm_run(args.run)
+    scores = evaluate_lm_run(run, args.context)
+    metric = "accuracy" if run.tokens == "synthetic" else (
+        "bpc" if run.tokens == "char" else "perplexity")  # fmt: skip
+    if args.json:
+        print(json.dumps({"metric": metric, "test": scores, "run": args.run}))
+        return 0
+    for key, entry in scores.items():
+        what = "prompt lengths" if run.tokens == "synthetic" else "context"
+        if entry.get(metric) is None:
+            print(f"{what} {key}: n/a ({entry[NA]})")
+        elif run.tokens == "synthetic":
+            print(f"{what} {key}: exact-match accuracy {entry['accuracy']:.4f} (n={entry['n']})")
+        else:
+            print(
+                f"{what} {key}: {metric} {entry[metric]:.4f}  loss {entry['loss']:.4f} nats/token  "
+                f"({entry['tokens']:,} tokens in {entry['windows']:,} windows)"
+            )
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    """``cplxnet generate RUN PROMPT ...``."""
+    from .generate import generate_text
+
+    print(generate_text(args.run, args.prompt, args.tokens, temperature=args.temperature,
+                        seed=args.seed, context=args.context))  # fmt: skip
+    return 0

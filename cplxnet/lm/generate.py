@@ -1,0 +1,184 @@
+"""Using a finished language-model run: load it, re-score it at any length, sample from it.
+
+Sampling recomputes the whole prefix at every step (no key/value cache): at the size of these
+models that costs milliseconds per token. The model sees at most the last ``context`` tokens
+(default: the run's training context), so a trainable position table is never asked for a
+position it lacks.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..data import DataError
+from ..train import RunError, load_checkpoint, read_json
+from .data import TokenVocab, detokenize, tokenize
+from .evaluate import NA, evaluate_lengths
+from .synthetic import SEP
+from .train import LMOptions, LMTask
+
+__all__ = ["LoadedLM", "load_lm_run", "evaluate_lm_run", "generate", "generate_text"]
+
+
+@dataclass
+class LoadedLM:
+    """A trained language model (best dev weights, eval mode) with its vocabulary and data."""
+
+    run_dir: str
+    config: Any
+    model: nn.Module
+    vocab: TokenVocab
+    run_config: dict
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.run_config["data"]
+
+    @property
+    def context(self) -> int:
+        return int(self.data["context"])
+
+    @property
+    def tokens(self) -> str:
+        return self.data["tokens"]
+
+    def task(self) -> LMTask:
+        """The run's data, rebuilt (a changed training file is a :class:`RunError`)."""
+        return LMTask.from_spec(self.data, self.vocab)
+
+
+def load_lm_run(run_dir: str) -> LoadedLM:
+    """Load a language-model run folder's ``best.pt`` with its config and vocabulary."""
+    from .. import models as zoo
+
+    if not os.path.isdir(run_dir):
+        raise RunError(f"run folder {run_dir} not found")
+    run_config = read_json(os.path.join(run_dir, "config.json"))
+    if run_config.get("task") != "lm":
+        raise RunError(f"{run_dir} is not a language-model run (trained without --task lm)")
+    if not os.path.exists(os.path.join(run_dir, "best.pt")):
+        raise RunError(
+            f"{run_dir} has no best.pt (no evaluation finished yet); resume it with cplxnet train "
+            f"--resume {run_dir}"
+        )
+    config = zoo.config_from_dict(run_config["model"])
+    model = zoo.build_model(config)
+    model.load_state_dict(load_checkpoint(os.path.join(run_dir, "best.pt"))["model"])
+    model.eval()
+    vocab = TokenVocab.load(os.path.join(run_dir, "vocab.json"))
+    return LoadedLM(run_dir, config, model, vocab, run_config)
+
+
+def evaluate_lm_run(run: LoadedLM | str, context: int | None = None) -> dict[str, dict]:
+    """Score a run's best weights on its test part: at ``context`` tokens per window, or, with
+    ``None``, at every length (or bin) its results.json has. Synthetic runs with ``context``
+    score the exact-match accuracy on prompts of exactly ``context`` symbols."""
+    if isinstance(run, str):
+        run = load_lm_run(run)
+    if context is not None and context < 1:
+        raise DataError(f"--context must be at least 1, got {context}")
+    task = run.task()
+    options = LMOptions.from_dict(run.run_config["train"])
+    if task.synthetic is None:
+        if context is None:
+            return task.test(run.model, options)
+        return evaluate_lengths(run.model, task.data.test, [context], tokens=task.tokens,
+                                batch_tokens=options.batch_tokens)  # fmt: skip
+    if context is None:
+        return task.test(run.model, options)
+    s = task.synthetic
+    reason = run.model.unsupported_length(2 * context + 1)
+    if reason is not None:
+        return {str(context): {"accuracy": None, NA: reason}}
+    prompts = s.test_prompts(context, context)
+    return {str(context): {"accuracy": s.accuracy(run.model, prompts), "n": len(prompts)}}
+
+
+@torch.no_grad()
+def generate(
+    model: nn.Module,
+    prompt: torch.Tensor,
+    num_tokens: int,
+    *,
+    temperature: float = 1.0,
+    seed: int = 0,
+    context: int | None = None,
+) -> torch.Tensor:
+    """Continue ``prompt`` (``(N,)`` ids, ``N >= 1``) by ``num_tokens`` sampled tokens.
+
+    Each step runs the model on the last ``context`` tokens (all of them with ``None``) and
+    samples the next token from ``softmax(logits / temperature)`` with a generator seeded by
+    ``seed`` (the same seed gives the same continuation); ``temperature=0`` takes the most
+    likely token (greedy). Ids 0 and 1 (``<pad>``, ``<unk>``: never in a training stream) are
+    never produced. Returns the ``(num_tokens,)`` new
+    ids.
+    """
+    if prompt.dim() != 1 or len(prompt) == 0:
+        raise ValueError("generate: the prompt must be a non-empty 1-d tensor of ids")
+    if temperature < 0 or num_tokens < 0:
+        raise ValueError("generate: temperature and num_tokens must be >= 0")
+    was = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    g = torch.Generator(device=device).manual_seed(seed)
+    seq = prompt.to(device)
+    for _ in range(num_tokens):
+        window = seq if context is None else seq[-context:]
+        logits = model(window[None])[0, -1].double()  # (V,)
+        logits[:2] = float("-inf")  # never <pad> or <unk>
+        if temperature == 0:
+            nxt = logits.argmax().view(1)
+        else:
+            probs = torch.softmax(logits / temperature, -1)
+            nxt = torch.multinomial(probs, 1, generator=g)
+        seq = torch.cat([seq, nxt])
+    model.train(was)
+    return seq[len(prompt) :].cpu()
+
+
+def generate_text(
+    run: LoadedLM | str,
+    prompt: str,
+    num_tokens: int | None = 200,
+    *,
+    temperature: float = 1.0,
+    seed: int = 0,
+    context: int | None = None,
+) -> str:
+    """The continuation of ``prompt`` as text (see :func:`generate`; ``context`` defaults to the
+    run's training context for text, the whole sequence for synthetic runs).
+
+    A synthetic run answers a prompt of symbols: ``<sep>`` is appended and, with
+    ``num_tokens=None``, it generates the answer's length plus ``<eos>``."""
+    if isinstance(run, str):
+        run = load_lm_run(run)
+    if not prompt:
+        raise DataError("the prompt is empty; give some text to continue")
+    synthetic = run.tokens == "synthetic"
+    pieces = list(prompt) if synthetic else tokenize(prompt, run.tokens)
+    if not pieces:
+        raise DataError("the prompt has no tokens (only whitespace); give some text to continue")
+    if synthetic:
+        unknown = sorted({p for p in pieces if p not in run.vocab.stoi})
+        if unknown:
+            raise DataError(
+                f"the prompt has symbols the task does not use ({''.join(unknown)}); use "
+                + "".join(t for t in run.vocab.itos if len(t) == 1)
+            )
+        pieces.append(SEP)
+        if num_tokens is None:
+            num_tokens = len(pieces)
+    elif num_tokens is None:
+        num_tokens = 200
+    ids = run.vocab.encode(pieces)
+    if context is None and not synthetic:
+        context = run.context  # a synthetic answer needs its whole prompt
+    new = generate(run.model, ids, num_tokens, temperature=temperature, seed=seed,
+                   context=context)  # fmt: skip
+    out = run.vocab.decode(new)
+    return " ".join(out) if synthetic else detokenize(out, run.tokens)

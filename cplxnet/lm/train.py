@@ -1,0 +1,512 @@
+"""The language-model engine: train a causal decoder on a text stream or a synthetic task.
+
+:func:`train_lm` fits a ``decoder`` of the zoo (:class:`cplxnet.models.DecoderConfig`) and keeps
+everything in a run folder, as the classification engine (:mod:`cplxnet.train`) does::
+
+    config.json     model config, training options, data (source, tokens, context), versions
+    vocab.json      the token vocabulary (training part of the stream)
+    metrics.jsonl   one line per evaluation (every ``eval_every`` steps): train loss, dev score
+    checkpoint.pt   the state at the last evaluation (model, optimiser, RNG, history) for resume
+    best.pt         the weights with the best dev loss
+    results.json    written last: the test scores of best.pt per evaluation length (or bin)
+
+Training: AdamW, constant learning rate, gradient clipping; each step takes ``batch_size``
+windows of ``context`` tokens at random offsets of the training stream (or, for a synthetic
+task, fresh sequences). The offsets of step ``t`` come from a generator seeded by
+``(seed, t)`` and the checkpoint holds every RNG state, so :func:`resume_lm` ends with exactly
+the parameters and results of an uninterrupted run. ``train_seconds`` is the wall time of
+training and dev scoring summed over sessions (a session's time after its last checkpoint is
+lost with it); ``train_cpu_seconds`` the process CPU time of the same (the better measure on a
+shared machine with one thread). The dev part chooses the checkpoint (dev
+loss at the training context); the test part is scored once, at the end, with best.pt, at
+``context * m`` for each ``m`` of ``eval_multiples`` (text) or on the prompt-length bins
+(synthetic, :mod:`cplxnet.lm.synthetic`).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..data import DataError
+from ..runs import (
+    RUN_FORMAT,
+    RUN_MARKER,
+    RunError,
+    RunFolder,
+    atomic_write,
+    check_new_run_dir,
+    load_checkpoint,
+    read_json,
+    save_checkpoint,
+    write_json,
+)
+from ..train import progress, rng_state, seed_everything, set_rng_state, versions
+from .data import LMData, TokenVocab, file_sha256, prepare_lm_data
+from .evaluate import NA, evaluate_lengths, metric_name, score_stream
+from .synthetic import IGNORE, TASKS, SyntheticTask
+
+__all__ = [
+    "LMOptions",
+    "LMTask",
+    "make_task",
+    "train_lm",
+    "resume_lm",
+    "is_lm_run",
+    "SYNTHETIC_PREFIX",
+]
+
+SYNTHETIC_PREFIX = "synthetic:"
+CHECKPOINT_FORMAT = 1
+
+
+@dataclass
+class LMOptions:
+    """Training options of a language model.
+
+    Attributes:
+        steps: optimiser steps in total.
+        batch_size: windows (sequences) per step.
+        lr: AdamW learning rate (constant).
+        weight_decay: AdamW's decoupled weight decay.
+        clip_norm: clip the gradient to this total norm (``None``: no clipping).
+        eval_every: score dev (and save a checkpoint) every this many steps, and at the end.
+        eval_multiples: test evaluation lengths as multiples of the training context.
+        seed: model initialisation, dropout and the training windows.
+        batch_tokens: about this many tokens per evaluation forward pass.
+    """
+
+    steps: int = 2000
+    batch_size: int = 32
+    lr: float = 2e-3
+    weight_decay: float = 0.01
+    clip_norm: float | None = 1.0
+    eval_every: int = 250
+    eval_multiples: tuple[int, ...] = (1, 2, 4, 8)
+    seed: int = 0
+    batch_tokens: int = 16384
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "eval_every", "batch_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.weight_decay < 0:
+            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
+        if self.clip_norm is not None and not self.clip_norm > 0:
+            raise ValueError(f"clip_norm must be > 0, got {self.clip_norm}")
+        self.eval_multiples = tuple(int(m) for m in self.eval_multiples)
+        if not self.eval_multiples or min(self.eval_multiples) < 1:
+            raise ValueError(f"eval_multiples must be positive ints, got {self.eval_multiples}")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> LMOptions:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+# ------------------------------------------------------------------------------------------------
+# tasks: where batches come from and how dev and test are scored
+
+
+class LMTask:
+    """A text stream (``source`` a file, ``"mr"`` or ``"trec"``) or a synthetic task
+    (``"synthetic:copy"``, ``"synthetic:reverse"``), with the training ``context``.
+
+    ``batch(step, seed, batch_size)`` -> ``(ids, targets, padding_mask | None)``; ``dev(model)``
+    -> dev scores (``"loss"`` chooses the checkpoint); ``test(model, options)`` -> the test
+    entries of results.json.
+    """
+
+    def __init__(
+        self, source: str, tokens: str, context: int, vocab: TokenVocab | None = None
+    ) -> None:
+        self.source, self.context = source, context
+        self.synthetic: SyntheticTask | None = None
+        self.data: LMData | None = None
+        if source.startswith(SYNTHETIC_PREFIX):
+            name = source[len(SYNTHETIC_PREFIX) :]
+            if name not in TASKS:
+                raise DataError(
+                    f"unknown synthetic task {name!r}; valid: "
+                    + ", ".join(SYNTHETIC_PREFIX + t for t in TASKS)
+                )
+            self.synthetic = SyntheticTask(name, context)
+            self.tokens = "synthetic"
+            self.vocab = self.synthetic.vocab
+        else:
+            self.data = prepare_lm_data(source, tokens, context, vocab)
+            self.tokens = tokens
+            self.vocab = self.data.vocab
+
+    @property
+    def metric(self) -> str:
+        return metric_name(self.tokens)
+
+    @property
+    def longest_input(self) -> int:
+        """The longest training input (the decoder's ``max_len``)."""
+        return self.synthetic.longest_input if self.synthetic is not None else self.context
+
+    def spec(self) -> dict[str, Any]:
+        """The data part of config.json (rebuilds this task with :meth:`from_spec`)."""
+        spec: dict[str, Any] = {"source": self.source, "tokens": self.tokens,
+                                "context": self.context}  # fmt: skip
+        if self.synthetic is None and os.path.isfile(self.source):
+            spec["path"] = os.path.abspath(self.source)
+            spec["sha256"] = file_sha256(self.source)
+        return spec
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any], vocab: TokenVocab | None = None) -> LMTask:
+        source = spec.get("path", spec["source"])
+        digest = spec.get("sha256")
+        if digest is not None:
+            if not os.path.isfile(source):
+                raise RunError(f"the training text {source} is gone; the run cannot be rebuilt")
+            if file_sha256(source) != digest:
+                raise RunError(
+                    f"the training text {source} changed since the run started, so its splits "
+                    "cannot be rebuilt"
+                )
+        task = cls(source, spec["tokens"] if spec["tokens"] != "synthetic" else "char",
+                   spec["context"], vocab)  # fmt: skip
+        task.source = spec["source"]
+        return task
+
+    def summary(self) -> str:
+        if self.synthetic is not None:
+            s = self.synthetic
+            return (
+                f"synthetic {s.task}: prompts of 1-{s.max_prompt} symbols over {s.alphabet} "
+                f"symbols; test bins {', '.join(b[0] for b in s.bins())}"
+            )
+        return self.data.summary()
+
+    def batch(
+        self, step: int, seed: int, batch_size: int
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        g = torch.Generator().manual_seed(seed * 1_000_003 + step)
+        if self.synthetic is not None:
+            return self.synthetic.batch(g, batch_size)
+        train, L = self.data.train, self.context
+        starts = torch.randint(0, len(train) - L, (batch_size,), generator=g)
+        chunk = train[starts[:, None] + torch.arange(L + 1)]  # (B, L + 1)
+        return chunk[:, :-1], chunk[:, 1:], None
+
+    def dev(self, model: nn.Module, batch_tokens: int) -> dict[str, float]:
+        if self.synthetic is not None:
+            return {"loss": self.synthetic.loss(model, self.synthetic.dev_prompts())}
+        out = score_stream(model, self.data.dev, self.context, tokens=self.tokens,
+                           batch_tokens=batch_tokens)  # fmt: skip
+        return {"loss": out["loss"], self.metric: out[self.metric]}
+
+    def test(self, model: nn.Module, options: LMOptions) -> dict[str, dict]:
+        if self.synthetic is None:
+            lengths = [self.context * m for m in options.eval_multiples]
+            return evaluate_lengths(model, self.data.test, lengths, tokens=self.tokens,
+                                    batch_tokens=options.batch_tokens)  # fmt: skip
+        out: dict[str, dict] = {}
+        s = self.synthetic
+        for name, lo, hi in s.bins():
+            reason = model.unsupported_length(2 * hi + 1)
+            if reason is not None:
+                out[name] = {"accuracy": None, NA: reason}
+                continue
+            prompts = s.test_prompts(lo, hi)
+            out[name] = {"accuracy": s.accuracy(model, prompts), "n": len(prompts)}
+        return out
+
+
+def make_task(source: str, tokens: str = "char", context: int = 64) -> LMTask:
+    """The task of ``source`` (see :class:`LMTask`)."""
+    return LMTask(source, tokens, context)
+
+
+# ------------------------------------------------------------------------------------------------
+# the run
+
+
+def is_lm_run(run_dir: str) -> bool:
+    """True if ``run_dir`` holds a language-model run (its config.json says ``"task": "lm"``)."""
+    path = os.path.join(run_dir, "config.json")
+    if not os.path.isfile(path):
+        return False
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh).get("task") == "lm"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _fit_config(config: Any, task: LMTask) -> Any:
+    if getattr(config, "family", None) != "decoder":
+        raise ValueError(
+            f"a language model needs the 'decoder' family, got {getattr(config, 'family', None)!r}"
+        )
+    return dataclasses.replace(
+        config, vocab_size=len(task.vocab), padding_idx=0, max_len=task.longest_input
+    )
+
+
+def train_lm(
+    config: Any,
+    source: str,
+    run_dir: str,
+    options: LMOptions | None = None,
+    *,
+    tokens: str = "char",
+    context: int = 64,
+    force: bool = False,
+    quiet: bool = False,
+    callback: Callable[[int, dict], None] | None = None,
+) -> dict:
+    """Train a new causal language model and return its results (also ``run_dir/results.json``).
+
+    Args:
+        config: a ``decoder`` config (``make_config("decoder", ...)`` or ``preset_config(
+            "lm-char")``); its ``vocab_size``, ``padding_idx`` and ``max_len`` (= the longest
+            training input) are set from the data.
+        source: a UTF-8 text file, ``"mr"``, ``"trec"``, ``"synthetic:copy"`` or
+            ``"synthetic:reverse"``.
+        run_dir: the run folder to create (see the module docstring).
+        options: :class:`LMOptions`.
+        tokens: ``"char"`` or ``"word"`` (text sources).
+        context: training length ``L`` (synthetic tasks: the longest training prompt).
+        force: replace an existing run folder (only a cplxnet run folder or an empty one).
+        quiet: no progress bar and no log lines.
+        callback: ``callback(step, metrics)`` after each evaluation is saved.
+
+    Returns the results dict::
+
+        {"task": "lm", "data": source, "tokens": "char", "context": 64, "metric": "bpc",
+         "test": {"64": {"bpc": 2.61, "loss": 1.81, "tokens": 59610, "windows": 932},
+                  "128": {...}, "256": {...},
+                  "512": {"bpc": None, "n/a": "reason"}},     # a length the encoding lacks
+         "dev": {"loss": ..., "bpc": ...}, "best_step": 1750, "steps": 2000,
+         "train_seconds": 161.2, "train_cpu_seconds": 158.0, "test_seconds": 9.8,
+         "real_parameters": 113316,
+         "splits": {"train": ..., "dev": ..., "test": ...}}
+
+    Synthetic tasks have ``"metric": "accuracy"`` and ``"test": {"1-16": {"accuracy": 1.0,
+    "n": 100}, "17-32": {...}, "33-64": {...}}`` (prompt-length bins).
+    """
+    options = options or LMOptions()
+    check_new_run_dir(run_dir, force)  # before reading any data; touches nothing
+    task = LMTask(source, tokens, context)
+    config = _fit_config(config, task)
+    seed_everything(options.seed)
+    from .. import models as zoo
+
+    model = zoo.build_model(config)
+    run_config = {
+        RUN_MARKER: RUN_FORMAT,
+        "task": "lm",
+        "model": dataclasses.asdict(config),
+        "train": dataclasses.asdict(options),
+        "data": task.spec(),
+        "seed": options.seed,
+        "versions": versions(),
+        "created": datetime.datetime.now().isoformat(timespec="seconds"),
+    }
+    folder = RunFolder(run_dir, force)
+    try:
+        write_json(os.path.join(folder.path, "config.json"), run_config)
+        task.vocab.save(os.path.join(folder.path, "vocab.json"))
+        _logger(quiet)(task.summary())
+        return _fit(model, task, folder, options, quiet, callback, state=None)
+    finally:
+        folder.abort()  # before the first checkpoint: remove what this run wrote (else a no-op)
+
+
+def resume_lm(
+    run_dir: str,
+    *,
+    steps: int | None = None,
+    quiet: bool = False,
+    callback: Callable[[int, dict], None] | None = None,
+) -> dict:
+    """Continue an interrupted language-model run from ``checkpoint.pt``; ``steps`` raises the
+    planned number of steps (to extend a finished run). The result equals an uninterrupted run's.
+    """
+    if not os.path.isdir(run_dir):
+        raise RunError(f"run folder {run_dir} not found; give the folder of an earlier run")
+    run_config = read_json(os.path.join(run_dir, "config.json"))
+    options = LMOptions.from_dict(run_config["train"])
+    state = load_checkpoint(os.path.join(run_dir, "checkpoint.pt"))
+    done = os.path.exists(os.path.join(run_dir, "results.json"))
+    if steps is not None and steps != options.steps:
+        if steps < state["step"]:
+            raise RunError(f"{run_dir} already ran {state['step']} steps; --steps {steps} is less")
+        options = dataclasses.replace(options, steps=steps)
+        run_config["train"] = dataclasses.asdict(options)
+    if done and state["step"] >= options.steps:
+        raise RunError(
+            f"run {run_dir} is already complete ({state['step']} steps; results.json exists); "
+            f"pass --steps N with N > {state['step']} to train it for more steps"
+        )
+    from .. import models as zoo
+
+    config = zoo.config_from_dict(run_config["model"])
+    vocab = TokenVocab.load(os.path.join(run_dir, "vocab.json"))
+    task = LMTask.from_spec(run_config["data"], vocab)
+    if done:
+        os.remove(os.path.join(run_dir, "results.json"))
+    write_json(os.path.join(run_dir, "config.json"), run_config)
+    model = zoo.build_model(config)
+    _logger(quiet)(f"resuming {run_dir} after step {state['step']} of {options.steps}")
+    return _fit(model, task, RunFolder.existing(run_dir), options, quiet, callback, state=state)
+
+
+def _logger(quiet: bool) -> Callable[[str], None]:
+    return (lambda message: None) if quiet else (lambda message: print(message, flush=True))
+
+
+def _fit(
+    model: nn.Module,
+    task: LMTask,
+    folder: RunFolder,
+    options: LMOptions,
+    quiet: bool,
+    callback: Callable[[int, dict], None] | None,
+    state: dict | None,
+) -> dict:
+    run_dir = folder.final  # for messages; files go to folder.path (see cplxnet.runs.RunFolder)
+
+    def path(_: str, name: str) -> str:
+        return os.path.join(folder.path, name)
+
+    log = _logger(quiet)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=options.lr, weight_decay=options.weight_decay)
+    history: list[dict] = []
+    best: dict | None = None
+    step, seconds, cpu_seconds = 0, 0.0, 0.0
+    if state is not None:
+        if state.get("format") != CHECKPOINT_FORMAT:
+            raise RunError(f"{run_dir}/checkpoint.pt has an unknown format {state.get('format')}")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        set_rng_state(state["rng"])
+        history, best = list(state["history"]), state["best"]
+        step, seconds, cpu_seconds = state["step"], state["seconds"], state["cpu_seconds"]
+        atomic_write(  # metrics.jsonl may have lines the checkpoint never saw
+            path(run_dir, "metrics.jsonl"),
+            lambda fh: fh.writelines(json.dumps(m) + "\n" for m in history),
+        )
+
+    model.train()
+    bar = progress(options.steps - step, "train", quiet)
+    started, cpu_started = time.perf_counter(), time.process_time()
+    running, running_n = 0.0, 0
+    try:
+        while step < options.steps:
+            ids, targets, mask = task.batch(step, options.seed, options.batch_size)
+            logits = model(ids, mask)
+            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
+            loss.backward()
+            if options.clip_norm is not None:
+                torch.nn.utils.clip_grad_norm_(params, options.clip_norm)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            running += float(loss.detach())
+            running_n += 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{running / running_n:.4f}")
+            if not math.isfinite(running):
+                raise RunError(
+                    f"the training loss became {running} at step {step}; lower --lr or set "
+                    "--clip-norm"
+                )
+            if step % options.eval_every and step != options.steps:
+                continue
+            dev = task.dev(model, options.batch_tokens)
+            improved = best is None or dev["loss"] < best["dev"]["loss"]
+            elapsed = time.perf_counter() - started
+            metrics = {"step": step, "train_loss": running / running_n,
+                       **{f"dev_{k}": v for k, v in dev.items()}, "best": improved,
+                       "seconds": round(seconds + elapsed, 3)}  # fmt: skip
+            history.append(metrics)
+            running, running_n = 0.0, 0
+            if improved:
+                best = {"step": step, "dev": dev}
+                save_checkpoint({"format": CHECKPOINT_FORMAT, "step": step,
+                                 "model": model.state_dict(), "dev": dev},
+                                path(run_dir, "best.pt"))  # fmt: skip
+            save_checkpoint(
+                {"format": CHECKPOINT_FORMAT, "step": step, "model": model.state_dict(),
+                 "optimizer": optimizer.state_dict(), "rng": rng_state(), "history": history,
+                 "best": best, "seconds": seconds + elapsed,
+                 "cpu_seconds": cpu_seconds + time.process_time() - cpu_started},
+                path(run_dir, "checkpoint.pt"),
+            )  # fmt: skip
+            folder.promote()  # a new run replacing an old one takes its place now
+            if folder.note:
+                log(folder.note)
+                folder.note = ""
+            with open(path(run_dir, "metrics.jsonl"), "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(metrics) + "\n")
+            if not quiet:
+                scores = "  ".join(f"dev {k} {v:.4f}" for k, v in dev.items())
+                bar.write(f"step {step}/{options.steps}  train loss {metrics['train_loss']:.4f}  "
+                          f"{scores}{'  *best' if improved else ''}")  # fmt: skip
+            if callback is not None:
+                callback(step, metrics)
+    finally:
+        bar.close()
+    seconds += time.perf_counter() - started
+    cpu_seconds += time.process_time() - cpu_started
+    if best is None:
+        raise RunError("no step was trained (steps too small)")
+
+    t0 = time.perf_counter()
+    scorer = copy.deepcopy(model)  # keeps the live model's last state; draws no random numbers
+    scorer.load_state_dict(load_checkpoint(path(run_dir, "best.pt"))["model"])
+    test = task.test(scorer, options)
+    results = {
+        "task": "lm",
+        "data": task.source,
+        "tokens": task.tokens,
+        "context": task.context,
+        "metric": task.metric,
+        "test": test,
+        "dev": best["dev"],
+        "best_step": best["step"],
+        "steps": step,
+        "train_seconds": round(seconds, 1),
+        "train_cpu_seconds": round(cpu_seconds, 1),
+        "test_seconds": round(time.perf_counter() - t0, 1),
+        "real_parameters": sum(p.numel() * (2 if p.is_complex() else 1)
+                               for p in model.parameters()),  # fmt: skip
+        "seed": options.seed,
+    }
+    if task.data is not None:
+        results["splits"] = task.data.sizes()
+        results["unknown_test_tokens"] = task.data.unknown_test
+    write_json(path(run_dir, "results.json"), results)
+    log(_describe(results) + f"; run folder: {run_dir}")
+    return results
+
+
+def _describe(results: dict) -> str:
+    metric = results["metric"]
+    parts = []
+    for key, entry in results["test"].items():
+        value = entry.get(metric)
+        parts.append(f"{key}: " + ("n/a" if value is None else f"{value:.4f}"))
+    return f"best dev at step {results['best_step']}; test {metric} " + ", ".join(parts)

@@ -1,0 +1,224 @@
+r"""Decoder-only causal Transformer language model, complex or real, with any encoding."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import cplxnet.nn as cnn
+from cplxnet._utils import check_indices
+from cplxnet.encodings import SITES, check_sites, create_encoding
+
+from .common import NumberField, TokenEmbedding
+from .config import DecoderConfig
+
+__all__ = ["Decoder", "next_token_logits"]
+
+
+def next_token_logits(
+    h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, scale: float = 1.0
+) -> torch.Tensor:
+    r"""Real next-token logits of hidden states:
+    :math:`\ell_w = s\,\mathrm{Re}(h\, e_w^H) + b_w` (``s = scale``).
+
+    ``h`` ``(..., D)`` complex (or real), ``weight`` ``(V, 2D)`` real: row ``w`` is the packed
+    (interleaved ``re, im``) complex vector :math:`e_w` (for a real ``h``, ``(V, D)``). Every real
+    linear functional of a complex vector is :math:`h \mapsto \mathrm{Re}(h\, e^H)` for some
+    complex :math:`e`, and :math:`\mathrm{Re}(h e^H) = h_r \cdot e_r + h_i \cdot e_i` is the real
+    dot product of the packed views, so this is one real GEMM (the cost of the equal-FLOP real
+    twin's head). Returns ``(..., V)`` real.
+    """
+    packed = torch.view_as_real(h).flatten(-2) if h.is_complex() else h
+    if scale == 1.0:
+        return F.linear(packed, weight, bias)
+    out = F.linear(packed, weight) * scale
+    return out if bias is None else out + bias
+
+
+class Decoder(nn.Module):
+    r"""Decoder-only Transformer language model (Radford et al., "Improving Language Understanding
+    by Generative Pre-Training", 2018): ``forward(ids (B, L)) -> logits (B, L, V)`` real, where
+    position ``t`` predicts token ``t + 1`` from tokens ``0 .. t`` only.
+
+    .. math::
+        x = \mathrm{embed}(ids),\quad h = N_f(\mathrm{Layer}_{n}(\dots\mathrm{Layer}_1(x))),\quad
+        \ell_{t,w} = \mathrm{Re}(h_t\, e_w^H) + b_w
+
+    * Embedding stage: :class:`cplxnet.models.TokenEmbedding` (the encoding's ``embed`` replaces
+      the word table when it acts on ``"token"`` -- complex-order --, else a word table and
+      ``encode_input``).
+    * Layers: :class:`cplxnet.nn.TransformerEncoder` with ``is_causal=True`` (query ``t`` attends
+      to keys ``j <= t``), pre-norm with a final norm (``norm_first=True``, default) or post-norm;
+      the encoding acts at every site (``layer``, ``qk``, ``logits``, ``values``) through the
+      layers. The encoding is built with ``causal=True`` (encodings whose constructor accepts
+      it switch to their unidirectional form).
+    * Head (:func:`next_token_logits`): a real next-token score must be a real-valued function
+      of the complex hidden state; the most general real-*linear* one is
+      :math:`\mathrm{Re}(h\, e_w^H) + b_w`, i.e. a real linear layer on the packed view
+      ``[Re h, Im h]`` (``2D -> V``). With ``tie_embeddings`` and a plain word table,
+      :math:`e_w` is word ``w``'s embedding (the complex analogue of weight tying: the logit is
+      the real part of the Hermitian inner product of the state and the word vector, largest when
+      they are aligned in phase), scaled by ``1/sqrt(2D)`` (``1/sqrt(D)`` in a real model: the
+      packed width) so that unit-variance word vectors give logits of unit scale at
+      initialisation (the convention of Mesh TensorFlow's T5 for tied heads). Complex-order's
+      embedding depends on the position, so it has no position-free table and its head is
+      untied (``self.tied`` is False). The real twin has the same head on real states
+      (ordinary weight tying).
+
+    The model has no length limit of its own: :meth:`unsupported_length` says whether the
+    encoding can represent a length (a trainable table of ``max_len`` rows cannot go beyond).
+    """
+
+    supported_sites: ClassVar[frozenset[str]] = frozenset(SITES)
+
+    def __init__(
+        self,
+        config: DecoderConfig,
+        *,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        if not isinstance(config, DecoderConfig):
+            raise TypeError(f"Decoder: expected a DecoderConfig, got {type(config).__name__}")
+        self.config = config
+        self.field = field = NumberField(config.complex, device, dtype)
+        self.encoding = create_encoding(
+            config.encoding,
+            d_model=config.d_model,
+            num_heads=config.num_heads,
+            vocab_size=config.vocab_size,
+            max_len=config.max_len,
+            causal=True,
+            device=device,
+            dtype=field.dtype,
+            # per-word tables (complex-order, ...) take the model's padding id and sparsity
+            # unless the user's options set them
+            defaults={"padding_idx": config.padding_idx, "sparse": config.sparse_embeddings},
+            **config.encoding_options,
+        )
+        check_sites(self.encoding, self.supported_sites, config.family)
+        self.embedding = TokenEmbedding(config, self.encoding, field)
+        self.layers = cnn.TransformerEncoder.from_sizes(
+            config.d_model,
+            config.num_heads,
+            config.num_layers,
+            final_norm=config.norm if config.norm_first else None,  # after pre-norm layers
+            dim_feedforward=config.dim_feedforward,
+            dropout=config.dropout,
+            attention_dropout=config.attention_dropout,
+            activation=config.activation,
+            norm_first=config.norm_first,
+            norm=config.norm,
+            score=config.score,
+            projection=config.projection,
+            **field.fk,
+        )
+        # the layers get the encoding only if it acts on one of their sites (the embedding stage
+        # applies "token" and "input")
+        self._layer_encoding = bool(self.encoding.acts_on & cnn.TransformerEncoder.sites)
+        self.tied = config.tie_embeddings and self.embedding.word is not None
+        width = 2 * config.d_model if field.complex else config.d_model  # packed real width
+        V = config.vocab_size
+        self.head_weight = (
+            None if self.tied else nn.Parameter(torch.empty(V, width, **field.real_fk))
+        )
+        self.head_bias = nn.Parameter(torch.empty(V, **field.real_fk))
+        self.head_scale = width**-0.5 if self.tied else 1.0
+        self._reset_head()
+
+    def _reset_head(self) -> None:
+        with torch.no_grad():
+            if self.head_weight is not None:  # as torch's nn.Linear(width, V)
+                bound = self.head_weight.shape[1] ** -0.5
+                self.head_weight.uniform_(-bound, bound)
+            self.head_bias.zero_()
+
+    def reset_parameters(self) -> None:
+        """Re-initialise every parameter (embedding, encoding, layers, head)."""
+        for m in self.modules():
+            if m is not self and hasattr(m, "reset_parameters"):
+                m.reset_parameters()
+        self._reset_head()
+
+    @property
+    def is_complex(self) -> bool:
+        return self.field.complex
+
+    def output_weight(self) -> torch.Tensor:
+        """The head's ``(V, 2D)`` packed (complex model) or ``(V, D)`` (real model) weight: the
+        word table's when tied, else the head's own."""
+        if self.head_weight is not None:
+            return self.head_weight
+        word = self.embedding.word
+        return word.packed_weight if self.field.complex else word.weight
+
+    def forward(
+        self, ids: torch.Tensor, padding_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Next-token logits ``(B, L, V)`` (real) of the token ids ``(B, L)``.
+
+        ``padding_mask`` ``(B, L)`` bool, True = padding at the end of a sequence (optional: with
+        the causal mask, padding after a position never reaches it; the mask only zeroes the
+        padded inputs).
+        """
+        owner = type(self).__name__
+        if not isinstance(ids, torch.Tensor) or ids.dtype not in (torch.int64, torch.int32):
+            got = ids.dtype if isinstance(ids, torch.Tensor) else type(ids).__name__
+            raise TypeError(f"{owner}: ids must be an int64 tensor of token ids, got {got}")
+        if ids.dim() != 2 or ids.shape[1] == 0:
+            raise ValueError(
+                f"{owner}: ids must have shape (B, L) with L >= 1, got {tuple(ids.shape)}"
+            )
+        check_indices(ids, self.config.vocab_size, owner, "ids")
+        if padding_mask is None:
+            embed_mask = torch.zeros(ids.shape, dtype=torch.bool, device=ids.device)
+        else:
+            if not isinstance(padding_mask, torch.Tensor) or padding_mask.dtype != torch.bool:
+                raise TypeError(f"{owner}: padding_mask must be a torch.bool tensor")
+            if padding_mask.shape != ids.shape:
+                raise ValueError(
+                    f"{owner}: padding_mask must have the shape of ids {tuple(ids.shape)}, got "
+                    f"{tuple(padding_mask.shape)}"
+                )
+            embed_mask = padding_mask
+        x = self.embedding(ids, embed_mask, self.encoding)  # (B, L, D)
+        encoding = self.encoding if self._layer_encoding else None
+        h = self.layers(x, src_key_padding_mask=padding_mask, is_causal=True, encoding=encoding)
+        return next_token_logits(h, self.output_weight(), self.head_bias, self.head_scale)
+
+    @torch.no_grad()
+    def unsupported_length(self, length: int) -> str | None:
+        """Why the model cannot process sequences of ``length`` tokens, or ``None`` if it can.
+
+        The encoding decides (e.g. a trainable table of ``max_len`` rows has no position beyond
+        it): one sequence of ``length`` padding ids is run through the model and the encoding's
+        ``ValueError`` message is returned.
+        """
+        ids = torch.full(
+            (1, length), self.config.padding_idx, dtype=torch.long, device=self.head_bias.device
+        )
+        was_training = self.training
+        self.eval()
+        try:
+            self(ids)
+        except ValueError as err:
+            return str(err)
+        finally:
+            self.train(was_training)
+        return None
+
+    def sparse_parameters(self) -> list[nn.Parameter]:
+        """See :func:`cplxnet.models.sparse_parameters`."""
+        from .common import sparse_parameters
+
+        return sparse_parameters(self)
+
+    def extra_repr(self) -> str:
+        return (
+            f"vocab_size={self.config.vocab_size}, d_model={self.config.d_model}, "
+            f"num_layers={self.config.num_layers}, tied={self.tied}"
+        )
