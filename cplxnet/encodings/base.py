@@ -17,12 +17,13 @@ site       hook                                         meaning
 "layer"    ``layer_input(x, layer, num_layers)``         acts on the input of Transformer layer
                                                         ``layer`` (DeBERTa's enhanced mask decoder)
 "qk"       ``rotate(q, k, v) -> (q, k, v)``              acts on queries/keys/values, (B, H, L, Dh)
-                                                        (rotary)
+                                                        (rotary, xpos)
 "logits"   ``logits_bias(q, k) -> (B|1, H|1, Lq, Lk)``   adds to the attention logits after
                                                         scaling; ``q``, ``k`` arrive packed real
                                                         (:func:`cplxnet._utils.pack`) so one
                                                         implementation serves complex and real
-                                                        attention (t5, shaw, xl, deberta)
+                                                        attention (t5, alibi, shaw, xl,
+                                                        deberta)
 "values"   ``value_term(weights) -> (B, H, Lq, Dv)``     adds ``sum_j a_ij R_ij`` to the attention
                                                         output (packed real), given the attention
                                                         weights (shaw)

@@ -7,14 +7,11 @@ complex head of width ``Dh`` has ``dim = 2 Dh``), and the factor by which querie
 each multiplied (so the logits by its square; Hugging Face multiplies ``cos`` and ``sin`` by it).
 :data:`ROPE_SCALINGS` maps the names to the functions and :func:`rope_frequencies` dispatches.
 
-=========== ======================================================= ==========================
-name        frequencies                                             attention factor
-=========== ======================================================= ==========================
-(none)      :math:`\theta_j = b^{-2j/\text{dim}}`                    1
-``linear``  :math:`\theta_j / s` (position interpolation)           1
-``ntk``     :math:`(b\, s^{\text{dim}/(\text{dim}-2)})^{-2j/\text{dim}}` 1
-``yarn``    NTK-by-parts: :math:`\theta_j ((1-\gamma_j)/s + \gamma_j)` :math:`0.1 \ln s + 1`
-=========== ======================================================= ==========================
+* no scaling: :math:`\theta_j = b^{-2j/\text{dim}}`, factor 1 (:func:`default_rope`);
+* ``"linear"``: :math:`\theta_j / s` (position interpolation), factor 1;
+* ``"ntk"``: the base becomes :math:`b\, s^{\text{dim}/(\text{dim}-2)}`, factor 1;
+* ``"yarn"``: NTK-by-parts, :math:`\theta_j ((1-\gamma_j)/s + \gamma_j)`, factor
+  :math:`0.1 \ln s + 1`.
 
 References: position interpolation, Chen et al., "Extending Context Window of Large Language
 Models via Positional Interpolation", 2023; NTK-aware scaling, bloc97, "NTK-Aware Scaled RoPE"
