@@ -283,7 +283,7 @@ _RESUME_OK = {"resume", "epochs", "quiet", "threads", "command", "allow_changed_
 
 def _model_config(args: argparse.Namespace, zoo: Any) -> Any:
     """The model config from --preset / --model and the overrides; validated by building it."""
-    from .train import check_model_memory
+    from .runs import check_model_memory
 
     overrides: dict[str, Any] = {}
     for arg, field in (
