@@ -235,6 +235,12 @@ class HasDtype:
     property: inputs are checked against ``module.dtype`` and ``extra_repr`` shows it. Rebuild a
     module with ``dtype=`` rather than converting it with ``module.to(dtype)`` (see
     :func:`check_dtype`).
+
+    Precision changes are refused: ``module.to(dtype)``, ``.double()``, ``.float()``,
+    ``.half()``, ``.bfloat16()`` and ``.type(dtype)`` raise a ``TypeError`` before any tensor is
+    converted if they would change the dtype of a parameter or buffer (torch would convert the
+    complex and the real parameters of a layer inconsistently, e.g. real norm gains to complex).
+    Moving between devices is unaffected. So ``dtype`` always matches the parameters.
     """
 
     _dtype: torch.dtype
@@ -243,6 +249,29 @@ class HasDtype:
     def dtype(self) -> torch.dtype:
         """The dtype the module was built for (complex, or real for a real twin)."""
         return self._dtype
+
+    def _apply(self, fn, recurse=True):  # noqa: ANN001 - torch's signature
+        seen = set()
+        for name, t in [*self.named_parameters(), *self.named_buffers()]:
+            if (t.dtype, t.device) in seen:
+                continue
+            seen.add((t.dtype, t.device))
+            new = fn(torch.empty(0, dtype=t.dtype, device=t.device)).dtype
+            if new != t.dtype:
+                owner = type(self).__name__
+                wanted = self._dtype.is_complex and (new.is_floating_point or new.is_complex)
+                target = complex_dtype(new) if wanted else new
+                what = f"{name} would become {new} from {t.dtype}; the module is {self._dtype}"
+                fix = (
+                    f"it already is {target}: drop the dtype conversion (.to(device) moves it)"
+                    if target == self._dtype
+                    else f"build it with {owner}(..., dtype={target}) instead and copy the "
+                    "weights with load_state_dict"
+                )
+                raise TypeError(
+                    f"{owner}: cannot change the precision of a cplxnet module ({what}); {fix}"
+                )
+        return super()._apply(fn, recurse)  # type: ignore[misc]
 
 
 def check_sizes(owner: str, **sizes: int) -> None:

@@ -358,8 +358,10 @@ def _apply_sets(config: Any, items: Sequence[str], zoo: Any) -> Any:
     return zoo.make_config(config.family, **{**current, **fields})
 
 
-def _model_config(args: argparse.Namespace, zoo: Any, engine: Any) -> Any:
+def _model_config(args: argparse.Namespace, zoo: Any) -> Any:
     """The model config from --preset / --model and the overrides; validated by building it."""
+    from .runs import check_model_memory
+
     overrides: dict[str, Any] = {}
     if args.encoding is not None:
         overrides.update(_encoding_overrides(args.encoding))
@@ -390,7 +392,7 @@ def _model_config(args: argparse.Namespace, zoo: Any, engine: Any) -> Any:
         # memory is an error, not an allocation): unknown encodings and incompatible options fail
         # here, before any data is read or any folder is created.
         tiny = dataclasses.replace(config, vocab_size=4, num_classes=2)
-        engine.check_model_memory(tiny, zoo)
+        check_model_memory(tiny, zoo)
         zoo.build_model(tiny)
     except (ValueError, TypeError, KeyError) as err:
         raise CLIError(err.args[0] if isinstance(err, KeyError) else str(err)) from None
@@ -458,7 +460,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     import cplxnet.models as zoo
 
-    config = _model_config(args, zoo, engine)
+    config = _model_config(args, zoo)
     spec_fields = {
         "data": args.data or "mr",
         "dev": args.dev,

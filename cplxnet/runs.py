@@ -1,4 +1,5 @@
-"""Run folders: what cplxnet writes into them, how, and what it may replace or remove.
+"""Run folders: what cplxnet writes into them, how, and what it may replace or remove (and the
+memory check made before a run allocates its model).
 
 A run folder is what ``cplxnet train`` makes (see :mod:`cplxnet.train`). Its ``config.json``
 carries the marker ``"cplxnet_run": RUN_FORMAT`` (the folder's format version), and the folder
@@ -40,6 +41,7 @@ __all__ = [
     "atomic_write",
     "write_json",
     "read_json",
+    "read_run_config",
     "save_checkpoint",
     "load_checkpoint",
     "load_weights",
@@ -51,6 +53,7 @@ __all__ = [
     "check_new_run_dir",
     "remove_run_files",
     "RunFolder",
+    "check_model_memory",
 ]
 
 #: Format version of a run folder, stored in its ``config.json`` under :data:`RUN_MARKER`.
@@ -127,6 +130,17 @@ def read_json(path: str) -> Any:
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         reason = clip(str(err).splitlines()[0] if str(err) else type(err).__name__, 100)
         raise RunError(f"{path} is not valid JSON ({reason}); the run folder is damaged") from None
+
+
+def read_run_config(run_dir: str) -> dict:
+    """A run folder's ``config.json``; a file without the cplxnet marker is a :class:`RunError`."""
+    config = read_json(os.path.join(run_dir, "config.json"))
+    if not isinstance(config, dict) or RUN_MARKER not in config:
+        raise RunError(
+            f"{os.path.join(run_dir, 'config.json')} was not written by cplxnet train (no "
+            f"{RUN_MARKER!r} marker); give the folder of a cplxnet run"
+        )
+    return config
 
 
 def save_checkpoint(obj: dict, path: str) -> None:
@@ -272,6 +286,8 @@ def check_replaceable(path: str) -> None:
 
 def _exists_message(path: str) -> str:
     has = set(os.listdir(path)) if os.path.isdir(path) else set()
+    if os.path.isdir(path) and not os.path.islink(path) and not has:
+        return f"run folder {path} already exists (empty); pass --force to use it or choose another"
     if not is_run_folder(path):
         return (
             f"run folder {path} already exists and is not a cplxnet run; choose another --run-dir"
@@ -376,3 +392,36 @@ class RunFolder:
         if not self._promoted and os.path.isdir(self.path):
             remove_run_files(self.path)
 
+
+# ------------------------------------------------------------------------------------------------
+# checks before a run starts
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return 16 << 30
+
+
+def check_model_memory(config: Any, zoo: Any, *, limit: int | None = None) -> int:
+    """Build ``config`` with ``zoo.build_model`` on the meta device (nothing is allocated) and
+    raise :class:`RunError` if its parameters and buffers need more than ``limit`` bytes
+    (default: half the machine's memory). Returns the number of bytes."""
+    with torch.device("meta"):
+        model = zoo.build_model(config)
+    tensors = [*model.named_parameters(), *model.named_buffers()]
+    total = sum(t.numel() * t.element_size() for _, t in tensors)
+    limit = _physical_memory() // 2 if limit is None else limit
+    if total > limit:
+        name, big = max(tensors, key=lambda item: item[1].numel() * item[1].element_size())
+        hint = {"vocab_size": "--max-vocab", "max_len": "--max-len", "d_model": "--d-model"}
+        sizes = ", ".join(
+            f"{hint[k]} {getattr(config, k)}" for k in hint if getattr(config, k, None) is not None
+        )
+        raise RunError(
+            f"the model would need {total / 2**30:.1f} GiB for its parameters (the largest, "
+            f"{name}, has shape {tuple(big.shape)}), more than {limit / 2**30:.1f} GiB of this "
+            f"machine; make it smaller ({sizes})"
+        )
+    return total

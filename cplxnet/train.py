@@ -15,7 +15,8 @@ The dev split chooses the epoch; the test split is scored once, at the end, with
 Each epoch's batch order is a function of ``(seed, epoch)`` and the checkpoint holds every RNG
 state, so :func:`resume` ends with exactly the parameters and metrics of an uninterrupted run.
 Checkpoints are plain dicts of tensors, numbers and strings, written atomically (temporary file
-+ ``os.replace``) and read with ``torch.load(..., weights_only=True)``.
++ ``os.replace``) and read with ``torch.load(..., weights_only=True)``. What may be replaced
+(``force``), how files are written and what :func:`resume` checks is in :mod:`cplxnet.runs`.
 
 Optimisers: Adam (AdamW when ``weight_decay > 0``) for dense parameters, ``SparseAdam`` for the
 embedding tables with sparse gradients (``models.sparse_parameters``): dense Adam over whole
@@ -75,11 +76,12 @@ from .runs import (
     RunFolder,
     atomic_write,
     check_data_unchanged,
+    check_model_memory,
     check_new_run_dir,
     data_hashes,
     load_checkpoint,
     load_weights,
-    read_json,
+    read_run_config,
     save_checkpoint,
     write_json,
 )
@@ -99,7 +101,6 @@ __all__ = [
     "load_checkpoint",
     "seed_everything",
     "RUN_FILES",
-    "check_model_memory",
 ]
 
 CHECKPOINT_FORMAT = 1
@@ -315,37 +316,6 @@ def _fit_config(config: Any, data: PreparedData) -> Any:
     return dataclasses.replace(config, **{k: v for k, v in changes.items() if k in names})
 
 
-def _physical_memory() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
-        return 16 << 30
-
-
-def check_model_memory(config: Any, zoo: Any = None, *, limit: int | None = None) -> int:
-    """Build ``config`` on the meta device (nothing is allocated) and raise :class:`RunError` if
-    its parameters and buffers need more than ``limit`` bytes (default: half the machine's
-    memory). Returns the number of bytes."""
-    zoo = _zoo(zoo)
-    with torch.device("meta"):
-        model = zoo.build_model(config)
-    tensors = [*model.named_parameters(), *model.named_buffers()]
-    total = sum(t.numel() * t.element_size() for _, t in tensors)
-    limit = _physical_memory() // 2 if limit is None else limit
-    if total > limit:
-        name, big = max(tensors, key=lambda item: item[1].numel() * item[1].element_size())
-        hint = {"vocab_size": "--max-vocab", "max_len": "--max-len", "d_model": "--d-model"}
-        sizes = ", ".join(
-            f"{hint[k]} {getattr(config, k)}" for k in hint if getattr(config, k, None) is not None
-        )
-        raise RunError(
-            f"the model would need {total / 2**30:.1f} GiB for its parameters (the largest, "
-            f"{name}, has shape {tuple(big.shape)}), more than {limit / 2**30:.1f} GiB of this "
-            f"machine; make it smaller ({sizes})"
-        )
-    return total
-
-
 def _ddp_handles_sparse(model: nn.Module, zoo: Any) -> bool:
     """True if every sparse-gradient parameter is the weight of a ``torch.nn.Embedding`` or
     ``EmbeddingBag`` with ``sparse=True`` (the only sparse gradients DDP expects)."""
@@ -404,7 +374,9 @@ def train(
         data: prepared splits, vocabulary and labels (:func:`cplxnet.data.prepare_data`).
         run_dir: the run folder to create (see the module docstring).
         options: training options (:class:`TrainOptions`).
-        force: replace an existing run folder (only a cplxnet run folder or an empty one).
+        force: replace an existing run folder, only a cplxnet run folder holding nothing but its
+            run files, or an empty one (:func:`cplxnet.runs.check_replaceable`); the new run
+            trains in a sibling folder and takes its place after its first checkpoint.
         vectors: a GloVe/word2vec text file to initialise the word table (amplitudes of a
             complex table).
         quiet: no progress bar and no per-epoch lines.
@@ -492,12 +464,7 @@ def resume(
     log = _Logger(quiet, rank)
     if not os.path.isdir(run_dir):
         raise RunError(f"run folder {run_dir} not found; give the folder of an earlier run")
-    run_config = read_json(os.path.join(run_dir, "config.json"))
-    if not isinstance(run_config, dict) or RUN_MARKER not in run_config:
-        raise RunError(
-            f"{run_dir}/config.json was not written by cplxnet train (no {RUN_MARKER!r} marker); "
-            "give the folder of an earlier run"
-        )
+    run_config = read_run_config(run_dir)
     options = TrainOptions.from_dict(run_config["train"])
     if not os.path.exists(os.path.join(run_dir, "checkpoint.pt")):
         raise RunError(
@@ -898,12 +865,7 @@ def load_run(run_dir: str, zoo: Any = None) -> LoadedRun:
     zoo = _zoo(zoo)
     if not os.path.isdir(run_dir):
         raise RunError(f"run folder {run_dir} not found")
-    run_config = read_json(os.path.join(run_dir, "config.json"))
-    if not isinstance(run_config, dict) or RUN_MARKER not in run_config:
-        raise RunError(
-            f"{run_dir}/config.json was not written by cplxnet train (no {RUN_MARKER!r} marker); "
-            "give the folder of a cplxnet run"
-        )
+    run_config = read_run_config(run_dir)
     config = zoo.config_from_dict(run_config["model"])
     spec = DataSpec.from_dict(run_config["data"])
     best_path = os.path.join(run_dir, "best.pt")

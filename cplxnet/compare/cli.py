@@ -21,7 +21,7 @@ import os
 import sys
 from typing import Any
 
-from .._argtypes import float_value, positive_int
+from .._argtypes import float_value, positive_int, seed_int
 
 __all__ = ["add_subcommands", "cmd_compare", "cmd_report", "options_from_args"]
 
@@ -125,7 +125,7 @@ def add_subcommands(sub: Any) -> None:
         "dense parameters) or x2 (equal FLOPs)",
     )
     o.add_argument("--vectors", default=None, metavar="FILE", help="pretrained word vectors")
-    o.add_argument("--split-seed", type=int, default=None, help="data split seed (default 0)")
+    o.add_argument("--split-seed", type=seed_int, default=None, help="data split seed (default 0)")
     o.add_argument("--limit", type=positive_int, default=None, help="at most N per split")
     o.add_argument("--max-len", type=positive_int, default=None, help="truncate texts")
     o.add_argument("--min-freq", type=positive_int, default=None, help="vocabulary min count")

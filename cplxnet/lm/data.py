@@ -132,13 +132,13 @@ class TokenVocab:
         return [self.itos[int(i)] for i in ids]
 
     def save(self, path: str) -> None:
-        from ..train import write_json
+        from ..runs import write_json
 
         write_json(path, {"tokens": self.itos})
 
     @classmethod
     def load(cls, path: str) -> TokenVocab:
-        from ..train import RunError
+        from ..runs import RunError
 
         try:
             with open(path, encoding="utf-8") as fh:

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from ..data import DataError
-from ..train import RunError, load_checkpoint, read_json
+from ..runs import RunError, load_checkpoint, read_json
 from .data import TokenVocab, detokenize, tokenize
 from .evaluate import NA, evaluate_lengths
 from .synthetic import SEP

@@ -15,7 +15,6 @@ import torch
 
 import cplxnet.models as models
 from cplxnet import cli
-from cplxnet import train as engine
 
 ACCURACY_PRESETS = {
     "trec-cnn-complex-order": "cnn",
@@ -43,7 +42,7 @@ def test_preset_builds_a_complex_order_model(name: str, family: str) -> None:
 @pytest.mark.parametrize("name", sorted(ACCURACY_PRESETS))
 def test_cli_resolves_preset(name: str) -> None:
     args = cli.build_parser().parse_args(["train", "--data", "trec", "--preset", name])
-    config = cli._model_config(args, models, engine)
+    config = cli._model_config(args, models)
     assert dataclasses.asdict(config) == dataclasses.asdict(models.preset_config(name))
 
 
