@@ -232,7 +232,6 @@ class TextClassifier(nn.Module):
     """
 
     supported_sites: ClassVar[frozenset[str]] = frozenset({"token", "input"})
-    num_heads_for_encoding: ClassVar[int] = 1
 
     def __init__(
         self,
@@ -275,10 +274,6 @@ class TextClassifier(nn.Module):
         raise NotImplementedError
 
     # -- shared ---------------------------------------------------------------------------------
-    @property
-    def is_complex(self) -> bool:
-        return self.field.complex
-
     def _check_inputs(
         self, ids: torch.Tensor, padding_mask: torch.Tensor | None
     ) -> torch.Tensor:

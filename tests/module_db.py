@@ -3,14 +3,14 @@
 ``tests/nn/test_module_common.py`` runs generic tests over every entry of :data:`MODULES`:
 factory kwargs (complex64/complex128 and the default dtype), state_dict round trip,
 deterministic ``reset_parameters``, ``gradcheck`` in complex128 (inputs and parameters), repr /
-extra_repr, real-input and dtype-mismatch errors, the real twin for ``supports_real`` entries,
-and a ``torch.compile`` smoke test for entries with ``compile_backend``.
+extra_repr, real-input and dtype-mismatch errors, the real twin for ``supports_real`` entries
+(its values equal the complex module's on real inputs), and a ``torch.compile`` smoke test for
+entries with ``compile_backend``.
 
-How to add a module (other helpers: attention, transformer, RNN)
------------------------------------------------------------------
-Append entries in **your own clearly marked section at the end of this file**, e.g.::
+How to add a module
+-------------------
+Add an entry to the section of its kind (core layers, RNN, attention / transformer), e.g.::
 
-    # ---- attention (attention helper) ----
     MODULES.append(
         ModuleInfo(
             cnn.MultiheadAttention,
@@ -25,8 +25,8 @@ the given ``dtype`` (the module's dtype: complex, or real for the real-twin test
 are not differentiated. Keep shapes tiny: gradcheck perturbs every input and parameter entry.
 Set ``takes_factory_kwargs=False`` for parameter-free modules without ``device``/``dtype``
 arguments, ``is_random=True`` for modules whose training-mode output depends on the RNG (they
-are gradchecked in eval mode), ``supports_real=True`` if the module also accepts a real dtype /
-real input, and ``gradcheck=False`` only with a reason in ``notes``.
+are gradchecked in eval mode) and ``supports_real=True`` if the module also accepts a real
+dtype / real input.
 """
 
 from __future__ import annotations
@@ -55,9 +55,7 @@ class ModuleInfo:
     is_random: bool = False  # training-mode output depends on the RNG
     supports_real: bool = False  # also runs with a real dtype / real input
     complex_input: bool = True  # the first forward argument is a complex tensor
-    gradcheck: bool = True
     compile_backend: str | None = None  # e.g. "inductor" or "aot_eager" to smoke-test compile
-    notes: str = ""
     build: Callable | None = None  # constructor to call instead of ``cls`` (e.g. a classmethod)
 
     @property
@@ -104,7 +102,7 @@ _ACT = {"has_params": False, "takes_factory_kwargs": False, "supports_real": Tru
 _READ = {"has_params": False, "takes_factory_kwargs": False}
 
 MODULES: list[ModuleInfo] = [
-    # ---- core layers (core helper) ----
+    # ---- core layers ----
     ModuleInfo(cnn.Linear, _x(2, 3, 5), args=(5, 3), compile_backend="inductor"),
     ModuleInfo(cnn.Linear, _x(4, 5), args=(5, 3), kwargs={"bias": False}, name="Linear_nobias"),
     ModuleInfo(
@@ -172,10 +170,8 @@ MODULES: list[ModuleInfo] = [
     ),
 ]
 
-# ---- attention / transformer / RNN entries: append below, each in its own marked section ----
 
-
-# ---- RNN (rnn helper): LSTM / GRU (split and analytic gates), UnitaryRNN(Cell) ----
+# ---- RNN: LSTM / GRU (split and analytic gates), UnitaryRNN(Cell) ----
 def _rnn_seq_lengths(dtype, device):
     """(B=2, L=3, D=2) sequence with lengths [3, 2] (padding at the end of the second)."""
     return (_randn((2, 3, 2), dtype, device), torch.tensor([3, 2], device=device)), {}
@@ -205,7 +201,7 @@ MODULES.extend(
 )
 
 
-# ---- attention / transformer (attention helper) ----
+# ---- attention / transformer ----
 def _seq_kv(dtype, device):
     """Cross-attention input: queries (2, 3, 4), keys/values (2, 5, 4) with key padding."""
     x = _randn((2, 3, 4), dtype, device)

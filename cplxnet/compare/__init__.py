@@ -3,7 +3,9 @@
 * :mod:`~cplxnet.compare.grid`: the grid of datasets x folds x families x encodings x number
   fields x seeds, one result file per cell (resumable), parallel worker processes;
 * :mod:`~cplxnet.compare.report`: the Table 2-style table (mean ± std, best in bold, Wilcoxon
-  signed-rank test of complex-order against the best real encoding) and plots;
+  signed-rank test of complex-order against the best real-field column) and plots;
+* :mod:`~cplxnet.compare.plots`: the plot conventions of a report (one colour and marker per
+  (encoding, number) column for the whole report, a legend naming every line, never clipped);
 * :mod:`~cplxnet.compare.extrapolate` and :mod:`~cplxnet.compare.synthetic`: length
   extrapolation on real data split by length and on a synthetic order task;
 * :mod:`~cplxnet.compare.specs`: encoding specs (``complex-order:phase=false``), the Complex
@@ -24,9 +26,11 @@ from .grid import (
     run_cell,
     run_grid,
 )
+from .plots import ColumnStyle, add_legend, column_styles
 from .report import (
     PAPER_TABLE2,
     PairedTest,
+    extrapolation_figure,
     extrapolation_table,
     load_results,
     min_attainable_p,
@@ -35,6 +39,8 @@ from .report import (
     plot_results,
     pooled_table,
     render_report,
+    report_columns,
+    results_figure,
     results_table,
     significance_table,
 )
@@ -69,6 +75,12 @@ __all__ = [
     "paired_test",
     "plot_extrapolation",
     "plot_results",
+    "extrapolation_figure",
+    "results_figure",
+    "report_columns",
+    "ColumnStyle",
+    "column_styles",
+    "add_legend",
     "render_report",
     "results_table",
     "significance_table",

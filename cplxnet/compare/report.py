@@ -1,18 +1,22 @@
 """The comparison report: a table laid out like Table 2 of Wang et al. (ICLR 2020) with mean +- std
-over seeds/folds, a paired significance test of complex-order against the best real encoding,
-a plot, and the length-extrapolation table.
+over seeds/folds, a paired significance test of complex-order against the best real-field column,
+the plots, and the length-extrapolation table.
 
 Table: one row per model family, one column per (dataset, encoding, number field); a cell is
 ``mean ± std`` of the test accuracy over the runs (seeds x folds; sample standard deviation), the
 best mean of each row and dataset in bold. The last column of each dataset compares the target
 encoding (``complex-order`` in a complex model) with the best *real* baseline of that row (the
-real-valued model with the highest mean among the non-complex encodings) by a two-sided Wilcoxon
+column with the highest mean among all real-field columns of the row, whatever the encoding, so
+``complex-order (real)`` of a ``--number both`` grid competes too) by a two-sided Wilcoxon
 signed-rank test over runs matched by (fold, seed) (:func:`scipy.stats.wilcoxon`; zero differences
 are dropped, ``method="auto"`` is exact for small samples). With ``n`` non-zero differences the
 smallest attainable two-sided p-value is ``2 / 2**n``: ``n <= 5`` can never reach ``p < 0.05``,
 and the table says so (``n=3, min p = 0.25``). The pooled table (:func:`pooled_table`) therefore
 also tests the target against each other column over the runs of every row matched by (dataset,
 model, fold, seed): with 4 models x 2 datasets x 3 seeds that is 24 pairs per comparison.
+
+Every header and legend names a column by encoding and number field (``none (real)``). The plots
+draw each column with one colour and marker for the whole report (:mod:`cplxnet.compare.plots`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .plots import add_legend, column_label, column_styles, pyplot
+
 __all__ = [
     "load_results",
     "summarize",
@@ -35,14 +41,17 @@ __all__ = [
     "significance_table",
     "pooled_table",
     "extrapolation_table",
+    "report_columns",
+    "results_figure",
+    "extrapolation_figure",
     "plot_results",
     "plot_extrapolation",
     "render_report",
     "PAPER_TABLE2",
 ]
 
-# Wang et al. 2020, Table 2 (test accuracy; see /work/shared/data/README.md): family ->
-# dataset -> encoding -> accuracy. Columns in their natural number field.
+# Wang et al. 2020, Table 2 (test accuracy): family -> dataset -> encoding -> accuracy. Each
+# encoding in its natural number field (complex for complex-*, real otherwise).
 _PAPER_COLUMNS = ("none", "trainable", "sinusoidal", "complex-vanilla", "complex-order")
 _PAPER = {  # family: (MR columns), (TREC columns)
     "fasttext": ((0.765, 0.774, 0.776, 0.773, 0.787), (0.874, 0.874, 0.880, 0.872, 0.892)),
@@ -142,10 +151,11 @@ def _ok(row: dict[str, Any]) -> bool:
     return row.get("status", "ok") in ("ok", "", None)
 
 
-def _is_complex_encoding(label: str) -> bool:
-    from .specs import is_complex_name
-
-    return is_complex_name(str(label).split(":")[0])
+def _mean_std(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (0 for a single value)."""
+    n = len(values)
+    m = sum(values) / n
+    return m, (math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0)
 
 
 @dataclass
@@ -160,14 +170,11 @@ class Summary:
 
     @property
     def mean(self) -> float:
-        return sum(self.values.values()) / self.n
+        return _mean_std(list(self.values.values()))[0]
 
     @property
     def std(self) -> float:
-        if self.n < 2:
-            return 0.0
-        m = self.mean
-        return math.sqrt(sum((v - m) ** 2 for v in self.values.values()) / (self.n - 1))
+        return _mean_std(list(self.values.values()))[1]
 
 
 def _fold_key(row: dict[str, Any]) -> Any:
@@ -255,11 +262,16 @@ def _target_column(columns: list[tuple[str, str]], target: str) -> tuple[str, st
 
 
 def _best_baseline(
-    groups: dict[tuple, Summary], data: str, family: str, columns: list[tuple[str, str]]
+    groups: dict[tuple, Summary],
+    data: str,
+    family: str,
+    columns: list[tuple[str, str]],
+    exclude: tuple[str, str] | None = None,
 ) -> tuple[str, str] | None:
+    """The real-field column (any encoding, ``exclude`` aside) with the best mean in the row."""
     best = None
     for col in columns:
-        if col[1] != "real" or _is_complex_encoding(col[0]):
+        if col[1] != "real" or col == exclude:
             continue
         s = groups.get((data, family, *col))
         if s is not None and (best is None or s.mean > groups[(data, family, *best)].mean):
@@ -271,7 +283,7 @@ def _comparison(groups, data, family, columns, target):
     tcol = _target_column(columns, target)
     if tcol is None or (data, family, *tcol) not in groups:
         return None
-    base = _best_baseline(groups, data, family, columns)
+    base = _best_baseline(groups, data, family, columns, exclude=tcol)
     if base is None:
         return None
     test = paired_test(groups[(data, family, *tcol)].values, groups[(data, family, *base)].values)
@@ -290,20 +302,23 @@ def _fmt_p(p: float) -> str:
     return f"{p:.2g}" if p >= 0.001 else f"{p:.1e}"
 
 
-def _sig_text(cmp, digits: int) -> str:
+def _both_fields(columns: Sequence[tuple[str, str]]) -> bool:
+    """Whether some encoding appears in two number fields (then its name alone is ambiguous)."""
+    encodings = [c[0] for c in columns]
+    return len(set(encodings)) < len(set(columns))
+
+
+def _sig_text(cmp, digits: int, both: bool) -> str:
     if cmp is None:
         return "–"
     _, base, t = cmp
+    name = column_label(base) if both else base[0]
     if t.p is None:
-        return f"vs {base[0]}: no matched runs"
-    text = f"{t.delta:+.{digits}f} vs {base[0]}; p = {_fmt_p(t.p)}"
+        return f"vs {name}: no matched runs"
+    text = f"{t.delta:+.{digits}f} vs {name}; p = {_fmt_p(t.p)}"
     if not t.can_reach:
         return text + f" (n={t.n}, min p = {_fmt_p(t.min_p)})"
     return text + f" (n={t.n})"
-
-
-def _col_name(col: tuple[str, str], columns: list[tuple[str, str]]) -> str:
-    return f"{col[0]} ({col[1]})"
 
 
 def _data_name(data: str) -> str:
@@ -321,10 +336,14 @@ def results_table(
     groups, datas, families, columns = summarize(rows, metric)
     if not groups:
         return "(no successful grid runs)\n"
+    both = _both_fields(columns)
+    tcol = _target_column(columns, target)
+    tname = column_label(tcol) if both and tcol else target
     header = ["model"]
     for data in datas:
-        header += [f"{_data_name(data)} {_col_name(c, columns)}" for c in columns]
-        header.append(f"{_data_name(data)}: {target} vs best real")
+        header += [f"{_data_name(data)} {column_label(c)}" for c in columns]
+        if tcol is not None:
+            header.append(f"{_data_name(data)}: {tname} vs best real")
     counts = [s.n for s in groups.values()]
     modal = max(set(counts), key=lambda c: (counts.count(c), c))
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -346,16 +365,25 @@ def results_table(
                 if top is not None and s.mean == top:
                     text = f"**{text}**"
                 cells.append(text)
-            cells.append(_sig_text(_comparison(groups, data, family, columns, target), digits))
+            if tcol is not None:
+                cmp = _comparison(groups, data, family, columns, target)
+                cells.append(_sig_text(cmp, digits, both))
         lines.append("| " + " | ".join(cells) + " |")
     pretty = metric.replace("_", " ")
     note = (
         f"\n{pretty}: mean ± sample std over {modal} run(s) per cell (seeds x folds; other "
-        "counts marked n=...); bold: best mean of the row for that dataset. Last column per "
-        f"dataset: mean paired difference of {target} and the best real-valued baseline of the "
-        "row, two-sided Wilcoxon signed-rank p over runs matched by (fold, seed); with n <= 5 "
-        "non-zero differences p < 0.05 is unreachable (min p shown).\n"
+        "counts marked n=...); bold: best mean of the row for that dataset."
     )
+    if tcol is not None:
+        note += (
+            f" Last column per dataset: mean paired difference of {tname} and the best real-field "
+            "column of the row (any encoding), two-sided Wilcoxon signed-rank p over runs matched "
+            "by (fold, seed); with n <= 5 non-zero differences p < 0.05 is unreachable (min p "
+            "shown)."
+        )
+    else:
+        note += f" No {target} column, so no comparison with the best real column."
+    note += "\n"
     return "\n".join(lines) + "\n" + note
 
 
@@ -369,7 +397,7 @@ def significance_table(
     """One line per (dataset, family): the target, the best real baseline, the paired test."""
     groups, datas, families, columns = summarize(rows, metric)
     head = (
-        "| data | model | target | mean | best real baseline | mean | mean diff | "
+        "| data | model | target | target mean | best real baseline | baseline mean | mean diff | "
         "wins/ties/losses | n | Wilcoxon p | min attainable p |"
     )
     lines = [head, "|" + "---|" * 11]
@@ -444,19 +472,22 @@ def pooled_table(
 
 
 def paper_table(rows: Sequence[dict[str, Any]], digits: int = 3) -> str:
-    """The paper's Table 2 numbers for the (dataset, family, encoding) cells of ``rows``."""
+    """The paper's Table 2 numbers for the (dataset, family, encoding) cells of ``rows``: one
+    column per encoding, named with the number field the paper used (complex for ``complex-*``,
+    real otherwise), however many number fields ``rows`` has for it."""
     groups, datas, families, columns = summarize(rows)
     datas = [d for d in datas if d in ("mr", "trec")]
-    cols = [c for c in columns if c[0] in _PAPER_COLUMNS]
-    if not datas or not cols:
+    encodings = list(dict.fromkeys(c[0] for c in columns if c[0] in _PAPER_COLUMNS))
+    if not datas or not encodings:
         return ""
-    header = ["model"] + [f"{_data_name(d)} {c[0]}" for d in datas for c in cols]
+    cols = [(e, "complex" if e.startswith("complex-") else "real") for e in encodings]
+    header = ["model"] + [f"{_data_name(d)} {column_label(c)}" for d in datas for c in cols]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for family in families:
         if family not in PAPER_TABLE2:
             continue
         cells = [family] + [
-            _fmt(PAPER_TABLE2[family][d][c[0]], digits) for d in datas for c in cols
+            _fmt(PAPER_TABLE2[family][d][e], digits) for d in datas for e in encodings
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -482,12 +513,6 @@ def _extrapolation_groups(rows: Sequence[dict[str, Any]]):
             if b.get("accuracy") not in (None, ""):
                 g.setdefault(b["bin"], []).append(float(b["accuracy"]))
     return groups, bins_of, counts, order
-
-
-def _mean_std(values: list[float]) -> tuple[float, float]:
-    m = sum(values) / len(values)
-    s = math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0
-    return m, s
 
 
 def extrapolation_table(rows: Sequence[dict[str, Any]], digits: int = 3) -> str:
@@ -539,102 +564,157 @@ def extrapolation_table(rows: Sequence[dict[str, Any]], digits: int = 3) -> str:
 # plots
 
 
-def _pyplot():
-    try:
-        import matplotlib
-    except ImportError as err:  # pragma: no cover - a declared dependency
-        raise ImportError("the comparison plots need matplotlib: pip install matplotlib") from err
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+def report_columns(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Every ``(encoding, number)`` column of the successful rows (grid and extrapolation), in
+    order of first appearance: the list :func:`~cplxnet.compare.plots.column_styles` takes so that
+    all figures of one report share their colours."""
+    return list(dict.fromkeys((str(r["encoding"]), str(r["number"])) for r in rows if _ok(r)))
 
 
-def plot_results(
-    rows: Sequence[dict[str, Any]], path: str, metric: str = "test_accuracy"
-) -> str | None:
-    """Bar chart per dataset: families on the x axis, one bar per encoding column with the
-    standard deviation as error bar. Returns the path (``None`` without grid rows)."""
+def _save(fig, path: str) -> str:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=110)
+    pyplot().close(fig)
+    return path
+
+
+def results_figure(
+    rows: Sequence[dict[str, Any]],
+    metric: str = "test_accuracy",
+    *,
+    styles: dict[tuple[str, str], Any] | None = None,
+):
+    """The chart of :func:`plot_results` as a matplotlib figure (``None`` without grid rows).
+    ``styles`` (:func:`~cplxnet.compare.plots.column_styles`) defaults to the styles of the
+    columns of ``rows``."""
     groups, datas, families, columns = summarize(rows, metric)
     if not groups:
         return None
-    plt = _pyplot()
+    styles = styles or column_styles(columns)
+    drawn = [c for c in styles if c in columns]
+    plt = pyplot()
     fig, axes = plt.subplots(
         1,
         len(datas),
-        figsize=(max(5.0, 1.2 * len(families) * max(1, len(columns)) / 2.5) * len(datas), 4.2),
+        figsize=(max(4.0, 0.35 * len(families) * max(1, len(drawn)) + 1.0) * len(datas), 3.6),
         squeeze=False,
+        sharey=True,
     )
-    width = 0.8 / max(1, len(columns))
-    cmap = plt.get_cmap("tab10" if len(columns) <= 10 else "tab20")
+    step = 0.8 / max(1, len(drawn))
     lows = [s.mean - s.std for s in groups.values()]
-    bottom = max(0.0, math.floor((min(lows) - 0.05) * 20) / 20)
+    highs = [s.mean + s.std for s in groups.values()]
+    bottom = max(0.0, math.floor((min(lows) - 0.02) * 20) / 20)
+    top = min(1.0, math.ceil((max(highs) + 0.02) * 20) / 20)
     for ax, data in zip(axes[0], datas):
-        for j, col in enumerate(columns):
+        for j, col in enumerate(drawn):
             xs, ms, ss = [], [], []
             for i, family in enumerate(families):
                 s = groups.get((data, family, *col))
                 if s is None:
                     continue
-                xs.append(i - 0.4 + width * (j + 0.5))
+                xs.append(i - 0.4 + step * (j + 0.5))
                 ms.append(s.mean)
                 ss.append(s.std)
-            ax.bar(xs, ms, width, yerr=ss, capsize=2, color=cmap(j), label=f"{col[0]} ({col[1]})")
+            if xs:
+                ax.errorbar(
+                    xs, ms, yerr=ss, capsize=2, linestyle="none", **styles[col].line_kwargs()
+                )
+        for i in range(1, len(families)):
+            ax.axvline(i - 0.5, color="0.85", linewidth=0.8)
         ax.set_xticks(range(len(families)))
         ax.set_xticklabels(families)
-        ax.set_ylim(bottom, 1.0)
+        ax.set_xlim(-0.5, len(families) - 0.5)
+        ax.set_ylim(bottom, top)
         ax.set_title(_data_name(data))
-        ax.set_ylabel(metric.replace("_", " "))
         ax.grid(axis="y", alpha=0.3)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    ncol = min(5, len(columns))
-    rows_of_legend = math.ceil(len(columns) / ncol)
-    fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.02 + 0.065 * rows_of_legend, 1, 1))
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    axes[0][0].set_ylabel(metric.replace("_", " ") + " (mean ± std)")
+    add_legend(fig, styles, drawn, kind="point")
+    return fig
 
 
-def plot_extrapolation(rows: Sequence[dict[str, Any]], path: str) -> str | None:
-    """Accuracy against length bin, one panel per (dataset, family), one line per encoding."""
-    groups, bins_of, _, order = _extrapolation_groups(rows)
+def plot_results(
+    rows: Sequence[dict[str, Any]],
+    path: str,
+    metric: str = "test_accuracy",
+    *,
+    styles: dict[tuple[str, str], Any] | None = None,
+) -> str | None:
+    """Per dataset a panel with the families on the x axis and, side by side in each family, one
+    point per (encoding, number) column at its mean with the standard deviation as error bar
+    (points, not bars: the axis is zoomed to the data, which bars would exaggerate), one colour
+    and marker per column (``styles``, see :func:`results_figure`) and a legend naming every
+    column drawn. Returns the path (``None`` without grid rows)."""
+    fig = results_figure(rows, metric, styles=styles)
+    return None if fig is None else _save(fig, path)
+
+
+def extrapolation_figure(
+    rows: Sequence[dict[str, Any]], *, styles: dict[tuple[str, str], Any] | None = None
+):
+    """The line plot of :func:`plot_extrapolation` as a matplotlib figure (``None`` without
+    extrapolation rows). ``styles`` defaults to the styles of the columns of ``rows``."""
+    groups, bins_of, counts, order = _extrapolation_groups(rows)
     if not groups:
         return None
-    plt = _pyplot()
+    columns = list(dict.fromkeys((k[2], k[3]) for k in order))
+    styles = styles or column_styles(columns)
+    drawn = [c for c in styles if c in columns]
+    stats = {k: {lab: _mean_std(v) for lab, v in g.items() if v} for k, g in groups.items()}
+    lows = [m - s for per_bin in stats.values() for m, s in per_bin.values()]
+    highs = [m + s for per_bin in stats.values() for m, s in per_bin.values()]
+    bottom = max(0.0, math.floor((min(lows) - 0.02) * 10) / 10)
+    top = min(1.0, math.ceil((max(highs) + 0.02) * 10) / 10)
+    plt = pyplot()
     panels = list(dict.fromkeys((k[0], k[1]) for k in order))
     cols = min(4, len(panels))
     nrows = math.ceil(len(panels) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(3.6 * cols, 3.0 * nrows), squeeze=False)
+    fig, axes = plt.subplots(
+        nrows, cols, figsize=(3.6 * cols, 3.0 * nrows), squeeze=False, sharey=True
+    )
     for ax in axes.flat[len(panels) :]:
         ax.axis("off")
     for ax, (data, family) in zip(axes.flat, panels):
         labels = bins_of[(data,)]
-        for k in order:
-            if k[:2] != (data, family):
+        for j, col in enumerate(drawn):
+            k = (data, family, *col)
+            if k not in stats:
                 continue
-            xs, ms, ss = [], [], []
-            for i, lab in enumerate(labels):
-                vals = groups[k].get(lab)
-                if vals:
-                    m, s = _mean_std(vals)
-                    xs.append(i)
-                    ms.append(m)
-                    ss.append(s)
-            ax.errorbar(xs, ms, yerr=ss, marker="o", capsize=2, label=f"{k[2]} ({k[3]})")
+            dodge = 0.05 * (j - (len(drawn) - 1) / 2)  # error bars of one bin side by side
+            xs = [i + dodge for i, lab in enumerate(labels) if lab in stats[k]]
+            ms = [stats[k][lab][0] for lab in labels if lab in stats[k]]
+            ss = [stats[k][lab][1] for lab in labels if lab in stats[k]]
+            ax.errorbar(xs, ms, yerr=ss, capsize=2, **styles[col].line_kwargs())
+        n = counts[next(k for k in order if k[:2] == (data, family))]
         ax.set_xticks(range(len(labels)))
-        ax.set_xticklabels(labels, fontsize=8)
-        ax.set_ylim(0.0, 1.0)
+        ax.set_xticklabels(
+            [
+                f"{lab}\n({'train, ' if i == 0 else ''}n={n.get(lab, 0)})"
+                for i, lab in enumerate(labels)
+            ],
+            fontsize=8,
+        )
+        ax.set_ylim(bottom, top)
         ax.set_title(f"{_data_name(data)} {family}", fontsize=9)
+        ax.set_xlabel("text length (tokens); n = test texts", fontsize=8)
         ax.grid(alpha=0.3)
-    axes.flat[0].set_ylabel("accuracy")
-    axes.flat[0].legend(fontsize=6)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    for row in axes:
+        row[0].set_ylabel("accuracy (mean ± std over seeds)")
+    add_legend(fig, styles, drawn, kind="line")
+    return fig
+
+
+def plot_extrapolation(
+    rows: Sequence[dict[str, Any]],
+    path: str,
+    *,
+    styles: dict[tuple[str, str], Any] | None = None,
+) -> str | None:
+    """Accuracy (mean ± std over seeds) against length bin, one panel per (dataset, family), one
+    line per (encoding, number) column in the same colour and marker in every panel (``styles``,
+    see :func:`extrapolation_figure`), one legend naming every line. Returns the path (``None``
+    without extrapolation rows)."""
+    fig = extrapolation_figure(rows, styles=styles)
+    return None if fig is None else _save(fig, path)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -677,6 +757,7 @@ def render_report(
     else:
         rows = list(results)
     out_dir = out_dir or "."
+    styles = column_styles(report_columns(rows))  # shared by every figure of the report
     grid_rows = [r for r in rows if not r.get("bins") and r.get("mode", "grid") != "extrapolate"]
     x_rows = [r for r in rows if r.get("bins") or r.get("mode") == "extrapolate"]
     parts = ["# Encodings compared: complex against real\n"]
@@ -705,7 +786,9 @@ def render_report(
             )
             parts.append(paper)
         if plots:
-            png = plot_results(grid_rows, os.path.join(out_dir, "accuracy.png"), metric)
+            png = plot_results(
+                grid_rows, os.path.join(out_dir, "accuracy.png"), metric, styles=styles
+            )
             if png:
                 written.append(png)
                 parts.append("![accuracy per encoding](accuracy.png)\n")
@@ -713,7 +796,9 @@ def render_report(
         parts.append("## Length extrapolation (accuracy per length bin)\n")
         parts.append(extrapolation_table(x_rows, digits))
         if plots:
-            png = plot_extrapolation(x_rows, os.path.join(out_dir, "extrapolation.png"))
+            png = plot_extrapolation(
+                x_rows, os.path.join(out_dir, "extrapolation.png"), styles=styles
+            )
             if png:
                 written.append(png)
                 parts.append("![accuracy per length bin](extrapolation.png)\n")

@@ -223,3 +223,101 @@ def test_pooled_table_matches_runs_across_rows(results_csv):
     cells = [c.strip() for c in lines["sinusoidal (real)"].strip("|").split("|")]
     assert cells[2:6] == ["2", "+0.019", "6/0/3", "9"]
     assert float(cells[6]) == pytest.approx(p, rel=0.05)
+
+
+def _both_rows():
+    """A --number both grid on MR and TREC: none and complex-order in each number field;
+    complex-order (real) is the best column of the cnn rows, none (real) of the lstm rows."""
+    accs = {  # family -> column -> accuracies by seed (same for both datasets)
+        "cnn": {
+            ("none", "real"): [0.70, 0.71, 0.72],
+            ("none", "complex"): [0.69, 0.70, 0.70],
+            ("complex-order", "real"): [0.80, 0.81, 0.82],
+            ("complex-order", "complex"): [0.75, 0.76, 0.78],
+        },
+        "lstm": {
+            ("none", "real"): [0.79, 0.80, 0.81],
+            ("none", "complex"): [0.70, 0.70, 0.71],
+            ("complex-order", "real"): [0.74, 0.75, 0.76],
+            ("complex-order", "complex"): [0.77, 0.78, 0.78],
+        },
+    }
+    return [
+        {
+            "data": data, "fold": None, "family": family, "encoding": enc, "number": number,
+            "seed": seed, "test_accuracy": acc, "status": "ok", "mode": "grid",
+        }
+        for data in ("mr", "trec")
+        for family, cols in accs.items()
+        for (enc, number), values in cols.items()
+        for seed, acc in enumerate(values)
+    ]  # fmt: skip
+
+
+def _tables(markdown: str) -> list[list[list[str]]]:
+    """Every markdown table of a report, as rows of cells (header first)."""
+    tables, current = [], []
+    for line in markdown.splitlines() + [""]:
+        if line.startswith("|"):
+            if not line.startswith("|---"):
+                current.append([c.strip() for c in line.strip().strip("|").split("|")])
+        elif current:
+            tables.append(current)
+            current = []
+    return tables
+
+
+def test_number_both_headers_are_unique_and_best_real_includes_real_complex_order(tmp_path):
+    rows = _both_rows()
+    text, _ = render_report(rows, str(tmp_path), plots=False)
+    tables = _tables(text)
+    assert len(tables) == 4  # Table 2 layout, per row, pooled, paper
+    for table in tables:
+        assert len(set(table[0])) == len(table[0]), table[0]
+    main_table = _tables(results_table(rows))[0]
+    assert main_table[0][:5] == [
+        "model",
+        "MR none (real)",
+        "MR none (complex)",
+        "MR complex-order (real)",
+        "MR complex-order (complex)",
+    ]
+    assert main_table[0][5] == "MR: complex-order (complex) vs best real"
+    cnn = next(r for r in main_table if r[0] == "cnn")
+    assert cnn[3] == "**0.810 ± 0.010**"  # the real twin is the best of the row ...
+    # ... and is the baseline of the comparison
+    assert cnn[5] == "-0.047 vs complex-order (real); p = 0.25 (n=3, min p = 0.25)"
+    lstm = next(r for r in main_table if r[0] == "lstm")
+    assert lstm[5].startswith("-0.023 vs none (real);")
+    per_row = {(r[0], r[1]): r for r in _tables(significance_table(rows))[0][1:]}
+    assert per_row[("TREC", "cnn")][2:6] == [
+        "complex-order (complex)",
+        "0.763",
+        "complex-order (real)",
+        "0.810",
+    ]
+    paper = tables[3]
+    assert paper[0] == [
+        "model",
+        "MR none (real)",
+        "MR complex-order (complex)",
+        "TREC none (real)",
+        "TREC complex-order (complex)",
+    ]
+    assert paper[1] == ["cnn", "0.809", "0.825", "0.898", "0.939"]
+
+
+def test_no_target_column_means_no_comparison_column(results_csv):
+    rows = [r for r in load_results(results_csv) if r["encoding"] != "complex-order"]
+    table = results_table(rows)
+    assert table.splitlines()[0] == "| model | MR none (real) | MR sinusoidal (real) |"
+    assert "No complex-order column" in table and significance_table(rows) == ""
+
+
+def test_target_in_the_real_field_is_not_its_own_baseline():
+    """A --number real grid: the target column is complex-order (real); the best *other* real
+    column is its baseline even when the target has the best mean."""
+    rows = [r for r in _both_rows() if r["number"] == "real"]
+    cnn = _table_cells(results_table(rows))["cnn"]
+    assert cnn[1] == "**0.810 ± 0.010**"
+    assert cnn[2].startswith("+0.100 vs none;")

@@ -120,12 +120,21 @@ def test_checks():
 
 
 def _score(enc, q, k, m, n):
-    """Re(<rot(q, m), rot(k, n)>) via the encoding's own rotation of sequences."""
+    """Re(<rot(q, m), rot(k, n)>) with q, k rotated by the public ``rotate`` of sequences."""
     L = max(m, n) + 1
     qs = q.expand(1, 1, L, q.shape[-1])
     ks = k.expand(1, 1, L, k.shape[-1])
-    rq, rk = enc.rotate_one(qs)[0, 0, m], enc.rotate_one(ks)[0, 0, n]
-    return (pack(rq) * pack(rk)).sum()
+    rq, rk, _ = enc.rotate(qs, ks, ks)
+    return (pack(rq[0, 0, m]) * pack(rk[0, 0, n])).sum()
+
+
+def _pairs(x, layout):
+    """The complex numbers a layout rotates, and their frequencies ``theta_j``."""
+    if layout == "complex":
+        return x, 10000.0 ** (-torch.arange(x.shape[-1], dtype=torch.float64) / x.shape[-1])
+    d = x.shape[-1]
+    z = torch.complex(x[0::2], x[1::2]) if layout == "interleaved" else torch.complex(*x.chunk(2))
+    return z, 10000.0 ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
 
 
 @settings(max_examples=40, deadline=None)
@@ -137,8 +146,8 @@ def _score(enc, q, k, m, n):
     seed=st.integers(0, 2**16),
 )
 def test_scores_depend_only_on_offset(m, n, shift, layout, seed):
-    """``Re(q_m e^{im theta} (k_n e^{in theta})^H) = Re(q_m k_n^H e^{i(m-n) theta})``: shifting both
-    positions by the same amount leaves every score unchanged."""
+    """``Re(q_m e^{im theta} (k_n e^{in theta})^H) = Re(q_m k_n^H e^{i(m-n) theta})``: the score
+    is that formula, so shifting both positions by the same amount leaves it unchanged."""
     g = torch.Generator().manual_seed(seed)
     if layout == "complex":
         enc = RotaryEncoding(6, 1, dtype=torch.complex128)
@@ -148,6 +157,9 @@ def test_scores_depend_only_on_offset(m, n, shift, layout, seed):
         enc = RotaryEncoding(8, 1, layout=layout, dtype=torch.float64)
         q = torch.randn(8, dtype=torch.float64, generator=g)
         k = torch.randn(8, dtype=torch.float64, generator=g)
+    (zq, theta), (zk, _) = _pairs(q, layout), _pairs(k, layout)
+    want = (zq * zk.conj() * torch.exp(1j * (m - n) * theta)).real.sum()
     a = _score(enc, q, k, m, n)
     b = _score(enc, q, k, m + shift, n + shift)
-    torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10)
+    torch.testing.assert_close(a, want, atol=1e-10, rtol=1e-10)
+    torch.testing.assert_close(b, want, atol=1e-10, rtol=1e-10)

@@ -1,4 +1,4 @@
-"""The named complex-order presets of issue 4 (benchmarks/accuracy.py): they exist, build a
+"""The named complex-order presets (benchmarks/accuracy.py): they exist, build a
 complex-order model of the right family, go through the CLI's config path, and every target of
 the accuracy benchmark names one of them."""
 

@@ -242,7 +242,7 @@ def test_real_and_complex_lstm_classifiers_name_their_rnn_parameters_alike():
 
 
 def test_real_lstm_classifier_loads_the_former_wrapper_layout():
-    """State dicts saved before the fix (keys ``rnn.lstm.*``) still load."""
+    """State dicts with the keys of a wrapper around torch's LSTM (``rnn.lstm.*``) load."""
     model = build_model(tiny_config("lstm", False))
     old = {k.replace("rnn.", "rnn.lstm.", 1): v.clone() + 1 for k, v in model.state_dict().items()}
     model.load_state_dict(old)
@@ -252,7 +252,7 @@ def test_real_lstm_classifier_loads_the_former_wrapper_layout():
 @pytest.mark.parametrize(("family", "complex"), CASES, ids=IDS)
 def test_empty_batch_gives_empty_logits(family, complex):
     """B = 0 (e.g. the last shard of a split) gives (0, C) logits, in training and eval mode,
-    and a loss over them back-propagates (the complex LSTM and Transformer used to fail)."""
+    and a loss over them back-propagates."""
     model = build_model(tiny_config(family, complex))
     ids, mask = torch.zeros(0, 4, dtype=torch.long), torch.zeros(0, 4, dtype=torch.bool)
     for train in (True, False):

@@ -121,8 +121,6 @@ def test_reset_parameters_is_deterministic_under_a_seed(info):
 
 @ALL
 def test_gradcheck_complex128_inputs_and_params(info):
-    if not info.gradcheck:
-        pytest.skip(info.notes or "gradcheck disabled")
     m = make_module(info, dtype=torch.complex128)
     if info.is_random:
         m.eval()
@@ -181,16 +179,57 @@ def test_precision_mismatch_is_a_clear_error(info):
         m(*args, **kwargs)
 
 
+def _as_complex(a):
+    if isinstance(a, torch.Tensor) and a.is_floating_point():
+        return a.to(torch.complex128)
+    return a
+
+
+def _copy_real_into_complex(real: torch.nn.Module, comp: torch.nn.Module) -> None:
+    """The complex module with the real module's values: a complex parameter gets ``p + 0i``, a
+    real one of the same shape the same values, a split-field ``(2, ...)`` one the real values
+    in its real half (its imaginary half, acting on zero imaginary parts, stays random)."""
+    cp = dict(comp.named_parameters())
+    assert set(cp) == {n for n, _ in real.named_parameters()}, "real twin names its parameters"
+    with torch.no_grad():
+        for name, pr in real.named_parameters():
+            pc = cp[name]
+            if pc.is_complex():
+                pc.copy_(torch.complex(pr, torch.zeros_like(pr)))
+            elif pc.shape == pr.shape:
+                pc.copy_(pr)
+            else:
+                assert pc.shape == (2, *pr.shape), (name, pc.shape, pr.shape)
+                pc[0].copy_(pr)
+                pc[1].normal_()
+
+
 @_params([i for i in MODULES if i.supports_real])
 def test_real_twin(info):
-    """Modules that also run real-valued: a real dtype gives real parameters and outputs."""
+    """Modules that also run real-valued: a real dtype gives real parameters and outputs, and
+    those outputs are the real parts of the complex module's, with the same parameters, on the
+    same input with zero imaginary parts."""
+    torch.manual_seed(0)
     m = make_module(info, dtype=torch.float64)
     for p in m.parameters():
         assert p.dtype == torch.float64
+    with torch.no_grad():  # away from the init: gains not 1, biases not 0
+        for name, p in m.named_parameters():
+            gain = "weight" in name and p.dim() == 1
+            p.copy_(torch.randn_like(p) * 0.5 + (1.0 if gain else 0.0))
     m.eval()
+    mc = m
+    if info.takes_factory_kwargs:
+        mc = make_module(info, dtype=torch.complex128).eval()
+        _copy_real_into_complex(m, mc)
     args, kwargs = sample_input(info, torch.float64)
-    for out in _flat(m(*args, **kwargs)):
+    outs = _flat(m(*args, **kwargs))
+    cargs = tuple(_as_complex(a) for a in args)
+    couts = _flat(mc(*cargs, **{k: _as_complex(v) for k, v in kwargs.items()}))
+    assert outs and len(outs) == len(couts)
+    for out, cout in zip(outs, couts):
         assert out.dtype == torch.float64
+        torch.testing.assert_close(out, cout.real if cout.is_complex() else cout)
 
 
 @_params([i for i in MODULES if i.compile_backend])

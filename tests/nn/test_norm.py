@@ -108,10 +108,52 @@ def test_batch_norm_cumulative_average_and_no_tracking():
     torch.testing.assert_close(free(x), free.train()(x))
 
 
-def test_batch_norm_single_channel_works():
+def _bn_ref(x, mean, cov, weight, bias, eps):
+    """Plain per-channel whitening of ``x (B, C[, L])``: ``W (V + eps I)^{-1/2} (x - mean) + b``
+    with the 2x2 covariance ``V`` of (real, imaginary), ``cov (2, 2, C)``, inverted through its
+    eigendecomposition; ``W (2, 2, C)`` real, ``b (C,)`` complex."""
+    r = torch.view_as_real(x.movedim(1, -1) - mean)  # (..., C, 2)
+    evals, evecs = torch.linalg.eigh(cov.permute(2, 0, 1) + eps * torch.eye(2, dtype=cov.dtype))
+    inv_sqrt = evecs @ torch.diag_embed(evals**-0.5) @ evecs.transpose(-1, -2)  # (C, 2, 2)
+    w = torch.einsum("cij,...cj->...ci", weight.permute(2, 0, 1) @ inv_sqrt, r)
+    return (torch.view_as_complex(w.contiguous()) + bias).movedim(-1, 1)
+
+
+def _batch_cov(x, unbiased):
+    """Mean ``(C,)`` and 2x2 covariance ``(2, 2, C)`` of each channel of ``x (B, C[, L])``."""
+    z = x.movedim(1, -1).reshape(-1, x.shape[1])  # (n, C)
+    r = torch.view_as_real(z - z.mean(0))  # (n, C, 2)
+    cov = torch.einsum("nci,ncj->ijc", r, r) / (z.shape[0] - (1 if unbiased else 0))
+    return z.mean(0), cov
+
+
+@pytest.mark.parametrize("shape", [(16, 1), (5, 1, 4)], ids=["BC", "BCL"])
+def test_batch_norm_single_channel_values(shape):
+    """One channel: training output, running statistics and evaluation output equal the plain
+    formula, and the same channel of a three-channel layer with the same parameters."""
+    torch.manual_seed(0)
     bn = cnn.BatchNorm1d(1, dtype=DT)
-    y = bn(_data(16, 1))
-    assert y.shape == (16, 1)
+    with torch.no_grad():
+        bn.weight.copy_(torch.randn(2, 2, 1, dtype=torch.float64))
+        bn.bias.normal_()
+    x = _data(*shape)
+    mean, cov = _batch_cov(x, unbiased=False)
+    y = bn(x)
+    torch.testing.assert_close(y, _bn_ref(x, mean, cov, bn.weight, bn.bias, bn.eps))
+    mean_u, cov_u = _batch_cov(x, unbiased=True)
+    torch.testing.assert_close(bn.running_mean, 0.1 * mean_u)
+    eye = torch.eye(2, dtype=torch.float64).unsqueeze(-1)
+    torch.testing.assert_close(bn.running_cov, 0.9 * 0.5 * eye + 0.1 * cov_u)
+    wide = cnn.BatchNorm1d(3, dtype=DT)
+    with torch.no_grad():
+        wide.weight[..., 1:2].copy_(bn.weight)
+        wide.bias[1:2].copy_(bn.bias)
+    x3 = torch.cat((_data(*shape), x, _data(*shape)), dim=1)
+    torch.testing.assert_close(wide(x3)[:, 1:2], y)
+    bn.eval()
+    z = _data(*shape)
+    want = _bn_ref(z, bn.running_mean, bn.running_cov, bn.weight, bn.bias, bn.eps)
+    torch.testing.assert_close(bn(z), want)
 
 
 def test_rms_norm_module():
