@@ -174,20 +174,20 @@ def create_encoding(
             ``**{"rotary.base": 500}`` or ``rotary={"base": 500}`` (see
             :mod:`cplxnet.encodings.combined`).
     """
-    context = {
-        "d_model": d_model,
-        "num_heads": num_heads,
-        "vocab_size": vocab_size,
-        "max_len": max_len,
-        "device": device,
-        "dtype": dtype,
-    }
     defaults = dict(defaults or {})
     if _is_combination(spec):
         from .combined import create_combined
 
         if isinstance(spec, str):
             encoding_members(spec)  # an unknown member: the error names the combination
+        context = {
+            "d_model": d_model,
+            "num_heads": num_heads,
+            "vocab_size": vocab_size,
+            "max_len": max_len,
+            "device": device,
+            "dtype": dtype,
+        }
         return create_combined(spec, create_encoding, context, defaults, options)
     if isinstance(spec, PositionalEncoding):
         if options:
@@ -209,6 +209,14 @@ def create_encoding(
         )
     label = cls.name or cls.__name__
     accepted = _options_of(cls)
+    context = {
+        "d_model": d_model,
+        "num_heads": num_heads,
+        "vocab_size": vocab_size,
+        "max_len": max_len,
+        "device": device,
+        "dtype": dtype,
+    }
     kwargs = {n: v for n, v in context.items() if n in accepted and v is not None}
     user_options = [n for n in accepted if n not in CONTEXT]
     unknown = sorted(set(options) - set(user_options))
