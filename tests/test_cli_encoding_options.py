@@ -89,7 +89,9 @@ def test_encoding_options_and_sets_reach_the_config():
 )  # fmt: skip
 def test_bad_encoding_options_and_fields_are_one_line(tmp_path, capsys, args, expected):
     run = tmp_path / "r"
-    status = main(["train", "--run-dir", str(run), "--quiet", *args])
+    # a tiny budget, so that a check that failed to fire trains for a moment, not for minutes
+    budget = ["--limit", "16", "--max-steps", "1", "--epochs", "1", "--threads", "1"]
+    status = main(["train", "--run-dir", str(run), "--quiet", *budget, *args])
     err = capsys.readouterr().err
     assert status == 1 and err.startswith("cplxnet: error: ") and err.count("\n") == 1, err
     assert expected in err

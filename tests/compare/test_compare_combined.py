@@ -77,3 +77,13 @@ def test_compare_runs_a_combined_encoding(tmp_path, capsys):
     assert main(bad) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "option 'base' must name its member" in err
+
+
+def test_member_option_types_are_checked(options):
+    from cplxnet.compare.grid import check_combination
+
+    spec = parse_encoding("complex-order+rotary:rotary.rotate_values=3")
+    with pytest.raises(CompareError, match="option rotary.rotate_values must be true or false"):
+        check_combination("transformer", spec, "complex", options)
+    ok = parse_encoding("complex-order+rotary:rotary.base=500")
+    assert check_combination("transformer", ok, "complex", options) is None
