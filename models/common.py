@@ -24,9 +24,9 @@ from torch import nn
 
 import cplxnet.nn as cnn
 from cplxnet import complex_dtype, real_dtype
-from cplxnet._utils import check_choice, check_indices
 from cplxnet.encodings import check_sites, create_encoding, get_encoding_class
 from cplxnet.functional import lengths_from_padding_mask
+from cplxnet.utils import check_choice, check_indices
 
 from .config import ModelConfig
 
