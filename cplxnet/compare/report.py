@@ -143,7 +143,14 @@ def _ok(row: dict[str, Any]) -> bool:
 
 
 def _is_complex_encoding(label: str) -> bool:
-    return str(label).startswith("complex-")
+    """The natural field of the encoding of a column label (its class's ``field``); a label
+    whose encoding is not registered here counts as real."""
+    from .specs import parse_encoding
+
+    try:
+        return parse_encoding(str(label)).is_complex
+    except ValueError:
+        return False
 
 
 @dataclass

@@ -126,8 +126,10 @@ class EncodingSpec:
 
     @property
     def is_complex(self) -> bool:
-        """A complex encoding (its natural number field is complex)."""
-        return self.name.startswith("complex-")
+        """A complex encoding: the registered class declares ``field = "complex"``."""
+        from cplxnet.encodings import get_encoding_class
+
+        return get_encoding_class(self.name).field == "complex"
 
     @property
     def canonical(self) -> str:
