@@ -128,6 +128,8 @@ class PositionalEncoding(HasDtype, nn.Module):
         return "values" in self.acts_on
 
     def forward(self, *args, **kwargs):  # pragma: no cover - encodings are used through hooks
+        """Not used: an encoding acts through its hooks (``embed``, ``encode_input``,
+        ``layer_input``, ``rotate``, ``logits_bias``, ``value_term``); calling it raises."""
         raise TypeError(
             f"encoding {self.name!r} is applied through its hooks (embed, encode_input, rotate, "
             "logits_bias, value_term), not called directly"
