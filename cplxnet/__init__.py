@@ -1,12 +1,15 @@
 """cplxnet: complex-valued neural networks for PyTorch.
 
 ``cplxnet.nn`` (layers), ``cplxnet.functional`` (their functional forms), ``cplxnet.init``
-(variance-correct complex initialisers), ``cplxnet.encodings`` (every positional-encoding family,
+(variance-correct complex initialisers), ``cplxnet.utils`` (packing, input checks, tracing),
+``cplxnet.encodings`` (every positional-encoding family,
 swappable by name) and ``cplxnet.data`` (bundled MR/TREC data, tokenizer, splits).
 """
 
-from . import encodings, functional, init, nn
+from . import encodings, functional, init, nn, utils
 from ._utils import complex_dtype, real_dtype
 
 __version__ = "0.1.0"
-__all__ = ["encodings", "functional", "init", "nn", "complex_dtype", "real_dtype", "__version__"]
+__all__ = [
+    "encodings", "functional", "init", "nn", "utils", "complex_dtype", "real_dtype", "__version__"
+]

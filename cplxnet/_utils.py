@@ -199,7 +199,7 @@ def check_indices(ids: torch.Tensor, num: int, owner: str, name: str = "input") 
         raise TypeError(
             f"{owner}: {name} must be an integer tensor (torch.long) of indices, got {ids.dtype}"
         )
-    if ids.numel() == 0:
+    if ids.numel() == 0 or is_tracing():  # the range check reads data: eager mode only
         return
     lo, hi = int(ids.min()), int(ids.max())
     if lo < 0 or hi >= num:
@@ -288,6 +288,22 @@ def as_complex(x: torch.Tensor) -> torch.Tensor:
     The copy has the canonical row-major strides (``x.contiguous()`` may keep odd strides on an
     empty tensor or on size-1 dims, which ``view_as_complex`` rejects).
     """
+    if is_tracing():  # strides and offsets are symbolic there: the copy is always valid
+        return torch.view_as_complex(x.clone(memory_format=torch.contiguous_format))
     if x.stride(-1) != 1 or any(s % 2 for s in x.stride()[:-1]) or x.storage_offset() % 2:
         x = x.clone(memory_format=torch.contiguous_format)
     return torch.view_as_complex(x)
+
+
+# --- tracing: data-dependent checks run in eager mode only ----------------------------------------
+__all__ += ["is_tracing"]
+
+
+def is_tracing() -> bool:
+    """True while ``torch.compile`` or ``torch.export`` traces the code.
+
+    Checks that read tensor *data* (index ranges, sequence lengths, whether any row is fully
+    masked) run in eager mode only: under tracing they would break the graph (``torch.compile``)
+    or fail on a data-dependent guard (``torch.export``). Shape and dtype checks stay on.
+    """
+    return torch.compiler.is_compiling() or torch.compiler.is_exporting()

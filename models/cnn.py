@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import cplxnet.functional as CF
+from cplxnet.utils import is_tracing
 
 from .common import NumberField, TextClassifier
 from .config import CNNConfig
@@ -60,7 +61,11 @@ class CNN(TextClassifier):
     def features(self, x: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
         kmax = max(self.kernel_sizes)
         L = x.shape[1]
-        if kmax > L:  # short batch: zero vectors up to the widest filter
+        if is_tracing():
+            # a length-independent graph: kmax - 1 zero vectors always (the extra windows end
+            # past every text and are masked below, so the result is the eager one)
+            x = F.pad(x, (0, 0, 0, kmax - 1))  # (B, L + kmax - 1, D)
+        elif kmax > L:  # short batch: zero vectors up to the widest filter
             x = F.pad(x, (0, 0, 0, kmax - L))  # (B, kmax, D)
         # a sequence of n tokens is read as max(n, kmax) long (zeros after its end)
         span = (~padding_mask).sum(dim=1).clamp(min=kmax)  # (B,)

@@ -23,9 +23,9 @@ from torch import nn
 
 import cplxnet.nn as cnn
 from cplxnet import complex_dtype, real_dtype
-from cplxnet._utils import check_choice, check_indices
 from cplxnet.encodings import check_sites, create_encoding
 from cplxnet.functional import lengths_from_padding_mask
+from cplxnet.utils import check_choice, check_indices
 
 from .config import ModelConfig
 
@@ -172,6 +172,9 @@ class RealLSTM(nn.LSTM):
     def forward(  # type: ignore[override]
         self, x: torch.Tensor, lengths: torch.Tensor
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """``x`` ``(B, L, input_size)`` real, ``lengths`` ``(B,)`` integers in ``[1, L]`` ->
+        ``output`` ``(B, L, dirs * hidden_size)`` (zero at padded steps) and ``(h_n, c_n)`` each
+        ``(num_layers * dirs, B, hidden_size)`` at each sequence's last real step."""
         if x.shape[0] == 0:  # torch cannot pack an empty batch; there is nothing to pack
             return super().forward(x)
         L = x.shape[1]
@@ -210,6 +213,9 @@ class TokenEmbedding(nn.Module):
     def forward(
         self, ids: torch.Tensor, padding_mask: torch.Tensor, encoding: nn.Module
     ) -> torch.Tensor:
+        """``ids`` ``(B, L)`` token ids, ``padding_mask`` ``(B, L)`` bool (**True = padding**), the
+        model's ``encoding`` -> ``(B, L, D)`` features (complex, or real for a real model), zero
+        at padded positions."""
         x = encoding.embed(ids) if self.word is None else self.word(ids)  # (B, L, D)
         if self.training and self.word_dropout > 0:
             keep = torch.ones(ids.shape + (1,), device=x.device, dtype=real_dtype(x.dtype))

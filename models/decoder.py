@@ -9,8 +9,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import cplxnet.nn as cnn
-from cplxnet._utils import check_indices
 from cplxnet.encodings import SITES, check_sites, create_encoding
+from cplxnet.utils import check_indices
 
 from .common import NumberField, TokenEmbedding
 from .config import DecoderConfig

@@ -93,9 +93,12 @@ _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
 def is_complex_name(name: str) -> bool:
-    """Whether encoding ``name`` (a registered name, a variant, or a ``+`` combination) runs in
-    complex models by default: one of its members is a ``complex-*`` encoding."""
-    return any(part.strip().startswith("complex-") for part in str(name).split("+"))
+    """Whether encoding ``name`` (a registered name or a ``+`` combination) runs in complex
+    models by default: one of its members declares the natural field ``"complex"``
+    (:attr:`cplxnet.encodings.PositionalEncoding.field`)."""
+    from cplxnet.encodings import encoding_members, get_encoding_class
+
+    return any(get_encoding_class(m).field == "complex" for m in encoding_members(str(name)))
 
 
 def parse_value(text: str) -> Any:

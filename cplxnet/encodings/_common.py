@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from .._utils import as_complex, check_last_dim, real_dtype
+from .._utils import as_complex, check_last_dim, is_tracing, real_dtype
 
 __all__: list[str] = []
 
@@ -115,7 +115,7 @@ def check_ids(ids: torch.Tensor, num: int, owner: str) -> None:
         raise TypeError(f"{owner}: ids must be an integer tensor (torch.long), got {got}")
     if ids.dim() != 2:
         raise ValueError(f"{owner}: expected ids of shape (B, L), got {tuple(ids.shape)}")
-    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num):
+    if ids.numel() and not is_tracing() and (int(ids.min()) < 0 or int(ids.max()) >= num):
         bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
         raise IndexError(f"{owner}: token id {bad} out of range for vocab_size={num}")
 

@@ -65,9 +65,10 @@ from torch import nn
 
 from .._utils import HasDtype
 
-__all__ = ["PositionalEncoding", "SITES"]
+__all__ = ["PositionalEncoding", "SITES", "FIELDS"]
 
 SITES = ("token", "input", "layer", "qk", "logits", "values")
+FIELDS = ("complex", "real")  #: values of PositionalEncoding.field
 
 
 class PositionalEncoding(HasDtype, nn.Module):
@@ -78,6 +79,12 @@ class PositionalEncoding(HasDtype, nn.Module):
     """
 
     name: ClassVar[str] = ""
+    #: the encoding's natural number field, ``"complex"`` or ``"real"``: the field of the model
+    #: it is defined for (complex-order's and complex-vanilla's word embeddings are complex
+    #: numbers; the others are real schemes, run in complex models through the complex algebra).
+    #: ``cplxnet compare`` runs an encoding in this field by default and its report treats the
+    #: complex ones as the candidates and the real ones as baselines.
+    field: ClassVar[str] = "real"
     #: sites of the default configuration; an instance may narrow or widen it (e.g. DeBERTa adds
     #: "layer" when ``absolute_layers > 0``), so read it from the instance when you have one.
     acts_on: frozenset[str] = frozenset()
@@ -124,6 +131,8 @@ class PositionalEncoding(HasDtype, nn.Module):
         return "values" in self.acts_on
 
     def forward(self, *args, **kwargs):  # pragma: no cover - encodings are used through hooks
+        """Not used: an encoding acts through its hooks (``embed``, ``encode_input``,
+        ``layer_input``, ``rotate``, ``logits_bias``, ``value_term``); calling it raises."""
         raise TypeError(
             f"encoding {self.name!r} is applied through its hooks (embed, encode_input, rotate, "
             "logits_bias, value_term), not called directly"

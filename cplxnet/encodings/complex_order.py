@@ -74,6 +74,7 @@ class ComplexOrderEncoding(PositionalEncoding):
     """
 
     name = "complex-order"
+    field = "complex"
     acts_on = frozenset({"token"})
 
     def __init__(

@@ -25,6 +25,7 @@ class ComplexVanillaEncoding(ComplexOrderEncoding):
     """
 
     name = "complex-vanilla"
+    field = "complex"
     acts_on = frozenset({"token"})
 
     def __init__(

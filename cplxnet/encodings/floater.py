@@ -47,6 +47,8 @@ class FloaterDynamics(nn.Module):
         nn.init.zeros_(self.out.bias)
 
     def forward(self, p: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """``dp/dt`` at state ``p`` ``(*, width)`` (complex, or real for a real model) and time
+        ``t`` (a scalar tensor) -> ``(*, width)`` in the dtype of ``p``."""
         z = pack(p)  # (..., W) real
         tt = t.to(z.dtype).expand(z.shape[:-1] + (1,))
         h = self.out(torch.tanh(self.inp(torch.cat((z, tt), dim=-1))))

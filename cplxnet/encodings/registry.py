@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from .base import SITES, PositionalEncoding
+from .base import FIELDS, SITES, PositionalEncoding
 
 __all__ = [
     "register_encoding",
@@ -61,6 +61,10 @@ def register_encoding(cls: type[PositionalEncoding]) -> type[PositionalEncoding]
     unknown = set(cls.acts_on) - set(SITES)
     if unknown:
         raise ValueError(f"register_encoding: {cls.__name__} acts on unknown sites {unknown}")
+    if cls.field not in FIELDS:
+        raise ValueError(
+            f"register_encoding: {cls.__name__}.field must be one of {FIELDS}, got {cls.field!r}"
+        )
     other = _REGISTRY.get(cls.name)
     if other is not None and other is not cls:
         raise ValueError(

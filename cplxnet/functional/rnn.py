@@ -74,7 +74,7 @@ import torch
 from torch import _VF
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from .._utils import check_choice, check_complex, check_last_dim, pack, unpack
+from .._utils import check_choice, check_complex, check_last_dim, is_tracing, pack, unpack
 from .activation import modrelu
 
 __all__ = [
@@ -134,7 +134,7 @@ def lengths_from_padding_mask(padding_mask: _Tensor, owner: str = "lengths_from_
         )
     lengths = (~padding_mask).sum(dim=1)
     steps = torch.arange(padding_mask.shape[1], device=padding_mask.device)
-    if not torch.equal(padding_mask, steps >= lengths[:, None]):
+    if not is_tracing() and not torch.equal(padding_mask, steps >= lengths[:, None]):
         raise ValueError(
             f"{owner}: padding_mask must mark padding (True) only at the end of each sequence"
         )
@@ -154,6 +154,8 @@ def _check_lengths(lengths: _Tensor | None, batch: int, steps: int, owner: str):
             f"{owner}: lengths must have shape (batch,) = ({batch},), got {tuple(lengths.shape)}"
         )
     lengths = lengths.detach().to("cpu", torch.int64)
+    if is_tracing():  # the checks below read data: eager mode only
+        return lengths
     if batch and (int(lengths.min()) < 1 or int(lengths.max()) > steps):
         raise ValueError(
             f"{owner}: every length must be in [1, {steps}] (the sequence length); got "

@@ -49,6 +49,8 @@ class CReLU(nn.Module):
     """
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """``z`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise:
+        ReLU on the real and imaginary parts separately."""
         _check_tensor(z, type(self).__name__)
         return CF.crelu(z)
 
@@ -57,6 +59,8 @@ class ZReLU(nn.Module):
     r"""zReLU: keeps :math:`z` when :math:`0 \le \arg z \le \pi/2`, else 0 (Guberman 2016)."""
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """``z`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise:
+        ``z`` where its phase is in ``[0, pi/2]``, else 0."""
         _check_tensor(z, type(self).__name__)
         return CF.zrelu(z)
 
@@ -65,6 +69,8 @@ class Cardioid(nn.Module):
     r"""Complex cardioid :math:`\tfrac12(1 + \cos\arg z) z` (Virtue et al., ICIP 2017)."""
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """``z`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise:
+        ``(1 + cos(arg z)) z / 2``."""
         _check_tensor(z, type(self).__name__)
         return CF.cardioid(z)
 
@@ -73,6 +79,8 @@ class SplitTanh(nn.Module):
     r"""Split tanh :math:`\tanh x + i \tanh y` (bounded; the analytic ``torch.tanh`` has poles)."""
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """``z`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise:
+        tanh on the real and imaginary parts."""
         _check_tensor(z, type(self).__name__)
         return CF.split_tanh(z)
 
@@ -81,6 +89,8 @@ class SplitSigmoid(nn.Module):
     r"""Split sigmoid :math:`\sigma(x) + i \sigma(y)`."""
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """``z`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise:
+        sigmoid on the real and imaginary parts."""
         _check_tensor(z, type(self).__name__)
         return CF.split_sigmoid(z)
 
@@ -99,6 +109,8 @@ class SplitGELU(nn.Module):
         )
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """``z`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise:
+        GELU on the real and imaginary parts."""
         _check_tensor(z, type(self).__name__)
         return CF.split_gelu(z, self.approximate)
 
@@ -147,6 +159,8 @@ class ModReLU(HasDtype, nn.Module):
         nn.init.constant_(self.bias, self.bias_init)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """``z`` ``(*, *num_features)`` complex -> the same shape,
+        ``ReLU(|z| + b) z / |z|`` with the learned real bias ``b`` ``(*num_features)``."""
         owner = type(self).__name__
         check_dtype(z, self.dtype, owner)
         k = len(self.num_features)

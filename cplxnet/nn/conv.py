@@ -108,6 +108,9 @@ class _ConvNd(HasDtype, nn.Module):
                     )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``(B, C_in, L)`` (``Conv1d``) or ``(B, C_in, H, W)`` (``Conv2d``), or unbatched
+        without ``B``, complex -> ``(B, C_out, L_out)`` / ``(B, C_out, H_out, W_out)`` complex, with
+        torch's output sizes for the given padding, stride and dilation."""
         self._check_input(x)
         return self._conv(
             x,

@@ -25,6 +25,9 @@ class Dropout(nn.Module):
         self.p = float(p)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """``z`` any shape ``(*)``, complex or real -> ``(*)``: in training mode each entry (real
+        and imaginary part together) is zeroed with probability ``p`` and the rest scaled by
+        ``1 / (1 - p)``; the identity in eval mode."""
         if not isinstance(z, torch.Tensor) or not (z.is_complex() or z.is_floating_point()):
             got = z.dtype if isinstance(z, torch.Tensor) else type(z).__name__
             raise TypeError(

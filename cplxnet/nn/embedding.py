@@ -98,6 +98,8 @@ class Embedding(HasDtype, nn.Module):
                 self.packed_weight[self.padding_idx].zero_()
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """``ids`` ``(*)`` integer indices in ``[0, num_embeddings)`` -> ``(*, embedding_dim)``
+        complex rows of the table (the ``padding_idx`` row is zero and gets no gradient)."""
         check_indices(ids, self.num_embeddings, type(self).__name__)
         return CF.embedding_packed(
             ids,

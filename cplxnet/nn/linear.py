@@ -83,6 +83,8 @@ class Linear(HasDtype, nn.Module):
             nn.init.zeros_(self.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``(*, in_features)`` -> ``(*, out_features)``: ``x W^T + b`` (complex, or real for
+        a real dtype)."""
         check_dtype(x, self.dtype, type(self).__name__)
         check_last_dim(x, self.in_features, type(self).__name__)
         return CF.linear(x, self.weight, self.bias)

@@ -109,6 +109,8 @@ class LayerNorm(HasDtype, nn.Module):
             nn.init.zeros_(self.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``(*, *normalized_shape)`` complex -> the same shape, normalised over the trailing
+        ``normalized_shape`` dims (see the class docstring for the two modes)."""
         owner = type(self).__name__
         check_dtype(x, self.dtype, owner)
         _check_trailing(x, self.normalized_shape, owner)
@@ -192,6 +194,8 @@ class BatchNorm1d(HasDtype, nn.Module):
             nn.init.zeros_(self.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``(B, C)`` or ``(B, C, L)`` complex -> the same shape, whitened per channel ``C``
+        with batch statistics in training mode and the running ones in eval mode."""
         owner = type(self).__name__
         check_dtype(x, self.dtype, owner)
         if x.dim() not in (2, 3) or x.shape[1] != self.num_features:
@@ -263,6 +267,8 @@ class RMSNorm(HasDtype, nn.Module):
             nn.init.ones_(self.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``(*, *normalized_shape)`` complex -> the same shape, divided by the root mean
+        square modulus over the trailing dims and scaled by the real gain (the phase is kept)."""
         owner = type(self).__name__
         check_dtype(x, self.dtype, owner)
         _check_trailing(x, self.normalized_shape, owner)

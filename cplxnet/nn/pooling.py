@@ -35,6 +35,9 @@ class MeanPool(nn.Module):
         self.dim = dim
 
     def forward(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``x`` ``(B, L, ...)`` complex or real, ``padding_mask`` ``(B, L)`` bool, **True =
+        padding** (``None``: no padding) -> ``x`` with the ``dim`` axis averaged over the
+        non-padded positions, e.g. ``(B, L, D) -> (B, D)``."""
         _check(x, padding_mask, self.dim, type(self).__name__)
         return CF.masked_mean(x, padding_mask, self.dim)
 
@@ -53,6 +56,9 @@ class MaxMagnitudePool(nn.Module):
         self.dim = dim
 
     def forward(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``x`` ``(B, L, ...)`` complex or real, ``padding_mask`` ``(B, L)`` bool, **True =
+        padding** (``None``: no padding) -> along ``dim``, the entry of largest modulus among the
+        non-padded positions, e.g. ``(B, L, D) -> (B, D)``."""
         _check(x, padding_mask, self.dim, type(self).__name__)
         return CF.masked_max_magnitude(x, padding_mask, self.dim)
 

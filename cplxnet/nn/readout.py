@@ -19,6 +19,7 @@ class Magnitude(nn.Module):
     r""":math:`|z|`: complex ``(*)`` -> real ``(*)``; gradient finite (0) at :math:`z = 0`."""
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """``z`` ``(*)`` complex -> ``(*)`` real: ``|z|``."""
         check_complex(z, type(self).__name__)
         return CF.magnitude(z)
 
@@ -27,6 +28,7 @@ class RealPart(nn.Module):
     r""":math:`\mathrm{Re}\, z`: complex ``(*)`` -> real ``(*)``."""
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """``z`` ``(*)`` complex -> ``(*)`` real: ``Re z``."""
         check_complex(z, type(self).__name__)
         return CF.real_part(z)
 
@@ -39,6 +41,8 @@ class ConcatRealImag(nn.Module):
         self.dim = dim
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """``z`` complex -> real ``[Re z, Im z]`` concatenated along ``dim`` (size doubled there),
+        e.g. ``(B, D) -> (B, 2D)``."""
         check_complex(z, type(self).__name__)
         return CF.concat_real_imag(z, self.dim)
 

@@ -275,6 +275,11 @@ class LSTM(_FusedRNNBase):
         *,
         padding_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """``x`` ``(B, L, input_size)`` complex (``(L, B, .)`` if not batch_first, or unbatched
+        ``(L, input_size)``); ``lengths`` ``(B,)`` integers in ``[1, L]`` or ``padding_mask``
+        ``(B, L)`` bool (**True = padding**, at the end); ``hx = (h_0, c_0)`` each
+        ``(num_layers * dirs, B, hidden_size)``. Returns ``output`` ``(B, L, dirs * hidden_size)``
+        (zero at padded steps) and ``(h_n, c_n)`` at each sequence's last real step."""
         return self._run(x, lengths, hx, padding_mask)
 
 
@@ -301,6 +306,11 @@ class GRU(_FusedRNNBase):
         *,
         padding_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``x`` ``(B, L, input_size)`` complex (``(L, B, .)`` if not batch_first, or unbatched);
+        ``lengths`` ``(B,)`` in ``[1, L]`` or ``padding_mask`` ``(B, L)`` bool (**True =
+        padding**, at the end); ``hx`` ``(num_layers * dirs, B, hidden_size)``. Returns ``output``
+        ``(B, L, dirs * hidden_size)`` (zero at padded steps) and ``h_n`` at each sequence's last
+        real step."""
         return self._run(x, lengths, hx, padding_mask)
 
 
@@ -379,6 +389,8 @@ class UnitaryRNNCell(HasDtype, nn.Module):
         return CF.unitary_matrix(self.skew_hh)
 
     def forward(self, x: torch.Tensor, h: torch.Tensor | None = None) -> torch.Tensor:
+        """One step: ``x`` ``(*, input_size)`` and ``h`` ``(*, hidden_size)`` (``None``: zeros),
+        complex -> the new ``h`` ``(*, hidden_size)`` = ``modReLU(U h + W x)``."""
         owner = type(self).__name__
         check_complex(x, owner)
         check_last_dim(x, self.input_size, owner)
@@ -469,6 +481,10 @@ class UnitaryRNN(_StackedRNN):
         *,
         padding_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``x`` ``(B, L, input_size)`` complex (``(L, B, .)`` if not batch_first); ``lengths``
+        ``(B,)`` or ``padding_mask`` ``(B, L)`` bool (**True = padding**, at the end); ``hx``
+        ``(num_layers * dirs, B, hidden_size)``. Returns ``output`` ``(B, L, dirs * hidden_size)``
+        (zero at padded steps) and ``h_n`` at each sequence's last real step."""
         owner = type(self).__name__
         lengths, hx = _split_lengths_hx(owner, lengths, hx, pair=False)
         check_complex(x, owner)

@@ -72,3 +72,27 @@ def test_trainer_chooses_sparse_tables_with_sparse_adam(tmp_path):
         options = TrainOptions(epochs=1, batch_size=16, seed=0, max_steps=1, sparse=sparse)
         train(config, data, run, options, zoo=zoo, quiet=True)
         assert len(load_checkpoint(os.path.join(run, "checkpoint.pt"))["optimizers"]) == n_opt
+
+
+def test_the_zoo_imports_only_public_cplxnet_modules():
+    """models/ is written against cplxnet's public API: no ``cplxnet._private`` module."""
+    import ast
+    import pathlib
+
+    import cplxnet.models
+
+    root = pathlib.Path(cplxnet.models.__file__).resolve().parent
+    seen = set()
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                if name.split(".")[0] == "cplxnet":
+                    seen.add(name)
+                    assert not any(p.startswith("_") for p in name.split(".")), (path.name, name)
+    assert "cplxnet.utils" in seen

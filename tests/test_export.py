@@ -1,0 +1,165 @@
+"""``torch.export`` and ``torch.compile(fullgraph=True)`` on the zoo and on the layers with masks.
+
+Checks that read tensor data (token-id ranges, padding only at the end, fully masked rows, lengths)
+run in eager mode only (:func:`cplxnet.utils.is_tracing`), so the exported program has a dynamic
+sequence length and equals eager on inputs of other lengths, and ``torch.compile`` captures one
+graph. The tables are driven by the zoo's registry (``MODEL_CLASSES``), so a new family is covered
+when it is registered.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from torch.export import Dim
+
+import cplxnet.models as models
+import cplxnet.nn as cnn
+from cplxnet.encodings import create_encoding
+
+V = 40
+TINY = {
+    "fasttext": {},
+    "cnn": {"num_filters": 4, "kernel_sizes": (2, 3)},
+    "lstm": {"hidden_size": 4},
+    "transformer": {"num_heads": 2, "dim_feedforward": 16},
+}
+# torch's packed sequences (pack_padded_sequence, behind the LSTM's lengths) have data-dependent
+# shapes: neither torch.nn.LSTM nor cplxnet's LSTM exports with lengths or compiles to one graph
+RNN_FAMILIES = {"lstm"}
+
+
+def _config(family: str, complex_: bool, encoding: str = "complex-order"):
+    fields = {
+        "vocab_size": V,
+        "d_model": 8,
+        "complex": complex_,
+        "encoding": encoding,
+        "max_len": 32,
+        "dropout": 0.0,
+        **TINY.get(family, {}),
+    }
+    names = {f.name for f in dataclasses.fields(models.CONFIG_CLASSES[family])}
+    if "num_classes" in names:
+        fields["num_classes"] = 3
+    return models.make_config(family, **{k: v for k, v in fields.items() if k in names})
+
+
+def _batch(length: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1, V, (3, length), generator=g)
+    lengths = torch.tensor([length, max(length - 3, 1), max(length // 2, 1)])
+    mask = torch.arange(length)[None, :] >= lengths[:, None]  # True = padding, at the end
+    return ids.masked_fill(mask, 0), mask
+
+
+def _family_cases(fields=(True, False)):
+    for family in models.MODEL_CLASSES:
+        marks = []
+        if family in RNN_FAMILIES:
+            marks = [pytest.mark.xfail(strict=True, reason="torch's packed sequences")]
+        for complex_ in fields:
+            yield pytest.param(family, complex_, marks=marks, id=f"{family}-{complex_}")
+
+
+@pytest.mark.parametrize(("family", "complex_"), list(_family_cases()))
+def test_zoo_model_exports_with_padding_and_dynamic_length(family, complex_):
+    torch.manual_seed(0)
+    model = models.build_model(_config(family, complex_)).eval()
+    seq = Dim.DYNAMIC
+    program = torch.export.export(model, _batch(7), dynamic_shapes=({1: seq}, {1: seq}))
+    for length in (4, 13):  # other lengths than the one traced
+        ids, mask = _batch(length, seed=length)
+        torch.testing.assert_close(program.module()(ids, mask), model(ids, mask))
+
+
+# complex models only: the real twins' bodies are torch's own layers
+@pytest.mark.parametrize(("family", "complex_"), list(_family_cases((True,))))
+def test_zoo_model_compiles_to_one_graph(family, complex_):
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = models.build_model(_config(family, complex_)).eval()
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True, dynamic=True)
+    for length in (7, 10):
+        ids, mask = _batch(length)
+        torch.testing.assert_close(compiled(ids, mask), model(ids, mask))
+
+
+def test_lstm_graph_breaks_are_not_from_cplxnet_checks():
+    """The LSTM family compiles with graph breaks only around torch's packed sequences."""
+    torch._dynamo.reset()
+    model = models.build_model(_config("lstm", True)).eval()
+    explained = torch._dynamo.explain(model)(*_batch(7))
+    checks = ("check_indices", "_check_lengths", "lengths_from_padding_mask", "as_complex",
+              "_assemble_mask", "check_ids")
+    for reason in explained.break_reasons:
+        frames = [f.name for f in reason.user_stack]
+        assert not any(name in checks for name in frames), (reason.reason, frames)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.float32])
+@pytest.mark.parametrize("encoding", [None, "rotary", "t5"])
+def test_attention_with_masks_exports(dtype, encoding):
+    torch.manual_seed(0)
+    D, H = 8, 2
+    mha = cnn.MultiheadAttention(D, H, dtype=dtype).eval()
+    enc = None if encoding is None else create_encoding(
+        encoding, d_model=D, num_heads=H, dtype=dtype
+    )
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mha, self.enc = mha, enc
+
+        def forward(self, x, pad):
+            causal = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)
+            return self.mha(x, key_padding_mask=pad, attn_mask=causal, encoding=self.enc)
+
+    def inputs(length):
+        x = torch.randn(2, length, D, dtype=dtype)
+        pad = torch.zeros(2, length, dtype=torch.bool)
+        pad[1, length - 2 :] = True
+        return x, pad
+
+    block = Block().eval()
+    seq = Dim.DYNAMIC
+    program = torch.export.export(block, inputs(6), dynamic_shapes=({1: seq}, {1: seq}))
+    for length in (3, 9):
+        x, pad = inputs(length)
+        for got, want in zip(program.module()(x, pad), block(x, pad)):
+            torch.testing.assert_close(got, want)
+
+
+def test_transformer_encoder_exports_with_padding():
+    torch.manual_seed(0)
+    enc = cnn.TransformerEncoder(cnn.TransformerEncoderLayer(8, 2, 16, 0.0), 2).eval()
+    x = torch.randn(3, 6, 8, dtype=torch.complex64)
+    pad = torch.zeros(3, 6, dtype=torch.bool)
+    pad[0, 4:] = True
+    seq = Dim.DYNAMIC
+    program = torch.export.export(enc, (x, None, pad), dynamic_shapes=({1: seq}, None, {1: seq}))
+    x2 = torch.randn(3, 10, 8, dtype=torch.complex64)
+    pad2 = torch.zeros(3, 10, dtype=torch.bool)
+    pad2[2, 3:] = True
+    torch.testing.assert_close(program.module()(x2, None, pad2), enc(x2, None, pad2))
+
+
+@pytest.mark.xfail(strict=True, reason="torch's packed sequences have data-dependent shapes")
+def test_lstm_with_lengths_exports():
+    lstm = cnn.LSTM(4, 3, bidirectional=True).eval()
+    x = torch.randn(3, 6, 4, dtype=torch.complex64)
+    lengths = torch.tensor([6, 4, 2])
+    program = torch.export.export(lstm, (x, lengths))
+    torch.testing.assert_close(program.module()(x, lengths)[0], lstm(x, lengths)[0])
+
+
+def test_data_checks_stay_on_in_eager_mode():
+    model = models.build_model(_config("transformer", True)).eval()
+    ids, mask = _batch(5)
+    with pytest.raises(IndexError, match="out of range"):
+        model(ids.masked_fill(mask, V), mask)
+    with pytest.raises(ValueError, match="only at the end"):
+        model(ids, mask.flip(1))
