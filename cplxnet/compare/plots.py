@@ -146,8 +146,7 @@ def add_legend(
     length); the figure grows by the legend's height (the panels keep their size) and the panels
     are laid out above it with ``tight_layout``. A single entry wider than the figure widens the
     figure. ``kind`` is ``"line"`` (a line through the column's marker) or ``"point"`` (the
-    marker alone).
-    Call it once, after every panel is drawn and before saving.
+    marker alone). Call it once, after every panel is drawn and before saving.
     """
     if kind not in ("line", "point"):
         raise ValueError(f"kind must be 'line' or 'point', not {kind!r}")

@@ -571,6 +571,17 @@ def report_columns(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
     return list(dict.fromkeys((str(r["encoding"]), str(r["number"])) for r in rows if _ok(r)))
 
 
+def _styles_for(styles, columns: list[tuple[str, str]]):
+    """``styles`` (default: the styles of ``columns``) and the columns to draw, in its order."""
+    styles = styles or column_styles(columns)
+    missing = [column_label(c) for c in columns if c not in styles]
+    if missing:
+        raise ValueError(
+            f"no style for {', '.join(missing)}; build the styles from every column of the report"
+        )
+    return styles, [c for c in styles if c in columns]
+
+
 def _save(fig, path: str) -> str:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -590,8 +601,7 @@ def results_figure(
     groups, datas, families, columns = summarize(rows, metric)
     if not groups:
         return None
-    styles = styles or column_styles(columns)
-    drawn = [c for c in styles if c in columns]
+    styles, drawn = _styles_for(styles, columns)
     plt = pyplot()
     fig, axes = plt.subplots(
         1,
@@ -657,8 +667,7 @@ def extrapolation_figure(
     if not groups:
         return None
     columns = list(dict.fromkeys((k[2], k[3]) for k in order))
-    styles = styles or column_styles(columns)
-    drawn = [c for c in styles if c in columns]
+    styles, drawn = _styles_for(styles, columns)
     stats = {k: {lab: _mean_std(v) for lab, v in g.items() if v} for k, g in groups.items()}
     lows = [m - s for per_bin in stats.values() for m, s in per_bin.values()]
     highs = [m + s for per_bin in stats.values() for m, s in per_bin.values()]

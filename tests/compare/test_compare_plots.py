@@ -185,6 +185,15 @@ def test_report_figures_share_the_styles_of_all_columns():
         pyplot().close(lines)
 
 
+def test_styles_missing_a_column_are_an_error_not_a_missing_series():
+    grid = _grid_rows(["mr"], ["cnn"], [("none", "real"), ("complex-order", "complex")])
+    with pytest.raises(ValueError, match=r"no style for complex-order \(complex\)"):
+        results_figure(grid, styles=column_styles([("none", "real")]))
+    xrows = _x_rows({"lstm": [("rotary", "real")]})
+    with pytest.raises(ValueError, match=r"no style for rotary \(real\)"):
+        extrapolation_figure(xrows, styles=column_styles([("none", "real")]))
+
+
 def test_column_styles_are_fixed_by_position_and_unique():
     cols = [("none", "real"), ("trainable", "real"), ("complex-order", "complex")]
     styles = column_styles(cols)
