@@ -81,7 +81,7 @@ def add_train_arguments(train: argparse.ArgumentParser) -> None:
         "--steps",
         type=positive_int,
         default=None,
-        help="optimiser steps (default: the preset's, 2000; --epochs N instead: N passes over "
+        help="optimiser steps (default: the preset's, 1500; --epochs N instead: N passes over "
         "the training tokens)",
     )
     g.add_argument(
