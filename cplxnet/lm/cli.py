@@ -54,7 +54,8 @@ def add_train_arguments(train: argparse.ArgumentParser) -> None:
     g = train.add_argument_group(
         "language model (--task lm)",
         "train a causal decoder on a text stream (--data FILE.txt, mr, trec) or a synthetic task "
-        "(--data synthetic:copy, synthetic:reverse); --preset defaults to lm-char",
+        "(--data synthetic:copy, synthetic:reverse); --preset defaults to lm-char; --real builds "
+        "the equal-FLOP real twin (widths doubled; --d-model then sets the real width)",
     )
     g.add_argument(
         "--task",
@@ -81,7 +82,7 @@ def add_train_arguments(train: argparse.ArgumentParser) -> None:
         "--steps",
         type=positive_int,
         default=None,
-        help="optimiser steps (default: the preset's, 2000; --epochs N instead: N passes over "
+        help="optimiser steps (default: the preset's, 1500; --epochs N instead: N passes over "
         "the training tokens)",
     )
     g.add_argument(
@@ -184,6 +185,10 @@ def cmd_train(args: argparse.Namespace, error: type[Exception]) -> int:
             )
         resume_lm(args.resume, steps=args.steps, quiet=args.quiet)
         return 0
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        raise error("--task lm trains in one process; run it without torchrun")
     bad = _given(args, _CLASSIFIER_ONLY)
     if bad:
         raise error(f"{', '.join(bad)} apply to classifiers, not to --task lm; drop them")

@@ -24,6 +24,7 @@ __all__ = ["METRICS", "metric_name", "score_stream", "evaluate_lengths", "NA"]
 
 METRICS = {"char": "bpc", "word": "perplexity", "synthetic": "accuracy"}
 NA = "n/a"  # key of the reason when a length cannot be scored
+_LOGIT_BUDGET = 1 << 23  # at most this many logits per forward pass (large word vocabularies)
 
 
 def metric_name(tokens: str) -> str:
@@ -51,7 +52,8 @@ def score_stream(
         stream: ``(N,)`` int64 token ids.
         length: inputs per window.
         tokens: ``"char"`` (adds ``bpc``) or ``"word"`` (adds ``perplexity``).
-        batch_tokens: about this many tokens per forward pass.
+        batch_tokens: about this many tokens per forward pass (fewer for a large vocabulary:
+            at most 2**23 logits at a time).
 
     Returns ``{"bpc" | "perplexity": ..., "loss": nats per token, "tokens": predicted tokens,
     "windows": number of windows}``.
@@ -64,7 +66,8 @@ def score_stream(
     cuts = windows(len(stream), length)
     full = [s for s, e in cuts if e - s == length]
     tail = [(s, e) for s, e in cuts if e - s != length]
-    per_batch = max(1, batch_tokens // length)
+    vocab = getattr(getattr(model, "config", None), "vocab_size", 1)
+    per_batch = max(1, min(batch_tokens, _LOGIT_BUDGET // vocab) // length)
     total = torch.zeros((), dtype=torch.float64)
     count = 0
     offsets = torch.arange(length + 1)
@@ -72,13 +75,13 @@ def score_stream(
         starts = torch.tensor(full[i : i + per_batch])
         chunk = stream[starts[:, None] + offsets].to(device)  # (b, n + 1)
         logits = model(chunk[:, :-1])
-        total += F.cross_entropy(logits.flatten(0, 1).double(), chunk[:, 1:].flatten(),
-                                 reduction="sum").cpu()  # fmt: skip
+        total += F.cross_entropy(logits.flatten(0, 1), chunk[:, 1:].flatten(),
+                                 reduction="sum").double().cpu()  # fmt: skip
         count += chunk[:, 1:].numel()
     for s, e in tail:
         chunk = stream[s : e + 1].to(device)[None]
         logits = model(chunk[:, :-1])
-        total += F.cross_entropy(logits[0].double(), chunk[0, 1:], reduction="sum").cpu()
+        total += F.cross_entropy(logits[0], chunk[0, 1:], reduction="sum").double().cpu()
         count += e - s
     model.train(was)
     loss = float(total) / count

@@ -88,7 +88,7 @@ class LMOptions:
         batch_tokens: about this many tokens per evaluation forward pass.
     """
 
-    steps: int = 2000
+    steps: int = 1500
     batch_size: int = 32
     lr: float = 2e-3
     weight_decay: float = 0.01

@@ -110,3 +110,12 @@ def test_lm_options_without_task_lm_and_mixed_commands(trained, tmp_path, capsys
     assert "own test part" in error_of(capsys, ["evaluate", trained, "--data", "x.tsv"])
     assert "empty" in error_of(capsys, ["generate", trained, ""])
     assert "not found" in error_of(capsys, ["generate", str(tmp_path / "none"), "a"])
+
+
+def test_epochs_become_steps(text_file, tmp_path):
+    run = str(tmp_path / "e")
+    argv = ["train", "--task", "lm", "--data", text_file, "--context", "8", "--epochs", "1",
+            "--batch-size", "64", "--d-model", "8", "--quiet", "--run-dir", run]
+    assert main(argv) == 0
+    with open(os.path.join(run, "results.json"), encoding="utf-8") as fh:
+        assert json.load(fh)["steps"] == 4  # ceil(1,944 training characters / (64 x 8))

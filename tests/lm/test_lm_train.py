@@ -18,6 +18,7 @@ from cplxnet.lm import (
     generate,
     generate_text,
     load_lm_run,
+    make_task,
     resume_lm,
     train_lm,
 )
@@ -171,3 +172,31 @@ def test_synthetic_run_scores_every_bin(tmp_path):
     assert set(evaluate_lm_run(str(tmp_path / "r"), 5)) == {"5"}
     answer = generate_text(str(tmp_path / "r"), "abc", None, temperature=0)
     assert len(answer.split()) == 4
+
+
+def test_training_batches_are_random_windows_and_their_next_tokens(text_file):
+    task = make_task(text_file, "char", 8)
+    ids, targets, mask = task.batch(step=5, seed=1, batch_size=6)
+    assert ids.shape == targets.shape == (6, 8) and mask is None
+    stream = task.data.train.tolist()
+    for row, nxt in zip(ids.tolist(), targets.tolist()):
+        starts = [s for s in range(len(stream) - 8) if stream[s : s + 8] == row]
+        assert any(stream[s + 1 : s + 9] == nxt for s in starts)
+    again, _, _ = task.batch(step=5, seed=1, batch_size=6)
+    assert torch.equal(again, ids)  # a function of (seed, step)
+    assert not torch.equal(task.batch(step=6, seed=1, batch_size=6)[0], ids)
+
+
+def test_the_decoder_builds_its_encoding_causal(monkeypatch):
+    import cplxnet.models.decoder as decoder_module
+
+    seen = {}
+    original = decoder_module.create_encoding
+
+    def spy(*args, **kwargs):
+        seen.update(kwargs)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(decoder_module, "create_encoding", spy)
+    build_model(tiny("t5"))
+    assert seen["causal"] is True
