@@ -305,3 +305,22 @@ def join(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
     """``torch.complex(re, im)`` whose backward returns contiguous part gradients (one copy)
     instead of the stride-2 views ``g.real``, ``g.imag``."""
     return _Join.apply(re, im)
+
+
+def eager_complex(x: torch.Tensor) -> bool:
+    """True for a complex ``x`` outside tracing and compilation: where the hand-written autograd
+    Functions of :mod:`cplxnet.functional` run (tracers and compilers get the composed torch ops,
+    which they can fuse)."""
+    return x.is_complex() and not torch.compiler.is_compiling() and not torch.jit.is_tracing()
+
+
+def grad_via_composed(fn, inputs: tuple, ctx, grad) -> tuple:
+    """Backward of a hand-written autograd Function when a graph is requested
+    (``create_graph=True``): the gradients of ``fn(*inputs)``, the same map composed of
+    differentiable torch ops, so double backward is exact. ``grad`` is one tensor or a tuple
+    (one per output of ``fn``)."""
+    with torch.enable_grad():
+        out = fn(*inputs)
+    wanted = [t for t, need in zip(inputs, ctx.needs_input_grad) if need]
+    grads = iter(torch.autograd.grad(out, wanted, grad, create_graph=True, allow_unused=True))
+    return tuple(next(grads) if need else None for need in ctx.needs_input_grad)
