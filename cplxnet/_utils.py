@@ -269,7 +269,7 @@ class _Parts(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x):  # noqa: D102 (autograd.Function)
-        return torch.view_as_real(x).movedim(-1, 0).contiguous()
+        return torch.view_as_real(x.resolve_conj()).movedim(-1, 0).contiguous()
 
     @staticmethod
     def backward(ctx, g):  # noqa: D102
