@@ -68,9 +68,11 @@ def _modrelu_autograd(z: torch.Tensor, bias: torch.Tensor | float) -> torch.Tens
     return z * (F.relu(mag + bias) / torch.where(mag > 0, mag, 1.0))
 
 
-def _split_parts(t: torch.Tensor) -> torch.Tensor:
-    """Contiguous ``(2, *S)`` real and imaginary parts of complex ``t`` (one copy)."""
-    return torch.view_as_real(t.resolve_conj()).movedim(-1, 0).contiguous()
+def _split_parts(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Real and imaginary parts of complex ``t`` as contiguous tensors (element-wise kernels do
+    not vectorise on the stride-2 views ``t.real``, ``t.imag``)."""
+    t = t.resolve_conj()
+    return t.real.contiguous(), t.imag.contiguous()
 
 
 class _ModReLU(torch.autograd.Function):
@@ -90,12 +92,13 @@ class _ModReLU(torch.autograd.Function):
         rs = torch.where(r > 0, r, 1.0)
         shifted = r.add_(bias)
         s = torch.relu(shifted).div_(rs)
-        ctx.save_for_backward(z, bias, p, rs, s, shifted > 0)
+        ctx.save_for_backward(z, bias, *p, rs, s, shifted > 0)
         return z * s
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102
-        z, bias, p, rs, s, on = ctx.saved_tensors
+        z, bias, p0, p1, rs, s, on = ctx.saved_tensors
+        p = (p0, p1)
         if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
             return grad_via_composed(_modrelu_autograd, (z, bias), ctx, grad)
         g = _split_parts(grad)
@@ -155,12 +158,13 @@ class _Cardioid(torch.autograd.Function):
         r = torch.addcmul(p[0] * p[0], p[1], p[1]).sqrt_()
         inv = torch.where(r > 0, r, torch.inf).reciprocal_()
         s = (p[0] * inv).mul_(0.5).add_(0.5)
-        ctx.save_for_backward(z, p, inv, s)
+        ctx.save_for_backward(z, *p, inv, s)
         return z * s
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102
-        z, p, inv, s = ctx.saved_tensors
+        z, p0, p1, inv, s = ctx.saved_tensors
+        p = (p0, p1)
         if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
             return grad_via_composed(_cardioid_autograd, (z,), ctx, grad)
         g = _split_parts(grad)

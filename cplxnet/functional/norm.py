@@ -72,22 +72,25 @@ def whiten(c: torch.Tensor, m1: torch.Tensor, m2: torch.Tensor, eps: float) -> t
 
 
 def _whiten_parts(
-    p: torch.Tensor, dims: tuple[int, ...], eps: float, stats: tuple | None = None
+    re: torch.Tensor,
+    im: torch.Tensor,
+    dims: tuple[int, ...],
+    eps: float,
+    stats: tuple | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, tuple]:
-    r"""Whitening on the parts ``p = parts(x)`` (``(2, *S)`` real): centre and whiten over the
-    ``dims`` of ``S`` (batch statistics), or with ``stats = (mean_r, mean_i, vrr, vri, vii)``
+    r"""Whitening on the parts ``re, im = parts(x)`` (real, shape ``S``): centre and whiten over
+    the ``dims`` of ``S`` (batch statistics), or with ``stats = (mean_r, mean_i, vrr, vri, vii)``
     broadcastable to ``S``. Returns the whitened real and imaginary parts and the statistics used
     (``(mean_r, mean_i, vrr, vri, vii)``, biased covariance)."""
     if stats is None:
-        mean = p.mean(dim=tuple(d + 1 for d in dims), keepdim=True)
-        c = p - mean
-        cr, ci = c[0], c[1]
+        mean_r, mean_i = re.mean(dim=dims, keepdim=True), im.mean(dim=dims, keepdim=True)
+        cr, ci = re - mean_r, im - mean_i
         vrr = (cr * cr).mean(dim=dims, keepdim=True)
         vii = (ci * ci).mean(dim=dims, keepdim=True)
         vri = (cr * ci).mean(dim=dims, keepdim=True)
-        stats = (mean[0], mean[1], vrr, vri, vii)
+        stats = (mean_r, mean_i, vrr, vri, vii)
     else:
-        cr, ci = p[0] - stats[0], p[1] - stats[1]
+        cr, ci = re - stats[0], im - stats[1]
     wrr, wri, wii = inv_sqrt_2x2(*stats[2:], eps)
     yr = torch.addcmul(wrr * cr, wri, ci)
     yi = torch.addcmul(wri * cr, wii, ci)
@@ -95,38 +98,36 @@ def _whiten_parts(
 
 
 class _Whiten(torch.autograd.Function):
-    r"""Batch-statistics whitening of the parts ``p`` over ``dims`` with a hand-written backward.
+    r"""Batch-statistics whitening of the parts ``re, im`` over ``dims``, hand-written backward.
 
     Forward as :func:`_whiten_parts`: :math:`c = p - \bar p`, :math:`V = \mathrm{mean}(c c^T)`,
     :math:`W = (V + \epsilon I)^{-1/2}` (:func:`inv_sqrt_2x2`), :math:`y = W c`. Backward, with
     :math:`g_y` the gradient of :math:`y` and :math:`n` the number of reduced entries:
     :math:`g_W = \sum g_y c^T` (2x2 per group), :math:`g_V` from :math:`g_W` by autograd through
     the closed form on the small per-group tensors, :math:`g_c = W g_y + (g_V + g_V^T) c / n` and
-    :math:`g_p = g_c - \mathrm{mean}(g_c)`: about eight contiguous passes over the data instead of
+    :math:`g_x = g_c - \mathrm{mean}(g_c)`: about eight contiguous passes over the data instead of
     the ~twenty of autograd through the composed ops.
     """
 
     @staticmethod
-    def forward(ctx, p, dims, eps):  # noqa: D102 (autograd.Function)
-        y0, y1, stats = _whiten_parts(p, dims, eps)
+    def forward(ctx, re, im, dims, eps):  # noqa: D102 (autograd.Function)
+        y0, y1, stats = _whiten_parts(re, im, dims, eps)
         mean_r, mean_i, vrr, vri, vii = stats
-        c = p - torch.stack([mean_r, mean_i])
         ctx.dims, ctx.eps = dims, eps
-        ctx.save_for_backward(p, c, vrr, vri, vii)
+        ctx.save_for_backward(re, im, re - mean_r, im - mean_i, vrr, vri, vii)
         ctx.mark_non_differentiable(mean_r, mean_i, vrr, vri, vii)
         return y0, y1, mean_r, mean_i, vrr, vri, vii
 
     @staticmethod
     def backward(ctx, gy0, gy1, *_):  # noqa: D102
-        p, c, vrr, vri, vii = ctx.saved_tensors
+        re, im, cr, ci, vrr, vri, vii = ctx.saved_tensors
         dims, eps = ctx.dims, ctx.eps
         if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
             return grad_via_composed(
-                lambda t: _whiten_parts(t, dims, eps)[:2], (p,), ctx, (gy0, gy1)
+                lambda a, b: _whiten_parts(a, b, dims, eps)[:2], (re, im), ctx, (gy0, gy1)
             ) + (None, None)
-        gy0 = torch.zeros_like(c[0]) if gy0 is None else gy0
-        gy1 = torch.zeros_like(c[1]) if gy1 is None else gy1
-        cr, ci = c[0], c[1]
+        gy0 = torch.zeros_like(cr) if gy0 is None else gy0
+        gy1 = torch.zeros_like(ci) if gy1 is None else gy1
         n = math.prod(cr.shape[d] for d in dims)
         g_rr = (gy0 * cr).sum(dims, keepdim=True)
         g_ri = (gy0 * ci).sum(dims, keepdim=True) + (gy1 * cr).sum(dims, keepdim=True)
@@ -136,22 +137,22 @@ class _Whiten(torch.autograd.Function):
             w = inv_sqrt_2x2(*v, eps)
             gv_rr, gv_ri, gv_ii = torch.autograd.grad(w, v, (g_rr, g_ri, g_ii))
         wrr, wri, wii = (t.detach() for t in w)
-        gp = torch.empty_like(c)
-        torch.mul(gy0, wrr, out=gp[0]).addcmul_(gy1, wri)
-        gp[0].addcmul_(cr, gv_rr * (2.0 / n)).addcmul_(ci, gv_ri / n)
-        torch.mul(gy0, wri, out=gp[1]).addcmul_(gy1, wii)
-        gp[1].addcmul_(cr, gv_ri / n).addcmul_(ci, gv_ii * (2.0 / n))
-        gp -= gp.mean(tuple(d + 1 for d in dims), keepdim=True)
-        return gp, None, None
+        g_re = (gy0 * wrr).addcmul_(gy1, wri).addcmul_(cr, gv_rr * (2.0 / n))
+        g_re.addcmul_(ci, gv_ri / n)
+        g_im = (gy0 * wri).addcmul_(gy1, wii).addcmul_(cr, gv_ri / n)
+        g_im.addcmul_(ci, gv_ii * (2.0 / n))
+        g_re -= g_re.mean(dims, keepdim=True)
+        g_im -= g_im.mean(dims, keepdim=True)
+        return g_re, g_im, None, None
 
 
 def _whiten_batch(
-    p: torch.Tensor, dims: tuple[int, ...], eps: float
+    re: torch.Tensor, im: torch.Tensor, dims: tuple[int, ...], eps: float
 ) -> tuple[torch.Tensor, torch.Tensor, tuple]:
     """:func:`_whiten_parts` with batch statistics, through :class:`_Whiten` when eager."""
     if torch.compiler.is_compiling() or torch.jit.is_tracing():
-        return _whiten_parts(p, dims, eps)
-    y0, y1, *stats = _Whiten.apply(p, dims, eps)
+        return _whiten_parts(re, im, dims, eps)
+    y0, y1, *stats = _Whiten.apply(re, im, dims, eps)
     return y0, y1, tuple(stats)
 
 
@@ -165,8 +166,8 @@ def _affine_2x2_parts(
             torch.addcmul(weight[0, 0] * yr, weight[0, 1], yi),
             torch.addcmul(weight[1, 0] * yr, weight[1, 1], yi),
         )
-    if bias is not None:
-        yr, yi = yr + bias.real, yi + bias.imag
+    if bias is not None:  # contiguous parts: a stride-2 operand does not vectorise
+        yr, yi = yr + bias.real.contiguous(), yi + bias.imag.contiguous()
     return join(yr, yi)
 
 
@@ -205,14 +206,14 @@ def layer_norm(
             raise ValueError(f"layer_norm: mode={mode!r} needs a complex input (use mode='split')")
         return F.layer_norm(x, shape, weight, bias, eps)
     if mode == "split":
-        p = parts(x)
+        re, im = parts(x)
         w = (None, None) if weight is None else (weight[0], weight[1])
         b = (None, None) if bias is None else (bias.real, bias.imag)
         return join(
-            F.layer_norm(p[0], shape, w[0], b[0], eps), F.layer_norm(p[1], shape, w[1], b[1], eps)
+            F.layer_norm(re, shape, w[0], b[0], eps), F.layer_norm(im, shape, w[1], b[1], eps)
         )
     if mode == "whiten":
-        yr, yi, _ = _whiten_batch(parts(x), tuple(range(x.dim() - k, x.dim())), eps)
+        yr, yi, _ = _whiten_batch(*parts(x), tuple(range(x.dim() - k, x.dim())), eps)
         return _affine_2x2_parts(yr, yi, weight, bias)
     raise ValueError(f"layer_norm: unknown mode {mode!r}; valid modes are 'split', 'whiten'")
 
@@ -249,7 +250,7 @@ def batch_norm(
     dims = (0,) if x.dim() == 2 else (0, 2)
     view = (-1,) if x.dim() == 2 else (-1, 1)  # channel stats broadcast as (C,) or (C, 1)
     use_batch = training or running_mean is None
-    p = parts(x)
+    re, im = parts(x)
     if use_batch:
         n = x.numel() // x.shape[1]
         if n < 2 and training:
@@ -257,7 +258,7 @@ def batch_norm(
                 f"batch_norm: expected more than 1 value per channel when training, "
                 f"got input {tuple(x.shape)}"
             )
-        yr, yi, (mr, mi, vrr, vri, vii) = _whiten_batch(p, dims, eps)
+        yr, yi, (mr, mi, vrr, vri, vii) = _whiten_batch(re, im, dims, eps)
         if training and running_mean is not None:
             with torch.no_grad():
                 unbias = n / max(n - 1, 1)
@@ -269,7 +270,7 @@ def batch_norm(
     else:
         rm = torch.view_as_real(running_mean)
         stats = (rm[:, 0], rm[:, 1], running_cov[0, 0], running_cov[0, 1], running_cov[1, 1])
-        yr, yi, _ = _whiten_parts(p, dims, eps, tuple(t.reshape(view) for t in stats))
+        yr, yi, _ = _whiten_parts(re, im, dims, eps, tuple(t.reshape(view) for t in stats))
     if weight is not None:
         weight = weight.reshape(2, 2, *view)
     if bias is not None:
