@@ -60,6 +60,14 @@ import cplxnet  # noqa: E402
 import cplxnet.functional as CF  # noqa: E402
 from cplxnet import nn as cnn  # noqa: E402
 
+try:  # the composed implementations the fast paths replaced (kept as the tests' references)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+    import reference_ops as previous  # noqa: E402
+except ImportError:  # pragma: no cover - benchmarks run without the tests folder
+    previous = None
+finally:
+    sys.path.pop(0)
+
 try:  # complextorch is a runtime dependency, but keep the harness usable without it
     import complextorch.nn as ctnn  # noqa: E402
 except ImportError:  # pragma: no cover
@@ -177,15 +185,40 @@ def _elementwise(ours: nn.Module, real: nn.Module, ct: Callable[[], nn.Module] |
     return Case(fwd_bwd(ours, cinput(cfg, B, L, d)), base)
 
 
+def _previous(case: Case, fn_name: str, module: nn.Module, x: torch.Tensor, *args) -> Case:
+    """Add the row "previous implementation": ``reference_ops.<fn_name>(x, *args)`` with the
+    parameters of ``module`` (the composed torch ops that autograd differentiates)."""
+    if previous is not None:
+        fn = getattr(previous, fn_name)
+        params = list(module.parameters())
+
+        class Previous(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.params = nn.ParameterList(params)
+
+            def forward(self, t: torch.Tensor) -> torch.Tensor:
+                return fn(t, *args)
+
+        case.baselines["previous implementation (composed ops)"] = fwd_bwd(Previous(), x)
+    return case
+
+
 @row("LayerNorm split")
 def _ln_split(d: int, cfg: Config) -> Case:
-    return _elementwise(cnn.LayerNorm(d), nn.LayerNorm(2 * d), None, d, cfg)
+    m = cnn.LayerNorm(d)
+    case = _elementwise(m, nn.LayerNorm(2 * d), None, d, cfg)
+    x = cinput(cfg, cfg.batch, cfg.seq, d)
+    return _previous(case, "reference_layer_norm", m, x, (d,), m.weight, m.bias, m.eps, "split")
 
 
 @row("LayerNorm whiten")
 def _ln_whiten(d: int, cfg: Config) -> Case:
     ct = (lambda: ctnn.LayerNorm(d)) if ctnn is not None else None
-    return _elementwise(cnn.LayerNorm(d, mode="whiten"), nn.LayerNorm(2 * d), ct, d, cfg)
+    m = cnn.LayerNorm(d, mode="whiten")
+    case = _elementwise(m, nn.LayerNorm(2 * d), ct, d, cfg)
+    x = cinput(cfg, cfg.batch, cfg.seq, d)
+    return _previous(case, "reference_layer_norm", m, x, (d,), m.weight, m.bias, m.eps, "whiten")
 
 
 @row("RMSNorm")
@@ -200,7 +233,10 @@ def _bn(d: int, cfg: Config) -> Case:
     base = {"real nn.BatchNorm1d(2C)": fwd_bwd(nn.BatchNorm1d(2 * d), rinput(cfg, B, 2 * d, L))}
     if ctnn is not None:
         base["complextorch BatchNorm1d"] = fwd_bwd(ctnn.BatchNorm1d(d), cinput(cfg, B, d, L))
-    return Case(fwd_bwd(cnn.BatchNorm1d(d), cinput(cfg, B, d, L)), base)
+    m = cnn.BatchNorm1d(d)
+    case = Case(fwd_bwd(m, cinput(cfg, B, d, L)), base)
+    args = (m.running_mean.clone(), m.running_cov.clone(), m.weight, m.bias, True, 0.1, m.eps)
+    return _previous(case, "reference_batch_norm", m, cinput(cfg, B, d, L), *args)
 
 
 @row("Dropout p=0.1")
@@ -223,17 +259,19 @@ def _gelu(d: int, cfg: Config) -> Case:
 
 @row("ModReLU")
 def _modrelu(d: int, cfg: Config) -> Case:
-    case = _elementwise(cnn.ModReLU(d, bias_init=-0.1), nn.ReLU(), None, d, cfg)
+    m = cnn.ModReLU(d, bias_init=-0.1)
+    case = _elementwise(m, nn.ReLU(), None, d, cfg)
     if ctnn is not None:  # complextorch's per-feature modReLU is channel-first: (B, d, L)
         x = cinput(cfg, cfg.batch, d, cfg.seq)
         case.baselines["complextorch AdaptiveModReLU"] = fwd_bwd(ctnn.AdaptiveModReLU(d), x)
-    return case
+    return _previous(case, "reference_modrelu", m, cinput(cfg, cfg.batch, cfg.seq, d), m.bias)
 
 
 @row("Cardioid")
 def _cardioid(d: int, cfg: Config) -> Case:
     ct = (lambda: ctnn.CVCardiod()) if ctnn is not None else None
-    return _elementwise(cnn.Cardioid(), nn.ReLU(), ct, d, cfg)
+    case = _elementwise(cnn.Cardioid(), nn.ReLU(), ct, d, cfg)
+    return _previous(case, "reference_cardioid", nn.Module(), cinput(cfg, cfg.batch, cfg.seq, d))
 
 
 @row("MeanPool (masked)")

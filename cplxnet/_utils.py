@@ -307,3 +307,70 @@ def is_tracing() -> bool:
     or fail on a data-dependent guard (``torch.export``). Shape and dtype checks stay on.
     """
     return torch.compiler.is_compiling() or torch.compiler.is_exporting()
+
+
+class _Parts(torch.autograd.Function):
+    """Complex ``x`` -> its real and imaginary parts as two contiguous real tensors."""
+
+    @staticmethod
+    def forward(ctx, x):  # noqa: D102 (autograd.Function)
+        x = x.resolve_conj()
+        return x.real.contiguous(), x.imag.contiguous()
+
+    @staticmethod
+    def backward(ctx, g_re, g_im):  # noqa: D102
+        if g_re is None:
+            g_re = torch.zeros_like(g_im)
+        if g_im is None:
+            g_im = torch.zeros_like(g_re)
+        return torch.complex(g_re, g_im)
+
+
+class _Join(torch.autograd.Function):
+    """Real parts ``a, b`` -> complex ``a + ib``; the backward returns contiguous parts."""
+
+    @staticmethod
+    def forward(ctx, a, b):  # noqa: D102
+        return torch.complex(a, b)
+
+    @staticmethod
+    def backward(ctx, g):  # noqa: D102
+        g = g.resolve_conj()
+        return g.real.contiguous(), g.imag.contiguous()
+
+
+def parts(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The real and imaginary parts of complex ``x`` as two contiguous real tensors.
+
+    Element-wise ops and reductions on ``x.real`` / ``x.imag`` (stride 2) or on
+    ``view_as_real(x)`` broadcast against per-element scalars (an inner dimension of size 2)
+    do not vectorise on CPU and measured 3-7x slower than the same op on contiguous halves; one
+    copy here, then contiguous real kernels, is faster from about three ops on. The backward is
+    the inverse copy (``torch.complex`` of the two part gradients).
+    """
+    return _Parts.apply(x)
+
+
+def join(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
+    """``torch.complex(re, im)`` whose backward returns contiguous part gradients (one copy)
+    instead of the stride-2 views ``g.real``, ``g.imag``."""
+    return _Join.apply(re, im)
+
+
+def eager_complex(x: torch.Tensor) -> bool:
+    """True for a complex ``x`` outside tracing and compilation: where the hand-written autograd
+    Functions of :mod:`cplxnet.functional` run (tracers and compilers get the composed torch ops,
+    which they can fuse)."""
+    return x.is_complex() and not is_tracing() and not torch.jit.is_tracing()
+
+
+def grad_via_composed(fn, inputs: tuple, ctx, grad) -> tuple:
+    """Backward of a hand-written autograd Function when a graph is requested
+    (``create_graph=True``): the gradients of ``fn(*inputs)``, the same map composed of
+    differentiable torch ops, so double backward is exact. ``grad`` is one tensor or a tuple
+    (one per output of ``fn``)."""
+    with torch.enable_grad():
+        out = fn(*inputs)
+    wanted = [t for t, need in zip(inputs, ctx.needs_input_grad) if need]
+    grads = iter(torch.autograd.grad(out, wanted, grad, create_graph=True, allow_unused=True))
+    return tuple(next(grads) if need else None for need in ctx.needs_input_grad)

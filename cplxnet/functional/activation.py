@@ -22,7 +22,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from .._utils import as_complex
+from .._utils import as_complex, eager_complex, grad_via_composed
 
 __all__ = ["crelu", "split_tanh", "split_sigmoid", "split_gelu", "modrelu", "zrelu", "cardioid"]
 
@@ -62,6 +62,53 @@ def split_gelu(z: torch.Tensor, approximate: str = "none") -> torch.Tensor:
     return _split(lambda t: F.gelu(t, approximate=approximate), z)
 
 
+def _modrelu_autograd(z: torch.Tensor, bias: torch.Tensor | float) -> torch.Tensor:
+    """modReLU composed of differentiable torch ops (real inputs, tracing, double backward)."""
+    mag = z.abs()
+    return z * (F.relu(mag + bias) / torch.where(mag > 0, mag, 1.0))
+
+
+def _split_parts(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Real and imaginary parts of complex ``t`` as contiguous tensors (element-wise kernels do
+    not vectorise on the stride-2 views ``t.real``, ``t.imag``)."""
+    t = t.resolve_conj()
+    return t.real.contiguous(), t.imag.contiguous()
+
+
+class _ModReLU(torch.autograd.Function):
+    r"""modReLU with a hand-written backward on the contiguous parts of ``z``.
+
+    With :math:`r = |z|`, :math:`s = \mathrm{ReLU}(r + b) / r` and the incoming gradient
+    :math:`g` (torch's convention), :math:`\partial_z = s\, g + z\, (\mathbb 1[r + b > 0] - s)
+    \langle g, z\rangle / r^2` and :math:`\partial_b = \mathbb 1[r + b > 0] \langle g, z\rangle / r`
+    (:math:`\langle g, z\rangle = \mathrm{Re}(g \bar z)`); at :math:`z = 0`, :math:`r` is replaced
+    by 1 in the denominators, as in the forward.
+    """
+
+    @staticmethod
+    def forward(ctx, z, bias):  # noqa: D102 (autograd.Function)
+        p = _split_parts(z)
+        r = torch.addcmul(p[0] * p[0], p[1], p[1]).sqrt_()
+        rs = torch.where(r > 0, r, 1.0)
+        shifted = r.add_(bias)
+        s = torch.relu(shifted).div_(rs)
+        ctx.save_for_backward(z, bias, *p, rs, s, shifted > 0)
+        return z * s
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        z, bias, p0, p1, rs, s, on = ctx.saved_tensors
+        p = (p0, p1)
+        if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
+            return grad_via_composed(_modrelu_autograd, (z, bias), ctx, grad)
+        g = _split_parts(grad)
+        q = torch.addcmul(g[0] * p[0], g[1], p[1]).div_(rs)  # <g, z> / r
+        grad_bias = (q * on).sum_to_size(bias.shape) if ctx.needs_input_grad[1] else None
+        k = on.to(s.dtype).sub_(s).div_(rs).mul_(q)
+        grad_z = torch.complex(torch.addcmul(g[0] * s, p[0], k), torch.addcmul(g[1] * s, p[1], k))
+        return grad_z, grad_bias
+
+
 def modrelu(z: torch.Tensor, bias: torch.Tensor | float) -> torch.Tensor:
     r"""modReLU :math:`\mathrm{ReLU}(|z| + b)\, z / |z|` (Arjovsky et al., "Unitary Evolution
     Recurrent Neural Networks", ICML 2016, Eq. 8).
@@ -70,10 +117,14 @@ def modrelu(z: torch.Tensor, bias: torch.Tensor | float) -> torch.Tensor:
     entries with :math:`|z| < -b` are zeroed. ``bias`` is real and broadcasts against ``z``.
     Computed as :math:`z \cdot \mathrm{ReLU}(|z| + b) / |z|` with the denominator replaced by 1
     where :math:`z = 0`, so output (0) and gradient (at most :math:`\max(b, 0)`) are finite at the
-    origin; measured ~0.7x the time of the ``relu(|z| + b) * sgn(z)`` form (forward + backward).
+    origin. For complex eager inputs the modulus is taken on the contiguous real and imaginary
+    parts and the backward is written by hand (:class:`_ModReLU`: one modulus, no ``abs``/
+    ``where`` backward passes); real inputs, tracing and double backward use the composed form.
     """
-    mag = z.abs()
-    return z * (F.relu(mag + bias) / torch.where(mag > 0, mag, 1.0))
+    if not eager_complex(z):
+        return _modrelu_autograd(z, bias)
+    b = torch.as_tensor(bias, dtype=z.real.dtype, device=z.device)
+    return _ModReLU.apply(z, b)
 
 
 def zrelu(z: torch.Tensor) -> torch.Tensor:
@@ -87,14 +138,53 @@ def zrelu(z: torch.Tensor) -> torch.Tensor:
     return torch.where(keep, z, torch.zeros((), dtype=z.dtype, device=z.device))
 
 
+def _cardioid_autograd(z: torch.Tensor) -> torch.Tensor:
+    """Cardioid composed of differentiable torch ops (tracing, double backward)."""
+    return z * (0.5 + 0.5 * torch.sgn(z).real)
+
+
+class _Cardioid(torch.autograd.Function):
+    r"""Cardioid with a hand-written backward on the contiguous parts of ``z = x + iy``.
+
+    :math:`s = \tfrac12 (1 + x / r)`, :math:`\partial_x s = \tfrac12 y^2 / r^3`,
+    :math:`\partial_y s = -\tfrac12 x y / r^3`, so with :math:`t = \tfrac12 \langle g, z\rangle
+    y / r^3`: :math:`\partial_x = s g_x + t y`, :math:`\partial_y = s g_y - t x`; :math:`1/r` is
+    replaced by 0 at :math:`z = 0` (gradient :math:`g / 2` there, as ``sgn``'s backward gives).
+    """
+
+    @staticmethod
+    def forward(ctx, z):  # noqa: D102 (autograd.Function)
+        p = _split_parts(z)
+        r = torch.addcmul(p[0] * p[0], p[1], p[1]).sqrt_()
+        inv = torch.where(r > 0, r, torch.inf).reciprocal_()
+        s = (p[0] * inv).mul_(0.5).add_(0.5)
+        ctx.save_for_backward(z, *p, inv, s)
+        return z * s
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        z, p0, p1, inv, s = ctx.saved_tensors
+        p = (p0, p1)
+        if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
+            return grad_via_composed(_cardioid_autograd, (z,), ctx, grad)
+        g = _split_parts(grad)
+        t = torch.addcmul(g[0] * p[0], g[1], p[1]).mul_(inv.pow(3)).mul_(p[1]).mul_(0.5)
+        return torch.complex(
+            torch.addcmul(g[0] * s, t, p[1]), torch.addcmul(g[1] * s, t, p[0], value=-1.0)
+        )
+
+
 def cardioid(z: torch.Tensor) -> torch.Tensor:
     r"""Complex cardioid :math:`\tfrac12 (1 + \cos \arg z)\, z` (Virtue, Yu & Lustig, "Better than
     Real: Complex-valued Neural Nets for MRI Fingerprinting", ICIP 2017, Eq. 3).
 
-    Uses :math:`\cos \arg z = \mathrm{Re}(\mathrm{sgn}\, z)` (one ``sgn`` instead of ``angle`` and
-    ``cos``); output and gradient are finite everywhere (the gradient at ``z = 0`` is 0.5, the
-    average over directions). On real inputs it equals ReLU.
+    :math:`\cos \arg z = \mathrm{Re}(z) / |z|` (0 at the origin); output and gradient are finite
+    everywhere (the gradient at ``z = 0`` is 0.5, the average over directions). On real inputs it
+    equals ReLU. Complex eager inputs use the hand-written backward of :class:`_Cardioid`;
+    tracing and double backward the composed form ``z * (0.5 + 0.5 sgn(z).real)``.
     """
     if not z.is_complex():
         return F.relu(z)
-    return z * (0.5 + 0.5 * torch.sgn(z).real)
+    if not eager_complex(z):
+        return _cardioid_autograd(z)
+    return _Cardioid.apply(z)
