@@ -125,7 +125,7 @@ class _Whiten(torch.autograd.Function):
         if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
             return grad_via_composed(
                 lambda a, b: _whiten_parts(a, b, dims, eps)[:2], (re, im), ctx, (gy0, gy1)
-            ) + (None, None)
+            )
         gy0 = torch.zeros_like(cr) if gy0 is None else gy0
         gy1 = torch.zeros_like(ci) if gy1 is None else gy1
         n = math.prod(cr.shape[d] for d in dims)

@@ -10,6 +10,7 @@ from reference_ops import (
     reference_cardioid,
     reference_layer_norm,
     reference_modrelu,
+    reference_whiten,
 )
 
 from cplxnet import functional as CF
@@ -192,6 +193,20 @@ def test_whitening_complex64_is_finite_and_accurate_at_extreme_scales(scale):
     xg = _leaf(x64)
     CF.layer_norm(xg, (16,), w, b, 1e-5, "whiten").abs().sum().backward()
     assert torch.isfinite(torch.view_as_real(xg.grad)).all()
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e10])
+def test_public_whiten_equals_reference_and_is_finite(scale):
+    c = _x(6, 9) * scale
+    c = c - c.mean(-1, keepdim=True)
+    m1 = (c.abs() ** 2).mean(-1, keepdim=True)
+    m2 = (c * c).mean(-1, keepdim=True)
+    want = reference_whiten(c, m1, m2, 1e-5)  # float64: no overflow at this scale
+    torch.testing.assert_close(CF.whiten(c, m1, m2, 1e-5), want)
+    c64, m1_64, m2_64 = c.to(torch.complex64), m1.float(), m2.to(torch.complex64)
+    got = CF.whiten(c64, m1_64, m2_64, 1e-5)
+    assert torch.isfinite(torch.view_as_real(got)).all()
+    torch.testing.assert_close(got.to(DT), want, atol=1e-4, rtol=1e-4)
 
 
 def _inv_sqrt_eig(vrr, vri, vii, eps):
