@@ -24,8 +24,8 @@ from torch import nn
 import cplxnet.nn as cnn
 from cplxnet import complex_dtype, real_dtype
 from cplxnet.encodings import check_sites, create_encoding
-from cplxnet.functional import lengths_from_padding_mask
-from cplxnet.utils import check_choice, check_indices
+from cplxnet.functional import lengths_from_padding_mask, scan_rnn
+from cplxnet.utils import check_choice, check_indices, is_tracing
 
 from .config import ModelConfig
 
@@ -177,6 +177,12 @@ class RealLSTM(nn.LSTM):
         ``(num_layers * dirs, B, hidden_size)`` at each sequence's last real step."""
         if x.shape[0] == 0:  # torch cannot pack an empty batch; there is nothing to pack
             return super().forward(x)
+        if is_tracing():  # packed sequences do not trace with a dynamic length: a scan
+            weights = [getattr(self, name) for name in self._flat_weights_names]
+            out, (h, c) = scan_rnn(
+                "lstm", x, weights, lengths, None, self.num_layers, self.bidirectional
+            )
+            return out, (h, c)
         L = x.shape[1]
         packed = nn.utils.rnn.pack_padded_sequence(
             x, lengths.cpu(), batch_first=True, enforce_sorted=False

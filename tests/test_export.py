@@ -15,6 +15,7 @@ import pytest
 import torch
 from torch.export import Dim
 
+import cplxnet.functional as CF
 import cplxnet.models as models
 import cplxnet.nn as cnn
 from cplxnet.encodings import create_encoding
@@ -26,9 +27,6 @@ TINY = {
     "lstm": {"hidden_size": 4},
     "transformer": {"num_heads": 2, "dim_feedforward": 16},
 }
-# torch's packed sequences (pack_padded_sequence, behind the LSTM's lengths) have data-dependent
-# shapes: neither torch.nn.LSTM nor cplxnet's LSTM exports with lengths or compiles to one graph
-RNN_FAMILIES = {"lstm"}
 
 
 def _config(family: str, complex_: bool, encoding: str = "complex-order"):
@@ -57,11 +55,8 @@ def _batch(length: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _family_cases(fields=(True, False)):
     for family in models.MODEL_CLASSES:
-        marks = []
-        if family in RNN_FAMILIES:
-            marks = [pytest.mark.xfail(strict=True, reason="torch's packed sequences")]
         for complex_ in fields:
-            yield pytest.param(family, complex_, marks=marks, id=f"{family}-{complex_}")
+            yield pytest.param(family, complex_, id=f"{family}-{complex_}")
 
 
 @pytest.mark.parametrize(("family", "complex_"), list(_family_cases()))
@@ -70,7 +65,7 @@ def test_zoo_model_exports_with_padding_and_dynamic_length(family, complex_):
     model = models.build_model(_config(family, complex_)).eval()
     seq = Dim.DYNAMIC
     program = torch.export.export(model, _batch(7), dynamic_shapes=({1: seq}, {1: seq}))
-    for length in (4, 13):  # other lengths than the one traced
+    for length in (2, 13):  # other lengths than the one traced (2: below the CNN's widest filter)
         ids, mask = _batch(length, seed=length)
         torch.testing.assert_close(program.module()(ids, mask), model(ids, mask))
 
@@ -85,18 +80,6 @@ def test_zoo_model_compiles_to_one_graph(family, complex_):
     for length in (7, 10):
         ids, mask = _batch(length)
         torch.testing.assert_close(compiled(ids, mask), model(ids, mask))
-
-
-def test_lstm_graph_breaks_are_not_from_cplxnet_checks():
-    """The LSTM family compiles with graph breaks only around torch's packed sequences."""
-    torch._dynamo.reset()
-    model = models.build_model(_config("lstm", True)).eval()
-    explained = torch._dynamo.explain(model)(*_batch(7))
-    checks = ("check_indices", "_check_lengths", "lengths_from_padding_mask", "as_complex",
-              "_assemble_mask", "check_ids")
-    for reason in explained.break_reasons:
-        frames = [f.name for f in reason.user_stack]
-        assert not any(name in checks for name in frames), (reason.reason, frames)
 
 
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.float32])
@@ -147,13 +130,54 @@ def test_transformer_encoder_exports_with_padding():
     torch.testing.assert_close(program.module()(x2, None, pad2), enc(x2, None, pad2))
 
 
-@pytest.mark.xfail(strict=True, reason="torch's packed sequences have data-dependent shapes")
-def test_lstm_with_lengths_exports():
-    lstm = cnn.LSTM(4, 3, bidirectional=True).eval()
-    x = torch.randn(3, 6, 4, dtype=torch.complex64)
-    lengths = torch.tensor([6, 4, 2])
-    program = torch.export.export(lstm, (x, lengths))
-    torch.testing.assert_close(program.module()(x, lengths)[0], lstm(x, lengths)[0])
+@pytest.mark.parametrize(
+    ("cls", "kwargs"),
+    [(cnn.LSTM, {"bidirectional": True}), (cnn.GRU, {"num_layers": 2, "batch_first": False})],
+)
+def test_rnn_with_lengths_exports_with_dynamic_length(cls, kwargs):
+    """Under tracing the recurrent layers run a scan over time instead of torch's packed
+    sequences (data-dependent shapes): outputs and final states equal eager's on other lengths."""
+    torch.manual_seed(0)
+    rnn = cls(4, 3, **kwargs).eval()
+    bf = kwargs.get("batch_first", True)
+
+    def inputs(length, lengths):
+        x = torch.randn(3, length, 4, dtype=torch.complex64)
+        return (x if bf else x.transpose(0, 1)), torch.tensor(lengths)
+
+    seq = Dim.DYNAMIC
+    program = torch.export.export(
+        rnn, inputs(6, [6, 4, 2]), dynamic_shapes=({1 if bf else 0: seq}, None)
+    )
+    x, lengths = inputs(9, [9, 5, 1])
+    got, want = program.module()(x, lengths), rnn(x, lengths)
+    torch.testing.assert_close(got[0], want[0])
+    torch.testing.assert_close(got[1], want[1])
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_scan_rnn_equals_torchs_packed_kernel(kind, bidirectional):
+    """``cplxnet.functional.scan_rnn`` (eager) against torch's nn.LSTM/GRU on packed sequences:
+    outputs (zero past each length), final states, and gradients."""
+    torch.manual_seed(0)
+    ref = (torch.nn.LSTM if kind == "lstm" else torch.nn.GRU)(
+        3, 4, num_layers=2, bidirectional=bidirectional, batch_first=True, dtype=torch.float64
+    )
+    x = torch.randn(3, 7, 3, dtype=torch.float64, requires_grad=True)
+    lengths = torch.tensor([7, 2, 5])
+    packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, True, enforce_sorted=False)
+    out, states = ref(packed)
+    out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=7)
+    states = list(states) if kind == "lstm" else [states]
+    got, got_states = CF.scan_rnn(kind, x, ref._flat_weights, lengths, None, 2, bidirectional)
+    torch.testing.assert_close(got, out)
+    for a, b in zip(got_states, states):
+        torch.testing.assert_close(a, b)
+    g1 = torch.autograd.grad(got.square().sum() + got_states[-1].sum(), [x, ref.weight_hh_l1])
+    g2 = torch.autograd.grad(out.square().sum() + states[-1].sum(), [x, ref.weight_hh_l1])
+    for a, b in zip(g1, g2):
+        torch.testing.assert_close(a, b)
 
 
 def test_data_checks_stay_on_in_eager_mode():

@@ -278,6 +278,17 @@ def _fused_rnn(
     hxs = [pack(h).contiguous() for h in hxs] if split else hxs
     data = pack(x)  # (B, L, 2D) real view
     batch_sizes = sorted_idx = unsorted_idx = None
+    if lengths is not None and split and is_tracing():
+        # torch.export / torch.compile: a scan over time instead of packed sequences (real
+        # arithmetic only: the analytic gates keep the packed path, which does not export)
+        from .rnn_scan import _scan_rnn
+
+        seq = data.transpose(0, 1) if batch_first else data  # (L, B, F)
+        seq, out_states = _scan_rnn(
+            kind, seq, lengths, hxs, flat, has_bias, num_layers, dirs, dropout, training, split
+        )
+        data = seq.transpose(0, 1) if batch_first else seq
+        return unpack(data, x), [unpack(s, x) for s in out_states]
     if lengths is not None:
         packed = pack_padded_sequence(data, lengths, batch_first, enforce_sorted=False)
         data, batch_sizes = packed.data, packed.batch_sizes  # (N, 2D)
