@@ -269,7 +269,7 @@ def test_data_parallel_falls_back_to_dense_for_tables_ddp_cannot_reduce():
 
     tiny = zoo.build_model(cfg(vocab_size=5))
     assert _ddp_handles_sparse(tiny, zoo)  # torch.nn.Embedding(sparse=True): DDP reduces it
-    models = pytest.importorskip("models")
+    import cplxnet.models as models
     model = models.build_model(
         models.make_config("fasttext", vocab_size=5, d_model=4, sparse_embeddings=True)
     )
