@@ -387,9 +387,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
             print("wrote " + ", ".join(written))
         return 0
     except KeyboardInterrupt:
+        resumes = (
+            "cells that were running on Dask workers start again"
+            if args.executor == "dask"
+            else "an interrupted cell on MR, TREC or a file resumes from its last epoch"
+        )
         return _fail(
             f"interrupted; finished cells are kept in {out}: run the same command again to "
-            "continue (an interrupted cell on MR, TREC or a file resumes from its last epoch)",
+            f"continue ({resumes})",
             130,
         )
     except (CompareError, DataError, RunError, ValueError, TypeError) as err:

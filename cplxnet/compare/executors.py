@@ -196,6 +196,7 @@ class DaskExecutor:
                             processes=True,
                             dashboard_address=None,
                             silence_logs=logging.CRITICAL,
+                            preload=[__name__],  # dask_setup: Ctrl-C is the client's
                         )
                 except (OSError, RuntimeError, TimeoutError) as err:
                     raise CompareError(
@@ -303,6 +304,13 @@ def _data_refs(
 
 # ------------------------------------------------------------------------------------------------
 # the worker side
+
+
+def dask_setup(worker: Any) -> None:
+    """Dask preload of the ``LocalCluster``'s workers: Ctrl-C in the terminal reaches every
+    process of the command; the client handles it (cancels the cells, closes the cluster), so a
+    worker ignores it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class DataFileError(RuntimeError):
@@ -443,6 +451,7 @@ class _DaskRun:
         self.tasks: dict[str, _Task] = {}  # cell id -> task, in grid order, until written
         self.counts = {"ok": 0, "error": 0, "rerun": 0}
         self.hooks: str | None = None  # folder of the kill_worker acknowledgements (tests)
+        self.notes: list[str] = []  # log lines from the event thread
 
     def _event(self, event: Any) -> None:
         """An event of a worker (runs in the client's event-loop thread)."""
@@ -451,6 +460,9 @@ class _DaskRun:
         if task is None or task.serial != msg.get("serial"):
             return  # a cell that ended, or an earlier submission
         if msg.get("what") == "start":
+            if task.started is not None:  # the scheduler's own retry after a worker died
+                self.notes.append(f"{task.cell.describe()}: its worker died; the scheduler "
+                                  "started it again")  # fmt: skip
             task.started = time.perf_counter()
             task.epochs = 0
             if self.hooks is not None:
@@ -505,6 +517,9 @@ class _DaskRun:
                 if now - last_count >= 5.0:
                     last_count = now
                     self.ex._workers(self.client)
+                while self.notes:
+                    self.counts["rerun"] += 1
+                    self.ctx.log(self.notes.pop(0))
                 if now - last_beat >= self.ctx.heartbeat:
                     last_beat = now
                     self.ctx.log(self.status())
