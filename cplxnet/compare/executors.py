@@ -7,7 +7,8 @@ lock and calls ``executor.run(todo, ctx)`` with a :class:`RunContext`; an execut
 and calls ``ctx.finished(cell, row, running, queued, wall)`` once per cell after its row is in
 ``OUT/cells/<id>.json``. With Dask the client (this process) is the only writer of the output
 folder: a worker trains a cell in its own scratch folder and returns the row (and, with
-``keep_runs``, the run folder as a tar archive); the client writes it atomically.
+``keep_runs``, the run folder as a tar archive); the client writes it atomically. What the
+workers run, and how they get a user's data files, is in :mod:`.dask_tasks`.
 
 Faults on Dask: a worker that dies while it trains a cell (killed, out of memory, its machine
 lost) makes the scheduler raise ``KilledWorker`` for that cell (the ``LocalCluster`` is started
@@ -21,25 +22,22 @@ recorded by the worker, as on the local executor. Either way the grid goes on.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime
-import hashlib
 import io
 import logging
 import os
 import shutil
-import signal
 import tarfile
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import dask_tasks
+from .dask_tasks import data_refs, run_cell_task
 from .grid import (
-    SYNTHETIC,
     Cell,
     CompareError,
     GridOptions,
@@ -50,7 +48,6 @@ from .grid import (
     _run_parallel,
     _run_serial,
     default_threads,
-    run_cell,
 )
 
 __all__ = ["RunContext", "LocalExecutor", "DaskExecutor", "DASK_INSTALL", "DATA_FILES"]
@@ -168,6 +165,7 @@ class DaskExecutor:
         self.kill_worker = dict(kill_worker or {})
         self.connect_timeout = connect_timeout
         self.slots = jobs if scheduler is None else 1
+        self.connected = 0  # workers connected at the last look
 
     def describe(self) -> str:
         if self.scheduler is None:
@@ -196,7 +194,7 @@ class DaskExecutor:
                             processes=True,
                             dashboard_address=None,
                             silence_logs=logging.CRITICAL,
-                            preload=[__name__],  # dask_setup: Ctrl-C is the client's
+                            preload=[dask_tasks.__name__],  # dask_setup: Ctrl-C is the client's
                         )
                 except (OSError, RuntimeError, TimeoutError) as err:
                     raise CompareError(
@@ -225,11 +223,12 @@ class DaskExecutor:
 
     def _workers(self, client: Any) -> dict[str, int]:
         workers = client.nthreads()
+        self.connected = len(workers)
         self.slots = max(1, len(workers))  # a worker process trains one cell at a time
         return workers
 
     def run(self, todo: Sequence[Cell], ctx: RunContext) -> None:
-        refs, contents = _data_refs(todo, ctx.options, self.data_files)
+        refs, contents = data_refs(todo, ctx.options, self.data_files)
         with self._client() as client:
             workers = self._workers(client)
             ctx.log(
@@ -248,177 +247,11 @@ class DaskExecutor:
             _DaskRun(self, client, ctx, refs).run(todo)
 
 
-def _by_name(data: str) -> bool:
-    from ..data import BUNDLED
-
-    return data in BUNDLED or data == SYNTHETIC
-
-
-def _sha256_bytes(content: bytes) -> str:
-    return hashlib.sha256(content).hexdigest()
-
-
-_SHA_CACHE: dict[tuple[str, int, int], str] = {}
-
-
-def _sha256_file(path: str) -> str:
-    """SHA-256 of a file (cached by path, size and modification time within a process)."""
-    st = os.stat(path)
-    key = (path, st.st_size, st.st_mtime_ns)
-    if key not in _SHA_CACHE:
-        h = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-        _SHA_CACHE[key] = h.hexdigest()
-    return _SHA_CACHE[key]
-
-
-def _data_refs(
-    todo: Sequence[Cell], options: GridOptions, mode: str
-) -> tuple[dict[str, dict[str, Any]], dict[str, bytes]]:
-    """``{path as given: {"path": absolute, "sha256": hex or None}}`` for the user files of the
-    cells (data and vectors), and with ``mode == "ship"`` their bytes by path."""
-    paths = [c.data for c in todo if not _by_name(c.data)]
-    if options.vectors:
-        paths.append(options.vectors)
-    refs: dict[str, dict[str, Any]] = {}
-    contents: dict[str, bytes] = {}
-    for path in dict.fromkeys(paths):
-        full = os.path.abspath(path)
-        if mode == "ship":
-            try:
-                with open(full, "rb") as fh:
-                    contents[path] = fh.read()
-            except OSError as err:
-                raise CompareError(
-                    f"--data-files ship sends {path} to the workers but it cannot be read here "
-                    f"({err.strerror}); give a readable file or use --data-files shared"
-                ) from None
-            refs[path] = {"path": full, "sha256": _sha256_bytes(contents[path])}
-        else:
-            sha = _sha256_file(full) if os.path.isfile(full) else None
-            refs[path] = {"path": full, "sha256": sha}
-    return refs, contents
-
-
-# ------------------------------------------------------------------------------------------------
-# the worker side
-
-
-def dask_setup(worker: Any) -> None:
-    """Dask preload of the ``LocalCluster``'s workers: Ctrl-C in the terminal reaches every
-    process of the command; the client handles it (cancels the cells, closes the cluster), so a
-    worker ignores it."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-class DataFileError(RuntimeError):
-    """A worker cannot use a data file as the client has it."""
-
-
-_CELL_LOCK = threading.Lock()
-
-
-def _local_path(path: str, refs: Mapping[str, Any], scratch: str, where: str) -> str:
-    """The path a worker reads for ``path``: a shipped copy in ``scratch`` or the shared path
-    (its SHA-256 checked against the client's)."""
-    ref = refs.get(path)
-    if ref is None:
-        return path
-    if ref.get("content") is not None:
-        local = os.path.join(scratch, "data", ref["sha256"][:16], os.path.basename(ref["path"]))
-        if not os.path.exists(local):
-            os.makedirs(os.path.dirname(local), exist_ok=True)
-            with open(local, "wb") as fh:
-                fh.write(ref["content"])
-        return local
-    if ref.get("sha256"):
-        try:
-            sha = _sha256_file(ref["path"])
-        except OSError as err:
-            raise DataFileError(
-                f"{ref['path']} cannot be read on worker {where} ({err.strerror}); every worker "
-                "must see the file at this path (a shared file system), or use --data-files ship"
-            ) from None
-        if sha != ref["sha256"]:
-            raise DataFileError(
-                f"{ref['path']} on worker {where} differs from the client's copy (SHA-256 "
-                f"{sha[:12]}... instead of {ref['sha256'][:12]}...); make the copies equal or "
-                "use --data-files ship"
-            )
-    return ref["path"]
-
-
-def _archive(folder: str) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        tar.add(folder, arcname=".")
-    return buf.getvalue()
-
-
-def run_cell_task(
-    cell_dict: dict[str, Any],
-    options_dict: dict[str, Any],
-    refs: Mapping[str, Any],
-    topic: str,
-    serial: int,
-    threads: int,
-    keep_runs: bool = False,
-    kill_after: str | None = None,
-) -> dict[str, Any]:
-    """A Dask task: train one cell in a scratch folder of this worker and return its row (the
-    row of :func:`~cplxnet.compare.grid.run_cell` for the cell as the client names it; with
-    ``keep_runs`` the run folder as ``row["run_archive"]``, a gzipped tar). Events on ``topic``
-    tell the client when the cell starts and each epoch it finishes (``serial`` names the
-    submission). ``kill_after`` (tests only): once this file exists (the client creates it when
-    it has seen the start), the process kills itself with SIGKILL."""
-    import torch
-    from distributed import get_worker
-
-    worker = get_worker()
-    with _CELL_LOCK:  # one cell per process: torch's seeds and thread count are per process
-        cell = Cell.from_dict(cell_dict)
-        options = GridOptions.from_dict(options_dict)
-
-        def event(what: str, **info: Any) -> None:
-            msg = {"cell": cell.cell_id, "serial": serial, "what": what, **info}
-            worker.log_event(topic, msg)
-
-        event("start", worker=worker.address)
-        if kill_after is not None:
-            while not os.path.exists(kill_after):
-                time.sleep(0.05)
-            os.kill(os.getpid(), signal.SIGKILL)
-        torch.set_num_threads(max(1, threads))
-        scratch = tempfile.mkdtemp(prefix="cplxnet-cell-", dir=worker.local_directory)
-        try:
-            where = worker.address
-            data = _local_path(cell.data, refs, scratch, where)
-            vectors = options.vectors and _local_path(options.vectors, refs, scratch, where)
-            local_cell = dataclasses.replace(cell, data=data)
-            local_options = dataclasses.replace(options, vectors=vectors)
-            row = run_cell(
-                local_cell,
-                scratch,
-                local_options,
-                keep_runs=keep_runs,
-                callback=lambda epoch, metrics: event("epoch", epoch=epoch),
-            )
-            row.update(_base_row(cell, options))
-            row["worker"] = where
-            run_dir = os.path.join(scratch, "runs", local_cell.cell_id)
-            if keep_runs and os.path.isdir(run_dir):
-                row["run_archive"] = _archive(run_dir)
-            return row
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-
-
 # ------------------------------------------------------------------------------------------------
 # the client side
 
 LOST_BEFORE_START = 10  # resubmissions of a cell whose worker died before the cell started
+RESULT_TIMEOUT = 60.0  # seconds to fetch the row of an ended cell before looking again later
 
 
 @dataclass
@@ -434,6 +267,7 @@ class _Task:
     lost: int = 0
     started: float | None = None
     epochs: int = 0
+    kill: bool = False  # kill_worker: this submission kills its worker (tests)
 
 
 class _DaskRun:
@@ -465,11 +299,20 @@ class _DaskRun:
                                   "started it again")  # fmt: skip
             task.started = time.perf_counter()
             task.epochs = 0
-            if self.hooks is not None:
-                with open(self._ack(task), "w"):
-                    pass
         elif msg.get("what") == "epoch":
             task.epochs = int(msg.get("epoch", 0))
+
+    def _acknowledge(self) -> None:
+        """For ``kill_worker``: let the started cells that are to die do so, once the rows of
+        the cells that ended before them are collected (a worker that dies loses the results
+        it holds; Dask would compute them again)."""
+        due = [t for t in list(self.tasks.values()) if t.started is not None and t.kill]
+        if any(t.future.done() for t in list(self.tasks.values())):
+            return  # collect first: a cell reported started after its predecessor ended
+        for task in due:
+            if not os.path.exists(self._ack(task)):
+                with open(self._ack(task), "w"):
+                    pass
 
     def _ack(self, task: _Task) -> str:
         return os.path.join(str(self.hooks), f"{task.cell.cell_id}-{task.serial}")
@@ -478,7 +321,7 @@ class _DaskRun:
         task.serial += 1
         task.started = None
         task.epochs = 0
-        kill = task.deaths < self.ex.kill_worker.get(task.cell.cell_id, 0)
+        task.kill = task.deaths < self.ex.kill_worker.get(task.cell.cell_id, 0)
         task.future = self.client.submit(
             run_cell_task,
             task.cell.to_dict(),
@@ -488,7 +331,7 @@ class _DaskRun:
             task.serial,
             self.ex.threads,
             self.ctx.keep_runs,
-            self._ack(task) if kill else None,
+            self._ack(task) if task.kill else None,
             key=f"cplxnet-cell-{self.token}-{task.cell.cell_id}-{task.serial}",
             pure=False,
             retries=self.ex.retries,
@@ -526,6 +369,8 @@ class _DaskRun:
                 for cid, task in list(self.tasks.items()):
                     if task.future.done():
                         self._collect(cid, task)
+                if self.hooks is not None:
+                    self._acknowledge()
         except BaseException:
             futures = [t.future for t in self.tasks.values()]
             with contextlib.suppress(Exception):
@@ -561,44 +406,23 @@ class _DaskRun:
             "running: "
             + ("; ".join(parts) or "nothing yet")
             + f" | {self.counts['ok']} done, {self.counts['error']} failed, {len(queued)} "
-            f"queued on {self.ex.slots} worker(s), ETA "
+            f"queued on {self.ex.connected} worker(s), ETA "
             + ("?" if rest is None else _fmt_duration(rest))
         )
 
     def _collect(self, cid: str, task: _Task) -> None:
         """Write the row of an ended task, or submit it again after its worker died."""
-        from distributed import KilledWorker
-
         future = task.future
-        status = future.status
         wall = None if task.started is None else time.perf_counter() - task.started
-        row = None
         try:
-            if status == "finished":
-                row = future.result()
-            elif status == "error":
-                err = future.exception()
-                if not isinstance(err, KilledWorker):
-                    raise err
-                if task.started is None and task.lost < LOST_BEFORE_START:
-                    task.lost += 1  # it only waited on the worker that died
-                    return self._submit(task)
-                task.deaths += 1
-                if task.deaths <= self.ex.retries:
-                    return self._rerun(task, "its worker died")
-                error = (
-                    f"the worker running this cell died {task.deaths} time(s) (killed, out of "
-                    f"memory or lost): {err}"
-                )
-            elif task.deaths < self.ex.retries:  # cancelled or lost without our asking
-                task.deaths += 1
-                return self._rerun(task, f"the scheduler reports it {status}")
-            else:
-                error = f"the scheduler dropped the cell ({status})"
-        except Exception as err:  # noqa: BLE001 - an error outside the training: recorded
-            error = f"{type(err).__name__}: {err}"
-        finally:
-            future.release()
+            row, error = future.result(timeout=RESULT_TIMEOUT), ""
+        except TimeoutError:
+            return  # its worker was lost after it ended: Dask computes it again
+        except Exception as err:  # noqa: BLE001 - every failure is retried or recorded
+            row, error = None, self._failure(task, err)
+        future.release()
+        if row is None and error is None:
+            return  # submitted again
         del self.tasks[cid]
         if row is None:
             row = _base_row(task.cell, self.ctx.options)
@@ -611,6 +435,34 @@ class _DaskRun:
         self._write(task.cell, row)
         self.counts["ok" if row.get("status") == "ok" else "error"] += 1
         self.ctx.finished(task.cell, row, self._running(), self._queued())
+
+    def _failure(self, task: _Task, err: Exception) -> str | None:
+        """Submit a task whose worker died (or the scheduler dropped it) again and return
+        ``None``, or return the error to record."""
+        from concurrent.futures import CancelledError
+
+        from distributed import KilledWorker
+
+        if isinstance(err, KilledWorker):
+            if task.started is None and task.lost < LOST_BEFORE_START:
+                task.lost += 1  # it only waited on the worker that died
+                self._submit(task)
+                return None
+            task.deaths += 1
+            if task.deaths <= self.ex.retries:
+                self._rerun(task, "its worker died")
+                return None
+            return (
+                f"the worker running this cell died {task.deaths} time(s) (killed, out of "
+                f"memory or lost): {err}"
+            )
+        if isinstance(err, CancelledError):  # not by us: the scheduler restarted or forgot it
+            task.deaths += 1
+            if task.deaths <= self.ex.retries:
+                self._rerun(task, "the scheduler dropped it")
+                return None
+            return f"the scheduler dropped the cell {task.deaths} time(s): {err}"
+        return f"{type(err).__name__}: {err}"
 
     def _rerun(self, task: _Task, why: str) -> None:
         self.counts["rerun"] += 1
