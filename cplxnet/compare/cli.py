@@ -11,6 +11,8 @@ Examples::
     cplxnet compare --families transformer --encodings complex-order,complex-order-real-proj
     cplxnet compare --families transformer --encodings complex-order --set projection=real
     cplxnet compare --extrapolate --families transformer,lstm --encodings trainable,complex-order
+    cplxnet compare --executor dask --jobs 4 ...                  # a Dask LocalCluster
+    cplxnet compare --executor dask --scheduler tcp://head:8786 ...   # a Dask cluster
     cplxnet report runs/table2                  # re-render report.md and the plots
 """
 
@@ -21,9 +23,15 @@ import os
 import sys
 from typing import Any
 
-from .._argtypes import float_value, positive_int, seed_int
+from .._argtypes import float_value, non_negative_int, positive_int, seed_int
 
-__all__ = ["add_subcommands", "cmd_compare", "cmd_report", "options_from_args"]
+__all__ = [
+    "add_subcommands",
+    "cmd_compare",
+    "cmd_report",
+    "executor_from_args",
+    "options_from_args",
+]
 
 DEFAULT_DATA = "mr,trec"
 DEFAULT_FAMILIES = "fasttext,cnn,lstm,transformer"
@@ -74,7 +82,13 @@ def add_subcommands(sub: Any) -> None:
         "official test set",
     )
     g.add_argument("--out", default=None, help="output folder (default runs/compare)")
-    g.add_argument("--jobs", type=positive_int, default=1, help="cells run in parallel")
+    g.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=None,
+        help="cells run in parallel (default 1; with --executor dask: the worker processes of "
+        "the cluster started on this machine)",
+    )
     g.add_argument(
         "--threads",
         type=positive_int,
@@ -93,6 +107,37 @@ def add_subcommands(sub: Any) -> None:
         "--target",
         default="complex-order",
         help="encoding tested against the best real one (default complex-order)",
+    )
+
+    d = c.add_argument_group("executor (where the cells run)")
+    d.add_argument(
+        "--executor",
+        default="local",
+        choices=("local", "dask"),
+        help="local: this machine, --jobs processes (default); dask: a Dask cluster (needs "
+        'pip install "cplxnet[dask]"): the one at --scheduler, or a LocalCluster of --jobs '
+        "single-threaded worker processes",
+    )
+    d.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="with --executor dask: a running `dask scheduler` (tcp://host:8786)",
+    )
+    d.add_argument(
+        "--retries",
+        type=non_negative_int,
+        default=None,
+        help="with --executor dask: times a cell runs again after its worker died or it failed "
+        "outside the training (default 2); then it is recorded as failed",
+    )
+    d.add_argument(
+        "--data-files",
+        default=None,
+        choices=("shared", "ship"),
+        help="with --executor dask: workers read a user's --data/--vectors file at the same "
+        "path, checked by SHA-256 (shared, default), or get the client's bytes with the tasks "
+        "(ship)",
     )
 
     o = c.add_argument_group("budget (the same for every cell)")
@@ -256,6 +301,42 @@ def _fail(message: str, status: int = 1) -> int:
     return status
 
 
+def executor_from_args(args: argparse.Namespace) -> Any:
+    """The executor of ``--executor`` (a :class:`CompareError` for options that do not fit)."""
+    from .executors import DaskExecutor, LocalExecutor
+    from .grid import CompareError
+
+    if args.executor == "local":
+        given = [
+            name
+            for name, value in (
+                ("--scheduler", args.scheduler),
+                ("--retries", args.retries),
+                ("--data-files", args.data_files),
+            )
+            if value is not None
+        ]
+        if given:
+            one = len(given) == 1
+            raise CompareError(
+                f"{', '.join(given)} {'applies' if one else 'apply'} to --executor dask only; "
+                f"add --executor dask or drop {'it' if one else 'them'}"
+            )
+        return LocalExecutor(args.jobs or 1, args.threads)
+    if args.scheduler and args.jobs:
+        raise CompareError(
+            "--jobs sets the worker processes of a cluster on this machine; with --scheduler "
+            "the cluster's own workers run the cells: drop --jobs"
+        )
+    return DaskExecutor(
+        args.scheduler,
+        jobs=args.jobs or 1,
+        threads=args.threads,
+        retries=2 if args.retries is None else args.retries,
+        data_files=args.data_files or "shared",
+    )
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from ..data import DataError
     from ..train import RunError
@@ -266,6 +347,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     out = args.out or ("runs/compare-extrapolate" if args.extrapolate else "runs/compare")
     try:
         options = options_from_args(args)
+        executor = executor_from_args(args)
         if args.extrapolate:
             from .synthetic import length_bins
 
@@ -294,8 +376,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             cells,
             out,
             options,
-            jobs=args.jobs,
-            threads=args.threads,
+            executor=executor,
             retry_errors=args.retry_errors,
             keep_runs=args.keep_runs,
             log=lambda m: print(m, flush=True),
@@ -308,9 +389,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
             print("wrote " + ", ".join(written))
         return 0
     except KeyboardInterrupt:
+        resumes = (
+            "cells that were running on Dask workers start again"
+            if args.executor == "dask"
+            else "an interrupted cell on MR, TREC or a file resumes from its last epoch"
+        )
         return _fail(
             f"interrupted; finished cells are kept in {out}: run the same command again to "
-            "continue (an interrupted cell on MR, TREC or a file resumes from its last epoch)",
+            f"continue ({resumes})",
             130,
         )
     except (CompareError, DataError, RunError, ValueError, TypeError) as err:

@@ -1,6 +1,6 @@
 """The comparison grid: datasets x folds x families x encodings x number fields x seeds, every cell
 trained with the same budget, results stored one file per cell so a grid can be interrupted and
-continued, and run in parallel processes.
+continued, and run in parallel processes or on a Dask cluster (:mod:`.executors`).
 
 Layout of an output folder ``OUT``::
 
@@ -835,19 +835,26 @@ def run_grid(
     keep_runs: bool = False,
     log: Callable[[str], None] = print,
     heartbeat: float = 600.0,
+    executor: Any = None,
 ) -> list[dict[str, Any]]:
     """Run every cell not yet done; returns all rows of the folder (in grid order).
 
-    ``jobs == 1`` trains in this process; ``jobs > 1`` runs each cell in its own worker process
-    (``python -m cplxnet.compare.worker``), at most ``jobs`` at a time, each with ``threads``
-    torch threads (default ``max(1, cores // jobs)``). A cell that fails (or whose worker dies)
+    ``executor`` runs the cells (:mod:`cplxnet.compare.executors`); the default,
+    ``LocalExecutor(jobs, threads)``, trains in this process with ``jobs == 1`` and otherwise runs
+    each cell in its own worker process (``python -m cplxnet.compare.worker``), at most ``jobs``
+    at a time, each with ``threads`` torch threads (default ``max(1, cores // jobs)``); a
+    ``DaskExecutor`` sends the cells to a Dask cluster. A cell that fails (or whose worker dies)
     is recorded with its error and the grid goes on. Progress goes to ``log``: a line per
     finished cell with the elapsed time and an ETA (mean time of the finished cells of the same
     family, wall clock including process start-up), a line per epoch with ``jobs == 1``, and the
-    epoch each running cell has reached every ``heartbeat`` seconds with ``jobs > 1``.
+    epoch each running cell has reached every ``heartbeat`` seconds otherwise.
     """
-    if jobs < 1:
-        raise CompareError(f"--jobs must be >= 1, got {jobs}")
+    from .executors import LocalExecutor, RunContext
+
+    if executor is None:
+        if jobs < 1:
+            raise CompareError(f"--jobs must be >= 1, got {jobs}")
+        executor = LocalExecutor(jobs, threads)
     store = ResultStore(out)
     os.makedirs(out, exist_ok=True)
     with _Lock(out):
@@ -862,17 +869,16 @@ def run_grid(
             for c in cells
             if c.cell_id not in done or (retry_errors and done[c.cell_id].get("status") == "error")
         ]
-        threads = threads or default_threads(jobs)
         n_done = len(cells) - len(todo)
         msg = f"grid: {len(cells)} cells, {n_done} already done"
         if errors:
             msg += f" ({len(errors)} ended in an error" + (
                 ", running them again)" if retry_errors else "; --retry-errors runs them again)"
             )
-        log(msg + f"; {len(todo)} to run with {jobs} job(s) x {threads} thread(s) -> {out}")
+        log(msg + f"; {len(todo)} to run {executor.describe()} -> {out}")
         eta = _Eta(done.values())
         started = time.perf_counter()
-        counter = [n_done]
+        counter = [n_done, 0]
 
         def finished(
             cell: Cell,
@@ -886,38 +892,40 @@ def run_grid(
                 eta.add(cell.family, cell.mode, wall or float(row.get("seconds") or 0.0))
                 what = f"dev {row['dev_accuracy']:.4f} test {row['test_accuracy']:.4f}"
             else:
+                counter[1] += 1
                 what = f"ERROR {row.get('error', '')[:200]}"
             store.write_tables(order)
-            rest = eta.remaining(queued, running, jobs)
+            rest = eta.remaining(queued, running, executor.slots)
+            failed = f", {counter[1]} failed" if counter[1] else ""
             log(
-                f"[{counter[0]}/{len(cells)}] {cell.describe()}: {what} "
+                f"[{counter[0]}/{len(cells)}{failed}] {cell.describe()}: {what} "
                 f"({_fmt_duration(float(row.get('seconds') or 0))}) | elapsed "
                 f"{_fmt_duration(time.perf_counter() - started)}, ETA "
                 + ("?" if rest is None else _fmt_duration(rest))
             )
 
-        if jobs == 1:
-            _set_threads(threads)
-            epochs = options.train.get("epochs", 10)
-            queue = list(todo)
-            while queue:
-                cell = queue.pop(0)
-                _forget(out, cell)
-
-                def progress(epoch: int, metrics: dict, cell: Cell = cell) -> None:
-                    log(
-                        f"  {cell.describe()}: epoch {epoch}/{epochs} dev "
-                        f"{metrics['dev_accuracy']:.4f} ({metrics['seconds']:.0f}s)"
-                    )
-
-                row = run_cell(cell, out, options, keep_runs=keep_runs, callback=progress)
-                finished(cell, row, {}, queue)
-        else:
-            _run_parallel(
-                todo, out, jobs, threads, keep_runs, options, finished, log, heartbeat, eta
-            )
+        executor.run(todo, RunContext(out, options, keep_runs, finished, log, heartbeat, eta))
         rows = store.write_tables(order)
     return rows
+
+
+def _run_serial(todo: Sequence[Cell], ctx: Any, threads: int) -> None:
+    """Train the cells one after the other in this process, a log line per epoch."""
+    _set_threads(threads)
+    epochs = ctx.options.train.get("epochs", 10)
+    queue = list(todo)
+    while queue:
+        cell = queue.pop(0)
+        _forget(ctx.out, cell)
+
+        def progress(epoch: int, metrics: dict, cell: Cell = cell) -> None:
+            ctx.log(
+                f"  {cell.describe()}: epoch {epoch}/{epochs} dev "
+                f"{metrics['dev_accuracy']:.4f} ({metrics['seconds']:.0f}s)"
+            )
+
+        row = run_cell(cell, ctx.out, ctx.options, keep_runs=ctx.keep_runs, callback=progress)
+        ctx.finished(cell, row, {}, queue)
 
 
 def _status(out: str, running: dict, queue: Sequence[Cell], jobs: int, eta: _Eta) -> str:

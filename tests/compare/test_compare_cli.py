@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import os
+import sys
 
 from cplxnet.cli import main
 
@@ -50,3 +51,21 @@ def test_compare_dry_run_and_errors(tmp_path, capsys):
     assert "numbered 0..9" in capsys.readouterr().err
     assert main(["compare", *TINY, "--encodings", "rotary", "--out", out]) == 1
     assert "has no attention" in capsys.readouterr().err
+
+
+def test_compare_executor_errors_are_one_line(tmp_path, capsys, monkeypatch):
+    out = str(tmp_path / "out")
+    argv = ["compare", *TINY, "--encodings", "none", "--out", out]
+    assert main([*argv, "--scheduler", "tcp://x:8786"]) == 1
+    assert capsys.readouterr().err == (
+        "cplxnet: error: --scheduler applies to --executor dask only; add --executor dask or "
+        "drop it\n"
+    )
+    assert main([*argv, "--executor", "dask", "--scheduler", "tcp://x:8786", "--jobs", "2"]) == 1
+    assert "with --scheduler the cluster's own workers run the cells" in capsys.readouterr().err
+    monkeypatch.setitem(sys.modules, "distributed", None)  # as if dask were not installed
+    assert main([*argv, "--executor", "dask"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("cplxnet: error: --executor dask needs Dask's distributed scheduler")
+    assert 'pip install "cplxnet[dask]"' in err and err.count("\n") == 1
+    assert not os.path.exists(out)
