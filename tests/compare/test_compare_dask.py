@@ -27,6 +27,9 @@ from cplxnet.compare import (  # noqa: E402
 )
 from cplxnet.compare.executors import DaskExecutor  # noqa: E402
 
+# A Dask cluster that loses its workers for good would otherwise wait forever: fail instead.
+pytestmark = pytest.mark.timeout(900)
+
 KEYS = ("cell_id", "status", "dev_accuracy", "test_accuracy", "parameters", "best_epoch")
 
 
