@@ -541,9 +541,8 @@ PRESET_TRAINING: dict[str, dict[str, Any]] = {
 
 
 # Training defaults of the language-model presets (fields of cplxnet.lm.LMOptions, plus the
-# training context): `cplxnet train --task lm --preset lm-char` starts from these. lm-char on the
-# bundled MR stream: 2,000 steps took 225 s of CPU time on one thread (complex, rotary), so 1,500
-# steps are about 3 minutes.
+# training context): `cplxnet train --task lm --preset lm-char` starts from these. lm-char's 1,500
+# steps take about 3 minutes of CPU time on one thread on the bundled MR stream.
 LM_PRESET_TRAINING: dict[str, dict[str, Any]] = {
     "lm-char": {"steps": 1500, "batch_size": 32, "lr": 2e-3, "context": 64},
 }

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..encodings import get_encoding_class
 from .plots import add_legend, column_label, column_styles, pyplot
 
 __all__ = [
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 # Wang et al. 2020, Table 2 (test accuracy): family -> dataset -> encoding -> accuracy. Each
-# encoding in its natural number field (complex for complex-*, real otherwise).
+# encoding in its natural number field (its class's ``field``).
 _PAPER_COLUMNS = ("none", "trainable", "sinusoidal", "complex-vanilla", "complex-order")
 _PAPER = {  # family: (MR columns), (TREC columns)
     "fasttext": ((0.765, 0.774, 0.776, 0.773, 0.787), (0.874, 0.874, 0.880, 0.872, 0.892)),
@@ -480,7 +481,7 @@ def paper_table(rows: Sequence[dict[str, Any]], digits: int = 3) -> str:
     encodings = list(dict.fromkeys(c[0] for c in columns if c[0] in _PAPER_COLUMNS))
     if not datas or not encodings:
         return ""
-    cols = [(e, "complex" if e.startswith("complex-") else "real") for e in encodings]
+    cols = [(e, get_encoding_class(e).field) for e in encodings]
     header = ["model"] + [f"{_data_name(d)} {column_label(c)}" for d in datas for c in cols]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for family in families:

@@ -6,6 +6,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .._utils import is_tracing
+
 __all__ = ["embedding", "embedding_packed", "complex_order"]
 
 
@@ -128,7 +130,7 @@ def complex_order(
     if frequency is None and phase is None:
         zero = torch.zeros((), dtype=amplitude.dtype, device=amplitude.device)
         return torch.complex(amplitude, zero.expand_as(amplitude))
-    if torch.compiler.is_compiling():  # the readable form, which the compilers trace
+    if is_tracing():  # the readable form, which the compilers and torch.export trace
         angle = torch.zeros((), dtype=amplitude.dtype, device=amplitude.device)
         if frequency is not None:
             angle = angle + frequency * positions

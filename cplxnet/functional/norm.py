@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from .._utils import as_complex, grad_via_composed, join, pack, parts
+from .._utils import as_complex, grad_via_composed, is_tracing, join, pack, parts
 
 __all__ = ["layer_norm", "batch_norm", "rms_norm", "whiten", "inv_sqrt_2x2"]
 
@@ -150,7 +150,7 @@ def _whiten_batch(
     re: torch.Tensor, im: torch.Tensor, dims: tuple[int, ...], eps: float
 ) -> tuple[torch.Tensor, torch.Tensor, tuple]:
     """:func:`_whiten_parts` with batch statistics, through :class:`_Whiten` when eager."""
-    if torch.compiler.is_compiling() or torch.jit.is_tracing():
+    if is_tracing() or torch.jit.is_tracing():
         return _whiten_parts(re, im, dims, eps)
     y0, y1, *stats = _Whiten.apply(re, im, dims, eps)
     return y0, y1, tuple(stats)
