@@ -348,12 +348,17 @@ class RunFolder:
         self.note = ""
         self._replacing = os.path.lexists(final)
         self._promoted = False
+        self._made_parents: list[str] = []  # folders above ``final`` this run created
         if self._replacing:
             parent = os.path.dirname(os.path.abspath(final))
             name = os.path.basename(os.path.abspath(final))
             self.path = tempfile.mkdtemp(prefix=f".{name}.new-", dir=parent)
             os.chmod(self.path, 0o777 & ~_umask())  # mkdtemp creates 0700
         else:
+            parent = os.path.dirname(os.path.abspath(final))
+            while not os.path.lexists(parent):
+                self._made_parents.append(parent)
+                parent = os.path.dirname(parent)
             os.makedirs(final)
             self.path = final
 
@@ -365,6 +370,7 @@ class RunFolder:
         folder.note = ""
         folder._replacing = False
         folder._promoted = True
+        folder._made_parents = []
         return folder
 
     @property
@@ -388,9 +394,14 @@ class RunFolder:
             self.note = f"note: kept {old}: it holds files cplxnet did not write"
 
     def abort(self) -> None:
-        """Remove what this run wrote, if it has not been promoted."""
-        if not self._promoted and os.path.isdir(self.path):
-            remove_run_files(self.path)
+        """Remove what this run wrote, if it has not been promoted: its files, its folder and the
+        parent folders it created (each only if empty)."""
+        if not self._promoted and os.path.isdir(self.path) and remove_run_files(self.path):
+            for folder in self._made_parents:  # deepest first
+                try:
+                    os.rmdir(folder)
+                except OSError:
+                    break
 
 
 # ------------------------------------------------------------------------------------------------

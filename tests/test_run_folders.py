@@ -161,6 +161,9 @@ def test_a_failure_in_the_first_epoch_leaves_no_stub(toy_file, tmp_path, monkeyp
     monkeypatch.setattr(engine, "train_step", broken_step)
     assert main(["train", "--data", toy_file, "--run-dir", run, *TINY]) == 130
     assert not os.path.exists(run)
+    nested = tmp_path / "a" / "b" / "run"  # parents the run created go too, nothing above them
+    assert main(["train", "--data", toy_file, "--run-dir", str(nested), *TINY]) == 130
+    assert not (tmp_path / "a").exists() and tmp_path.is_dir()
     monkeypatch.undo()
     assert main(["train", "--data", toy_file, "--run-dir", run, *TINY]) == 0  # no --force needed
 
