@@ -60,9 +60,10 @@ class T5Encoding(PositionalEncoding):
 
     with :func:`relative_position_bucket` (``num_buckets=32``, ``max_distance=128``,
     bidirectional in an encoder; unidirectional when the model is causal, as T5's decoder, where
-    all 32 buckets measure distances to earlier keys). The bias is added raw, not scaled (T5 adds it to unscaled logits and has no
-    :math:`1/\sqrt{D_h}` at all; here the kernel keeps its content scale). One table
-    ``(num_buckets, H)`` shared by every layer, as T5 computes it once in the first layer.
+    all 32 buckets measure distances to earlier keys). The bias is added raw, not scaled (T5
+    adds it to unscaled logits and has no :math:`1/\sqrt{D_h}` at all; here the kernel keeps
+    its content scale). One table ``(num_buckets, H)`` shared by every layer, as T5 computes it
+    once in the first layer.
     Real parameters; the bias does not depend on ``q, k`` values, so complex and real attention
     are identical. Any length (distances beyond ``max_distance`` share the last bucket).
 
