@@ -11,6 +11,7 @@ re-renders them from the stored results.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -18,7 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .report import _fmt_p, _mean_std, _ok, _pyplot, load_results, paired_test
+from .plots import add_legend, column_styles, pyplot
+from .report import _fmt_p, _mean_std, _ok, load_results, paired_test
 
 __all__ = [
     "LMGroup",
@@ -28,12 +30,11 @@ __all__ = [
     "lm_table",
     "lm_pooled_table",
     "plot_lm",
-    "line_styles",
+    "lm_figure",
     "render_lm_report",
 ]
 
 LOWER_IS_BETTER = {"bpc": True, "ppl": True, "perplexity": True, "accuracy": False}
-_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*", "h", "p")
 
 
 @dataclass
@@ -244,31 +245,18 @@ def lm_pooled_table(
     return "\n".join(lines) + "\n" if len(lines) > 2 else ""
 
 
-def line_styles(keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[Any, str, str]]:
-    """One fixed (colour, marker, line style) per (encoding, number field), assigned in the
-    order of the full list of configurations: a configuration keeps its style whatever subset a
-    plot shows; the real field of an encoding is dashed."""
-    plt = _pyplot()
-    cmap = plt.get_cmap("tab10" if len(keys) <= 10 else "tab20")
-    return {
-        k: (cmap(i % cmap.N), _MARKERS[i % len(_MARKERS)], "--" if k[1] == "real" else "-")
-        for i, k in enumerate(keys)
-    }
-
-
-def plot_lm(rows: Sequence[dict[str, Any]], path: str, *, context: int | None = None) -> str | None:
-    """The score against the evaluation length (log2 axis for lengths; prompt-length bins as
-    categories), one line per configuration with the std over seeds as error bars, the training
-    length dotted, the legend beside the axes (never clipped: the figure is saved with a tight
-    bounding box). Returns the path (``None`` without scores)."""
+def lm_figure(rows: Sequence[dict[str, Any]], *, context: int | None = None) -> Any:
+    """The figure of :func:`plot_lm` (``None`` without scores)."""
     groups, lengths, metric = lm_groups(rows)
     if not groups:
         return None
-    plt = _pyplot()
+    plt = pyplot()
     numeric = all(x.isdigit() for x in lengths)
     labels = _labels(list(groups))
-    styles = line_styles(list(groups))
+    styles = column_styles(groups)  # one colour and marker per (encoding, field), fixed
+    styles = {k: dataclasses.replace(v, label=labels[k]) for k, v in styles.items()}
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    drawn = []
     for key, g in groups.items():
         xs, ms, ss = [], [], []
         for i, length in enumerate(lengths):
@@ -278,11 +266,9 @@ def plot_lm(rows: Sequence[dict[str, Any]], path: str, *, context: int | None = 
             xs.append(int(length) if numeric else i)
             ms.append(s[0])
             ss.append(s[1])
-        if not xs:
-            continue
-        colour, marker, style = styles[key]
-        ax.errorbar(xs, ms, yerr=ss, color=colour, marker=marker, linestyle=style, capsize=2,
-                    markersize=5, label=labels[key])  # fmt: skip
+        if xs:
+            ax.errorbar(xs, ms, yerr=ss, capsize=2, markersize=5, **styles[key].line_kwargs())
+            drawn.append(key)
     if numeric:
         ax.set_xscale("log", base=2)
         ax.set_xticks([int(x) for x in lengths])
@@ -296,10 +282,23 @@ def plot_lm(rows: Sequence[dict[str, Any]], path: str, *, context: int | None = 
         ax.set_xlabel("prompt length")
     ax.set_ylabel({"bpc": "bits per character", "ppl": "perplexity"}.get(metric, metric))
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
+    add_legend(fig, styles, drawn)
+    return fig
+
+
+def plot_lm(rows: Sequence[dict[str, Any]], path: str, *, context: int | None = None) -> str | None:
+    """The score against the evaluation length (log2 axis for lengths; prompt-length bins as
+    categories), one line per configuration with the std over seeds as error bars, the training
+    length dotted; each (encoding, number field) keeps one colour and marker
+    (:func:`cplxnet.compare.plots.column_styles`) and the legend below the axes names every line
+    and is never clipped (:func:`cplxnet.compare.plots.add_legend`). Returns the path (``None``
+    without scores)."""
+    fig = lm_figure(rows, context=context)
+    if fig is None:
+        return None
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    fig.savefig(path, dpi=110)
+    pyplot().close(fig)
     return path
 
 

@@ -15,7 +15,6 @@ from cplxnet.compare import GridOptions
 from cplxnet.compare.grid import Cell, run_grid
 from cplxnet.compare.lm import lm_grid_options, parse_lm_encodings
 from cplxnet.compare.lm_report import (
-    line_styles,
     lm_groups,
     lm_pooled_table,
     lm_table,
@@ -291,12 +290,25 @@ def test_render_from_json_and_csv_agree_and_plot(tmp_path):
     assert "## Runs that failed (1)" in text_json and "rotary (real) seed 0" in text_json
 
 
-def test_line_styles_fixed_per_configuration():
-    keys = [("none", "real"), ("rotary", "real"), ("complex-order", "complex"),
-            ("complex-order", "real")]  # fmt: skip
-    styles = line_styles(keys)
-    assert len({(s[0], s[1]) for s in styles.values()}) == len(keys)
-    assert styles[("complex-order", "real")][2] == "--"
-    assert styles[("complex-order", "complex")][2] == "-"
+def test_plot_one_line_per_configuration_with_fixed_styles():
+    """Every configuration with a score is one line in the colour and marker of
+    ``column_styles`` over all configurations, and the legend names each of them."""
+    from cplxnet.compare.lm_report import lm_figure
+    from cplxnet.compare.plots import column_styles
+
     groups, lengths, metric = lm_groups(ROWS)
     assert lengths == ["64", "128", "256", "512"] and metric == "bpc"
+    fig = lm_figure(ROWS, context=64)
+    ax = fig.axes[0]
+    styles = column_styles(groups)
+    lines = [container.lines[0] for container in ax.containers]  # the errorbar data lines
+    assert len(lines) == len(groups) == 4
+    for line, key in zip(lines, groups):
+        assert line.get_color() == styles[key].color and line.get_marker() == styles[key].marker
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend == ["complex-order (complex)", "alibi (real)", "trainable (real)",
+                      "complex-order (real)"]  # fmt: skip
+    assert ax.get_xscale() == "log"
+    # the trainable line stops at L (n/a beyond)
+    trainable = lines[2].get_xdata()
+    assert list(trainable) == [64]
