@@ -308,9 +308,15 @@ def _budget(options: dict[str, Any] | None, rows: Sequence[dict[str, Any]]) -> s
     ok = [r for r in rows if _ok(r) and r.get("train_seconds") not in (None, "")]
     parts = []
     if lm:
+        synthetic = any(str(r.get("data", "")).startswith("synthetic:") for r in rows)
+        what = (
+            f"training prompts of 1 to L = {lm.get('context')} symbols"
+            if synthetic
+            else f"{lm.get('tokens')} tokens, context L = {lm.get('context')}"
+        )
         parts.append(
-            f"- preset `{lm.get('preset')}`, {lm.get('tokens')} tokens, context L = "
-            f"{lm.get('context')}; real cells: the `{(options or {}).get('real_width')}` twin"
+            f"- preset `{lm.get('preset')}`, {what}; real cells: the "
+            f"`{(options or {}).get('real_width')}` twin"
         )
     if train:
         parts.append(
@@ -368,7 +374,8 @@ def render_lm_report(
         parts.append(
             f"Test {metric} per evaluation {what}, mean ± std over seeds ({better} is better; "
             "the best of each column in bold)."
-            + (f" Trained at L = {context}." if context else "")
+            + (f" Trained at L = {context}" if context else "")
+            + (" (the longest training prompt)." if context and what != "length" else ".")
             + "\n"
         )
         parts.append(table)
