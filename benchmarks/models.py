@@ -6,7 +6,8 @@ against eager; micro rows (complex-order embedding, rotary); sentences per secon
     python benchmarks/models.py                         # everything (~15 min on 2 busy cores)
     python benchmarks/models.py --out benchmarks/RESULTS.md   # also write its RESULTS section
     python benchmarks/models.py --quick                 # tiny models, 3 rounds: every row runs
-    python benchmarks/models.py --only steps micro      # parts: steps, compile, micro, cli, profile
+    python benchmarks/models.py --only steps micro      # parts: steps, compile, micro, cli,
+                                                        #   profile, decoder
 
 Method (the harness of ``benchmarks/layers.py``, ``shared/notes/performance.md``): 2 threads,
 glibc malloc thresholds raised (the script re-executes itself with them), each variant warmed up,
@@ -48,6 +49,15 @@ equal width in reals (2d, sparse) and cplxnet's complex ``Embedding``; rotary (`
 the rotary encoding on complex heads) against one element-wise multiply of the same tensor by the
 same table, one real multiply of the packed (.., 2Dh) view, and a real ``rotate_half``
 implementation (GPT-NeoX / HF style, written here).
+
+**Decoder** (the language-model study's model, :mod:`cplxnet.lm`): one training step of the
+``decoder`` (preset ``lm-char`` widened to d 128 complex, 4 layers, 4 heads, feed-forward 512,
+sinusoidal encoding) on a batch of 8 windows of 257 character ids of the MR stream (256 inputs,
+256 next-token targets), AdamW; against its equal-FLOP real twin (d 256, feed-forward 1024) and
+the same decoder with its layers replaced by complextorch's ``TransformerEncoder`` (as the
+Transformer row; complextorch's attention has no causal mask, so it attends to later positions
+as well: a different function with the same shapes and FLOPs as our masked attention computed
+densely). Tokens per second = 2048 / step time.
 
 **cplxnet train**: the real command, ``cplxnet train --epochs 1 --threads 2`` (default preset,
 bundled MR) in a subprocess; sentences per second = training sentences / epoch seconds (the
@@ -323,6 +333,52 @@ def rotate_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.
     return x * cos + torch.cat((-x2, x1), dim=-1) * sin
 
 
+class DecoderStep:
+    """One training step of a causal decoder on fixed windows ``ids`` ``(B, L + 1)``: next-token
+    cross-entropy, backward, AdamW (what :mod:`cplxnet.lm` does per step)."""
+
+    def __init__(self, model: nn.Module, ids: torch.Tensor) -> None:
+        self.model, self.ids = model, ids
+        self.opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        model.train()
+
+    def __call__(self) -> None:
+        logits = self.model(self.ids[:, :-1])
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1), self.ids[:, 1:].flatten())
+        loss.backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+
+
+def decoder_rows(tiny: bool) -> dict:
+    """The decoder at L = 256, 4 layers (d 128 complex) against its real twin (d 256) and the
+    complextorch-built decoder."""
+    from cplxnet.lm import prepare_lm_data
+
+    L, B = (16, 2) if tiny else (256, 8)
+
+    def build(d: int, cfg: Config) -> Case:
+        data = prepare_lm_data("mr", "char", L)
+        g = torch.Generator().manual_seed(0)
+        starts = torch.randint(0, len(data.train) - L - 1, (B,), generator=g)
+        ids = data.train[starts[:, None] + torch.arange(L + 1)]
+        c = models.preset_config(
+            "lm-char", d_model=8 if tiny else d, num_layers=4, num_heads=4 if not tiny else 2,
+            dim_feedforward=16 if tiny else 4 * d, encoding="sinusoidal",
+            vocab_size=len(data.vocab), padding_idx=0, max_len=L,
+        )  # fmt: skip
+        torch.manual_seed(0)
+        base = {"real twin x2 width": DecoderStep(models.build_model(models.real_twin(c)), ids)}
+        if ctnn is not None:
+            ct = models.build_model(c)
+            ct.layers = CTEncoder(c)
+            base["complextorch-built"] = DecoderStep(ct, ids)
+        return Case(DecoderStep(models.build_model(c), ids), base,
+                    note=f"{B} x {L} tokens per step")  # fmt: skip
+
+    return {f"Decoder L={L}, 4 layers, train step": build}
+
+
 def micro_rows() -> dict:
     V = 20000
 
@@ -450,7 +506,7 @@ def cli_throughput(extra: list[str], threads: int = 2, log=print) -> str:
 # ------------------------------------------------------------------------------------------------
 # driver
 # ------------------------------------------------------------------------------------------------
-PARTS = ("steps", "compile", "micro", "cli", "profile")
+PARTS = ("steps", "compile", "micro", "cli", "profile", "decoder")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -511,6 +567,14 @@ def main(argv: list[str] | None = None) -> None:
             f"{micro_cfg.seq}, median of {micro_cfg.rounds} rounds)",
             "",
             *run_rows(micro_rows(), micro_cfg),
+            "",
+        ]
+    if "decoder" in a.only:
+        out += [
+            f"### Causal decoder training step (AdamW), median of {cfg.rounds} rounds after "
+            f"{cfg.warmup} warm-up steps",
+            "",
+            *run_rows(decoder_rows(a.quick), cfg, dims=(8 if a.quick else 128,), column="d"),
             "",
         ]
     if "cli" in a.only:

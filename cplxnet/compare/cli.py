@@ -13,6 +13,8 @@ Examples::
     cplxnet compare --extrapolate --families transformer,lstm --encodings trainable,complex-order
     cplxnet compare --executor dask --jobs 4 ...                  # a Dask LocalCluster
     cplxnet compare --executor dask --scheduler tcp://head:8786 ...   # a Dask cluster
+    cplxnet compare --task lm --data mr --encodings none,rotary,alibi,complex-order@both \
+        --seeds 3 --steps 2000 --jobs 2 --out runs/lm     # language models, bpc at L..8L
     cplxnet report runs/table2                  # re-render report.md and the plots
 """
 
@@ -59,6 +61,15 @@ def add_subcommands(sub: Any) -> None:
         "family with a note.",
     )
     g = c.add_argument_group("grid")
+    g.add_argument(
+        "--task",
+        choices=("classify", "lm"),
+        default="classify",
+        help="classify (default): text classifiers; lm: causal language models (the decoder "
+        "family) trained at --context L and scored at L, 2L, 4L, 8L (a text stream) or on "
+        "prompt-length bins (synthetic:copy, synthetic:reverse); an encoding may end in @real, "
+        "@complex or @both to set its number fields (complex-order@both)",
+    )
     g.add_argument(
         "--data",
         default=None,
@@ -141,7 +152,7 @@ def add_subcommands(sub: Any) -> None:
     )
 
     o = c.add_argument_group("budget (the same for every cell)")
-    o.add_argument("--epochs", type=positive_int, default=10, help="epochs (default 10)")
+    o.add_argument("--epochs", type=positive_int, default=None, help="epochs (default 10)")
     o.add_argument("--batch-size", type=positive_int, default=None, help="batch (default 50)")
     o.add_argument("--lr", type=float_value, default=None, help="learning rate (default 1e-3)")
     o.add_argument("--weight-decay", type=float_value, default=None, help="AdamW weight decay")
@@ -166,10 +177,10 @@ def add_subcommands(sub: Any) -> None:
     )
     o.add_argument(
         "--real-width",
-        default="same",
+        default=None,
         choices=("same", "params", "flops"),
-        help="real models: same widths as the complex config (default), x sqrt2 (about equal "
-        "dense parameters) or x2 (equal FLOPs)",
+        help="real models: same widths as the complex config (default for classification), "
+        "x sqrt2 (about equal dense parameters) or x2 (equal FLOPs; default for --task lm)",
     )
     o.add_argument("--vectors", default=None, metavar="FILE", help="pretrained word vectors")
     o.add_argument("--split-seed", type=seed_int, default=None, help="data split seed (default 0)")
@@ -178,6 +189,29 @@ def add_subcommands(sub: Any) -> None:
     o.add_argument("--min-freq", type=positive_int, default=None, help="vocabulary min count")
     o.add_argument("--max-vocab", type=positive_int, default=None, help="vocabulary size")
     o.add_argument("--clean", action="store_true", default=None, help="Kim (2014) cleaning")
+
+    lm = c.add_argument_group("language models (--task lm)")
+    lm.add_argument("--preset", default=None, help="decoder preset (default lm-char)")
+    lm.add_argument(
+        "--tokens", choices=("char", "word"), default=None, help="text tokens (default char)"
+    )
+    lm.add_argument(
+        "--context",
+        type=positive_int,
+        default=None,
+        metavar="L",
+        help="training length (default 64; synthetic tasks: the longest prompt, 16)",
+    )
+    lm.add_argument(
+        "--steps", type=positive_int, default=None, help="optimiser steps (default 2000)"
+    )
+    lm.add_argument(
+        "--eval-every",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="score dev and checkpoint every N steps (default 250)",
+    )
 
     x = c.add_argument_group("length extrapolation")
     x.add_argument(
@@ -248,7 +282,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
     from .grid import GridOptions, parse_sets
 
     train = {
-        "epochs": args.epochs,
+        "epochs": args.epochs if args.epochs is not None else 10,
         "batch_size": args.batch_size,
         "lr": args.lr,
         "weight_decay": args.weight_decay,
@@ -289,7 +323,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
     return GridOptions(
         train={k: v for k, v in train.items() if v is not None},
         sets=parse_sets(args.sets),
-        real_width=args.real_width,
+        real_width=args.real_width or "same",
         data={k: v for k, v in data.items() if v is not None},
         vectors=vectors,
         extrapolate=extrapolate,
@@ -344,6 +378,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .report import render_report
     from .specs import parse_encodings, parse_numbers
 
+    if getattr(args, "task", "classify") == "lm":
+        from .lm import cmd_compare_lm
+
+        return cmd_compare_lm(args)
+    lm_only = [
+        flag
+        for flag, value in (
+            ("--preset", args.preset),
+            ("--tokens", args.tokens),
+            ("--context", args.context),
+            ("--steps", args.steps),
+            ("--eval-every", args.eval_every),
+        )
+        if value is not None
+    ]
+    if lm_only:
+        return _fail(f"{', '.join(lm_only)} apply to --task lm; add --task lm or drop them")
     out = args.out or ("runs/compare-extrapolate" if args.extrapolate else "runs/compare")
     try:
         options = options_from_args(args)
@@ -399,14 +450,26 @@ def cmd_compare(args: argparse.Namespace) -> int:
             f"continue ({resumes})",
             130,
         )
-    except (CompareError, DataError, RunError, ValueError, TypeError) as err:
+    except (CompareError, DataError, RunError, ValueError) as err:
         return _fail(str(err))
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from .lm_report import is_lm_results, render_lm_report
     from .report import render_report
 
     try:
+        if is_lm_results(args.results):
+            text, written = render_lm_report(
+                args.results,
+                args.out,
+                target=args.target,
+                digits=args.digits,
+                plots=not args.no_plot,
+            )
+            print(text)
+            print("wrote " + ", ".join(written))
+            return 0
         text, written = render_report(
             args.results,
             args.out,

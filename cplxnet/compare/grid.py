@@ -51,6 +51,9 @@ __all__ = [
     "run_grid",
     "ResultStore",
     "RESULT_COLUMNS",
+    "CellKind",
+    "CELL_KINDS",
+    "cell_kind",
     "parse_folds",
     "parse_seeds",
     "parse_sets",
@@ -186,6 +189,9 @@ class GridOptions:
         vectors: pretrained word vectors file for every cell (``None``: none).
         extrapolate: length-extrapolation options (``train_len`` per dataset, ``factors``,
             synthetic task sizes); see :mod:`cplxnet.compare.extrapolate`.
+        lm: language-model grid options (preset, tokens, context and the
+            :class:`cplxnet.lm.LMOptions` fields); see :mod:`cplxnet.compare.lm`. Left out of
+            :meth:`to_dict` when empty, so classification grids store what they always did.
     """
 
     train: dict[str, Any] = field(default_factory=dict)
@@ -194,6 +200,7 @@ class GridOptions:
     data: dict[str, Any] = field(default_factory=dict)
     vectors: str | None = None
     extrapolate: dict[str, Any] = field(default_factory=dict)
+    lm: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.real_width not in REAL_WIDTHS:
@@ -209,7 +216,10 @@ class GridOptions:
             raise CompareError(f"training options: {err}") from None
 
     def to_dict(self) -> dict[str, Any]:
-        return json.loads(json.dumps(dataclasses.asdict(self)))
+        d = json.loads(json.dumps(dataclasses.asdict(self)))
+        if not d["lm"]:
+            del d["lm"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GridOptions:
@@ -250,12 +260,18 @@ class Cell:
 
     @property
     def split(self) -> str:
+        kind = cell_kind(self.mode)
+        if kind is not None:
+            return kind.split
         if self.fold is not None:
             return "cv"
         return "test set" if has_own_test(self.data) else "quick"
 
     @property
     def cell_id(self) -> str:
+        kind = cell_kind(self.mode)
+        if kind is not None:
+            return kind.cell_id(self)
         fold = f"cv{self.fold}" if self.fold is not None else self.split.split()[0]
         prefix = "x-" if self.mode == "extrapolate" else ""
         return (
@@ -289,6 +305,43 @@ class Cell:
             int(d["seed"]),
             d.get("mode", "grid"),
         )
+
+
+@dataclass(frozen=True)
+class CellKind:
+    """A kind of cell other than classification (its ``Cell.mode``): how it is named, trained,
+    reported in progress lines and written to ``results.csv``; the store, the scheduler and the
+    workers are shared. Registered in :data:`CELL_KINDS` by the module that defines it.
+
+    Attributes:
+        split: the ``split`` column of its rows.
+        cell_id: ``cell -> id`` (a file name).
+        train: ``(cell, options, run_dir, callback) -> fields`` of the row; resumes from
+            ``run_dir`` when it holds an interrupted run.
+        outcome: ``row -> text`` of a finished cell's progress line.
+        progress: ``(cell, step, metrics) -> text`` of an in-training progress line.
+        to_csv: ``rows -> CSV text`` of ``results.csv``.
+    """
+
+    split: str
+    cell_id: Callable[[Cell], str]
+    train: Callable[..., dict[str, Any]]
+    outcome: Callable[[dict[str, Any]], str]
+    progress: Callable[[Cell, int, dict[str, Any]], str]
+    to_csv: Callable[[Sequence[dict[str, Any]]], str]
+
+
+CELL_KINDS: dict[str, str] = {"lm": "cplxnet.compare.lm"}  # mode -> module with ``KIND``
+
+
+def cell_kind(mode: str) -> CellKind | None:
+    """The :class:`CellKind` of ``mode`` (``None`` for the classification modes)."""
+    module = CELL_KINDS.get(mode)
+    if module is None:
+        return None
+    import importlib
+
+    return importlib.import_module(module).KIND
 
 
 # ------------------------------------------------------------------------------------------------
@@ -529,8 +582,11 @@ def run_cell(
     row = _base_row(cell, options)
     started = time.perf_counter()
     run_dir = os.path.join(out, "runs", cell.cell_id)
+    kind = cell_kind(cell.mode)
     try:
-        if cell.mode == "extrapolate":
+        if kind is not None:
+            result = kind.train(cell, options, run_dir, callback)
+        elif cell.mode == "extrapolate":
             from .extrapolate import train_extrapolation_cell
 
             result = train_extrapolation_cell(cell, options, run_dir, callback=callback)
@@ -698,8 +754,11 @@ def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
 
 def rows_to_csv(rows: Iterable[dict[str, Any]]) -> str:
     """CSV text: one line per run (grid rows), or per run and length bin (extrapolation rows)."""
-    buf = io.StringIO()
     rows = list(rows)
+    kinds = {r.get("mode") for r in rows if cell_kind(r.get("mode", "grid")) is not None}
+    if kinds:
+        return cell_kind(sorted(kinds)[0]).to_csv(rows)
+    buf = io.StringIO()
     extrapolation = any("bins" in r for r in rows)
     columns = list(RESULT_COLUMNS)
     if extrapolation:
@@ -888,9 +947,14 @@ def run_grid(
             wall: float | None = None,
         ) -> None:
             counter[0] += 1
+            kind = cell_kind(cell.mode)
             if row.get("status") == "ok":
                 eta.add(cell.family, cell.mode, wall or float(row.get("seconds") or 0.0))
-                what = f"dev {row['dev_accuracy']:.4f} test {row['test_accuracy']:.4f}"
+                what = (
+                    kind.outcome(row)
+                    if kind is not None
+                    else f"dev {row['dev_accuracy']:.4f} test {row['test_accuracy']:.4f}"
+                )
             else:
                 counter[1] += 1
                 what = f"ERROR {row.get('error', '')[:200]}"
@@ -919,6 +983,10 @@ def _run_serial(todo: Sequence[Cell], ctx: Any, threads: int) -> None:
         _forget(ctx.out, cell)
 
         def progress(epoch: int, metrics: dict, cell: Cell = cell) -> None:
+            kind = cell_kind(cell.mode)
+            if kind is not None:
+                ctx.log(kind.progress(cell, epoch, metrics))
+                return
             ctx.log(
                 f"  {cell.describe()}: epoch {epoch}/{epochs} dev "
                 f"{metrics['dev_accuracy']:.4f} ({metrics['seconds']:.0f}s)"

@@ -59,9 +59,11 @@ class T5Encoding(PositionalEncoding):
         A_{ij} = \frac{q_i \cdot k_j}{\sqrt{D_h}} + b_{h,\ \mathrm{bucket}(j - i)}
 
     with :func:`relative_position_bucket` (``num_buckets=32``, ``max_distance=128``,
-    bidirectional). The bias is added raw, not scaled (T5 adds it to unscaled logits and has no
-    :math:`1/\sqrt{D_h}` at all; here the kernel keeps its content scale). One table
-    ``(num_buckets, H)`` shared by every layer, as T5 computes it once in the first layer.
+    bidirectional in an encoder; unidirectional when the model is causal, as T5's decoder, where
+    all 32 buckets measure distances to earlier keys). The bias is added raw, not scaled (T5
+    adds it to unscaled logits and has no :math:`1/\sqrt{D_h}` at all; here the kernel keeps
+    its content scale). One table ``(num_buckets, H)`` shared by every layer, as T5 computes it
+    once in the first layer.
     Real parameters; the bias does not depend on ``q, k`` values, so complex and real attention
     are identical. Any length (distances beyond ``max_distance`` share the last bucket).
 
@@ -73,7 +75,10 @@ class T5Encoding(PositionalEncoding):
         num_buckets: buckets (both directions together when bidirectional).
         max_distance: distance where the last (logarithmic) bucket starts.
         bidirectional: separate buckets for keys before and after the query (encoder); ``False``
-            for causal attention (keys after the query share bucket 0).
+            for causal attention (keys after the query share bucket 0). Default ``None``: ``not
+            causal``.
+        causal: the model's attention is causal (passed by language models through the
+            registry's context); chooses the default of ``bidirectional``.
         std: initial standard deviation of the table.
         device, dtype: model dtype; the table is real of its real dtype.
     """
@@ -86,8 +91,9 @@ class T5Encoding(PositionalEncoding):
         num_heads: int,
         num_buckets: int = 32,
         max_distance: int = 128,
-        bidirectional: bool = True,
+        bidirectional: bool | None = None,
         std: float = 0.02,
+        causal: bool = False,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -95,6 +101,8 @@ class T5Encoding(PositionalEncoding):
         fk = factory_kwargs(device, dtype, owner, allow_real=True)
         super().__init__()
         check_sizes(owner, num_heads=num_heads, num_buckets=num_buckets, max_distance=max_distance)
+        if bidirectional is None:
+            bidirectional = not causal
         per_dir = num_buckets // 2 if bidirectional else num_buckets
         if per_dir < 2 or (bidirectional and num_buckets % 2):
             raise ValueError(

@@ -195,6 +195,26 @@ def test_t5_direct(kind):
     check_values_and_grads(enc, lambda: enc.logits_bias(q, k), direct, [])
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_t5_follows_the_causal_context(causal):
+    """A causal model (the registry's ``causal=True``) gets T5's decoder buckets (unidirectional:
+    all buckets measure distances to earlier keys); an explicit ``bidirectional`` wins."""
+    from cplxnet.encodings import create_encoding
+
+    enc = create_encoding("t5", d_model=2 * H, num_heads=H, causal=causal)
+    assert enc.bidirectional is (not causal)
+    with torch.no_grad():
+        enc.weight.copy_(torch.randn(enc.weight.shape, dtype=enc.weight.dtype))
+    q = torch.zeros(1, H, 150, 2)
+    bias = enc.logits_bias(q, q)
+    for i, j in ((149, 0), (100, 37), (20, 3), (5, 5), (3, 20)):
+        ref = enc.weight[t5_bucket_python(j - i, not causal)]
+        assert torch.equal(bias[0, :, i, j], ref)
+    forced = create_encoding("t5", d_model=2 * H, num_heads=H, causal=True, bidirectional=True)
+    assert forced.bidirectional is True
+    assert T5Encoding(H).bidirectional is True and T5Encoding(H, causal=True).bidirectional is False
+
+
 # --------------------------------------------------------------------------------- deberta
 
 

@@ -1,0 +1,314 @@
+"""``cplxnet compare --task lm``: the language-model grid end to end on a tiny text, resuming an
+interrupted cell, a failing cell, and the report (table, n/a, bold, pooled test, plot) from
+hand-made rows."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+
+import pytest
+
+from cplxnet.cli import main
+from cplxnet.compare import GridOptions
+from cplxnet.compare.grid import Cell, run_grid
+from cplxnet.compare.lm import lm_grid_options, parse_lm_encodings
+from cplxnet.compare.lm_report import (
+    lm_groups,
+    lm_pooled_table,
+    lm_table,
+    render_lm_report,
+)
+from cplxnet.compare.report import paired_test
+from cplxnet.compare.specs import parse_encodings
+
+TINY_MODEL = ["--set", "d_model=8", "--set", "num_heads=2", "--set", "dim_feedforward=16",
+              "--set", "num_layers=1"]  # fmt: skip
+
+
+@pytest.fixture
+def text_file(tmp_path):
+    words = ["the", "film", "is", "a", "good", "bad", "movie", "with", "some", "great", "and",
+             "dull", "scenes"]  # fmt: skip
+    lines = [" ".join(words[(i * 7 + k * 3) % len(words)] for k in range(6)) for i in range(120)]
+    path = tmp_path / "tiny.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def _tiny_args(text_file, out, encodings="trainable,complex-order"):
+    return ["compare", "--task", "lm", "--data", text_file, "--encodings", encodings,
+            "--seeds", "1", "--steps", "4", "--eval-every", "2", "--context", "8",
+            "--batch-size", "4", "--threads", "1", *TINY_MODEL, "--out", out]  # fmt: skip
+
+
+def test_lm_grid_runs_reports_and_resumes(tmp_path, text_file, capsys):
+    out = str(tmp_path / "lm")
+    assert main(_tiny_args(text_file, out)) == 0
+    printed = capsys.readouterr().out
+    assert "grid: 2 cells, 0 already done; 2 to run" in printed
+    assert "decoder complex-order complex seed 0: test bpc 8: " in printed
+    with open(os.path.join(out, "results.csv"), encoding="utf-8") as fh:
+        lines = list(csv.DictReader(fh))
+    # one line per run and evaluation length L, 2L, 4L, 8L
+    assert [(r["encoding"], r["number"], r["length"]) for r in lines] == [
+        (e, n, x) for e, n in (("trainable", "real"), ("complex-order", "complex"))
+        for x in ("8", "16", "32", "64")
+    ]  # fmt: skip
+    trainable = [r for r in lines if r["encoding"] == "trainable"]
+    assert trainable[0]["value"] and float(trainable[0]["value"]) > 0
+    assert all(r["value"] == "" and "max_len=8" in r["na_reason"] for r in trainable[1:])
+    assert all(r["value"] and r["status"] == "ok" for r in lines if r["encoding"] != "trainable")
+    with open(os.path.join(out, "results.json"), encoding="utf-8") as fh:
+        stored = json.load(fh)
+    assert stored["grid"]["lm"]["context"] == 8 and stored["grid"]["lm"]["train"]["steps"] == 4
+    assert all(r["steps"] == 4 and r["mode"] == "lm" for r in stored["rows"])
+    for name in ("report.md", "lm.png", "grid.json"):
+        assert os.path.exists(os.path.join(out, name))
+    assert not os.listdir(os.path.join(out, "runs"))  # finished run folders are removed
+
+    assert main(_tiny_args(text_file, out)) == 0
+    assert "2 already done; 0 to run" in capsys.readouterr().out
+    assert main(["report", out, "--no-plot"]) == 0
+    report = capsys.readouterr().out
+    assert "| trainable (real) | " in report and "n/a [1]" in report and "max_len=8" in report
+    assert "| complex-order (complex) | trainable (real) |" in report  # the pooled test
+
+    # another budget into the same folder is refused with one line
+    args = _tiny_args(text_file, out)
+    args[args.index("--steps") + 1] = "5"
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("cplxnet: error: ") and "steps: was 4, now 5" in err
+
+
+def test_interrupted_cell_resumes_as_an_uninterrupted_one(tmp_path, text_file, monkeypatch):
+    """A cell killed after its first checkpoint continues from it (the grid finds the run
+    folder); its scores equal those of a cell run in one go. A run folder of another budget (a
+    different seed) is trained again from scratch."""
+    from cplxnet import lm as engine
+
+    options = lm_grid_options(
+        context=8, train={"steps": 4, "eval_every": 2, "batch_size": 4},
+        sets={"*": {"d_model": 8, "num_heads": 2, "dim_feedforward": 16, "num_layers": 1}},
+    )  # fmt: skip
+    cell = Cell(text_file, None, "decoder", parse_encodings("rotary")[0], "real", 0, "lm")
+    whole = run_grid([cell], str(tmp_path / "a"), options, log=lambda m: None)[0]
+    assert whole["status"] == "ok" and not whole["resumed"]
+
+    out = str(tmp_path / "b")
+    real_train = engine.train_lm
+
+    def interrupted(*args, **kwargs):
+        def stop(step, metrics):
+            raise KeyboardInterrupt
+
+        return real_train(*args, **{**kwargs, "callback": stop})
+
+    monkeypatch.setattr(engine, "train_lm", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_grid([cell], out, options, log=lambda m: None)
+    monkeypatch.undo()
+    run_dir = os.path.join(out, "runs", cell.cell_id)
+    assert os.path.exists(os.path.join(run_dir, "checkpoint.pt"))
+    resumed = run_grid([cell], out, options, log=lambda m: None)[0]
+    assert resumed["status"] == "ok" and resumed["resumed"] and resumed["steps"] == 4
+    assert resumed["test"] == whole["test"] and resumed["dev"] == whole["dev"]
+
+    # a run folder left by another seed is not taken for this cell
+    other = Cell(text_file, None, "decoder", parse_encodings("rotary")[0], "real", 1, "lm")
+    monkeypatch.setattr(engine, "train_lm", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_grid([other], str(tmp_path / "c"), options, log=lambda m: None)
+    monkeypatch.undo()
+    os.rename(
+        os.path.join(tmp_path, "c", "runs", other.cell_id),
+        os.path.join(tmp_path, "c", "runs", cell.cell_id),
+    )
+    fresh = run_grid([cell], str(tmp_path / "c"), options, log=lambda m: None)[0]
+    assert not fresh["resumed"] and fresh["test"] == whole["test"]
+
+
+def test_a_failing_cell_is_recorded_and_the_grid_goes_on(tmp_path, text_file, monkeypatch):
+    from cplxnet import lm as engine
+
+    options = lm_grid_options(
+        context=8, train={"steps": 2, "eval_every": 2, "batch_size": 4},
+        sets={"*": {"d_model": 8, "num_heads": 2, "dim_feedforward": 16, "num_layers": 1}},
+    )  # fmt: skip
+    real_train = engine.train_lm
+
+    def failing(config, *args, **kwargs):
+        if config.encoding == "alibi":
+            raise RuntimeError("boom")
+        return real_train(config, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "train_lm", failing)
+    cells = [Cell(text_file, None, "decoder", s, "real", 0, "lm")
+             for s in parse_encodings("alibi,none")]  # fmt: skip
+    logs: list[str] = []
+    rows = run_grid(cells, str(tmp_path / "g"), options, log=logs.append)
+    assert [r["status"] for r in rows] == ["error", "ok"]
+    assert rows[0]["error"] == "RuntimeError: boom"
+    assert any("ERROR RuntimeError: boom" in line for line in logs)
+    text, _ = render_lm_report(str(tmp_path / "g"), plots=False)
+    assert "## Runs that failed (1)" in text and "alibi (real) seed 0: RuntimeError: boom" in text
+
+
+def test_lm_cli_errors(tmp_path, text_file, capsys):
+    out = str(tmp_path / "x")
+    cases = [
+        (_tiny_args(text_file, out) + ["--epochs", "3"], "--epochs apply to classification"),
+        (["compare", "--data", "mr", "--steps", "5", "--out", out], "--steps apply to --task lm"),
+        (
+            _tiny_args("mr,synthetic:copy", out),
+            "--data mixes text and synthetic tasks",
+        ),
+        (_tiny_args(text_file, out, "rotary:bse=3"), "decoder with rotary:bse=3 (real)"),
+        (_tiny_args(str(tmp_path / "missing.txt"), out), "no such file"),
+    ]
+    for args, message in cases:
+        assert main(args) == 1, args
+        err = capsys.readouterr().err
+        assert err.startswith("cplxnet: error: ") and message in err, err
+        assert "Traceback" not in err
+    assert not os.path.exists(out)
+
+
+def test_parse_lm_encodings_number_suffix():
+    got = parse_lm_encodings(
+        "none,complex-order@both,complex-order:phase=false,frequency=shared@real,rotary@complex",
+        ("natural",),
+    )
+    assert [(s.canonical, n) for s, n in got] == [
+        ("none", ["real"]),
+        ("complex-order", ["complex", "real"]),
+        ("complex-order:frequency=shared:phase=false", ["real"]),
+        ("rotary", ["complex"]),
+    ]
+    assert [n for _, n in parse_lm_encodings("none,complex-order", ("real", "complex"))] == [
+        ["complex", "real"],
+        ["complex", "real"],
+    ]
+
+
+def test_classification_grid_options_store_no_lm_key():
+    """A classification grid's grid.json keeps its keys (an older folder still resumes)."""
+    assert "lm" not in GridOptions().to_dict()
+    assert lm_grid_options().to_dict()["lm"]["preset"] == "lm-char"
+
+
+# ------------------------------------------------------------------------------------------------
+# the report from hand-made rows
+
+NA = "TrainableEncoding: input length 128 exceeds max_len=64"
+
+
+def _row(encoding, number, seed, values, **extra):
+    test = {}
+    for length, v in zip(("64", "128", "256", "512"), values):
+        test[length] = {"bpc": v} if v is not None else {"bpc": None, "n/a": NA}
+    return {"mode": "lm", "data": "mr", "encoding": encoding, "number": number, "seed": seed,
+            "metric": "bpc", "test": test, "status": "ok", "train_seconds": 100.0 + seed,
+            "train_cpu_seconds": 50.0, "parameters": 1000, "cell_id": f"{encoding}-{number}-{seed}",
+            **extra}  # fmt: skip
+
+
+ROWS = [
+    _row("complex-order", "complex", 0, [2.0, 2.1, 2.4, 3.0]),
+    _row("complex-order", "complex", 1, [2.2, 2.3, 2.6, 3.2]),
+    _row("alibi", "real", 0, [2.1, 2.05, 2.15, 2.2]),
+    _row("alibi", "real", 1, [2.3, 2.25, 2.35, 2.4]),
+    _row("trainable", "real", 0, [1.9, None, None, None]),
+    _row("complex-order", "real", 0, [2.5, 2.6, 2.7, 2.8]),
+    {
+        "mode": "lm",
+        "encoding": "rotary",
+        "number": "real",
+        "seed": 0,
+        "status": "error",
+        "error": "RuntimeError: x",
+        "cell_id": "rotary-real-0",
+    },  # fmt: skip
+]
+
+
+def test_lm_table_bold_na_and_labels():
+    table, notes = lm_table(ROWS, digits=2, context=64)
+    lines = table.splitlines()
+    assert lines[0].startswith("| encoding | 64 (L) | 128 (2L) | 256 (4L) | 512 (8L) |")
+    by_label = {line.split(" | ")[0][2:]: line.split(" | ")[1:] for line in lines[2:]}
+    # both number fields appear, so every label carries its field
+    assert list(by_label) == [
+        "complex-order (complex)", "alibi (real)", "trainable (real)", "complex-order (real)",
+    ]  # fmt: skip
+    assert by_label["complex-order (complex)"][:4] == ["2.10 ± 0.14", "2.20 ± 0.14",
+                                                       "2.50 ± 0.14", "3.10 ± 0.14"]  # fmt: skip
+    # lowest bpc in bold per column: trainable at L (one seed of two: n=1), alibi beyond
+    assert by_label["trainable (real)"][0] == "**1.90 ± 0.00** (n=1)"
+    assert by_label["trainable (real)"][1:4] == ["n/a [1]"] * 3
+    assert by_label["alibi (real)"][1:4] == ["**2.15 ± 0.14**", "**2.25 ± 0.14**",
+                                             "**2.30 ± 0.14**"]  # fmt: skip
+    assert by_label["complex-order (real)"][0] == "2.50 ± 0.00 (n=1)"
+    assert notes == [NA]
+    assert by_label["alibi (real)"][4:] == ["1,000", "100", "50 |"]
+
+
+def test_lm_pooled_test_against_the_target():
+    text = lm_pooled_table(ROWS, target="complex-order", digits=3)
+    lines = {line.split(" | ")[1]: line for line in text.splitlines()[2:]}
+    assert set(lines) == {"alibi (real)", "trainable (real)", "complex-order (real)"}
+    # alibi: pairs (length, seed) of both; target minus other; wins = target lower
+    target = {(x, s): v for s, vals in ((0, [2.0, 2.1, 2.4, 3.0]), (1, [2.2, 2.3, 2.6, 3.2]))
+              for x, v in zip(("64", "128", "256", "512"), vals)}  # fmt: skip
+    alibi = {(x, s): v for s, vals in ((0, [2.1, 2.05, 2.15, 2.2]), (1, [2.3, 2.25, 2.35, 2.4]))
+             for x, v in zip(("64", "128", "256", "512"), vals)}  # fmt: skip
+    ref = paired_test(alibi, target)
+    diff = sum(target[k] - alibi[k] for k in target) / len(target)
+    assert ref.n == 8 and ref.wins == 2 and ref.losses == 6 and ref.ties == 0
+    row = lines["alibi (real)"]
+    assert f"| {diff:+.3f} |" in row and "| 2/0/6 | 8 |" in row
+    # trainable: only (64, seed 0) is shared; the target is worse there
+    assert "| +0.100 | 0/0/1 | 1 | 1 |" in lines["trainable (real)"]
+    assert lm_pooled_table(ROWS, target="xpos") == ""
+
+
+def test_render_from_json_and_csv_agree_and_plot(tmp_path):
+    from cplxnet.compare.grid import rows_to_csv
+
+    (tmp_path / "results.json").write_text(json.dumps({"rows": ROWS}), encoding="utf-8")
+    csv_dir = tmp_path / "csv"
+    csv_dir.mkdir()
+    (csv_dir / "results.csv").write_text(rows_to_csv(ROWS), encoding="utf-8")
+    text_json, written = render_lm_report(str(tmp_path / "results.json"), plots=False)
+    text_csv, _ = render_lm_report(str(csv_dir / "results.csv"), plots=False)
+    assert text_json == text_csv
+    assert text_json.startswith("# Language models: bpc against evaluation length (mr)\n")
+    _, written = render_lm_report(str(tmp_path / "results.json"))
+    assert os.path.exists(tmp_path / "lm.png") and str(tmp_path / "lm.png") in written
+    assert "## Runs that failed (1)" in text_json and "rotary (real) seed 0" in text_json
+
+
+def test_plot_one_line_per_configuration_with_fixed_styles():
+    """Every configuration with a score is one line in the colour and marker of
+    ``column_styles`` over all configurations, and the legend names each of them."""
+    from cplxnet.compare.lm_report import lm_figure
+    from cplxnet.compare.plots import column_styles
+
+    groups, lengths, metric = lm_groups(ROWS)
+    assert lengths == ["64", "128", "256", "512"] and metric == "bpc"
+    fig = lm_figure(ROWS, context=64)
+    ax = fig.axes[0]
+    styles = column_styles(groups)
+    lines = [container.lines[0] for container in ax.containers]  # the errorbar data lines
+    assert len(lines) == len(groups) == 4
+    for line, key in zip(lines, groups):
+        assert line.get_color() == styles[key].color and line.get_marker() == styles[key].marker
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend == ["complex-order (complex)", "alibi (real)", "trainable (real)",
+                      "complex-order (real)"]  # fmt: skip
+    assert ax.get_xscale() == "log"
+    # the trainable line stops at L (n/a beyond)
+    trainable = lines[2].get_xdata()
+    assert list(trainable) == [64]
