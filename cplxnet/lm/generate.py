@@ -16,11 +16,11 @@ import torch
 from torch import nn
 
 from ..data import DataError
-from ..runs import RunError, load_checkpoint, read_json
+from ..runs import RunError, load_checkpoint, load_weights
 from .data import TokenVocab, detokenize, tokenize
 from .evaluate import NA, evaluate_lengths
 from .synthetic import SEP
-from .train import LMOptions, LMTask
+from .train import LMOptions, LMTask, build_lm_model, load_lm_config
 
 __all__ = ["LoadedLM", "load_lm_run", "evaluate_lm_run", "generate", "generate_text"]
 
@@ -54,21 +54,19 @@ class LoadedLM:
 
 def load_lm_run(run_dir: str) -> LoadedLM:
     """Load a language-model run folder's ``best.pt`` with its config and vocabulary."""
-    from .. import models as zoo
-
     if not os.path.isdir(run_dir):
         raise RunError(f"run folder {run_dir} not found")
-    run_config = read_json(os.path.join(run_dir, "config.json"))
-    if run_config.get("task") != "lm":
-        raise RunError(f"{run_dir} is not a language-model run (trained without --task lm)")
-    if not os.path.exists(os.path.join(run_dir, "best.pt")):
+    run_config, config, _ = load_lm_config(
+        run_dir, other_task="it was trained without --task lm: give a language-model run"
+    )
+    best = os.path.join(run_dir, "best.pt")
+    if not os.path.exists(best):
         raise RunError(
             f"{run_dir} has no best.pt (no evaluation finished yet); resume it with cplxnet train "
             f"--resume {run_dir}"
         )
-    config = zoo.config_from_dict(run_config["model"])
-    model = zoo.build_model(config)
-    model.load_state_dict(load_checkpoint(os.path.join(run_dir, "best.pt"))["model"])
+    model = build_lm_model(config, run_dir)
+    load_weights(model, load_checkpoint(best, keys={"model": dict})["model"], best)
     model.eval()
     vocab = TokenVocab.load(os.path.join(run_dir, "vocab.json"))
     return LoadedLM(run_dir, config, model, vocab, run_config)

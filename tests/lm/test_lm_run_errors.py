@@ -1,0 +1,156 @@
+"""Damaged, mismatched or foreign run folders and bad options of ``train --resume``, ``evaluate``
+and ``generate`` on language-model runs: one line ``cplxnet: error: ...`` (exit status 1 or 2),
+and the run folder is left exactly as it was."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+import torch
+
+from cplxnet.cli import main
+
+TINY = ["--task", "lm", "--d-model", "8", "--steps", "4", "--eval-every", "2", "--batch-size",
+        "4", "--quiet", "--threads", "1"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def text_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("lmerr") / "text.txt"
+    path.write_text("a rose is a rose is a rose\n" * 80, encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def finished(text_file, tmp_path_factory):
+    """A finished run with a trainable position table of 16 rows (context 16)."""
+    run = str(tmp_path_factory.mktemp("lmerr-run") / "run")
+    assert main(["train", "--data", text_file, "--context", "16", "--encoding", "trainable",
+                 "--run-dir", run, *TINY]) == 0  # fmt: skip
+    return run
+
+
+@pytest.fixture
+def run(finished, tmp_path):
+    copy = str(tmp_path / "run")
+    shutil.copytree(finished, copy)
+    return copy
+
+
+def snapshot(folder: str) -> dict[str, bytes]:
+    out = {}
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), "rb") as fh:
+            out[name] = fh.read()
+    return out
+
+
+def error_of(capsys, argv, status: int = 1) -> str:
+    capsys.readouterr()
+    got = main(argv)
+    err = capsys.readouterr().err
+    assert got == status, err
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    if status == 2:  # argparse usage error: usage line(s), then the error line
+        return err
+    assert err.startswith("cplxnet: error: "), err
+    return err
+
+
+def edit_json(path: str, change) -> None:
+    with open(path, encoding="utf-8") as fh:
+        data = json.load(fh)
+    change(data)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
+
+
+def edit_checkpoint(path: str, change) -> None:
+    state = torch.load(path, weights_only=True)
+    change(state)
+    torch.save(state, path)
+
+
+def other_weights(state):
+    state["model"] = {k: torch.zeros(3) for k in state["model"]}
+
+
+# ------------------------------------------------------------------------------------------------
+# train --resume
+
+
+def test_extending_with_a_damaged_checkpoint_leaves_the_folder_untouched(run, capsys):
+    edit_checkpoint(os.path.join(run, "checkpoint.pt"), other_weights)
+    before = snapshot(run)
+    err = error_of(capsys, ["train", "--resume", run, "--steps", "8", "--quiet"])
+    assert "checkpoint.pt does not fit" in err
+    assert snapshot(run) == before  # results.json and config.json are still there, unchanged
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [(lambda s: s.pop("optimizer"), "no 'optimizer' entry"),
+     (lambda s: s.pop("rng"), "no 'rng' entry"),
+     (lambda s: s.__setitem__("step", "4"), "'step' is a str"),
+     (lambda s: s.__setitem__("optimizer", {"state": {}, "param_groups": []}), "optimiser state"),
+     (other_weights, "does not fit")],
+)  # fmt: skip
+def test_resume_with_a_mismatched_checkpoint(run, capsys, change, match):
+    edit_checkpoint(os.path.join(run, "checkpoint.pt"), change)
+    before = snapshot(run)
+    assert match in error_of(capsys, ["train", "--resume", run, "--steps", "8", "--quiet"])
+    assert snapshot(run) == before
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [(lambda c: c["model"].__setitem__("d_model", "abc"), "config.json"),
+     (lambda c: c.pop("cplxnet_run"), "marker"),
+     (lambda c: c.pop("train"), "no 'train' section"),
+     (lambda c: c["data"].pop("source"), "config.json is damaged")],
+)  # fmt: skip
+def test_resume_evaluate_generate_with_a_damaged_config(run, capsys, change, match):
+    edit_json(os.path.join(run, "config.json"), change)
+    before = snapshot(run)
+    for argv in (["train", "--task", "lm", "--resume", run, "--steps", "8", "--quiet"],
+                 ["evaluate", run], ["generate", run, "a rose", "--tokens", "3"]):  # fmt: skip
+        err = error_of(capsys, argv)
+        if argv[0] != "evaluate" or "marker" not in match:  # evaluate then calls it a classifier
+            assert match in err, (argv, err)
+    assert snapshot(run) == before
+
+
+def test_extending_a_finished_run_still_works(run):
+    assert main(["train", "--resume", run, "--steps", "6", "--quiet"]) == 0
+    with open(os.path.join(run, "results.json"), encoding="utf-8") as fh:
+        assert json.load(fh)["steps"] == 6
+
+
+def test_task_lm_resume_of_a_classifier_run(tmp_path, capsys):
+    clf = tmp_path / "clf"
+    clf.mkdir()
+    (clf / "config.json").write_text(json.dumps({"cplxnet_run": 1, "model": {}, "train": {}}))
+    before = snapshot(str(clf))
+    err = error_of(capsys, ["train", "--task", "lm", "--resume", str(clf), "--quiet"])
+    assert "is not a language-model run; resume it without --task lm" in err
+    assert snapshot(str(clf)) == before
+
+
+# ------------------------------------------------------------------------------------------------
+# evaluate / generate
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "match"),
+    [("best.pt", other_weights, "best.pt does not fit"),
+     ("best.pt", lambda s: s.pop("model"), "no 'model' entry")],
+)  # fmt: skip
+def test_evaluate_and_generate_with_a_mismatched_best_pt(run, capsys, name, change, match):
+    edit_checkpoint(os.path.join(run, name), change)
+    before = snapshot(run)
+    assert match in error_of(capsys, ["evaluate", run])
+    assert match in error_of(capsys, ["generate", run, "a rose", "--tokens", "3"])
+    assert snapshot(run) == before
