@@ -21,7 +21,7 @@ import math
 import os
 from typing import Any
 
-from .._argtypes import float_value, non_negative_int, positive_int
+from .._argtypes import float_value, non_negative_int, positive_int, seed_int
 from ..runs import check_new_run_dir
 
 __all__ = [
@@ -115,11 +115,12 @@ def add_generate_command(sub: Any) -> None:
     )
     p.add_argument(
         "--temperature",
-        type=float_value,
+        type=_temperature,
         default=1.0,
-        help="sampling temperature (default 1; 0 = greedy, always the most likely token)",
+        help="sampling temperature >= 0 (default 1; 0, or below 1e-6, is greedy: always the "
+        "most likely token)",
     )
-    p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    p.add_argument("--seed", type=seed_int, default=0, help="sampling seed 0..2**63-1 (default 0)")
     p.add_argument(
         "--context",
         type=positive_int,
@@ -130,6 +131,14 @@ def add_generate_command(sub: Any) -> None:
         "--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's)"
     )
     p.set_defaults(handler=cmd_generate)
+
+
+def _temperature(text: str) -> float:
+    """A sampling temperature: a finite number >= 0."""
+    value = float_value(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a temperature >= 0, got {text}")
+    return value
 
 
 def _given(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:

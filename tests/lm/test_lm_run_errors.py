@@ -50,12 +50,13 @@ def snapshot(folder: str) -> dict[str, bytes]:
 
 def error_of(capsys, argv, status: int = 1) -> str:
     capsys.readouterr()
-    got = main(argv)
+    try:
+        got = main(argv)
+    except SystemExit as exit_:  # a usage error of argparse
+        got = exit_.code
     err = capsys.readouterr().err
     assert got == status, err
     assert "Traceback" not in err and err.count("\n") == 1, err
-    if status == 2:  # argparse usage error: usage line(s), then the error line
-        return err
     assert err.startswith("cplxnet: error: "), err
     return err
 
@@ -154,3 +155,43 @@ def test_evaluate_and_generate_with_a_mismatched_best_pt(run, capsys, name, chan
     assert match in error_of(capsys, ["evaluate", run])
     assert match in error_of(capsys, ["generate", run, "a rose", "--tokens", "3"])
     assert snapshot(run) == before
+
+
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [(["--temperature", "-1"], "temperature >= 0"),
+     (["--temperature", "nan"], "finite"),
+     (["--seed", "99999999999999999999999"], "seed 0..2**63-1"),
+     (["--seed", "-1"], "seed 0..2**63-1")],
+)  # fmt: skip
+def test_generate_bad_options_are_usage_errors(finished, capsys, extra, match):
+    err = error_of(capsys, ["generate", finished, "a rose", "--tokens", "3", *extra], status=2)
+    assert match in err
+
+
+def test_tiny_temperatures_are_greedy(finished, capsys):
+    capsys.readouterr()
+    outs = []
+    for t in ("0", "1e-320", "1e-9"):
+        assert main(["generate", finished, "a rose", "--tokens", "10", "--temperature", t]) == 0
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1] == outs[2] and len(outs[0]) == 11
+
+
+def test_generate_past_a_trainable_table_names_the_context_limit(finished, capsys):
+    before = snapshot(finished)
+    err = error_of(capsys, ["generate", finished, "a rose is a rose is a rose is a rose",
+                            "--tokens", "10", "--context", "40"])  # fmt: skip
+    assert "use --context N <= 16" in err
+    assert snapshot(finished) == before
+    capsys.readouterr()  # a long prompt is fine at the trained context: the model sees its end
+    assert main(["generate", finished, "a rose is a rose is a rose is a rose", "--tokens",
+                 "3"]) == 0  # fmt: skip
+
+
+def test_synthetic_prompt_longer_than_the_positions(tmp_path, capsys):
+    run = str(tmp_path / "s")
+    assert main(["train", "--data", "synthetic:copy", "--context", "2", "--encoding",
+                 "trainable", "--run-dir", run, *TINY]) == 0  # fmt: skip
+    err = error_of(capsys, ["generate", run, "abababab"])
+    assert "cannot read" in err and "at most 6 tokens together" in err
