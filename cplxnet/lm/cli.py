@@ -172,10 +172,38 @@ def _model_config(args: argparse.Namespace, error: type[Exception]) -> tuple[Any
             config = zoo.real_twin(config)  # the equal-FLOP twin: widths doubled
         if args.d_model is not None:
             config = dataclasses.replace(config, d_model=args.d_model)
+        if getattr(args, "set", None):
+            config = _apply_lm_sets(config, args.set, error)
         zoo.build_model(dataclasses.replace(config, vocab_size=4))  # fails early on bad options
     except (ValueError, TypeError, KeyError) as err:
         raise error(err.args[0] if isinstance(err, KeyError) else str(err)) from None
     return config, preset
+
+
+# decoder fields the data sets (see cplxnet.lm.train): --set cannot choose them
+_SET_FROM_DATA = {
+    "vocab_size": "the vocabulary of the training text",
+    "padding_idx": "the vocabulary",
+    "max_len": "--context",
+    "num_classes": "the vocabulary",
+}
+
+
+def _apply_lm_sets(config: Any, items: list[str], error: type[Exception]) -> Any:
+    """``config`` with the ``--set FIELD=VALUE`` fields, parsed and checked as for a classifier
+    (:func:`cplxnet.cli._apply_sets`)."""
+    import cplxnet.models as zoo
+
+    from ..cli import _apply_sets
+
+    for item in items:
+        field = item.split("=", 1)[0].strip().rsplit(".", 1)[-1]
+        if field in _SET_FROM_DATA:
+            raise error(
+                f"--set {item}: a language model takes {field} from {_SET_FROM_DATA[field]}; "
+                "drop it"
+            )
+    return _apply_sets(config, items, zoo)
 
 
 def cmd_train(args: argparse.Namespace, error: type[Exception]) -> int:

@@ -195,3 +195,32 @@ def test_synthetic_prompt_longer_than_the_positions(tmp_path, capsys):
                  "trainable", "--run-dir", run, *TINY]) == 0  # fmt: skip
     err = error_of(capsys, ["generate", run, "abababab"])
     assert "cannot read" in err and "at most 6 tokens together" in err
+
+
+# ------------------------------------------------------------------------------------------------
+# train --task lm --set
+
+
+def test_set_fields_reach_the_decoder(text_file, tmp_path):
+    run = str(tmp_path / "r")
+    assert main(["train", "--data", text_file, "--context", "8", "--set", "num_layers=1",
+                 "--set", "decoder.num_heads=1", "--run-dir", run, *TINY]) == 0  # fmt: skip
+    with open(os.path.join(run, "config.json"), encoding="utf-8") as fh:
+        model = json.load(fh)["model"]
+    assert model["num_layers"] == 1 and model["num_heads"] == 1
+
+
+@pytest.mark.parametrize(
+    ("item", "match"),
+    [("max_len=5", "takes max_len from --context"),
+     ("vocab_size=5", "takes vocab_size from"),
+     ("num_layers=abc", "expected a number"),
+     ("transformer.num_layers=1", "'decoder' model"),
+     ("encoding=rotary", "use --encoding"),
+     ("no_such_field=1", "no_such_field")],
+)  # fmt: skip
+def test_bad_set_fields(text_file, tmp_path, capsys, item, match):
+    run = str(tmp_path / "r")
+    err = error_of(capsys, ["train", "--data", text_file, "--context", "8", "--set", item,
+                            "--run-dir", run, *TINY])  # fmt: skip
+    assert match in err and not os.path.exists(run)
