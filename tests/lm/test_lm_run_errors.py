@@ -224,3 +224,11 @@ def test_bad_set_fields(text_file, tmp_path, capsys, item, match):
     err = error_of(capsys, ["train", "--data", text_file, "--context", "8", "--set", item,
                             "--run-dir", run, *TINY])  # fmt: skip
     assert match in err and not os.path.exists(run)
+
+
+def test_existing_finished_run_hints_steps_not_epochs(finished, text_file, capsys):
+    before = snapshot(finished)
+    err = error_of(capsys, ["train", "--data", text_file, "--context", "16", "--run-dir",
+                            finished, *TINY])  # fmt: skip
+    assert f"already exists; pass --force to replace it (with --resume {finished} --steps N" in err
+    assert snapshot(finished) == before
