@@ -294,9 +294,13 @@ def cmd_evaluate(args: argparse.Namespace, error: type[Exception]) -> int:
         elif run.tokens == "synthetic":
             print(f"{what} {key}: exact-match accuracy {entry['accuracy']:.4f} (n={entry['n']})")
         else:
+            window = entry.get("window", int(key))
+            short = ""
+            if window < int(key):
+                short = f"; the test part is shorter: scored as one window of {window:,} tokens"
             print(
                 f"{what} {key}: {metric} {entry[metric]:.4f}  loss {entry['loss']:.4f} nats/token  "
-                f"({entry['tokens']:,} tokens in {entry['windows']:,} windows)"
+                f"({entry['tokens']:,} tokens in {entry['windows']:,} windows{short})"
             )
     return 0
 

@@ -232,3 +232,32 @@ def test_existing_finished_run_hints_steps_not_epochs(finished, text_file, capsy
                             finished, *TINY])  # fmt: skip
     assert f"already exists; pass --force to replace it (with --resume {finished} --steps N" in err
     assert snapshot(finished) == before
+
+
+# ------------------------------------------------------------------------------------------------
+# evaluate --context longer than the test part
+
+
+def test_evaluate_past_the_test_part_reports_the_effective_window(text_file, tmp_path, capsys):
+    run = str(tmp_path / "r")
+    assert main(["train", "--data", text_file, "--context", "8", "--encoding", "rotary",
+                 "--run-dir", run, *TINY]) == 0  # fmt: skip
+    with open(os.path.join(run, "results.json"), encoding="utf-8") as fh:
+        test_tokens = json.load(fh)["splits"]["test"]
+    capsys.readouterr()
+    assert main(["evaluate", run, "--context", "100000", "--json"]) == 0
+    entry = json.loads(capsys.readouterr().out)["test"]["100000"]
+    assert entry["window"] == test_tokens - 1 and entry["windows"] == 1
+    assert main(["evaluate", run, "--context", "100000"]) == 0
+    assert f"scored as one window of {test_tokens - 1:,} tokens" in capsys.readouterr().out
+    assert main(["evaluate", run, "--context", "4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["test"]["4"]["window"] == 4
+    assert main(["evaluate", run, "--context", "4"]) == 0
+    assert "scored as one window" not in capsys.readouterr().out
+
+
+def test_evaluate_past_a_trainable_table_checks_the_effective_length(finished, capsys):
+    capsys.readouterr()  # the test part (about 100 tokens) is longer than the 16 positions
+    assert main(["evaluate", finished, "--context", "100000", "--json"]) == 0
+    entry = json.loads(capsys.readouterr().out)["test"]["100000"]
+    assert entry["bpc"] is None and "n/a" in entry
