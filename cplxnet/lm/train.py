@@ -179,12 +179,18 @@ class LMTask:
         source = spec.get("path", spec["source"])
         digest = spec.get("sha256")
         if digest is not None:
+            fix = (
+                "restore the file as it was, or train a new run on the text as it is now "
+                "(--force, or another --run-dir)"
+            )
             if not os.path.isfile(source):
-                raise RunError(f"the training text {source} is gone; the run cannot be rebuilt")
-            if file_sha256(source) != digest:
+                raise RunError(f"the training text {source} is gone, so the run's splits cannot "
+                               f"be rebuilt; {fix}")  # fmt: skip
+            now = file_sha256(source)
+            if now != digest:
                 raise RunError(
-                    f"the training text {source} changed since the run started, so its splits "
-                    "cannot be rebuilt"
+                    f"the training text {source} changed since the run started (recorded sha256 "
+                    f"{digest[:12]}..., now {now[:12]}...), so its splits cannot be rebuilt; {fix}"
                 )
         task = cls(source, spec["tokens"] if spec["tokens"] != "synthetic" else "char",
                    spec["context"], vocab)  # fmt: skip

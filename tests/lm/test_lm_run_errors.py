@@ -261,3 +261,20 @@ def test_evaluate_past_a_trainable_table_checks_the_effective_length(finished, c
     assert main(["evaluate", finished, "--context", "100000", "--json"]) == 0
     entry = json.loads(capsys.readouterr().out)["test"]["100000"]
     assert entry["bpc"] is None and "n/a" in entry
+
+
+@pytest.mark.parametrize("how", ["changed", "gone"])
+def test_changed_or_missing_training_text_says_what_to_do(text_file, tmp_path, capsys, how):
+    text = tmp_path / "t.txt"
+    shutil.copy(text_file, text)
+    run = str(tmp_path / "r")
+    assert main(["train", "--data", str(text), "--context", "8", "--run-dir", run, *TINY]) == 0
+    if how == "changed":
+        text.write_text(text.read_text(encoding="utf-8") + "more\n", encoding="utf-8")
+    else:
+        text.unlink()
+    before = snapshot(run)
+    for argv in (["train", "--resume", run, "--steps", "6", "--quiet"], ["evaluate", run]):
+        err = error_of(capsys, argv)
+        assert how in err and "restore the file as it was" in err and "--force" in err
+    assert snapshot(run) == before
