@@ -128,6 +128,8 @@ def test_extending_a_finished_run_still_works(run):
     assert main(["train", "--resume", run, "--steps", "6", "--quiet"]) == 0
     with open(os.path.join(run, "results.json"), encoding="utf-8") as fh:
         assert json.load(fh)["steps"] == 6
+    with open(os.path.join(run, "config.json"), encoding="utf-8") as fh:
+        assert json.load(fh)["train"]["steps"] == 6  # the new plan is recorded
 
 
 def test_task_lm_resume_of_a_classifier_run(tmp_path, capsys):
