@@ -303,10 +303,21 @@ def _exists_message(path: str) -> str:
             f"run folder {path} already exists; continue its unfinished run with --resume "
             f"{path}, pass --force to replace it, or choose another --run-dir"
         )
+    longer = "--steps" if _run_task(path) == "lm" else "--epochs"
     return (
         f"run folder {path} already exists; pass --force to replace it (with --resume {path} "
-        "--epochs N to train it longer), or choose another --run-dir"
+        f"{longer} N to train it longer), or choose another --run-dir"
     )
+
+
+def _run_task(path: str) -> str:
+    """The ``task`` of a run folder's config.json (``"lm"`` or ``"classify"``, the default)."""
+    try:
+        config = read_json(os.path.join(path, "config.json"))
+    except RunError:
+        return "classify"
+    task = config.get("task") if isinstance(config, dict) else None
+    return task if isinstance(task, str) else "classify"
 
 
 def check_new_run_dir(path: str, force: bool) -> None:

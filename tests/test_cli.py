@@ -181,6 +181,7 @@ def test_existing_run_folder_needs_force(trained, toy_file, capsys):
     before = os.path.getmtime(os.path.join(trained, "results.json"))
     err = error_of(capsys, ["train", "--data", toy_file, "--run-dir", trained, *TINY])
     assert f"run folder {trained} already exists; pass --force" in err
+    assert f"--resume {trained} --epochs N" in err
     assert os.path.getmtime(os.path.join(trained, "results.json")) == before
 
 

@@ -21,7 +21,7 @@ import math
 import os
 from typing import Any
 
-from .._argtypes import float_value, non_negative_int, positive_int
+from .._argtypes import float_value, non_negative_int, positive_int, seed_int
 from ..runs import check_new_run_dir
 
 __all__ = [
@@ -115,11 +115,12 @@ def add_generate_command(sub: Any) -> None:
     )
     p.add_argument(
         "--temperature",
-        type=float_value,
+        type=_temperature,
         default=1.0,
-        help="sampling temperature (default 1; 0 = greedy, always the most likely token)",
+        help="sampling temperature >= 0 (default 1; 0, or below 1e-6, is greedy: always the "
+        "most likely token)",
     )
-    p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    p.add_argument("--seed", type=seed_int, default=0, help="sampling seed 0..2**63-1 (default 0)")
     p.add_argument(
         "--context",
         type=positive_int,
@@ -130,6 +131,14 @@ def add_generate_command(sub: Any) -> None:
         "--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's)"
     )
     p.set_defaults(handler=cmd_generate)
+
+
+def _temperature(text: str) -> float:
+    """A sampling temperature: a finite number >= 0."""
+    value = float_value(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a temperature >= 0, got {text}")
+    return value
 
 
 def _given(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
@@ -163,10 +172,38 @@ def _model_config(args: argparse.Namespace, error: type[Exception]) -> tuple[Any
             config = zoo.real_twin(config)  # the equal-FLOP twin: widths doubled
         if args.d_model is not None:
             config = dataclasses.replace(config, d_model=args.d_model)
+        if getattr(args, "set", None):
+            config = _apply_lm_sets(config, args.set, error)
         zoo.build_model(dataclasses.replace(config, vocab_size=4))  # fails early on bad options
     except (ValueError, TypeError, KeyError) as err:
         raise error(err.args[0] if isinstance(err, KeyError) else str(err)) from None
     return config, preset
+
+
+# decoder fields the data sets (see cplxnet.lm.train): --set cannot choose them
+_SET_FROM_DATA = {
+    "vocab_size": "the vocabulary of the training text",
+    "padding_idx": "the vocabulary",
+    "max_len": "--context",
+    "num_classes": "the vocabulary",
+}
+
+
+def _apply_lm_sets(config: Any, items: list[str], error: type[Exception]) -> Any:
+    """``config`` with the ``--set FIELD=VALUE`` fields, parsed and checked as for a classifier
+    (:func:`cplxnet.cli._apply_sets`)."""
+    import cplxnet.models as zoo
+
+    from ..cli import _apply_sets
+
+    for item in items:
+        field = item.split("=", 1)[0].strip().rsplit(".", 1)[-1]
+        if field in _SET_FROM_DATA:
+            raise error(
+                f"--set {item}: a language model takes {field} from {_SET_FROM_DATA[field]}; "
+                "drop it"
+            )
+    return _apply_sets(config, items, zoo)
 
 
 def cmd_train(args: argparse.Namespace, error: type[Exception]) -> int:
@@ -257,9 +294,13 @@ def cmd_evaluate(args: argparse.Namespace, error: type[Exception]) -> int:
         elif run.tokens == "synthetic":
             print(f"{what} {key}: exact-match accuracy {entry['accuracy']:.4f} (n={entry['n']})")
         else:
+            window = entry.get("window", int(key))
+            short = ""
+            if window < int(key):
+                short = f"; the test part is shorter: scored as one window of {window:,} tokens"
             print(
                 f"{what} {key}: {metric} {entry[metric]:.4f}  loss {entry['loss']:.4f} nats/token  "
-                f"({entry['tokens']:,} tokens in {entry['windows']:,} windows)"
+                f"({entry['tokens']:,} tokens in {entry['windows']:,} windows{short})"
             )
     return 0
 

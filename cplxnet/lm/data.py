@@ -176,6 +176,28 @@ class LMData:
         )
 
 
+def _cuts(n: int) -> tuple[int, int]:
+    """Where a stream of ``n`` tokens splits into train ``[0, a)``, dev ``[a, b)``, test
+    ``[b, n)``."""
+    a = int(n * SPLIT_FRACTIONS[0])
+    return a, a + int(n * SPLIT_FRACTIONS[1])
+
+
+def _fits(n: int, context: int) -> bool:
+    """True if each part of a split stream of ``n`` tokens holds a window of ``context + 1``
+    tokens (and the training part one more, for a random offset)."""
+    a, b = _cuts(n)
+    return a >= context + 2 and b - a >= context + 1 and n - b >= context + 1
+
+
+def min_tokens(context: int) -> int:
+    """The fewest tokens a text needs for ``context`` (see :func:`prepare_lm_data`)."""
+    n = max(1, int((context + 1) / SPLIT_FRACTIONS[1]) - 2)
+    while not _fits(n, context):
+        n += 1
+    return n
+
+
 def prepare_lm_data(
     source: str, tokens: str = "char", context: int = 64, vocab: TokenVocab | None = None
 ) -> LMData:
@@ -198,15 +220,14 @@ def prepare_lm_data(
             f"--context {context} is larger than the data: {source} has {n:,} {unit}; choose "
             f"--context below {n} (or give more text)"
         )
-    need = int(-(-(context + 1) // SPLIT_FRACTIONS[2])) + 1
-    if n < need:
+    if not _fits(n, context):
+        need = min_tokens(context)
         raise DataError(
             f"{source} is too short for --context {context}: it has {n:,} {unit}, and the "
             f"dev and test parts (5% each) must each hold a window of {context + 1} tokens, "
             f"so it needs at least {need:,}; give a longer text or a smaller --context"
         )
-    a = int(n * SPLIT_FRACTIONS[0])
-    b = a + int(n * SPLIT_FRACTIONS[1])
+    a, b = _cuts(n)
     if vocab is None:
         vocab = TokenVocab.build(pieces[:a])
     test = vocab.encode(pieces[b:])

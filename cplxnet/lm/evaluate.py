@@ -20,7 +20,7 @@ from torch import nn
 
 from .data import windows
 
-__all__ = ["METRICS", "metric_name", "score_stream", "evaluate_lengths", "NA"]
+__all__ = ["METRICS", "metric_name", "score_stream", "evaluate_lengths", "effective_length", "NA"]
 
 METRICS = {"char": "bpc", "word": "perplexity", "synthetic": "accuracy"}
 NA = "n/a"  # key of the reason when a length cannot be scored
@@ -56,7 +56,8 @@ def score_stream(
             at most 2**23 logits at a time).
 
     Returns ``{"bpc" | "perplexity": ..., "loss": nats per token, "tokens": predicted tokens,
-    "windows": number of windows}``.
+    "windows": number of windows, "window": the longest window scored}``; ``window`` is less
+    than ``length`` when the stream is shorter than one window (see :func:`effective_length`).
     """
     if stream.dim() != 1 or len(stream) < 2:
         raise ValueError("score_stream: need a 1-d stream of at least 2 tokens")
@@ -86,7 +87,14 @@ def score_stream(
     model.train(was)
     loss = float(total) / count
     return {metric_name(tokens): _metric(loss, tokens), "loss": loss, "tokens": count,
-            "windows": len(cuts)}  # fmt: skip
+            "windows": len(cuts), "window": effective_length(len(stream), length)}  # fmt: skip
+
+
+def effective_length(stream_tokens: int, length: int) -> int:
+    """The longest window actually scored at evaluation length ``length`` on a stream of
+    ``stream_tokens`` tokens: ``length``, or ``stream_tokens - 1`` (the whole stream as one
+    window) when the stream is shorter."""
+    return min(length, stream_tokens - 1)
 
 
 def evaluate_lengths(
@@ -99,13 +107,16 @@ def evaluate_lengths(
 ) -> dict[str, dict]:
     """:func:`score_stream` at each length, keyed by the length as a string (JSON keys).
 
-    A length the model cannot represent (``model.unsupported_length(n)`` gives a reason, e.g. a
+    A length longer than the stream is scored as one window of the whole stream; its entry says
+    so in ``window`` (the effective length), its key stays the length asked for. A length the
+    model cannot represent (``model.unsupported_length(n)`` gives a reason, e.g. a
     trainable table of ``max_len`` rows) gets ``{"bpc": None, "n/a": reason}`` instead of a score.
     """
     out: dict[str, dict] = {}
     check = getattr(model, "unsupported_length", None)
     for n in lengths:
-        reason = check(n) if check is not None else None
+        # the model only ever sees the effective length (a length past the stream is one window)
+        reason = check(effective_length(len(stream), n)) if check is not None else None
         if reason is not None:
             out[str(n)] = {metric_name(tokens): None, NA: reason}
         else:

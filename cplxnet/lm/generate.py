@@ -16,11 +16,11 @@ import torch
 from torch import nn
 
 from ..data import DataError
-from ..runs import RunError, load_checkpoint, read_json
+from ..runs import RunError, load_checkpoint, load_weights
 from .data import TokenVocab, detokenize, tokenize
 from .evaluate import NA, evaluate_lengths
 from .synthetic import SEP
-from .train import LMOptions, LMTask
+from .train import LMOptions, LMTask, build_lm_model, load_lm_config
 
 __all__ = ["LoadedLM", "load_lm_run", "evaluate_lm_run", "generate", "generate_text"]
 
@@ -54,21 +54,19 @@ class LoadedLM:
 
 def load_lm_run(run_dir: str) -> LoadedLM:
     """Load a language-model run folder's ``best.pt`` with its config and vocabulary."""
-    from .. import models as zoo
-
     if not os.path.isdir(run_dir):
         raise RunError(f"run folder {run_dir} not found")
-    run_config = read_json(os.path.join(run_dir, "config.json"))
-    if run_config.get("task") != "lm":
-        raise RunError(f"{run_dir} is not a language-model run (trained without --task lm)")
-    if not os.path.exists(os.path.join(run_dir, "best.pt")):
+    run_config, config, _ = load_lm_config(
+        run_dir, other_task="it was trained without --task lm: give a language-model run"
+    )
+    best = os.path.join(run_dir, "best.pt")
+    if not os.path.exists(best):
         raise RunError(
             f"{run_dir} has no best.pt (no evaluation finished yet); resume it with cplxnet train "
             f"--resume {run_dir}"
         )
-    config = zoo.config_from_dict(run_config["model"])
-    model = zoo.build_model(config)
-    model.load_state_dict(load_checkpoint(os.path.join(run_dir, "best.pt"))["model"])
+    model = build_lm_model(config, run_dir)
+    load_weights(model, load_checkpoint(best, keys={"model": dict})["model"], best)
     model.eval()
     vocab = TokenVocab.load(os.path.join(run_dir, "vocab.json"))
     return LoadedLM(run_dir, config, model, vocab, run_config)
@@ -99,6 +97,29 @@ def evaluate_lm_run(run: LoadedLM | str, context: int | None = None) -> dict[str
     return {str(context): {"accuracy": s.accuracy(run.model, prompts), "n": len(prompts)}}
 
 
+def _check_length(run: LoadedLM, prompt: int, num_tokens: int, context: int | None) -> None:
+    """A :class:`DataError` with the fix if the longest window generation would feed the model
+    (``prompt + num_tokens - 1`` tokens, at most ``context``) is a length it cannot process."""
+    if num_tokens == 0:
+        return
+    longest = prompt + num_tokens - 1
+    if context is not None:
+        longest = min(longest, context)
+    reason = run.model.unsupported_length(longest)
+    if reason is None:
+        return
+    limit = run.config.max_len
+    if context is not None and context > limit:
+        fix = f"use --context N <= {limit}"
+    else:
+        fix = f"use a prompt and --tokens of at most {limit + 1} tokens together"
+    raise DataError(f"the model cannot read {longest} tokens at once ({reason}); {fix}")
+
+
+#: Temperatures below this sample greedily (dividing the logits by a smaller number overflows).
+GREEDY_BELOW = 1e-6
+
+
 @torch.no_grad()
 def generate(
     model: nn.Module,
@@ -113,7 +134,8 @@ def generate(
 
     Each step runs the model on the last ``context`` tokens (all of them with ``None``) and
     samples the next token from ``softmax(logits / temperature)`` with a generator seeded by
-    ``seed`` (the same seed gives the same continuation); ``temperature=0`` takes the most
+    ``seed`` (the same seed gives the same continuation); ``temperature=0`` (and any temperature
+    below :data:`GREEDY_BELOW`, the limit of sampling as the temperature falls) takes the most
     likely token (greedy). Ids 0 and 1 (``<pad>``, ``<unk>``: never in a training stream) are
     never produced. Returns the ``(num_tokens,)`` new
     ids.
@@ -131,7 +153,7 @@ def generate(
         window = seq if context is None else seq[-context:]
         logits = model(window[None])[0, -1].double()  # (V,)
         logits[:2] = float("-inf")  # never <pad> or <unk>
-        if temperature == 0:
+        if temperature < GREEDY_BELOW:
             nxt = logits.argmax().view(1)
         else:
             probs = torch.softmax(logits / temperature, -1)
@@ -178,6 +200,7 @@ def generate_text(
     ids = run.vocab.encode(pieces)
     if context is None and not synthetic:
         context = run.context  # a synthetic answer needs its whole prompt
+    _check_length(run, len(ids), num_tokens, context)
     new = generate(run.model, ids, num_tokens, temperature=temperature, seed=seed,
                    context=context)  # fmt: skip
     out = run.vocab.decode(new)

@@ -49,7 +49,8 @@ from ..runs import (
     atomic_write,
     check_new_run_dir,
     load_checkpoint,
-    read_json,
+    load_weights,
+    read_run_config,
     save_checkpoint,
     write_json,
 )
@@ -65,6 +66,8 @@ __all__ = [
     "train_lm",
     "resume_lm",
     "is_lm_run",
+    "load_lm_config",
+    "build_lm_model",
     "SYNTHETIC_PREFIX",
 ]
 
@@ -176,12 +179,18 @@ class LMTask:
         source = spec.get("path", spec["source"])
         digest = spec.get("sha256")
         if digest is not None:
+            fix = (
+                "restore the file as it was, or train a new run on the text as it is now "
+                "(--force, or another --run-dir)"
+            )
             if not os.path.isfile(source):
-                raise RunError(f"the training text {source} is gone; the run cannot be rebuilt")
-            if file_sha256(source) != digest:
+                raise RunError(f"the training text {source} is gone, so the run's splits cannot "
+                               f"be rebuilt; {fix}")  # fmt: skip
+            now = file_sha256(source)
+            if now != digest:
                 raise RunError(
-                    f"the training text {source} changed since the run started, so its splits "
-                    "cannot be rebuilt"
+                    f"the training text {source} changed since the run started (recorded sha256 "
+                    f"{digest[:12]}..., now {now[:12]}...), so its splits cannot be rebuilt; {fix}"
                 )
         task = cls(source, spec["tokens"] if spec["tokens"] != "synthetic" else "char",
                    spec["context"], vocab)  # fmt: skip
@@ -345,13 +354,24 @@ def resume_lm(
     """
     if not os.path.isdir(run_dir):
         raise RunError(f"run folder {run_dir} not found; give the folder of an earlier run")
-    run_config = read_json(os.path.join(run_dir, "config.json"))
-    options = LMOptions.from_dict(run_config["train"])
-    state = load_checkpoint(os.path.join(run_dir, "checkpoint.pt"))
+    # Everything is checked before the folder changes: a bad input leaves the run as it was.
+    run_config, config, options = load_lm_config(
+        run_dir, other_task="resume it without --task lm"
+    )
+    ckpt = os.path.join(run_dir, "checkpoint.pt")
+    state = load_checkpoint(ckpt, keys=CHECKPOINT_KEYS)
+    if state["format"] != CHECKPOINT_FORMAT:
+        raise RunError(
+            f"{ckpt} has an unknown format {state['format']}; resume it with the cplxnet "
+            "version that wrote it"
+        )
     done = os.path.exists(os.path.join(run_dir, "results.json"))
     if steps is not None and steps != options.steps:
         if steps < state["step"]:
-            raise RunError(f"{run_dir} already ran {state['step']} steps; --steps {steps} is less")
+            raise RunError(
+                f"{run_dir} already ran {state['step']} steps; --steps {steps} is less: give "
+                f"--steps N with N > {state['step']}"
+            )
         options = dataclasses.replace(options, steps=steps)
         run_config["train"] = dataclasses.asdict(options)
     if done and state["step"] >= options.steps:
@@ -359,17 +379,79 @@ def resume_lm(
             f"run {run_dir} is already complete ({state['step']} steps; results.json exists); "
             f"pass --steps N with N > {state['step']} to train it for more steps"
         )
-    from .. import models as zoo
-
-    config = zoo.config_from_dict(run_config["model"])
     vocab = TokenVocab.load(os.path.join(run_dir, "vocab.json"))
     task = LMTask.from_spec(run_config["data"], vocab)
+    model = build_lm_model(config, run_dir)
+    load_weights(model, state["model"], ckpt)  # the weights fit this run's model
+    try:  # and so does the optimiser state (a dry load into a throwaway optimiser)
+        params = [p for p in model.parameters() if p.requires_grad]
+        torch.optim.AdamW(params, lr=options.lr).load_state_dict(state["optimizer"])
+    except (ValueError, KeyError, TypeError, RuntimeError) as err:
+        raise RunError(
+            f"{ckpt} holds an optimiser state of another model ({type(err).__name__}); restore "
+            "the run's own file or train the run again"
+        ) from None
     if done:
         os.remove(os.path.join(run_dir, "results.json"))
     write_json(os.path.join(run_dir, "config.json"), run_config)
-    model = zoo.build_model(config)
     _logger(quiet)(f"resuming {run_dir} after step {state['step']} of {options.steps}")
     return _fit(model, task, RunFolder.existing(run_dir), options, quiet, callback, state=state)
+
+
+#: The entries of checkpoint.pt and their types (checked by :func:`resume_lm`).
+CHECKPOINT_KEYS = {
+    "format": int, "step": int, "model": dict, "optimizer": dict, "rng": dict,
+    "history": list, "best": (dict, type(None)), "seconds": (int, float),
+    "cpu_seconds": (int, float),
+}  # fmt: skip
+
+
+def load_lm_config(run_dir: str, *, other_task: str) -> tuple[dict, Any, LMOptions]:
+    """``(run_config, model config, options)`` of a language-model run's config.json.
+
+    A file that is not a cplxnet run's, the config of a classifier (``other_task`` says what to
+    do instead) or a damaged section is a one-line :class:`RunError` naming config.json.
+    """
+    from .. import models as zoo
+
+    run_config = read_run_config(run_dir)
+    where = os.path.join(run_dir, "config.json")
+    if run_config.get("task") != "lm":
+        raise RunError(f"{run_dir} is not a language-model run; {other_task}")
+    for section in ("model", "train", "data"):
+        if not isinstance(run_config.get(section), dict):
+            raise RunError(
+                f"{where} has no {section!r} section; the run folder is damaged: restore the "
+                "file or train the run again"
+            )
+    try:
+        config = zoo.config_from_dict(run_config["model"])
+        options = LMOptions.from_dict(run_config["train"])
+        spec = run_config["data"]
+        if not (isinstance(spec.get("source"), str) and isinstance(spec.get("tokens"), str)
+                and isinstance(spec.get("context"), int)):  # fmt: skip
+            raise ValueError("the data section lacks source, tokens or context")
+    except (ValueError, TypeError, KeyError) as err:
+        detail = err.args[0] if isinstance(err, KeyError) or not str(err) else str(err)
+        raise RunError(
+            f"{where} is damaged ({detail}); restore the file or train the run again"
+        ) from None
+    return run_config, config, options
+
+
+def build_lm_model(config: Any, run_dir: str) -> nn.Module:
+    """The model of a run's config; a config no model can be built from is a :class:`RunError`
+    naming the run's config.json."""
+    from .. import models as zoo
+
+    try:
+        return zoo.build_model(config)
+    except (ValueError, TypeError, KeyError) as err:
+        detail = err.args[0] if isinstance(err, KeyError) or not str(err) else str(err)
+        raise RunError(
+            f"{os.path.join(run_dir, 'config.json')} is damaged: its model cannot be built "
+            f"({detail}); restore the file or train the run again"
+        ) from None
 
 
 def _logger(quiet: bool) -> Callable[[str], None]:
@@ -397,9 +479,7 @@ def _fit(
     best: dict | None = None
     step, seconds, cpu_seconds = 0, 0.0, 0.0
     if state is not None:
-        if state.get("format") != CHECKPOINT_FORMAT:
-            raise RunError(f"{run_dir}/checkpoint.pt has an unknown format {state.get('format')}")
-        model.load_state_dict(state["model"])
+        load_weights(model, state["model"], path(run_dir, "checkpoint.pt"))
         optimizer.load_state_dict(state["optimizer"])
         set_rng_state(state["rng"])
         history, best = list(state["history"]), state["best"]
@@ -476,7 +556,8 @@ def _fit(
 
     t0 = time.perf_counter()
     scorer = copy.deepcopy(model)  # keeps the live model's last state; draws no random numbers
-    scorer.load_state_dict(load_checkpoint(path(run_dir, "best.pt"))["model"])
+    best_path = path(run_dir, "best.pt")
+    load_weights(scorer, load_checkpoint(best_path, keys={"model": dict})["model"], best_path)
     test = task.test(scorer, options)
     results = {
         "task": "lm",

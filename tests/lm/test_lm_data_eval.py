@@ -22,6 +22,7 @@ from cplxnet.lm import (
     tokenize,
     windows,
 )
+from cplxnet.lm.data import min_tokens
 from cplxnet.models import build_model, make_config
 
 # -- windows --------------------------------------------------------------------------------------
@@ -187,8 +188,17 @@ def test_short_text_and_long_context_are_clear_errors(tmp_path):
     path.write_text("x" * 300, encoding="utf-8")
     with pytest.raises(DataError, match="larger than the data"):
         prepare_lm_data(str(path), "char", context=300)
-    with pytest.raises(DataError, match="too short for --context 64.*at least 1,301"):
+    with pytest.raises(DataError, match="too short for --context 64.*at least 1,300"):
         prepare_lm_data(str(path), "char", context=64)
+    for context in (13, 14, 64, 100):  # the bound is the real minimum: one token less fails
+        need = min_tokens(context)
+        path.write_text("x" * need, encoding="utf-8")
+        data = prepare_lm_data(str(path), "char", context=context)
+        assert min(len(data.dev), len(data.test)) >= context + 1 < len(data.train)
+        path.write_text("x" * (need - 1), encoding="utf-8")
+        with pytest.raises(DataError, match=f"at least {need:,}"):
+            prepare_lm_data(str(path), "char", context=context)
+    path.write_text("x" * 300, encoding="utf-8")
     assert len(prepare_lm_data(str(path), "char", context=13).dev) == 15  # 15 >= 13 + 1 + ...
     with pytest.raises(DataError, match="no such file"):
         read_corpus(str(tmp_path / "missing.txt"))
