@@ -161,11 +161,11 @@ def _model_config(args: argparse.Namespace, error: type[Exception]) -> tuple[Any
             f"--preset {args.preset} is not a language model; language-model presets: "
             + ", ".join(usable)
         )
-    overrides = {
-        k: v
-        for k, v in (("encoding", args.encoding), ("dropout", args.dropout))
-        if v is not None
-    }
+    from ..cli import _encoding_overrides
+
+    overrides = {} if args.encoding is None else _encoding_overrides(args.encoding)
+    if args.dropout is not None:
+        overrides["dropout"] = args.dropout
     try:
         config = zoo.preset_config(preset, **overrides)
         if args.complex is False:

@@ -95,6 +95,7 @@ def test_bad_text_files(tmp_path, capsys, content, match):
         (["--data", "synthetic:copy", "--tokens", "word"], "own symbols"),
         (["--data", "nope.txt"], "no such file"),
         (["--encoding", "nope"], "unknown encoding"),
+        (["--encoding", "rotary:bse=3"], "unknown option(s) 'bse'"),
         (["--epochs", "1"], "either --steps or --epochs"),
     ],
 )
@@ -119,3 +120,15 @@ def test_epochs_become_steps(text_file, tmp_path):
     assert main(argv) == 0
     with open(os.path.join(run, "results.json"), encoding="utf-8") as fh:
         assert json.load(fh)["steps"] == 4  # ceil(1,944 training characters / (64 x 8))
+
+
+def test_encoding_options_reach_the_decoder(text_file, tmp_path):
+    """``--encoding NAME:option=value`` is parsed as for classifiers (member options too)."""
+    run = str(tmp_path / "r")
+    argv = ["train", "--data", text_file, "--context", "8", "--run-dir", run, *TINY,
+            "--encoding", "complex-order+rotary:rotary.base=500"]  # fmt: skip
+    assert main(argv) == 0
+    with open(os.path.join(run, "config.json"), encoding="utf-8") as fh:
+        model = json.load(fh)["model"]
+    assert model["encoding"] == "complex-order+rotary"
+    assert model["encoding_options"] == {"rotary.base": 500}
