@@ -561,8 +561,12 @@ def train_step(
     rank: int = 0,
     clip_norm: float | None = None,
     clip_params: Sequence[nn.Parameter] = (),
+    constrain: Callable[[], None] | None = None,
 ) -> tuple[float, int, int]:
     """One optimiser step on this rank's shard ``batch[rank::world]`` of a global batch.
+
+    ``constrain`` (the zoo model's ``apply_constraints``, e.g. max-norm on the head's rows) runs
+    after the step; ``model`` may be a wrapper (DDP, compiled), so it is passed, not looked up.
 
     The loss is ``sum(cross-entropy over the shard) * world / len(batch)``: DDP averages the
     ranks' gradients, so the step follows the gradient of the mean loss over the global batch
@@ -580,6 +584,8 @@ def train_step(
         torch.nn.utils.clip_grad_norm_(clip_params, clip_norm)
     for opt in optimizers:
         opt.step()
+    if constrain is not None:
+        constrain()
     for opt in optimizers:
         opt.zero_grad(set_to_none=True)
     correct = int((logits.detach().argmax(1) == y).sum())
@@ -704,6 +710,7 @@ def _fit(
                     rank=rank,
                     clip_norm=options.clip_norm,
                     clip_params=dense,
+                    constrain=getattr(model, "apply_constraints", None),
                 )
                 step += 1
                 totals += torch.tensor([loss, correct, count], dtype=torch.float64)

@@ -25,12 +25,14 @@ import cplxnet.nn as cnn
 from cplxnet import complex_dtype, real_dtype
 from cplxnet.encodings import check_sites, create_encoding
 from cplxnet.functional import lengths_from_padding_mask, scan_rnn
+from cplxnet.init import check_word_init, word_init_
 from cplxnet.utils import check_choice, check_indices, is_tracing
 
 from .config import ModelConfig
 
 __all__ = [
     "NumberField",
+    "RealEmbedding",
     "TokenEmbedding",
     "TextClassifier",
     "count_parameters",
@@ -72,10 +74,26 @@ class NumberField:
         return {"device": self.device, "dtype": self.real_dtype}
 
     def embedding(
-        self, num_embeddings: int, embedding_dim: int, padding_idx: int | None, sparse: bool
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        padding_idx: int | None,
+        sparse: bool,
+        init: str = "normal",
+        init_scale: float | None = None,
     ) -> nn.Module:
-        cls = cnn.Embedding if self.complex else nn.Embedding
-        return cls(num_embeddings, embedding_dim, padding_idx=padding_idx, sparse=sparse, **self.fk)
+        """A word table: :class:`cplxnet.nn.Embedding` or :class:`RealEmbedding`, initialised
+        by :func:`cplxnet.init.word_init_` (``init``, ``init_scale``)."""
+        cls = cnn.Embedding if self.complex else RealEmbedding
+        return cls(
+            num_embeddings,
+            embedding_dim,
+            padding_idx=padding_idx,
+            sparse=sparse,
+            init=init,
+            init_scale=init_scale,
+            **self.fk,
+        )
 
     def dropout(self, p: float) -> nn.Module:
         # cplxnet's Dropout drops whole complex entries and is ordinary dropout on real input
@@ -130,6 +148,35 @@ class NumberField:
         if mode == "real":
             return cnn.RealPart(), num_features
         return cnn.ConcatRealImag(), 2 * num_features
+
+
+class RealEmbedding(nn.Embedding):
+    """``torch.nn.Embedding`` with the keyword-only initialisation options of
+    :class:`cplxnet.nn.Embedding`: ``init="normal"`` (default, scale 1: torch's own
+    :math:`\\mathcal N(0, 1)`, drawn identically) or ``"uniform"`` (:math:`U(-s, s)`, default
+    ``s = 0.25``, Kim's initialisation of random word vectors); see
+    :func:`cplxnet.init.word_init_`. The padding row is zero. A subclass, so its state_dict and
+    everything that recognises torch's Embedding (DDP's sparse gradients) are unchanged."""
+
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        *args: Any,
+        init: str = "normal",
+        init_scale: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        # set before torch's __init__, which calls reset_parameters()
+        self.init, self.init_scale = check_word_init(init, init_scale, type(self).__name__)
+        super().__init__(num_embeddings, embedding_dim, *args, **kwargs)
+
+    def reset_parameters(self) -> None:
+        word_init_(self.weight, self.init, self.init_scale)
+        self._fill_padding_idx_with_zero()
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + f", init={self.init!r}, init_scale={self.init_scale}"
 
 
 class RealLSTM(nn.LSTM):
@@ -210,7 +257,12 @@ class TokenEmbedding(nn.Module):
             None
             if self.replaced
             else field.embedding(
-                config.vocab_size, config.d_model, config.padding_idx, config.sparse_embeddings
+                config.vocab_size,
+                config.d_model,
+                config.padding_idx,
+                config.sparse_embeddings,
+                config.word_init,
+                config.word_init_scale,
             )
         )
         self.word_dropout = config.word_dropout
@@ -263,9 +315,9 @@ class TextClassifier(nn.Module):
             max_len=config.max_len,
             device=device,
             dtype=field.dtype,
-            # per-word tables (complex-order, ...) take the model's padding id and sparsity
-            # unless the user's options set them
-            defaults={"padding_idx": config.padding_idx, "sparse": config.sparse_embeddings},
+            # per-word tables (complex-order, ...) take the model's padding id, sparsity and
+            # initialisation unless the user's options set them
+            defaults=config.word_table_options(),
             **config.encoding_options,
         )
         check_sites(self.encoding, self.supported_sites, config.family)
@@ -335,6 +387,21 @@ class TextClassifier(nn.Module):
     def sparse_parameters(self) -> list[nn.Parameter]:
         """See :func:`models.sparse_parameters`."""
         return sparse_parameters(self)
+
+    @torch.no_grad()
+    def apply_constraints(self) -> None:
+        """Enforce the config's constraints on the parameters; the trainer (``cplxnet train``,
+        :func:`cplxnet.train.train_step`) calls it after every optimiser step, and so should a
+        custom loop.
+
+        ``config.head_max_norm = s``: every row of the head's weight (one per class) with L2 norm
+        above ``s`` is rescaled to norm ``s`` (the l2 constraint of Kim, EMNLP 2014, with
+        ``s = 3``, applied after each gradient step); rows within the bound are left as they are.
+        ``None``: nothing.
+        """
+        s = self.config.head_max_norm
+        if s is not None:
+            self.head.weight.renorm_(2, 0, s)
 
     def _word_table(self) -> torch.Tensor:
         """The ``(V, D_w)`` table that pretrained vectors initialise: the word embedding's

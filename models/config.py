@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from cplxnet.functional import GATES, SCORES
+from cplxnet.init import check_word_init
 from cplxnet.nn import ACTIVATIONS, NORMS, READOUTS, WEIGHT_FIELDS
 
 __all__ = [
@@ -78,6 +79,20 @@ class ModelConfig:
             that any torch optimiser (``torch.optim.Adam(model.parameters())``) trains the model;
             ``cplxnet train`` turns the tables sparse itself (faster with large vocabularies)
             unless ``--dense`` is given.
+        word_init: initialisation of the table of word vectors (the word embedding, real or
+            complex, or, when the encoding replaces it, the encoding's per-word amplitudes:
+            complex-order, complex-vanilla): ``"normal"`` (``torch.nn.Embedding``'s
+            ``N(0, s^2)``, ``s = 1``) or ``"uniform"`` (``U(-s, s)``,
+            ``s = 0.25``: Kim's initialisation of random word vectors, EMNLP 2014); complex
+            tables as :func:`cplxnet.init.word_init_`. The encoding's options ``init`` and
+            ``init_scale`` override ``word_init`` and ``word_init_scale`` one by one for the
+            encoding's table.
+        word_init_scale: its scale ``s`` (``None``: 1 for normal, 0.25 for uniform).
+        head_max_norm: if given, after every optimiser step of ``cplxnet train`` the rows of the
+            classifier head's weight (one per class) whose L2 norm exceeds it are rescaled to it
+            (Kim's constraint, ``s = 3``; see :meth:`models.TextClassifier.apply_constraints`).
+            ``None``: no constraint. (Named apart from ``torch.nn.Embedding``'s ``max_norm``,
+            which renormalises looked-up embedding rows.)
     """
 
     family: str = field(default="", init=False)
@@ -94,9 +109,24 @@ class ModelConfig:
     max_len: int = 512
     readout: str = "magnitude"
     sparse_embeddings: bool = False
+    word_init: str = "normal"
+    word_init_scale: float | None = None
+    head_max_norm: float | None = None
 
     def __post_init__(self) -> None:
         name = type(self).__name__
+        check_word_init(
+            self.word_init, self.word_init_scale, name, ("word_init", "word_init_scale")
+        )
+        if self.head_max_norm is not None and (
+            isinstance(self.head_max_norm, bool)
+            or not isinstance(self.head_max_norm, (int, float))
+            or not 0 < self.head_max_norm < float("inf")
+        ):
+            raise ValueError(
+                f"{name}: head_max_norm must be None or a positive number, "
+                f"got {self.head_max_norm!r}"
+            )
         for attr in ("vocab_size", "num_classes", "d_model", "max_len"):
             value = getattr(self, attr)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -125,6 +155,17 @@ class ModelConfig:
 
     # widths scaled by real_twin(); subclasses extend
     width_fields: ClassVar[tuple[str, ...]] = ("d_model",)
+
+    def word_table_options(self) -> dict[str, Any]:
+        """Options of an encoding's per-word tables that follow the model unless the user's
+        encoding options set them (padding id, sparsity, initialisation); the ``defaults`` of
+        :func:`cplxnet.encodings.create_encoding`."""
+        return {
+            "padding_idx": self.padding_idx,
+            "sparse": self.sparse_embeddings,
+            "init": self.word_init,
+            "init_scale": self.word_init_scale,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """``dataclasses.asdict(self)`` (it includes ``family``); see :func:`config_from_dict`."""
@@ -332,6 +373,11 @@ class DecoderConfig(TransformerConfig):
         if isinstance(self.vocab_size, int) and not isinstance(self.vocab_size, bool):
             self.num_classes = max(self.vocab_size, 2)
         super().__post_init__()
+        if self.head_max_norm is not None:
+            raise ValueError(
+                "DecoderConfig: head_max_norm is a classifier option (the language-model trainer "
+                "applies no constraint); leave it None"
+            )
         self.tie_embeddings = bool(self.tie_embeddings)
 
 
@@ -447,6 +493,22 @@ PRESETS: dict[str, dict[str, Any]] = {
         "bidirectional": True,
         "encoding": "complex-order",
     },
+    # Kim's CNN-rand (Kim, EMNLP 2014), a real model: random word vectors U(-0.25, 0.25) of size
+    # 300, filter widths 3/4/5 x 100 with ReLU, max-over-time pooling, dropout .5, the l2
+    # constraint s = 3 on the output layer's weight rows, mini-batches of 50 (PRESET_TRAINING);
+    # the epoch is the best on dev. Adam replaces the paper's Adadelta (the engine's optimiser).
+    "kim-cnn": {
+        "family": "cnn",
+        "complex": False,
+        "d_model": 300,
+        "kernel_sizes": (3, 4, 5),
+        "num_filters": 100,
+        "activation": "crelu",  # ReLU on real numbers
+        "dropout": 0.5,
+        "word_init": "uniform",
+        "word_init_scale": 0.25,
+        "head_max_norm": 3.0,
+    },
     "fasttext": {"family": "fasttext", "d_model": 100},
     "transformer-small": {
         "family": "transformer",
@@ -528,6 +590,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 # --preset NAME` starts from these and command-line flags override them, so one command reproduces
 # the benchmarked run. Presets not listed use the engine's defaults.
 PRESET_TRAINING: dict[str, dict[str, Any]] = {
+    "kim-cnn": {"batch_size": 50, "epochs": 20, "patience": 4},
     "trec-cnn-complex-order": {"epochs": 20, "patience": 4},
     "mr-cnn-complex-order": {"epochs": 20, "patience": 4},
     "trec-transformer-complex-order": {"epochs": 25, "patience": 5},
@@ -544,6 +607,7 @@ PRESET_TRAINING: dict[str, dict[str, Any]] = {
 # training context): `cplxnet train --task lm --preset lm-char` starts from these. lm-char's 1,500
 # steps take about 3 minutes of CPU time on one thread on the bundled MR stream.
 LM_PRESET_TRAINING: dict[str, dict[str, Any]] = {
+    "kim-cnn": {"batch_size": 50, "epochs": 20, "patience": 4},
     "lm-char": {"steps": 1500, "batch_size": 32, "lr": 2e-3, "context": 64},
 }
 

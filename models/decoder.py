@@ -95,9 +95,9 @@ class Decoder(nn.Module):
             causal=True,
             device=device,
             dtype=field.dtype,
-            # per-word tables (complex-order, ...) take the model's padding id and sparsity
-            # unless the user's options set them
-            defaults={"padding_idx": config.padding_idx, "sparse": config.sparse_embeddings},
+            # per-word tables (complex-order, ...) take the model's padding id, sparsity and
+            # initialisation unless the user's options set them
+            defaults=config.word_table_options(),
             **config.encoding_options,
         )
         check_sites(self.encoding, self.supported_sites, config.family)

@@ -11,6 +11,7 @@ from torch import nn
 
 from .. import functional as CF
 from .._utils import check_choice, factory_kwargs, real_dtype
+from ..init import check_word_init, word_init_
 from ._common import check_ids, complex_features, sinusoid_frequencies
 from .base import PositionalEncoding
 from .registry import register_encoding
@@ -48,9 +49,14 @@ class ComplexOrderEncoding(PositionalEncoding):
     (= :math:`10000^{-2d/d_{real}}`) in every row (for ``"dimension"`` sharing, each word draws
     :math:`\text{base}^{-u}`, :math:`u \sim U(0, 1)`, the same log-uniform spectrum);
     ``"uniform"``: :math:`U(0, \pi)` (the band of frequencies distinguishable on integer
-    positions); a float: that constant. Amplitudes: :math:`\mathcal{N}(0, 1)` per word and
-    dimension (as ``torch.nn.Embedding``; ``E|f|^2 = 1``), ones when shared. Phases
-    :math:`U(0, 2\pi)`.
+    positions); a float: that constant. Amplitudes per word and dimension (sharing ``"word"``),
+    a real table: ``init="normal"``: :math:`\mathcal{N}(0, s^2)`, by default :math:`s = 1` (as
+    ``torch.nn.Embedding``; ``E|f|^2 = 1``); ``init="uniform"``: :math:`U(-s, s)`, by default
+    :math:`s = 0.25`, Kim's initialisation of random word vectors (EMNLP 2014): vectors about
+    seven times shorter at the start, which matters on small data sets (see
+    :func:`cplxnet.init.word_init_`). Amplitudes shared over words or dimensions start at one.
+    Phases :math:`U(0, 2\pi)` whatever ``init``: a phase is an angle, and the whole circle is its
+    only unbiased range (``init`` sets the size of the vectors, which the amplitudes alone carry).
 
     ``padding_idx``: that word's outputs are zero and its rows get no gradient. ``sparse=True``:
     the per-word tables get sparse gradients (use :meth:`sparse_parameters` with
@@ -69,6 +75,9 @@ class ComplexOrderEncoding(PositionalEncoding):
         amplitude: ``"word"``, ``"shared"`` or ``"dimension"``.
         frequency_init: ``"sinusoidal"``, ``"uniform"`` or a float.
         base: base of the sinusoidal frequency init.
+        init, init_scale: initialisation of the amplitude table (sharing ``"word"``),
+            ``"normal"`` or ``"uniform"``, and its scale ``s`` (``None``: 1 for normal, 0.25
+            for uniform).
         sparse: sparse gradients for the per-word tables.
         device, dtype: model dtype (complex by default; real for a real twin).
     """
@@ -90,10 +99,13 @@ class ComplexOrderEncoding(PositionalEncoding):
         sparse: bool = False,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        init: str = "normal",
+        init_scale: float | None = None,
     ) -> None:
         owner = type(self).__name__
         fk = factory_kwargs(device, dtype, owner, allow_real=True)
         super().__init__()
+        self.init, self.init_scale = check_word_init(init, init_scale, owner)
         if not isinstance(vocab_size, int) or vocab_size <= 0:
             raise ValueError(f"{owner}: vocab_size must be a positive int, got {vocab_size!r}")
         if padding_idx is not None and not -vocab_size <= padding_idx < vocab_size:
@@ -129,7 +141,7 @@ class ComplexOrderEncoding(PositionalEncoding):
         with torch.no_grad():
             a = self.amplitude_weight
             if self.amplitude == "word":
-                a.normal_(0.0, 1.0)
+                word_init_(a, self.init, self.init_scale)
             else:
                 a.fill_(1.0)
             w = self.frequency_weight
@@ -199,5 +211,6 @@ class ComplexOrderEncoding(PositionalEncoding):
         return (
             f"vocab_size={self.vocab_size}, d_model={self.d_model}, "
             f"padding_idx={self.padding_idx}, phase={self.phase}, frequency={self.frequency!r}, "
-            f"amplitude={self.amplitude!r}, sparse={self.sparse}, dtype={self._dtype}"
+            f"amplitude={self.amplitude!r}, init={self.init!r}, init_scale={self.init_scale}, "
+            f"sparse={self.sparse}, dtype={self._dtype}"
         )

@@ -20,8 +20,9 @@ class ComplexVanillaEncoding(ComplexOrderEncoding):
     ("token" site); order must then come from the model (or nowhere).
 
     Args:
-        vocab_size, d_model, padding_idx, amplitude, sparse, device, dtype: as
-            :class:`ComplexOrderEncoding`.
+        vocab_size, d_model, padding_idx, amplitude, sparse, device, dtype, init, init_scale: as
+            :class:`ComplexOrderEncoding` (``init="uniform"``: amplitudes :math:`U(-s, s)`,
+            Kim's initialisation of random word vectors).
     """
 
     name = "complex-vanilla"
@@ -37,6 +38,8 @@ class ComplexVanillaEncoding(ComplexOrderEncoding):
         sparse: bool = False,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        init: str = "normal",
+        init_scale: float | None = None,
     ) -> None:
         super().__init__(
             vocab_size,
@@ -48,4 +51,6 @@ class ComplexVanillaEncoding(ComplexOrderEncoding):
             sparse=sparse,
             device=device,
             dtype=dtype,
+            init=init,
+            init_scale=init_scale,
         )

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
 from .. import functional as CF
 from .._utils import HasDtype, check_indices, factory_kwargs, real_dtype
+from ..init import check_word_init, word_init_
 
 __all__ = ["Embedding"]
 
@@ -36,12 +35,18 @@ class Embedding(HasDtype, nn.Module):
             ``norm_type=2``).
         scale_grad_by_freq: scale gradients by inverse token frequency in the mini-batch.
         sparse: sparse gradient for ``packed_weight``.
+        init, init_scale: (keyword-only) initialisation of the table, ``"normal"`` (default,
+            scale 1) or ``"uniform"`` (default scale 0.25, Kim's initialisation of random word
+            vectors); see :func:`cplxnet.init.word_init_`.
         device, dtype: factory kwargs; ``dtype`` is the complex dtype of the output (the packed
             table has the matching real dtype).
 
-    Initialisation: complex normal with :math:`E|w|^2 = 1` (real and imaginary parts
-    :math:`\mathcal N(0, 1/2)`), the complex analogue of ``torch.nn.Embedding``'s
-    :math:`\mathcal N(0, 1)`; padding row zero.
+    Initialisation (:func:`cplxnet.init.word_init_`, scale ``s``): ``"normal"``: complex normal
+    with :math:`E|w|^2 = s^2` (real and imaginary parts :math:`\mathcal N(0, s^2/2)`), for
+    ``s = 1`` the complex analogue of ``torch.nn.Embedding``'s :math:`\mathcal N(0, 1)`;
+    ``"uniform"``: real and imaginary parts :math:`U(-s/\sqrt 2, s/\sqrt 2)` each (the second
+    moment :math:`s^2/3` of Kim's real :math:`U(-s, s)`, and :math:`|w| \le s`); padding row
+    zero.
 
     Shape: integer ``(*)`` -> complex ``(*, D)``.
     """
@@ -56,10 +61,14 @@ class Embedding(HasDtype, nn.Module):
         sparse: bool = False,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        *,
+        init: str = "normal",
+        init_scale: float | None = None,
     ) -> None:
         owner = type(self).__name__
         fk = factory_kwargs(device, dtype, owner)
         super().__init__()
+        self.init, self.init_scale = check_word_init(init, init_scale, owner)
         if num_embeddings <= 0 or embedding_dim <= 0:
             raise ValueError(
                 f"{owner}: num_embeddings and embedding_dim must be positive, got "
@@ -93,7 +102,7 @@ class Embedding(HasDtype, nn.Module):
 
     def reset_parameters(self) -> None:
         with torch.no_grad():
-            self.packed_weight.normal_(0.0, math.sqrt(0.5))
+            word_init_(self.weight, self.init, self.init_scale)
             if self.padding_idx is not None:
                 self.packed_weight[self.padding_idx].zero_()
 
@@ -154,4 +163,6 @@ class Embedding(HasDtype, nn.Module):
             s += ", scale_grad_by_freq=True"
         if self.sparse:
             s += ", sparse=True"
+        if self.init != "normal" or self.init_scale != 1.0:
+            s += f", init={self.init!r}, init_scale={self.init_scale}"
         return s + f", dtype={self.dtype}"
