@@ -63,9 +63,13 @@ def test_complex_parts_and_second_moment(init, second_moment):
     assert abs(float((t.real * t.imag).mean())) < 0.02 * second_moment  # independent parts
 
 
-def test_generator_makes_it_reproducible():
-    a = word_init_(torch.empty(5, 3), "uniform", generator=torch.Generator().manual_seed(1))
-    b = word_init_(torch.empty(5, 3), "uniform", generator=torch.Generator().manual_seed(1))
+@pytest.mark.parametrize("init", ["normal", "uniform"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
+def test_generator_makes_it_reproducible(init, dtype):
+    torch.manual_seed(5)  # the global generator's state must not matter
+    a = word_init_(torch.empty(5, 3, dtype=dtype), init, generator=torch.Generator().manual_seed(1))
+    torch.manual_seed(6)
+    b = word_init_(torch.empty(5, 3, dtype=dtype), init, generator=torch.Generator().manual_seed(1))
     assert torch.equal(a, b)
 
 
