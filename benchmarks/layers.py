@@ -340,7 +340,7 @@ def _mha(d: int, cfg: Config) -> Case:
         base["complextorch MultiheadAttention (+res+LN)"] = fwd_bwd(
             lambda t: ct(t, t, t), cinput(cfg, B, L, d)
         )
-    mha = cnn.MultiheadAttention(d, H)
+    mha = cnn.MultiheadAttention(d, H, batch_first=True)
     return Case(fwd_bwd(lambda t: mha(t, need_weights=False)[0], cinput(cfg, B, L, d)), base)
 
 

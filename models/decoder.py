@@ -115,6 +115,7 @@ class Decoder(nn.Module):
             norm=config.norm,
             score=config.score,
             projection=config.projection,
+            batch_first=True,
             **field.fk,
         )
         # the layers get the encoding only if it acts on one of their sites (the embedding stage

@@ -57,6 +57,7 @@ class TransformerClassifier(TextClassifier):
             norm=config.norm,
             score=config.score,
             projection=config.projection,
+            batch_first=True,
             **field.fk,
         )
         # the encoder gets the encoding only if it acts on one of the encoder's sites (the

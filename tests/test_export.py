@@ -87,9 +87,9 @@ def test_zoo_model_compiles_to_one_graph(family, complex_):
 def test_attention_with_masks_exports(dtype, encoding):
     torch.manual_seed(0)
     D, H = 8, 2
-    mha = cnn.MultiheadAttention(D, H, dtype=dtype).eval()
-    enc = None if encoding is None else create_encoding(
-        encoding, d_model=D, num_heads=H, dtype=dtype
+    mha = cnn.MultiheadAttention(D, H, dtype=dtype, batch_first=True).eval()
+    enc = (
+        None if encoding is None else create_encoding(encoding, d_model=D, num_heads=H, dtype=dtype)
     )
 
     class Block(torch.nn.Module):
@@ -118,7 +118,9 @@ def test_attention_with_masks_exports(dtype, encoding):
 
 def test_transformer_encoder_exports_with_padding():
     torch.manual_seed(0)
-    enc = cnn.TransformerEncoder(cnn.TransformerEncoderLayer(8, 2, 16, 0.0), 2).eval()
+    enc = cnn.TransformerEncoder(
+        cnn.TransformerEncoderLayer(8, 2, 16, 0.0, batch_first=True), 2
+    ).eval()
     x = torch.randn(3, 6, 8, dtype=torch.complex64)
     pad = torch.zeros(3, 6, dtype=torch.bool)
     pad[0, 4:] = True

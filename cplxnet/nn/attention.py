@@ -97,8 +97,8 @@ class MultiheadAttention(HasDtype, nn.Module):
         kdim, vdim: feature sizes of ``key`` and ``value`` (default ``D``); when they differ from
             ``D`` the projections are stored separately as ``q_proj_weight``, ``k_proj_weight``,
             ``v_proj_weight`` (torch's names) instead of ``in_proj_weight``.
-        batch_first: inputs ``(B, L, D)`` (``True``, the default of every cplxnet sequence layer,
-            as :class:`cplxnet.nn.LSTM`) or ``(L, B, D)`` (``False``, torch's default).
+        batch_first: inputs ``(B, L, D)`` (``True``) or ``(L, B, D)`` (``False``, torch's default,
+            kept so that a layer ported from torch reads its inputs the same way).
         device, dtype: factory kwargs. ``dtype`` defaults to the complex type of
             ``torch.get_default_dtype()``; a real floating dtype gives plain real attention
             (same code path, same state_dict keys as torch).
@@ -150,7 +150,7 @@ class MultiheadAttention(HasDtype, nn.Module):
         add_zero_attn: bool = False,
         kdim: int | None = None,
         vdim: int | None = None,
-        batch_first: bool = True,
+        batch_first: bool = False,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
         *,
@@ -416,8 +416,8 @@ class MultiheadAttention(HasDtype, nn.Module):
             s += ", add_zero_attn=True"
         if not self._qkv_same_embed_dim:
             s += f", kdim={self.kdim}, vdim={self.vdim}"
-        if not self.batch_first:
-            s += ", batch_first=False"
+        if self.batch_first:
+            s += ", batch_first=True"
         s += f", score={self.score!r}"
         if self.projection != "complex":
             s += f", projection={self.projection!r}"

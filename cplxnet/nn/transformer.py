@@ -108,7 +108,7 @@ class TransformerEncoderLayer(HasDtype, nn.Module):
             applied as they are). For a real dtype crelu, zrelu and cardioid are ``nn.ReLU``
             (their restriction to the reals), split_gelu ``nn.GELU``.
         layer_norm_eps: ``eps`` of the normalisations.
-        batch_first: ``(B, L, D)`` (``True``, cplxnet's default) or ``(L, B, D)`` (torch's).
+        batch_first: ``(B, L, D)`` (``True``) or ``(L, B, D)`` (``False``, torch's default).
         norm_first: pre-norm (``True``) or post-norm (``False``).
         bias: biases in the linear layers and the layer norms.
         device, dtype: factory kwargs (default: the complex type of the default dtype).
@@ -137,7 +137,7 @@ class TransformerEncoderLayer(HasDtype, nn.Module):
         dropout: float = 0.1,
         activation: str | nn.Module | Callable[[torch.Tensor], torch.Tensor] = "relu",
         layer_norm_eps: float = 1e-5,
-        batch_first: bool = True,
+        batch_first: bool = False,
         norm_first: bool = False,
         bias: bool = True,
         device: torch.device | str | None = None,
@@ -277,8 +277,8 @@ class TransformerEncoderLayer(HasDtype, nn.Module):
 
     def extra_repr(self) -> str:
         s = f"norm_first={self.norm_first}, norm={self.norm_kind!r}"
-        if not self.batch_first:
-            s += ", batch_first=False"
+        if self.batch_first:
+            s += ", batch_first=True"
         if self.projection != "complex":
             s += f", projection={self.projection!r}"
         return s + f", dtype={self.dtype}"

@@ -61,7 +61,7 @@ def test_bias_direct(kind, causal):
 
 def _mha(kind, heads=4, width=8):
     torch.manual_seed(0)
-    return MultiheadAttention(width, heads, dtype=kind)
+    return MultiheadAttention(width, heads, dtype=kind, batch_first=True)
 
 
 @pytest.mark.parametrize("kind", KINDS)

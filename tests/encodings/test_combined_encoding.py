@@ -69,7 +69,7 @@ def test_combination_in_attention_equals_members_by_hand(names, kind):
     members = [enc.members[n] for n in names]
     assert isinstance(enc, CombinedEncoding) and enc.name == "+".join(names)
     assert enc.acts_on == frozenset().union(*(m.acts_on for m in members))
-    mha = MultiheadAttention(D, H, dtype=kind)
+    mha = MultiheadAttention(D, H, dtype=kind, batch_first=True)
     x = torch.randn(2, 6, D, dtype=kind)
     torch.testing.assert_close(mha(x, encoding=enc)[0], by_hand(mha, members, x))
 

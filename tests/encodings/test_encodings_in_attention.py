@@ -34,7 +34,7 @@ KINDS = [torch.complex128, torch.float64]
 
 def build(name, opts, kind):
     torch.manual_seed(1)
-    mha = MultiheadAttention(D, H, dtype=kind)
+    mha = MultiheadAttention(D, H, dtype=kind, batch_first=True)
     enc = create_encoding(name, d_model=D, num_heads=H, max_len=32, dtype=kind, **opts)
     with torch.no_grad():  # non-trivial biases, u/v, tables
         for p in list(mha.parameters()) + list(enc.parameters()):
@@ -98,7 +98,7 @@ def test_key_padding_never_changes_real_tokens(name, opts, kind):
 
 def test_complex64_model_runs_every_attention_encoding():
     for name, opts in CASES:
-        mha = MultiheadAttention(D, H)
+        mha = MultiheadAttention(D, H, batch_first=True)
         enc = create_encoding(name, d_model=D, num_heads=H, **opts)
         x = torch.randn(2, 6, D, dtype=torch.complex64)
         kpm = torch.tensor([[False] * 6, [False] * 3 + [True] * 3])
@@ -111,16 +111,16 @@ def test_deberta_absolute_layers_in_encoder(kind):
     """With absolute_layers=1 of 2, the encoder adds the absolute table to the input of the last
     layer only (``layer_input``), and the relative terms act in both."""
     torch.manual_seed(0)
-    enc = TransformerEncoder.from_sizes(D, H, 2, dim_feedforward=16, dropout=0.0, dtype=kind).eval()
+    enc = TransformerEncoder.from_sizes(
+        D, H, 2, dim_feedforward=16, dropout=0.0, dtype=kind, batch_first=True
+    ).eval()
     with_abs = DebertaEncoding(D, H, max_relative_positions=4, absolute_layers=1, dtype=kind)
     plain = DebertaEncoding(D, H, max_relative_positions=4, dtype=kind)
     plain.load_state_dict(with_abs.state_dict(), strict=False)
     x = torch.randn(2, 5, D, dtype=kind)
     pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
     h = enc.layers[0](x, src_key_padding_mask=pad, encoding=plain)
-    h = enc.layers[1](
-        h + with_abs.abs_embeddings[:5], src_key_padding_mask=pad, encoding=plain
-    )
+    h = enc.layers[1](h + with_abs.abs_embeddings[:5], src_key_padding_mask=pad, encoding=plain)
     if enc.norm is not None:
         h = enc.norm(h)
     torch.testing.assert_close(enc(x, src_key_padding_mask=pad, encoding=with_abs), h)
@@ -143,14 +143,17 @@ def test_encoding_without_an_applied_site_raises_instead_of_doing_nothing(kind):
     acts on a site the layer applies (or on none: ``none``) is accepted."""
     from cplxnet.nn import ATTENTION_SITES, ENCODER_SITES, TransformerEncoderLayer
 
-    mha = MultiheadAttention(D, H, dtype=kind)
-    layer = TransformerEncoderLayer(D, H, 16, dtype=kind)
+    mha = MultiheadAttention(D, H, dtype=kind, batch_first=True)
+    layer = TransformerEncoderLayer(D, H, 16, dtype=kind, batch_first=True)
     encoder = TransformerEncoder(layer, 2)
     x = torch.randn(2, 5, D, dtype=kind)
     inert = 0
     for enc in _every_encoding(kind):
-        for module, sites in ((mha, ATTENTION_SITES), (layer, ENCODER_SITES),
-                              (encoder, ENCODER_SITES)):
+        for module, sites in (
+            (mha, ATTENTION_SITES),
+            (layer, ENCODER_SITES),
+            (encoder, ENCODER_SITES),
+        ):
             if not enc.acts_on or enc.acts_on & sites:
                 module(x, encoding=enc)
                 continue

@@ -97,7 +97,7 @@ def test_tupe_in_attention_is_the_untied_sum(kind):
     written from the parameters (no encoding hook)."""
     D = H * Dh if kind.is_complex else 2 * H * Dh
     dh = D // H
-    mha = MultiheadAttention(D, H, dtype=kind)
+    mha = MultiheadAttention(D, H, dtype=kind, batch_first=True)
     enc = TupeEncoding(D, H, max_len=8, dtype=kind)
     randomize(enc)
     x = torch.randn(2, 6, D, dtype=kind)
@@ -119,7 +119,7 @@ def test_tupe_one_instance_serves_every_layer():
     each layer's gradient reaches the one shared table."""
     enc = TupeEncoding(8, 2, max_len=8, dtype=torch.float64)
     encoder = TransformerEncoder.from_sizes(
-        8, 2, 3, dim_feedforward=8, dropout=0.0, dtype=torch.float64
+        8, 2, 3, dim_feedforward=8, dropout=0.0, dtype=torch.float64, batch_first=True
     )
     assert not any(p is enc.position_embeddings for p in encoder.parameters())
     y = encoder(torch.randn(2, 5, 8, dtype=torch.float64), encoding=enc)

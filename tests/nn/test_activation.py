@@ -72,5 +72,7 @@ def test_activation_module_errors_and_the_transformer_uses_it():
         cnn.activation_module("crelu", dtype=torch.int64)
     for name in cnn.ACTIVATIONS:
         for dt in (torch.complex64, torch.float32):
-            layer = cnn.TransformerEncoderLayer(4, 2, 6, activation=name, dtype=dt)
+            layer = cnn.TransformerEncoderLayer(
+                4, 2, 6, activation=name, dtype=dt, batch_first=True
+            )
             assert type(layer.activation) is type(cnn.activation_module(name, 6, dtype=dt))

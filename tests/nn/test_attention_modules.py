@@ -107,7 +107,7 @@ def _torch_twin(m: cnn.MultiheadAttention) -> torch.nn.MultiheadAttention:
 
 @pytest.mark.parametrize("bias", [True, False])
 def test_real_dtype_equals_torch_multihead_attention(bias):
-    m = cnn.MultiheadAttention(D, H, bias=bias, dtype=torch.float64).eval()
+    m = cnn.MultiheadAttention(D, H, bias=bias, dtype=torch.float64, batch_first=True).eval()
     if bias:  # non-zero biases so that they are compared too
         torch.nn.init.normal_(m.in_proj_bias)
         torch.nn.init.normal_(m.out_proj.bias)
@@ -153,7 +153,7 @@ def test_bool_attn_mask_true_means_not_allowed(dtype):
     complement (the SDPA convention, True = may attend)."""
     from cplxnet.functional import scaled_dot_product_attention
 
-    m = cnn.MultiheadAttention(D, H, dtype=dtype).eval()
+    m = cnn.MultiheadAttention(D, H, dtype=dtype, batch_first=True).eval()
     x = torch.randn(B, L, D, dtype=dtype)
     banned = torch.ones(L, L, dtype=torch.bool).triu(1)
     fmask = torch.zeros(L, L, dtype=torch.float64).masked_fill(banned, -math.inf)
@@ -171,7 +171,7 @@ def test_bool_attn_mask_true_means_not_allowed(dtype):
 
 
 def test_real_dtype_cross_attention_equals_torch():
-    m = cnn.MultiheadAttention(D, H, dtype=torch.float64).eval()
+    m = cnn.MultiheadAttention(D, H, dtype=torch.float64, batch_first=True).eval()
     torch.nn.init.normal_(m.in_proj_bias)
     t = _torch_twin(m)
     x = torch.randn(B, 4, D, dtype=torch.float64)
@@ -186,8 +186,8 @@ def test_real_dtype_cross_attention_equals_torch():
 
 
 def test_complex_with_zero_imaginary_parts_reduces_to_real_attention():
-    mc = cnn.MultiheadAttention(D, H, dtype=torch.complex128).eval()
-    mr = cnn.MultiheadAttention(D, H, dtype=torch.float64).eval()
+    mc = cnn.MultiheadAttention(D, H, dtype=torch.complex128, batch_first=True).eval()
+    mr = cnn.MultiheadAttention(D, H, dtype=torch.float64, batch_first=True).eval()
     with torch.no_grad():
         for pc, pr in zip(mc.parameters(), mr.parameters()):
             pr.copy_(torch.randn_like(pr))
@@ -202,7 +202,7 @@ def test_complex_with_zero_imaginary_parts_reduces_to_real_attention():
 
 
 def test_complex_mha_matches_explicit_formula():
-    m = cnn.MultiheadAttention(D, H, dtype=torch.complex128).eval()
+    m = cnn.MultiheadAttention(D, H, dtype=torch.complex128, batch_first=True).eval()
     with torch.no_grad():
         m.in_proj_bias.normal_()
     x = torch.randn(B, L, D, dtype=torch.complex128)
@@ -216,7 +216,7 @@ def test_complex_mha_matches_explicit_formula():
 
 @pytest.mark.parametrize("score", ["real", "modulus"])
 def test_gradcheck_complex128_eval(score):
-    m = cnn.MultiheadAttention(4, 2, score=score, dtype=torch.complex128).eval()
+    m = cnn.MultiheadAttention(4, 2, score=score, dtype=torch.complex128, batch_first=True).eval()
     params = dict(m.named_parameters())
     names = ["in_proj_weight", "in_proj_bias", "out_proj.weight"]
     x = torch.randn(2, 3, 4, dtype=torch.complex128, requires_grad=True)
@@ -234,7 +234,7 @@ def test_gradcheck_complex128_eval(score):
 @pytest.mark.parametrize("dtype", [torch.complex128, torch.float64])
 @pytest.mark.parametrize("score", ["real", "modulus"])
 def test_padding_never_influences_real_positions(dtype, score):
-    m = cnn.MultiheadAttention(D, H, score=score, dtype=dtype).eval()
+    m = cnn.MultiheadAttention(D, H, score=score, dtype=dtype, batch_first=True).eval()
     x = torch.randn(B, L, D, dtype=dtype)
     pad = _padding()
     y = x.clone()
@@ -250,7 +250,7 @@ def test_padding_never_influences_real_positions(dtype, score):
 
 @pytest.mark.parametrize("dtype", [torch.complex128, torch.float64])
 def test_encoding_contract(dtype):
-    m = cnn.MultiheadAttention(D, H, dtype=dtype).eval()
+    m = cnn.MultiheadAttention(D, H, dtype=dtype, batch_first=True).eval()
     x = torch.randn(B, L, D, dtype=dtype)
     pad = _padding()
     Dh = D // H
@@ -286,12 +286,15 @@ def test_encoding_contract(dtype):
 
     # the encoding is not registered in the attention's state_dict
     assert set(m.state_dict()) == {
-        "in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"
+        "in_proj_weight",
+        "in_proj_bias",
+        "out_proj.weight",
+        "out_proj.bias",
     }
 
 
 def test_value_term_path_uses_padding_and_dropout():
-    m = cnn.MultiheadAttention(D, H, dropout=0.5, dtype=torch.complex128)
+    m = cnn.MultiheadAttention(D, H, dropout=0.5, dtype=torch.complex128, batch_first=True)
     x = torch.randn(B, L, D, dtype=torch.complex128)
     pad = _padding()
     vt = ValueTerm(torch.zeros(L, D // H, dtype=torch.complex128))
@@ -305,7 +308,7 @@ def test_value_term_path_uses_padding_and_dropout():
 
 
 def test_dropout_train_vs_eval():
-    m = cnn.MultiheadAttention(D, H, dropout=0.5)
+    m = cnn.MultiheadAttention(D, H, dropout=0.5, batch_first=True)
     x = torch.randn(B, L, D, dtype=torch.complex64)
     assert not torch.allclose(m(x)[0], m(x)[0])
     m.eval()
@@ -313,7 +316,7 @@ def test_dropout_train_vs_eval():
 
 
 def test_defaults_init_and_repr():
-    m = cnn.MultiheadAttention(64, 4)
+    m = cnn.MultiheadAttention(64, 4, batch_first=True)
     assert m.in_proj_weight.dtype == torch.complex64 and m.out_proj.weight.dtype == torch.complex64
     assert isinstance(m.out_proj, cnn.Linear)
     # complex Glorot per (D, D) block: E|w|^2 = 2 / (D + D)
@@ -321,29 +324,31 @@ def test_defaults_init_and_repr():
         assert abs(block.abs().pow(2).mean().item() * 64 - 1.0) < 0.1
     assert (m.in_proj_bias == 0).all()
     assert "score='real'" in repr(m) and "num_heads=4" in repr(m)
-    mr = cnn.MultiheadAttention(64, 4, dtype=torch.float32)
+    mr = cnn.MultiheadAttention(64, 4, dtype=torch.float32, batch_first=True)
     assert isinstance(mr.out_proj, torch.nn.Linear) and mr.in_proj_weight.dtype == torch.float32
     old = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
-        assert cnn.MultiheadAttention(8, 2).in_proj_weight.dtype == torch.complex128
+        assert (
+            cnn.MultiheadAttention(8, 2, batch_first=True).in_proj_weight.dtype == torch.complex128
+        )
     finally:
         torch.set_default_dtype(old)
 
 
 def test_errors():
-    m = cnn.MultiheadAttention(D, H)
+    m = cnn.MultiheadAttention(D, H, batch_first=True)
     x = torch.randn(B, L, D, dtype=torch.complex64)
     with pytest.raises(ValueError, match=r"embed_dim \(10\) must be a positive multiple"):
-        cnn.MultiheadAttention(10, 3)
+        cnn.MultiheadAttention(10, 3, batch_first=True)
     with pytest.raises(ValueError, match="MultiheadAttention: embed_dim must be a positive int"):
-        cnn.MultiheadAttention(8.0, 2)
+        cnn.MultiheadAttention(8.0, 2, batch_first=True)
     with pytest.raises(ValueError, match="MultiheadAttention: num_heads must be a positive int"):
-        cnn.MultiheadAttention(8, 0)
+        cnn.MultiheadAttention(8, 0, batch_first=True)
     with pytest.raises(ValueError, match="unknown score 'dot'; valid scores are"):
-        cnn.MultiheadAttention(D, H, score="dot")
+        cnn.MultiheadAttention(D, H, score="dot", batch_first=True)
     with pytest.raises(TypeError, match="dtype must be a floating or complex"):
-        cnn.MultiheadAttention(D, H, dtype=torch.int64)
+        cnn.MultiheadAttention(D, H, dtype=torch.int64, batch_first=True)
     with pytest.raises(TypeError, match=r"query has dtype torch.float32 but this complex layer"):
         m(x.real)[0]
     with pytest.raises(ValueError, match=r"expected query of shape \(B, L, 8\).*, got \(3, 5, 4\)"):
@@ -366,7 +371,6 @@ def test_errors():
         m(x, attn_mask=torch.zeros(L + 1, L), encoding=ConstBias(torch.zeros(1, H, L, L)))[0]
 
 
-
 def _copy_as_complex(dst: torch.nn.Module, src: torch.nn.Module) -> None:
     """dst's (complex) parameters := src's, real weights W becoming W + 0i."""
     with torch.no_grad():
@@ -378,13 +382,15 @@ def test_real_projection_is_complex_projection_with_real_weights():
     """projection="real": the four projection weights are real (state_dict, factory dtype),
     and the layer equals the complex-weight layer whose weights are W + 0i."""
     torch.manual_seed(0)
-    m = cnn.MultiheadAttention(8, 2, projection="real", dtype=torch.complex128).eval()
+    m = cnn.MultiheadAttention(
+        8, 2, projection="real", dtype=torch.complex128, batch_first=True
+    ).eval()
     assert m.in_proj_weight.dtype == m.out_proj.weight.dtype == torch.float64
     assert m.in_proj_bias.dtype == m.out_proj.bias.dtype == torch.complex128
     assert "projection='real'" in repr(m)
     with torch.no_grad():
         m.in_proj_bias.normal_()
-    ref = cnn.MultiheadAttention(8, 2, dtype=torch.complex128).eval()
+    ref = cnn.MultiheadAttention(8, 2, dtype=torch.complex128, batch_first=True).eval()
     assert list(ref.state_dict()) == list(m.state_dict())
     _copy_as_complex(ref, m)
     x = torch.randn(2, 5, 8, dtype=torch.complex128)
@@ -394,10 +400,10 @@ def test_real_projection_is_complex_projection_with_real_weights():
     torch.testing.assert_close(m(x, key=kv)[0], ref(x, key=kv)[0])
     # a real layer's weights are real anyway: the option changes nothing there
     torch.manual_seed(1)
-    a = cnn.MultiheadAttention(8, 2, projection="real", dtype=torch.float64)
+    a = cnn.MultiheadAttention(8, 2, projection="real", dtype=torch.float64, batch_first=True)
     torch.manual_seed(1)
-    b = cnn.MultiheadAttention(8, 2, dtype=torch.float64)
+    b = cnn.MultiheadAttention(8, 2, dtype=torch.float64, batch_first=True)
     xr = x.real.contiguous()
     torch.testing.assert_close(a(xr)[0], b(xr)[0])
     with pytest.raises(ValueError, match="unknown projection 'shared'"):
-        cnn.MultiheadAttention(8, 2, projection="shared")
+        cnn.MultiheadAttention(8, 2, projection="shared", batch_first=True)

@@ -50,7 +50,7 @@ def test_attention_without_bias_commutes_with_a_global_phase(seed, t, score):
     """q, k, v -> e^{it} q, e^{it} k, e^{it} v leaves Re(q k^H) and |q k^T| = |e^{2it} q k^T|
     unchanged, so the weights are unchanged and the output rotates with v."""
     torch.manual_seed(seed)
-    mha = cnn.MultiheadAttention(4, 2, bias=False, score=score, dtype=DT).eval()
+    mha = cnn.MultiheadAttention(4, 2, bias=False, score=score, dtype=DT, batch_first=True).eval()
     x, s = _x(seed, 2, 5, 4), _phase(t)
     pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
     torch.testing.assert_close(

@@ -58,7 +58,6 @@ def _te_options(m: nn.Module) -> dict:
     return {"num_layers": m.num_layers, "norm": type(m.norm).__name__, "n": len(m.layers)}
 
 
-_BATCH_FIRST_POSITION = {cnn.MultiheadAttention: 8, cnn.TransformerEncoderLayer: 6}
 
 # (cplxnet class, torch class, positional arguments, options reader); args end with the
 # arguments cplxnet and torch share before device/dtype, all set away from their defaults
@@ -92,8 +91,6 @@ CASES = [
 def test_positional_arguments_land_where_torch_puts_them(ours, theirs, args, options):
     m, t = ours(*args, dtype=DT), theirs(*args, dtype=DT)
     got, want = options(m), options(t)
-    if len(args) <= _BATCH_FIRST_POSITION[ours]:  # layouts default differently (next test)
-        assert got.pop("batch_first") is True and not want.pop("batch_first")
     assert got == want
     # the same parameters under the same names and shapes: torch's state_dict loads
     assert {k: v.shape for k, v in m.state_dict().items()} == {
@@ -109,12 +106,11 @@ def test_positional_arguments_land_where_torch_puts_them(ours, theirs, args, opt
         (cnn.TransformerEncoderLayer, nn.TransformerEncoderLayer, (D, H)),
     ],
 )
-def test_defaults_are_torchs_except_batch_first(ours, theirs, args):
-    """Everything but the layout defaults as torch: ``batch_first=True`` is cplxnet's default for
-    every sequence layer (as its LSTM), torch's is False."""
+def test_defaults_are_torchs(ours, theirs, args):
+    """Every default as torch's, the layout included (``batch_first=False``)."""
     options = _mha_options if ours is cnn.MultiheadAttention else _tel_options
     got, want = options(ours(*args, dtype=DT)), options(theirs(*args, dtype=DT))
-    assert got.pop("batch_first") is True and want.pop("batch_first") in (False, None)
+    assert got.pop("batch_first") is False and want.pop("batch_first") in (False, None)
     assert got == want
 
 
@@ -171,7 +167,7 @@ def test_mha_3d_attn_mask_is_per_batch_and_head():
     """Entry ``b * H + h`` of a ``(B*H, L, L)`` mask is batch ``b``, head ``h``: float and bool
     masks equal their 4-D views and torch's result, in the complex layer as in the real one."""
     for dtype in (torch.complex128, DT):
-        m = cnn.MultiheadAttention(D, H, dtype=dtype).eval()
+        m = cnn.MultiheadAttention(D, H, batch_first=True, dtype=dtype).eval()
         x = torch.randn(B, L, D, dtype=dtype)
         fmask = torch.randn(B * H, L, L, dtype=DT)
         bmask = torch.rand(B * H, L, L) < 0.4
@@ -188,7 +184,7 @@ def test_mha_3d_attn_mask_is_per_batch_and_head():
 
 
 def test_mha_unbatched_and_float_padding_and_causal_equal_torch():
-    m = cnn.MultiheadAttention(D, H, dtype=DT)
+    m = cnn.MultiheadAttention(D, H, batch_first=True, dtype=DT)
     t = nn.MultiheadAttention(D, H, batch_first=True, dtype=DT)
     _randomize(t)
     m.load_state_dict(t.state_dict())
@@ -212,7 +208,7 @@ def test_mha_unbatched_and_float_padding_and_causal_equal_torch():
 
 def test_mha_weights_are_the_ones_applied_to_the_values():
     """Complex attention: the returned real weights, applied to the values, give the output."""
-    m = cnn.MultiheadAttention(D, H, dtype=torch.complex128).eval()
+    m = cnn.MultiheadAttention(D, H, batch_first=True, dtype=torch.complex128).eval()
     x = torch.randn(B, L, D, dtype=torch.complex128)
     pad = torch.zeros(B, L, dtype=torch.bool)
     pad[2, 1:] = True

@@ -30,11 +30,24 @@ def _randomize(module):
 @pytest.mark.parametrize(("ours", "theirs"), [("crelu", "relu"), ("gelu", "gelu")])
 def test_real_twin_equals_torch_layer(norm_first, ours, theirs):
     m = cnn.TransformerEncoderLayer(
-        D, H, F, dropout=0.0, activation=ours, norm_first=norm_first, dtype=torch.float64
+        D,
+        H,
+        F,
+        dropout=0.0,
+        activation=ours,
+        norm_first=norm_first,
+        dtype=torch.float64,
+        batch_first=True,
     ).eval()
     _randomize(m)
     t = torch.nn.TransformerEncoderLayer(
-        D, H, F, dropout=0.0, activation=theirs, norm_first=norm_first, batch_first=True,
+        D,
+        H,
+        F,
+        dropout=0.0,
+        activation=theirs,
+        norm_first=norm_first,
+        batch_first=True,
         dtype=torch.float64,
     ).eval()
     t.load_state_dict(m.state_dict())
@@ -46,7 +59,9 @@ def test_real_twin_equals_torch_layer(norm_first, ours, theirs):
 
 def test_real_twin_attn_mask_follows_torch_src_mask():
     """The same bool mask (True = not allowed to attend) to ours and torch's layer/encoder."""
-    m = cnn.TransformerEncoderLayer(D, H, F, dropout=0.0, dtype=torch.float64).eval()
+    m = cnn.TransformerEncoderLayer(
+        D, H, F, dropout=0.0, dtype=torch.float64, batch_first=True
+    ).eval()
     _randomize(m)
     t = torch.nn.TransformerEncoderLayer(
         D, H, F, dropout=0.0, batch_first=True, dtype=torch.float64
@@ -62,13 +77,13 @@ def test_real_twin_attn_mask_follows_torch_src_mask():
     enc = cnn.TransformerEncoder(m, 2).eval()
     t_enc = torch.nn.TransformerEncoder(t, 2, enable_nested_tensor=False).eval()
     t_enc.load_state_dict(enc.state_dict())
-    torch.testing.assert_close(
-        enc(x, banned, pad)[~pad], t_enc(x, banned, pad)[~pad]
-    )
+    torch.testing.assert_close(enc(x, banned, pad)[~pad], t_enc(x, banned, pad)[~pad])
 
 
 def test_real_twin_encoder_equals_torch_encoder():
-    layer = cnn.TransformerEncoderLayer(D, H, F, dropout=0.0, norm_first=True, dtype=torch.float64)
+    layer = cnn.TransformerEncoderLayer(
+        D, H, F, dropout=0.0, norm_first=True, dtype=torch.float64, batch_first=True
+    )
     enc = cnn.TransformerEncoder(layer, 3, norm="split").eval()
     assert isinstance(enc.norm, torch.nn.LayerNorm)
     _randomize(enc)
@@ -89,8 +104,8 @@ def test_real_twin_encoder_equals_torch_encoder():
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_complex_with_zero_imaginary_parts_reduces_to_real_layer(norm_first):
     kw = {"dropout": 0.0, "norm_first": norm_first, "norm": "split", "activation": "crelu"}
-    mc = cnn.TransformerEncoderLayer(D, H, F, dtype=torch.complex128, **kw).eval()
-    mr = cnn.TransformerEncoderLayer(D, H, F, dtype=torch.float64, **kw).eval()
+    mc = cnn.TransformerEncoderLayer(D, H, F, dtype=torch.complex128, **kw, batch_first=True).eval()
+    mr = cnn.TransformerEncoderLayer(D, H, F, dtype=torch.float64, **kw, batch_first=True).eval()
     _randomize(mr)
     pc = dict(mc.named_parameters())
     with torch.no_grad():
@@ -109,7 +124,9 @@ def test_complex_with_zero_imaginary_parts_reduces_to_real_layer(norm_first):
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_pre_and_post_norm_follow_their_formulas(norm_first):
-    m = cnn.TransformerEncoderLayer(D, H, F, dropout=0.3, norm_first=norm_first).eval()
+    m = cnn.TransformerEncoderLayer(
+        D, H, F, dropout=0.3, norm_first=norm_first, batch_first=True
+    ).eval()
     _randomize(m)
     x = torch.randn(B, L, D, dtype=torch.complex64)
     pad = _padding()
@@ -130,8 +147,12 @@ def test_pre_and_post_norm_follow_their_formulas(norm_first):
 
 
 def test_pre_and_post_norm_differ():
-    post = cnn.TransformerEncoderLayer(D, H, F, dropout=0.0, norm_first=False).eval()
-    pre = cnn.TransformerEncoderLayer(D, H, F, dropout=0.0, norm_first=True).eval()
+    post = cnn.TransformerEncoderLayer(
+        D, H, F, dropout=0.0, norm_first=False, batch_first=True
+    ).eval()
+    pre = cnn.TransformerEncoderLayer(
+        D, H, F, dropout=0.0, norm_first=True, batch_first=True
+    ).eval()
     pre.load_state_dict(post.state_dict())
     x = torch.randn(B, L, D, dtype=torch.complex64)
     assert not torch.allclose(pre(x), post(x))
@@ -143,12 +164,23 @@ def test_pre_and_post_norm_differ():
 )
 def test_gradcheck_complex128_eval(norm_first, norm, score):
     m = cnn.TransformerEncoderLayer(
-        4, 2, 6, dropout=0.1, activation="gelu", norm_first=norm_first, norm=norm, score=score,
+        4,
+        2,
+        6,
+        dropout=0.1,
+        activation="gelu",
+        norm_first=norm_first,
+        norm=norm,
+        score=score,
         dtype=torch.complex128,
+        batch_first=True,
     ).eval()
     params = dict(m.named_parameters())
-    names = ["self_attn.in_proj_weight", "linear1.weight", "norm1.bias" if norm != "rms" else
-             "norm1.weight"]
+    names = [
+        "self_attn.in_proj_weight",
+        "linear1.weight",
+        "norm1.bias" if norm != "rms" else "norm1.weight",
+    ]
     x = torch.randn(2, 3, 4, dtype=torch.complex128, requires_grad=True)
     pad = torch.tensor([[False, False, True], [False, False, False]])
 
@@ -166,8 +198,15 @@ def test_gradcheck_complex128_eval(norm_first, norm, score):
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.float32])
 def test_padding_never_influences_real_positions(norm_first, score, dtype):
     enc = cnn.TransformerEncoder.from_sizes(
-        D, H, 2, dim_feedforward=F, norm_first=norm_first, score=score, dtype=dtype,
+        D,
+        H,
+        2,
+        dim_feedforward=F,
+        norm_first=norm_first,
+        score=score,
+        dtype=dtype,
         final_norm="split",
+        batch_first=True,
     ).eval()
     pad = _padding()
     x = torch.randn(B, L, D, dtype=dtype)
@@ -199,7 +238,7 @@ class RecordingEncoding(PositionalEncoding):
 
 def test_encoding_hooks_in_encoder():
     enc = cnn.TransformerEncoder.from_sizes(
-        D, H, 3, dim_feedforward=F, dropout=0.0, norm_first=True
+        D, H, 3, dim_feedforward=F, dropout=0.0, norm_first=True, batch_first=True
     ).eval()
     table = torch.randn(1, H, L, L)
     rec = RecordingEncoding(table)
@@ -218,45 +257,56 @@ def test_encoding_hooks_in_encoder():
 
 
 def test_dropout_train_vs_eval():
-    m = cnn.TransformerEncoderLayer(D, H, F, dropout=0.3)
+    m = cnn.TransformerEncoderLayer(D, H, F, dropout=0.3, batch_first=True)
     x = torch.randn(B, L, D, dtype=torch.complex64)
     assert not torch.allclose(m(x), m(x))
     m.eval()
     torch.testing.assert_close(m(x), m(x))
     assert isinstance(m.dropout, cnn.Dropout)
-    r = cnn.TransformerEncoderLayer(D, H, F, dropout=0.3, dtype=torch.float32)
+    r = cnn.TransformerEncoderLayer(D, H, F, dropout=0.3, dtype=torch.float32, batch_first=True)
     assert isinstance(r.dropout, torch.nn.Dropout) and isinstance(r.norm1, torch.nn.LayerNorm)
     assert isinstance(r.linear1, torch.nn.Linear) and isinstance(r.activation, torch.nn.ReLU)
 
 
 def test_submodule_kinds_and_defaults():
-    m = cnn.TransformerEncoderLayer(D, H)
+    m = cnn.TransformerEncoderLayer(D, H, batch_first=True)
     assert m.dtype == torch.complex64 and m.linear1.out_features == 2048  # torch's default
     assert isinstance(m.norm1, cnn.LayerNorm) and m.norm1.mode == "split"
     assert isinstance(m.activation, cnn.CReLU) and m.self_attn.dropout == 0.1
-    assert isinstance(cnn.TransformerEncoderLayer(D, H, norm="rms").norm2, cnn.RMSNorm)
-    assert isinstance(cnn.TransformerEncoderLayer(D, H, norm="rms", dtype=torch.float64).norm2,
-                      torch.nn.RMSNorm)
-    assert isinstance(cnn.TransformerEncoderLayer(D, H, activation="modrelu").activation,
-                      cnn.ModReLU)
+    assert isinstance(
+        cnn.TransformerEncoderLayer(D, H, norm="rms", batch_first=True).norm2, cnn.RMSNorm
+    )
+    assert isinstance(
+        cnn.TransformerEncoderLayer(D, H, norm="rms", dtype=torch.float64, batch_first=True).norm2,
+        torch.nn.RMSNorm,
+    )
+    assert isinstance(
+        cnn.TransformerEncoderLayer(D, H, activation="modrelu", batch_first=True).activation,
+        cnn.ModReLU,
+    )
     act = cnn.Cardioid()
-    assert cnn.TransformerEncoderLayer(D, H, activation=act).activation is act
-    assert cnn.TransformerEncoderLayer(D, H, attention_dropout=0.0).self_attn.dropout == 0.0
+    assert cnn.TransformerEncoderLayer(D, H, activation=act, batch_first=True).activation is act
+    assert (
+        cnn.TransformerEncoderLayer(D, H, attention_dropout=0.0, batch_first=True).self_attn.dropout
+        == 0.0
+    )
     assert "norm_first=False, norm='split'" in repr(m)
 
 
 def test_encoder_construction_forms():
-    layer = cnn.TransformerEncoderLayer(D, H, F)
+    layer = cnn.TransformerEncoderLayer(D, H, F, batch_first=True)
     enc = cnn.TransformerEncoder(layer, 2)
     assert enc.layers[0] is layer and enc.norm is None
     w0, w1 = (lay.self_attn.in_proj_weight for lay in enc.layers)
     assert not torch.equal(w0, w1)  # copies are re-initialised independently
     keys = set(enc.state_dict())
     assert "layers.0.self_attn.in_proj_weight" in keys and "layers.1.norm2.bias" in keys
-    fac = cnn.TransformerEncoder(lambda i: cnn.TransformerEncoderLayer(D, H, F + i), 3)
+    fac = cnn.TransformerEncoder(
+        lambda i: cnn.TransformerEncoderLayer(D, H, F + i, batch_first=True), 3
+    )
     assert [lay.linear1.out_features for lay in fac.layers] == [F, F + 1, F + 2]
     cfg = cnn.TransformerEncoder.from_sizes(
-        D, H, 2, dim_feedforward=F, norm="whiten", final_norm="rms"
+        D, H, 2, dim_feedforward=F, norm="whiten", final_norm="rms", batch_first=True
     )
     assert cfg.layers[1].norm1.mode == "whiten" and isinstance(cfg.norm, cnn.RMSNorm)
     assert "norm.weight" in cfg.state_dict()
@@ -268,16 +318,16 @@ def test_encoder_construction_forms():
 
 
 def test_errors():
-    m = cnn.TransformerEncoderLayer(D, H, F)
+    m = cnn.TransformerEncoderLayer(D, H, F, batch_first=True)
     x = torch.randn(B, L, D, dtype=torch.complex64)
     with pytest.raises(ValueError, match="unknown norm 'batch'; valid norms are 'split'"):
-        cnn.TransformerEncoderLayer(D, H, norm="batch")
+        cnn.TransformerEncoderLayer(D, H, norm="batch", batch_first=True)
     with pytest.raises(ValueError, match="unknown activation 'swish'; valid activations are"):
-        cnn.TransformerEncoderLayer(D, H, activation="swish")
+        cnn.TransformerEncoderLayer(D, H, activation="swish", batch_first=True)
     with pytest.raises(TypeError, match="activation must be a name"):
-        cnn.TransformerEncoderLayer(D, H, activation=3)
+        cnn.TransformerEncoderLayer(D, H, activation=3, batch_first=True)
     with pytest.raises(ValueError, match="embed_dim"):
-        cnn.TransformerEncoderLayer(10, 3)
+        cnn.TransformerEncoderLayer(10, 3, batch_first=True)
     with pytest.raises(TypeError, match=r"input has dtype torch.float32 but the layer is"):
         m(x.real)
     with pytest.raises(ValueError, match=r"expected input of shape \(B, L, 8\)"):
@@ -290,9 +340,9 @@ def test_errors():
         with pytest.raises(ValueError, match="TransformerEncoder: num_layers must be a positive"):
             cnn.TransformerEncoder(m, bad)
         with pytest.raises(ValueError, match="TransformerEncoder: num_layers must be a positive"):
-            cnn.TransformerEncoder.from_sizes(D, H, bad)
+            cnn.TransformerEncoder.from_sizes(D, H, bad, batch_first=True)
     with pytest.raises(ValueError, match="TransformerEncoderLayer: dim_feedforward must be a pos"):
-        cnn.TransformerEncoderLayer(D, H, 1.5)
+        cnn.TransformerEncoderLayer(D, H, 1.5, batch_first=True)
     with pytest.raises(TypeError, match="norm must be None, a module or a kind"):
         cnn.TransformerEncoder(m, 2, 3)
     with pytest.raises(TypeError, match=r"encoder_layer must be a layer module.*from_sizes"):
@@ -307,13 +357,21 @@ def test_errors():
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.float32])
 def test_final_norm_by_kind_follows_the_layers_eps_and_bias(kind, dtype):
     enc = cnn.TransformerEncoder.from_sizes(
-        D, H, 2, final_norm=kind, dim_feedforward=F, layer_norm_eps=1e-3, bias=False, dtype=dtype
+        D,
+        H,
+        2,
+        final_norm=kind,
+        dim_feedforward=F,
+        layer_norm_eps=1e-3,
+        bias=False,
+        dtype=dtype,
+        batch_first=True,
     )
     assert enc.norm.eps == 1e-3 == enc.layers[0].norm1.eps
     if kind == "split":
         assert enc.norm.bias is None and enc.layers[0].norm1.bias is None
     default = cnn.TransformerEncoder.from_sizes(
-        D, H, 1, final_norm=kind, dim_feedforward=F, dtype=dtype
+        D, H, 1, final_norm=kind, dim_feedforward=F, dtype=dtype, batch_first=True
     )
     assert default.norm.eps == 1e-5
     if kind == "split":
@@ -326,13 +384,20 @@ def test_real_projection_layer_equals_complex_layer_with_real_weights(norm_first
     layer equals the complex-weight layer with weights W + 0i, same state_dict keys."""
     torch.manual_seed(0)
     m = cnn.TransformerEncoderLayer(
-        D, H, F, dropout=0.0, norm_first=norm_first, projection="real", dtype=torch.complex128
+        D,
+        H,
+        F,
+        dropout=0.0,
+        norm_first=norm_first,
+        projection="real",
+        dtype=torch.complex128,
+        batch_first=True,
     ).eval()
     real = {n for n, p in m.named_parameters() if not p.is_complex()}
     assert {"self_attn.in_proj_weight", "self_attn.out_proj.weight", "linear1.weight",
             "linear2.weight"} <= real  # fmt: skip
     ref = cnn.TransformerEncoderLayer(
-        D, H, F, dropout=0.0, norm_first=norm_first, dtype=torch.complex128
+        D, H, F, dropout=0.0, norm_first=norm_first, dtype=torch.complex128, batch_first=True
     ).eval()
     assert list(ref.state_dict()) == list(m.state_dict())
     with torch.no_grad():
@@ -342,5 +407,7 @@ def test_real_projection_layer_equals_complex_layer_with_real_weights(norm_first
     pad = _padding()
     torch.testing.assert_close(m(x, src_key_padding_mask=pad), ref(x, src_key_padding_mask=pad))
     assert "projection='real'" in repr(m)
-    enc = cnn.TransformerEncoder.from_sizes(D, H, 2, dim_feedforward=F, projection="real")
+    enc = cnn.TransformerEncoder.from_sizes(
+        D, H, 2, dim_feedforward=F, projection="real", batch_first=True
+    )
     assert all(not lay.linear1.weight.is_complex() for lay in enc.layers)
