@@ -14,6 +14,7 @@ from cplxnet.utils import check_indices
 
 from .common import NumberField, TokenEmbedding
 from .config import DecoderConfig
+from .transformer import build_encoder
 
 __all__ = ["Decoder", "next_token_logits"]
 
@@ -102,22 +103,7 @@ class Decoder(nn.Module):
         )
         check_sites(self.encoding, self.supported_sites, config.family)
         self.embedding = TokenEmbedding(config, self.encoding, field)
-        self.layers = cnn.TransformerEncoder.from_sizes(
-            config.d_model,
-            config.num_heads,
-            config.num_layers,
-            final_norm=config.norm if config.norm_first else None,  # after pre-norm layers
-            dim_feedforward=config.dim_feedforward,
-            dropout=config.dropout,
-            attention_dropout=config.attention_dropout,
-            activation=config.activation,
-            norm_first=config.norm_first,
-            norm=config.norm,
-            score=config.score,
-            projection=config.projection,
-            batch_first=True,
-            **field.fk,
-        )
+        self.layers = build_encoder(config, field)
         # the layers get the encoding only if it acts on one of their sites (the embedding stage
         # applies "token" and "input")
         self._layer_encoding = bool(self.encoding.acts_on & cnn.TransformerEncoder.sites)

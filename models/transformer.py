@@ -43,23 +43,7 @@ class TransformerClassifier(TextClassifier):
         return self.config.num_heads
 
     def build_body(self, config: TransformerConfig, field: NumberField) -> int:
-        self.encoder = cnn.TransformerEncoder.from_sizes(
-            config.d_model,
-            config.num_heads,
-            config.num_layers,
-            # the final norm follows pre-norm layers
-            final_norm=config.norm if config.norm_first else None,
-            dim_feedforward=config.dim_feedforward,
-            dropout=config.dropout,
-            attention_dropout=config.attention_dropout,
-            activation=config.activation,
-            norm_first=config.norm_first,
-            norm=config.norm,
-            score=config.score,
-            projection=config.projection,
-            batch_first=True,
-            **field.fk,
-        )
+        self.encoder = build_encoder(config, field)
         # the encoder gets the encoding only if it acts on one of the encoder's sites (the
         # embedding stage applies "token" and "input")
         self._encoder_encoding = bool(self.encoding.acts_on & cnn.TransformerEncoder.sites)
@@ -69,3 +53,24 @@ class TransformerClassifier(TextClassifier):
         encoding = self.encoding if self._encoder_encoding else None
         h = self.encoder(x, src_key_padding_mask=padding_mask, encoding=encoding)  # (B, L, D)
         return CF.masked_mean(h, padding_mask, dim=1)  # (B, D)
+
+
+def build_encoder(config: TransformerConfig, field: NumberField) -> cnn.TransformerEncoder:
+    """The layer stack of a Transformer config (classifier or decoder): batch-first layers, a
+    final norm after pre-norm layers."""
+    return cnn.TransformerEncoder.from_sizes(
+        config.d_model,
+        config.num_heads,
+        config.num_layers,
+        final_norm=config.norm if config.norm_first else None,
+        dim_feedforward=config.dim_feedforward,
+        dropout=config.dropout,
+        attention_dropout=config.attention_dropout,
+        activation=config.activation,
+        norm_first=config.norm_first,
+        norm=config.norm,
+        score=config.score,
+        projection=config.projection,
+        batch_first=True,
+        **field.fk,
+    )
