@@ -607,7 +607,6 @@ PRESET_TRAINING: dict[str, dict[str, Any]] = {
 # training context): `cplxnet train --task lm --preset lm-char` starts from these. lm-char's 1,500
 # steps take about 3 minutes of CPU time on one thread on the bundled MR stream.
 LM_PRESET_TRAINING: dict[str, dict[str, Any]] = {
-    "kim-cnn": {"batch_size": 50, "epochs": 20, "patience": 4},
     "lm-char": {"steps": 1500, "batch_size": 32, "lr": 2e-3, "context": 64},
 }
 

@@ -107,6 +107,14 @@ def test_preset_training_names_presets_and_options() -> None:
         engine.TrainOptions(**options)  # valid values
 
 
+def test_training_defaults_match_the_preset_task() -> None:
+    """Classifier presets carry classifier budgets, decoder presets language-model budgets."""
+    for name in models.PRESET_TRAINING:
+        assert models.PRESETS[name]["family"] not in models.LM_FAMILIES, name
+    for name in models.LM_PRESET_TRAINING:
+        assert models.PRESETS[name]["family"] in models.LM_FAMILIES, name
+
+
 def test_cli_rejects_bad_combined_options() -> None:
     with pytest.raises(cli.CLIError, match="patience"):
         from cplxnet import train as engine
