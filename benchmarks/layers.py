@@ -376,14 +376,15 @@ def _lstm_split(d: int, cfg: Config) -> Case:
             nn.LSTM(d, d, batch_first=True, dtype=cfg.dtype), cx
         ),
     }
-    return Case(fwd_bwd(cnn.LSTM(d, d, gate="split"), cx), base, note=f"sequence {cfg.rnn_seq}")
+    ours = fwd_bwd(cnn.LSTM(d, d, batch_first=True, gate="split"), cx)
+    return Case(ours, base, note=f"sequence {cfg.rnn_seq}")
 
 
 @row("LSTM split, lengths")
 def _lstm_len(d: int, cfg: Config) -> Case:
     cx, rx, lengths = _rnn_inputs(d, cfg)
     real = fwd_bwd(PackedLSTM(2 * d), rx, lengths)
-    ours = fwd_bwd(cnn.LSTM(d, d, gate="split"), cx, lengths)
+    ours = fwd_bwd(cnn.LSTM(d, d, batch_first=True, gate="split"), cx, lengths)
     return Case(ours, {"real nn.LSTM(2d), packed": real}, note=f"sequence {cfg.rnn_seq}")
 
 
@@ -393,7 +394,7 @@ def _lstm_analytic(d: int, cfg: Config) -> Case:
     base = {"real nn.LSTM(2d, 2d)": fwd_bwd(nn.LSTM(2 * d, 2 * d, batch_first=True), rx)}
     if ctnn is not None and cfg.rnn_complextorch:  # a Python loop over cells: few rounds
         base["complextorch LSTM"] = fwd_bwd(ctnn.LSTM(d, d, batch_first=True), cx)
-    ours = fwd_bwd(cnn.LSTM(d, d, gate="analytic"), cx)
+    ours = fwd_bwd(cnn.LSTM(d, d, batch_first=True, gate="analytic"), cx)
     rounds = min(cfg.rounds, cfg.rnn_slow_rounds)
     return Case(ours, base, rounds=rounds, note=f"sequence {cfg.rnn_seq}")
 
@@ -402,7 +403,7 @@ def _lstm_analytic(d: int, cfg: Config) -> Case:
 def _gru(d: int, cfg: Config) -> Case:
     cx, rx, _ = _rnn_inputs(d, cfg)
     real = fwd_bwd(nn.GRU(2 * d, 2 * d, batch_first=True), rx)
-    ours = fwd_bwd(cnn.GRU(d, d), cx)
+    ours = fwd_bwd(cnn.GRU(d, d, batch_first=True), cx)
     return Case(ours, {"real nn.GRU(2d, 2d)": real}, note=f"sequence {cfg.rnn_seq}")
 
 

@@ -174,29 +174,36 @@ MODULES: list[ModuleInfo] = [
 
 # ---- RNN: LSTM / GRU (split and analytic gates), UnitaryRNN(Cell) ----
 def _rnn_seq_lengths(dtype, device):
-    """(B=2, L=3, D=2) sequence with lengths [3, 2] (padding at the end of the second)."""
+    """(B=2, L=3, D=2) sequence with lengths [3, 2] (padding at the end of the second); the
+    modules taking it are built with ``batch_first=True``."""
     return (_randn((2, 3, 2), dtype, device), torch.tensor([3, 2], device=device)), {}
 
 
+_BF = {"batch_first": True}
+
 MODULES.extend(
     [
-        ModuleInfo(cnn.LSTM, _rnn_seq_lengths, args=(2, 2), kwargs={"bidirectional": True}),
+        ModuleInfo(
+            cnn.LSTM, _rnn_seq_lengths, args=(2, 2), kwargs={"bidirectional": True, **_BF}
+        ),
         ModuleInfo(
             cnn.LSTM,
             _rnn_seq_lengths,
             args=(2, 2),
-            kwargs={"num_layers": 2, "dropout": 0.3},
+            kwargs={"num_layers": 2, "dropout": 0.3, **_BF},
             is_random=True,
             name="LSTM_2layers_dropout",
         ),
         ModuleInfo(
             cnn.LSTM, _x(2, 3, 2), args=(2, 2), kwargs={"gate": "analytic"}, name="LSTM_analytic"
         ),
-        ModuleInfo(cnn.GRU, _rnn_seq_lengths, args=(2, 2), kwargs={"bidirectional": True}),
+        ModuleInfo(cnn.GRU, _rnn_seq_lengths, args=(2, 2), kwargs={"bidirectional": True, **_BF}),
         ModuleInfo(
             cnn.GRU, _x(2, 3, 2), args=(2, 2), kwargs={"gate": "analytic"}, name="GRU_analytic"
         ),
-        ModuleInfo(cnn.UnitaryRNN, _rnn_seq_lengths, args=(2, 3), kwargs={"bidirectional": True}),
+        ModuleInfo(
+            cnn.UnitaryRNN, _rnn_seq_lengths, args=(2, 3), kwargs={"bidirectional": True, **_BF}
+        ),
         ModuleInfo(cnn.UnitaryRNNCell, _x(2, 2), args=(2, 3)),
     ]
 )

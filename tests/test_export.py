@@ -134,14 +134,14 @@ def test_transformer_encoder_exports_with_padding():
 
 @pytest.mark.parametrize(
     ("cls", "kwargs"),
-    [(cnn.LSTM, {"bidirectional": True}), (cnn.GRU, {"num_layers": 2, "batch_first": False})],
+    [(cnn.LSTM, {"bidirectional": True, "batch_first": True}), (cnn.GRU, {"num_layers": 2})],
 )
 def test_rnn_with_lengths_exports_with_dynamic_length(cls, kwargs):
     """Under tracing the recurrent layers run a scan over time instead of torch's packed
     sequences (data-dependent shapes): outputs and final states equal eager's on other lengths."""
     torch.manual_seed(0)
     rnn = cls(4, 3, **kwargs).eval()
-    bf = kwargs.get("batch_first", True)
+    bf = kwargs.get("batch_first", False)
 
     def inputs(length, lengths):
         x = torch.randn(3, length, 4, dtype=torch.complex64)

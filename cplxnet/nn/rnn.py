@@ -84,8 +84,8 @@ def _stack_repr(m: nn.Module, extra: str, bias: bool) -> str:
         s += f", num_layers={m.num_layers}"
     if not bias:
         s += ", bias=False"
-    if not m.batch_first:
-        s += ", batch_first=False"
+    if m.batch_first:
+        s += ", batch_first=True"
     if m.dropout:
         s += f", dropout={m.dropout}"
     if m.bidirectional:
@@ -146,9 +146,10 @@ class _FusedRNNBase(_StackedRNN):
         hidden_size: int,
         num_layers: int = 1,
         bias: bool = True,
-        batch_first: bool = True,
+        batch_first: bool = False,
         dropout: float = 0.0,
         bidirectional: bool = False,
+        *,
         gate: str = "split",
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
@@ -246,18 +247,18 @@ class LSTM(_FusedRNNBase):
 
     Args:
         input_size, hidden_size: complex features of the input and of :math:`h`, :math:`c`.
-        num_layers, bias, batch_first, bidirectional: as ``torch.nn.LSTM`` (but
-            ``batch_first=True`` by default).
+        num_layers, bias, batch_first, bidirectional: as ``torch.nn.LSTM`` (``batch_first=False``
+            by default, as torch: ``(L, B, D)`` inputs).
         dropout: inter-layer dropout (training only) of whole complex entries.
         gate: ``"split"`` or ``"analytic"``.
         device, dtype: factory kwargs (dtype defaults to the complex default dtype).
 
-    Forward: ``lstm(x, lengths=None, hx=None, *, padding_mask=None)``; ``x`` ``(B, L, D)``
-    complex (or ``(L, B, D)`` if not batch_first, or unbatched ``(L, D)``); ``lengths`` ``(B,)``
-    integers in ``[1, L]`` (a tensor, or a list or tuple of ints) or ``padding_mask`` ``(B, L)``
-    bool (True = padding, at the end);
-    ``hx = (h_0, c_0)`` each ``(num_layers * dirs, B, H)``. ``lstm(x, (h_0, c_0))`` works as in
-    torch. Returns ``output (B, L, dirs * H)`` (zero at padded steps) and ``(h_n, c_n)`` at each
+    Forward: ``lstm(x, lengths=None, hx=None, *, padding_mask=None)``; ``x`` ``(L, B, D)``
+    complex (``(B, L, D)`` with ``batch_first=True``, or unbatched ``(L, D)``); ``lengths``
+    ``(B,)`` integers in ``[1, L]`` (a tensor, or a list or tuple of ints) or ``padding_mask``
+    ``(B, L)`` bool (True = padding, at the end); ``hx = (h_0, c_0)`` each
+    ``(num_layers * dirs, B, H)``. ``lstm(x, (h_0, c_0))`` works as in torch. Returns ``output
+    (L, B, dirs * H)`` (batch first as ``x``; zero at padded steps) and ``(h_n, c_n)`` at each
     sequence's last real step (the reverse direction starts at each sequence's last token).
 
     Init: real and imaginary parts uniform on :math:`\pm 1/\sqrt{2H}` (see
@@ -275,11 +276,12 @@ class LSTM(_FusedRNNBase):
         *,
         padding_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """``x`` ``(B, L, input_size)`` complex (``(L, B, .)`` if not batch_first, or unbatched
-        ``(L, input_size)``); ``lengths`` ``(B,)`` integers in ``[1, L]`` or ``padding_mask``
-        ``(B, L)`` bool (**True = padding**, at the end); ``hx = (h_0, c_0)`` each
-        ``(num_layers * dirs, B, hidden_size)``. Returns ``output`` ``(B, L, dirs * hidden_size)``
-        (zero at padded steps) and ``(h_n, c_n)`` at each sequence's last real step."""
+        """``x`` ``(L, B, input_size)`` complex (``(B, L, .)`` with ``batch_first=True``, or
+        unbatched ``(L, input_size)``); ``lengths`` ``(B,)`` integers in ``[1, L]`` or
+        ``padding_mask`` ``(B, L)`` bool (**True = padding**, at the end); ``hx = (h_0, c_0)``
+        each ``(num_layers * dirs, B, hidden_size)``. Returns ``output``
+        ``(L, B, dirs * hidden_size)`` (batch first as ``x``; zero at padded steps) and
+        ``(h_n, c_n)`` at each sequence's last real step."""
         return self._run(x, lengths, hx, padding_mask)
 
 
@@ -306,11 +308,12 @@ class GRU(_FusedRNNBase):
         *,
         padding_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``x`` ``(B, L, input_size)`` complex (``(L, B, .)`` if not batch_first, or unbatched);
+        """``x`` ``(L, B, input_size)`` complex (``(B, L, .)`` with ``batch_first=True``, or
+        unbatched);
         ``lengths`` ``(B,)`` in ``[1, L]`` or ``padding_mask`` ``(B, L)`` bool (**True =
         padding**, at the end); ``hx`` ``(num_layers * dirs, B, hidden_size)``. Returns ``output``
-        ``(B, L, dirs * hidden_size)`` (zero at padded steps) and ``h_n`` at each sequence's last
-        real step."""
+        ``(L, B, dirs * hidden_size)`` (batch first as ``x``; zero at padded steps) and ``h_n``
+        at each sequence's last real step."""
         return self._run(x, lengths, hx, padding_mask)
 
 
@@ -438,9 +441,10 @@ class UnitaryRNN(_StackedRNN):
         hidden_size: int,
         num_layers: int = 1,
         bias: bool = True,
-        batch_first: bool = True,
+        batch_first: bool = False,
         dropout: float = 0.0,
         bidirectional: bool = False,
+        *,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -481,10 +485,11 @@ class UnitaryRNN(_StackedRNN):
         *,
         padding_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``x`` ``(B, L, input_size)`` complex (``(L, B, .)`` if not batch_first); ``lengths``
-        ``(B,)`` or ``padding_mask`` ``(B, L)`` bool (**True = padding**, at the end); ``hx``
-        ``(num_layers * dirs, B, hidden_size)``. Returns ``output`` ``(B, L, dirs * hidden_size)``
-        (zero at padded steps) and ``h_n`` at each sequence's last real step."""
+        """``x`` ``(L, B, input_size)`` complex (``(B, L, .)`` with ``batch_first=True``);
+        ``lengths`` ``(B,)`` or ``padding_mask`` ``(B, L)`` bool (**True = padding**, at the
+        end); ``hx`` ``(num_layers * dirs, B, hidden_size)``. Returns ``output``
+        ``(L, B, dirs * hidden_size)`` (batch first as ``x``; zero at padded steps) and ``h_n`` at
+        each sequence's last real step."""
         owner = type(self).__name__
         lengths, hx = _split_lengths_hx(owner, lengths, hx, pair=False)
         check_complex(x, owner)

@@ -51,7 +51,7 @@ def test_analytic_module_equals_native_torch_given_its_state_dict(ours, theirs):
 
 @pytest.mark.parametrize("ours, theirs", KINDS)
 def test_split_module_is_real_rnn_of_hidden_2h(ours, theirs):
-    mod = ours(3, 4, num_layers=2, bidirectional=True, dtype=DT)
+    mod = ours(3, 4, num_layers=2, bidirectional=True, batch_first=True, dtype=DT)
     real = theirs(6, 8, num_layers=2, bidirectional=True, batch_first=True, dtype=torch.float64)
     with torch.no_grad():
         for p, w in zip(real._flat_weights, mod.flat_weights):
@@ -80,7 +80,7 @@ def test_init_variance(cls):
 def test_each_sequence_as_if_alone(cls):
     """With lengths, every sequence gives what it gives run alone, unpadded: outputs, final states
     (the reverse direction starting at its own last token), and zeros at padded steps."""
-    kw = {"num_layers": 2, "bidirectional": True, "dtype": DT}
+    kw = {"num_layers": 2, "bidirectional": True, "batch_first": True, "dtype": DT}
     mod = cls(3, 4, **kw)
     x = torch.randn(3, 6, 3, dtype=DT)
     lens = torch.tensor([6, 2, 4])
@@ -99,10 +99,11 @@ def test_each_sequence_as_if_alone(cls):
 
 @pytest.mark.parametrize("cls", [cnn.LSTM, cnn.GRU, cnn.UnitaryRNN])
 def test_layout_variants(cls):
-    mod = cls(3, 4, bidirectional=True, dtype=DT)
+    mod = cls(3, 4, bidirectional=True, batch_first=True, dtype=DT)
     x = torch.randn(2, 5, 3, dtype=DT)
     out, st = mod(x)
-    mod_t = cls(3, 4, bidirectional=True, batch_first=False, dtype=DT)
+    mod_t = cls(3, 4, bidirectional=True, dtype=DT)  # torch's default layout, (L, B, D)
+    assert mod_t.batch_first is False
     mod_t.load_state_dict(mod.state_dict())
     out_t, st_t = mod_t(x.transpose(0, 1))
     torch.testing.assert_close(out_t.transpose(0, 1), out, **TOL)
@@ -124,7 +125,7 @@ def test_layout_variants(cls):
 
 @pytest.mark.parametrize("cls", [cnn.LSTM, cnn.GRU, cnn.UnitaryRNN])
 def test_dropout_only_in_training(cls):
-    mod = cls(3, 4, num_layers=2, dropout=0.5, dtype=DT)
+    mod = cls(3, 4, num_layers=2, dropout=0.5, batch_first=True, dtype=DT)
     x = torch.randn(2, 5, 3, dtype=DT)
     mod.eval()
     a, _ = mod(x)
@@ -139,7 +140,7 @@ def test_dropout_only_in_training(cls):
     "cls, gate", [(cnn.LSTM, "split"), (cnn.GRU, "split"), (cnn.LSTM, "analytic")]
 )
 def test_gradcheck_module(cls, gate):
-    mod = cls(2, 2, bidirectional=True, gate=gate, dtype=DT)
+    mod = cls(2, 2, bidirectional=True, batch_first=True, gate=gate, dtype=DT)
     x = torch.randn(2, 3, 2, dtype=DT, requires_grad=True)
     params = list(mod.parameters())
     names = [n for n, _ in mod.named_parameters()]
@@ -153,7 +154,7 @@ def test_gradcheck_module(cls, gate):
 
 
 def test_gradcheck_unitary_module():
-    mod = cnn.UnitaryRNN(2, 3, dtype=DT)
+    mod = cnn.UnitaryRNN(2, 3, batch_first=True, dtype=DT)
     with torch.no_grad():
         mod.bias_l0.uniform_(-0.3, 0.1)
     x = torch.randn(2, 3, 2, dtype=DT, requires_grad=True)
@@ -166,7 +167,7 @@ def test_gradcheck_unitary_module():
 
 
 def test_unitary_stays_unitary_after_optimiser_steps():
-    mod = cnn.UnitaryRNN(3, 5, num_layers=2, bidirectional=True, dtype=DT)
+    mod = cnn.UnitaryRNN(3, 5, num_layers=2, bidirectional=True, batch_first=True, dtype=DT)
     eye = torch.eye(5, dtype=DT)
     before = mod.weight_hh(1, reverse=True).detach().clone()
     torch.testing.assert_close(before.mH @ before, eye, **TOL)
@@ -191,7 +192,7 @@ def test_unitary_init_spreads_eigenphases():
 
 
 def test_unitary_cell_is_one_step_of_the_rnn():
-    rnn = cnn.UnitaryRNN(3, 4, dtype=DT)
+    rnn = cnn.UnitaryRNN(3, 4, batch_first=True, dtype=DT)
     with torch.no_grad():
         rnn.bias_l0.uniform_(-0.5, 0.5)
     cell = cnn.UnitaryRNNCell(3, 4, dtype=DT)
@@ -235,11 +236,30 @@ def test_repr():
     assert "gate='analytic'" in repr(cnn.LSTM(3, 4, gate="analytic"))
     assert "bidirectional=True" in repr(cnn.GRU(3, 4, bidirectional=True))
     assert "UnitaryRNN(3, 4, num_layers=2" in repr(cnn.UnitaryRNN(3, 4, num_layers=2))
+    assert "batch_first" not in repr(cnn.LSTM(3, 4))  # torch's default, (L, B, D)
+    assert "batch_first=True" in repr(cnn.GRU(3, 4, batch_first=True))
+
+
+@pytest.mark.parametrize("cls", [cnn.LSTM, cnn.GRU])
+def test_positional_arguments_follow_torch(cls):
+    """torch's positional order ``(input_size, hidden_size, num_layers, bias, batch_first,
+    dropout, bidirectional)`` with torch's defaults; cplxnet's ``gate`` is keyword-only."""
+    theirs = getattr(torch.nn, cls.__name__)
+    args = (3, 4, 2, False, True, 0.25, True)
+    ours, ref = cls(*args), theirs(*args)
+    for name in ("input_size", "hidden_size", "num_layers", "bias", "batch_first", "dropout",
+                 "bidirectional"):
+        assert getattr(ours, name) == getattr(ref, name), name
+    default, ref_default = cls(3, 4), theirs(3, 4)
+    for name in ("num_layers", "bias", "batch_first", "dropout", "bidirectional"):
+        assert getattr(default, name) == getattr(ref_default, name), name
+    with pytest.raises(TypeError):
+        cls(*args, "analytic")
 
 
 @pytest.mark.parametrize("cls", [cnn.LSTM, cnn.GRU, cnn.UnitaryRNN])
 def test_errors(cls):
-    mod = cls(3, 4, dtype=DT)
+    mod = cls(3, 4, batch_first=True, dtype=DT)
     name = cls.__name__
     x = torch.randn(2, 5, 3, dtype=DT)
     with pytest.raises(TypeError, match=f"{name}: input must be a complex tensor"):
@@ -287,7 +307,7 @@ def test_constructor_errors(cls):
         cls(3, 4, dropout=1.5)
     with pytest.raises(ValueError, match="hidden_size must be a positive integer"):
         cls(3, 0)
-    mod = cls(3, 4, num_layers=2, dtype=DT)
+    mod = cls(3, 4, num_layers=2, batch_first=True, dtype=DT)
     with pytest.raises(ValueError, match="h_0 must have shape"):
         h = torch.zeros(1, 2, 4, dtype=DT)
         mod(torch.randn(2, 5, 3, dtype=DT), (h, h) if cls is cnn.LSTM else h)
@@ -295,7 +315,7 @@ def test_constructor_errors(cls):
 
 @pytest.mark.parametrize("gate", ["split", "analytic"])
 def test_complex64_matches_complex128(gate):
-    kw = {"num_layers": 2, "bidirectional": True, "gate": gate}
+    kw = {"num_layers": 2, "bidirectional": True, "batch_first": True, "gate": gate}
     mod = cnn.LSTM(3, 4, **kw, dtype=DT)
     mod32 = cnn.LSTM(3, 4, **kw, dtype=torch.complex64)
     mod32.load_state_dict(mod.state_dict())  # copy_ casts complex128 -> complex64
@@ -313,7 +333,7 @@ def test_lengths_as_a_list_or_tuple_of_ints(cls, as_):
     """As ``pack_padded_sequence``, lengths may be a list or tuple of ints; a list is never read
     as the initial state."""
     torch.manual_seed(0)
-    mod = cls(8, 5, dtype=DT)
+    mod = cls(8, 5, batch_first=True, dtype=DT)
     x = torch.randn(3, 6, 8, dtype=DT)
     ref, ref_state = mod(x, lengths=torch.tensor([6, 4, 2]))
     for call in (lambda: mod(x, lengths=as_([6, 4, 2])), lambda: mod(x, as_([6, 4, 2]))):
@@ -326,7 +346,7 @@ def test_lengths_as_a_list_or_tuple_of_ints(cls, as_):
 
 @pytest.mark.parametrize("cls", [cnn.LSTM, cnn.GRU, cnn.UnitaryRNN])
 def test_a_list_is_never_the_state(cls):
-    mod = cls(8, 5, dtype=DT)
+    mod = cls(8, 5, batch_first=True, dtype=DT)
     x = torch.randn(2, 4, 8, dtype=DT)
     h = torch.zeros(1, 2, 5, dtype=DT)
     with pytest.raises(TypeError, match=r"lengths must be a \(batch,\) integer tensor or a "
