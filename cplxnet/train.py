@@ -33,22 +33,15 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime
-import importlib.metadata
 import json
 import math
 import os
-import platform
-import random
-import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 
 from .data import (
@@ -58,16 +51,14 @@ from .data import (
     EncodedSplit,
     LabelMap,
     PreparedData,
-    Tokenizer,
     Vocab,
     batch_indices,
-    collate,
-    encode_split,
-    encode_texts,
     prepare_data,
-    read_examples,
     read_word_vectors,
 )
+from .inference import LoadedRun, evaluate_run, load_run, predict
+from .metrics import evaluate, macro_f1
+from .optimization import ddp_handles_sparse, make_optimizers, set_sparse, train_step
 from .runs import (
     RUN_FILES,
     RUN_FORMAT,
@@ -85,6 +76,18 @@ from .runs import (
     save_checkpoint,
     write_json,
 )
+from .runtime import (
+    Logger,
+    dist_info,
+    gather_rng_states,
+    progress,
+    resolve_zoo,
+    rng_state,
+    seed_everything,
+    set_rng_state,
+    versions,
+)
+from .train_options import TrainOptions
 
 __all__ = [
     "TrainOptions",
@@ -101,6 +104,11 @@ __all__ = [
     "load_checkpoint",
     "seed_everything",
     "RUN_FILES",
+    "train_step",
+    "rng_state",
+    "set_rng_state",
+    "progress",
+    "versions",
 ]
 
 CHECKPOINT_FORMAT = 1
@@ -118,175 +126,8 @@ RESUME_KEYS: dict[str, type | tuple[type, ...]] = {
 }
 
 
-@dataclass
-class TrainOptions:
-    """Training options (everything that changes the result besides the model and the data).
-
-    Attributes:
-        epochs: maximum number of epochs.
-        batch_size: global batch size (split across data-parallel ranks).
-        lr: learning rate of Adam and SparseAdam.
-        weight_decay: decoupled weight decay (AdamW) on the dense parameters; the sparse tables
-            get none (``SparseAdam`` has none).
-        clip_norm: clip the dense gradients to this total norm (``None``: no clipping).
-        patience: stop after this many epochs without a better dev accuracy (``None``: never).
-        seed: seeds the model initialisation, dropout and the batch order.
-        bucket: sort-ish batching (batches of similar lengths) instead of plain shuffling.
-        compile: run the model through ``torch.compile``.
-        sparse: sparse gradients + SparseAdam for the embedding tables (when the model has them).
-        max_steps: stop after this many optimiser steps in total (smoke tests; ``None``: no cap).
-        eval_batch_size: batch size for dev/test scoring.
-    """
-
-    epochs: int = 10
-    batch_size: int = 50
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    clip_norm: float | None = None
-    patience: int | None = None
-    seed: int = 0
-    bucket: bool = True
-    compile: bool = False
-    sparse: bool = True
-    max_steps: int | None = None
-    eval_batch_size: int = 256
-
-    def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size", "eval_batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not 0 < self.lr < math.inf:
-            raise ValueError(f"lr must be a finite number > 0, got {self.lr}")
-        if not 0 <= self.weight_decay < math.inf:
-            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay}")
-        if self.clip_norm is not None and not 0 < self.clip_norm < math.inf:
-            raise ValueError(f"clip_norm must be a finite number > 0, got {self.clip_norm}")
-        if isinstance(self.seed, bool) or not 0 <= self.seed < 2**63:
-            raise ValueError(f"seed must be an integer 0..2**63-1, got {self.seed}")
-        if self.patience is not None and self.patience < 1:
-            raise ValueError(f"patience must be >= 1, got {self.patience}")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
-
-    @classmethod
-    def from_dict(cls, d: dict) -> TrainOptions:
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
-
-
 # ------------------------------------------------------------------------------------------------
-# small utilities
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python's ``random``, NumPy's global generator and torch."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def _dist() -> tuple[int, int]:
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_world_size(), dist.get_rank()
-    return 1, 0
-
-
-def _zoo(zoo: Any) -> Any:
-    if zoo is not None:
-        return zoo
-    try:
-        import cplxnet.models as models
-    except ImportError as err:  # pragma: no cover - models ships with cplxnet
-        raise RunError(f"the model zoo (package 'models') cannot be imported: {err}") from err
-    return models
-
-
-def _versions() -> dict[str, str]:
-    out = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__}
-    for name in ("cplxnet", "complextorch"):
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = "unknown"
-    return out
-
-
-def _rng_state() -> dict[str, Any]:
-    """Every RNG state as tensors and numbers (loadable with ``weights_only=True``)."""
-    version, mt, gauss = random.getstate()
-    _, keys, pos, has_gauss, cached = np.random.get_state()
-    return {
-        "torch": torch.get_rng_state(),
-        "python_version": version,
-        "python_state": torch.tensor(mt, dtype=torch.int64),
-        "python_gauss": gauss,
-        "numpy_keys": torch.from_numpy(keys.astype(np.int64)),
-        "numpy_pos": int(pos),
-        "numpy_has_gauss": int(has_gauss),
-        "numpy_gauss": float(cached),
-    }
-
-
-def _set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
-    random.setstate(
-        (state["python_version"], tuple(state["python_state"].tolist()), state["python_gauss"])
-    )
-    np.random.set_state(
-        (
-            "MT19937",
-            state["numpy_keys"].numpy().astype(np.uint32),
-            state["numpy_pos"],
-            state["numpy_has_gauss"],
-            state["numpy_gauss"],
-        )
-    )
-
-
-def macro_f1(y_true: torch.Tensor, y_pred: torch.Tensor) -> float:
-    """Mean over classes (those occurring in ``y_true`` or ``y_pred``) of the F1 score."""
-    scores = []
-    for c in torch.unique(torch.cat([y_true, y_pred])).tolist():
-        tp = int(((y_pred == c) & (y_true == c)).sum())
-        fp = int(((y_pred == c) & (y_true != c)).sum())
-        fn = int(((y_pred != c) & (y_true == c)).sum())
-        scores.append(0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn))
-    return float(np.mean(scores)) if scores else 0.0
-
-
-@torch.no_grad()
-def _logits(model: nn.Module, ids: Sequence[Sequence[int]], batch_size: int) -> torch.Tensor:
-    """Logits ``(N, C)`` of id sequences, in their order (batched by length, padded at the end)."""
-    was_training = model.training
-    model.eval()
-    out: list[tuple[np.ndarray, torch.Tensor]] = []
-    lengths = [len(x) for x in ids]
-    for index in batch_indices(lengths, batch_size, shuffle=False, bucket=True):
-        x, mask = collate([ids[i] for i in index])
-        out.append((index, model(x, mask).float()))
-    model.train(was_training)
-    logits = torch.empty(len(ids), out[0][1].shape[1]) if out else torch.empty(0, 0)
-    for index, value in out:
-        logits[torch.as_tensor(index)] = value
-    return logits
-
-
-def evaluate(model: nn.Module, split: EncodedSplit, batch_size: int = 256) -> dict[str, float]:
-    """Loss, accuracy and macro-F1 of ``model`` on a labelled split (eval mode, no gradients)."""
-    if len(split) == 0:
-        raise DataError("cannot evaluate on an empty split")
-    logits = _logits(model, split.ids, batch_size)
-    pred = logits.argmax(1)
-    return {
-        "loss": float(F.cross_entropy(logits, split.labels)),
-        "accuracy": int((pred == split.labels).sum()) / len(split),
-        "macro_f1": macro_f1(split.labels, pred),
-        "n": len(split),
-    }
-
-
-# ------------------------------------------------------------------------------------------------
-# run folder
+# preparing a run
 
 
 def _check_lengths(config: Any, data: PreparedData) -> None:
@@ -314,43 +155,6 @@ def _fit_config(config: Any, data: PreparedData) -> Any:
     if data.spec.max_len is not None and "max_len" in names:
         changes["max_len"] = data.spec.max_len
     return dataclasses.replace(config, **{k: v for k, v in changes.items() if k in names})
-
-
-def _ddp_handles_sparse(model: nn.Module, zoo: Any) -> bool:
-    """True if every sparse-gradient parameter is the weight of a ``torch.nn.Embedding`` or
-    ``EmbeddingBag`` with ``sparse=True`` (the only sparse gradients DDP expects)."""
-    known = {
-        id(m.weight)
-        for m in model.modules()
-        if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.sparse
-    }
-    return all(id(p) in known for p in zoo.sparse_parameters(model))
-
-
-def _set_sparse(model: nn.Module, sparse: bool) -> None:
-    for module in model.modules():
-        if isinstance(getattr(module, "sparse", None), bool):
-            module.sparse = sparse
-
-
-# ------------------------------------------------------------------------------------------------
-# training
-
-
-class _Logger:
-    def __init__(self, quiet: bool, rank: int) -> None:
-        self.on = not quiet and rank == 0
-
-    def __call__(self, message: str) -> None:
-        if self.on:
-            print(message, flush=True)
-
-
-def _progress(total: int, desc: str, quiet: bool, rank: int):
-    from tqdm.auto import tqdm
-
-    disable = quiet or rank != 0 or not sys.stderr.isatty()
-    return tqdm(total=total, desc=desc, disable=disable, leave=False, dynamic_ncols=True)
 
 
 def train(
@@ -385,11 +189,11 @@ def train(
         callback: called as ``callback(epoch, metrics)`` after each epoch is saved.
     """
     options = options or TrainOptions()
-    zoo = _zoo(zoo)
-    world, rank = _dist()
+    zoo = resolve_zoo(zoo)
+    world, rank = dist_info()
     config = _fit_config(config, data)
     _check_lengths(config, data)
-    log = _Logger(quiet, rank)
+    log = Logger(quiet, rank)
     check_model_memory(config, zoo)
 
     seed_everything(options.seed)
@@ -424,7 +228,7 @@ def train(
         "vectors": vector_info,
         "data_sha256": data_hashes(data.spec),
         "world_size": world,
-        "versions": _versions(),
+        "versions": versions(),
         "created": datetime.datetime.now().isoformat(timespec="seconds"),
     }
     check_new_run_dir(run_dir, force)  # every rank checks before rank 0 creates it
@@ -459,9 +263,9 @@ def resume(
     ``results.json`` is then removed until the new end). A data file whose SHA-256 differs from
     the one recorded at the start is an error unless ``allow_changed_data``.
     """
-    zoo = _zoo(zoo)
-    world, rank = _dist()
-    log = _Logger(quiet, rank)
+    zoo = resolve_zoo(zoo)
+    world, rank = dist_info()
+    log = Logger(quiet, rank)
     if not os.path.isdir(run_dir):
         raise RunError(f"run folder {run_dir} not found; give the folder of an earlier run")
     run_config = read_run_config(run_dir)
@@ -527,80 +331,6 @@ def resume(
     )
 
 
-def _make_optimizers(
-    model: nn.Module, options: TrainOptions, zoo: Any
-) -> tuple[list[torch.optim.Optimizer], list[nn.Parameter]]:
-    sparse_ids = set()
-    sparse = []
-    if options.sparse:
-        for p in zoo.sparse_parameters(model):
-            if p.requires_grad and id(p) not in sparse_ids:
-                sparse_ids.add(id(p))
-                sparse.append(p)
-    dense = [p for p in model.parameters() if p.requires_grad and id(p) not in sparse_ids]
-    optimizers: list[torch.optim.Optimizer] = []
-    if dense:
-        if options.weight_decay > 0:
-            optimizers.append(
-                torch.optim.AdamW(dense, lr=options.lr, weight_decay=options.weight_decay)
-            )
-        else:
-            optimizers.append(torch.optim.Adam(dense, lr=options.lr))
-    if sparse:
-        optimizers.append(torch.optim.SparseAdam(sparse, lr=options.lr))
-    return optimizers, dense
-
-
-def train_step(
-    model: nn.Module,
-    split: EncodedSplit,
-    batch: np.ndarray,
-    optimizers: Sequence[torch.optim.Optimizer],
-    *,
-    world: int = 1,
-    rank: int = 0,
-    clip_norm: float | None = None,
-    clip_params: Sequence[nn.Parameter] = (),
-    constrain: Callable[[], None] | None = None,
-) -> tuple[float, int, int]:
-    """One optimiser step on this rank's shard ``batch[rank::world]`` of a global batch.
-
-    ``constrain`` (the zoo model's ``apply_constraints``, e.g. max-norm on the head's rows) runs
-    after the step; ``model`` may be a wrapper (DDP, compiled), so it is passed, not looked up.
-
-    The loss is ``sum(cross-entropy over the shard) * world / len(batch)``: DDP averages the
-    ranks' gradients, so the step follows the gradient of the mean loss over the global batch
-    whatever the shard sizes. Every shard is padded to the global batch's longest text.
-    Returns the shard's summed loss, correct predictions and size.
-    """
-    shard = batch[rank::world]
-    pad_to = max(len(split.ids[i]) for i in batch)
-    ids, mask = collate([split.ids[i] for i in shard], pad_to=pad_to)
-    y = split.labels[torch.as_tensor(shard)]
-    logits = model(ids, mask)
-    loss_sum = F.cross_entropy(logits, y, reduction="sum")
-    (loss_sum * (world / len(batch))).backward()
-    if clip_norm is not None and clip_params:
-        torch.nn.utils.clip_grad_norm_(clip_params, clip_norm)
-    for opt in optimizers:
-        opt.step()
-    if constrain is not None:
-        constrain()
-    for opt in optimizers:
-        opt.zero_grad(set_to_none=True)
-    correct = int((logits.detach().argmax(1) == y).sum())
-    return float(loss_sum.detach()), correct, len(shard)
-
-
-def _gather_rng(world: int) -> list[dict]:
-    state = _rng_state()
-    if world == 1:
-        return [state]
-    out: list[Any] = [None] * world
-    dist.all_gather_object(out, state)
-    return out
-
-
 def _fit(
     model: nn.Module,
     config: Any,
@@ -608,13 +338,13 @@ def _fit(
     folder: RunFolder,
     options: TrainOptions,
     zoo: Any,
-    log: _Logger,
+    log: Logger,
     quiet: bool,
     callback: Callable[[int, dict], None] | None,
     state: dict | None,
     start: Callable[[], None] | None = None,
 ) -> dict:
-    world, rank = _dist()
+    world, rank = dist_info()
     run_dir = folder.final  # for messages; files go to folder.path (see RunFolder)
 
     def path(name: str) -> str:
@@ -623,23 +353,23 @@ def _fit(
     forward_model: nn.Module = model
     # the trainer chooses the tables' gradients, whatever the config says: sparse with SparseAdam
     # (faster: a step touches only the rows of the batch's tokens) unless --dense
-    _set_sparse(model, options.sparse)
+    set_sparse(model, options.sparse)
     if not options.sparse:
         pass
     elif options.compile and zoo.sparse_parameters(model):
         # torch.compile (2.13) fails on the sparse backward of cplxnet's packed complex tables
-        _set_sparse(model, False)
+        set_sparse(model, False)
         log("note: --compile uses dense gradients for the embedding tables")
-    elif world > 1 and not _ddp_handles_sparse(model, zoo):
+    elif world > 1 and not ddp_handles_sparse(model, zoo):
         # DDP reduces sparse gradients only for torch's own Embedding/EmbeddingBag; other
         # sparse tables (cplxnet's packed complex Embedding, encodings' tables) go dense.
-        _set_sparse(model, False)
+        set_sparse(model, False)
         log("note: data-parallel training uses dense gradients for the embedding tables")
     if world > 1:
         forward_model = nn.parallel.DistributedDataParallel(model)
     if options.compile:
         forward_model = torch.compile(forward_model)
-    optimizers, dense = _make_optimizers(model, options, zoo)
+    optimizers, dense = make_optimizers(model, options, zoo)
 
     history: list[dict] = []
     best: dict | None = None
@@ -659,7 +389,7 @@ def _fit(
             for opt, opt_state in zip(optimizers, state["optimizers"]):
                 opt.load_state_dict(opt_state)
             rngs = state["rng"]
-            _set_rng_state(rngs[rank] if len(rngs) == world else rngs[0])
+            set_rng_state(rngs[rank] if len(rngs) == world else rngs[0])
         except (ValueError, TypeError, KeyError, IndexError, RuntimeError, AttributeError) as err:
             raise RunError(
                 f"{path('checkpoint.pt')} does not fit this run ({type(err).__name__} in its "
@@ -698,7 +428,7 @@ def _fit(
             min_batch=world,
         )
         totals = torch.zeros(3, dtype=torch.float64)  # loss sum, correct, count
-        bar = _progress(len(batches), f"epoch {epoch + 1}/{options.epochs}", quiet, rank)
+        bar = progress(len(batches), f"epoch {epoch + 1}/{options.epochs}", quiet, rank)
         try:
             for batch in batches:
                 loss, correct, count = train_step(
@@ -757,7 +487,7 @@ def _fit(
             since_best += 1
         if options.patience is not None and since_best >= options.patience:
             stopped = True
-        rngs = _gather_rng(world)
+        rngs = gather_rng_states(world)
         if rank == 0:
             if improved:
                 save_checkpoint(
@@ -839,171 +569,3 @@ def _fit(
         f"Run folder: {run_dir}"
     )
     return results
-
-
-# ------------------------------------------------------------------------------------------------
-# using a finished run
-
-
-@dataclass
-class LoadedRun:
-    """A trained run ready for use: model (best dev weights, eval mode) and its text pipeline."""
-
-    run_dir: str
-    config: Any
-    model: nn.Module
-    spec: DataSpec
-    tokenizer: Tokenizer
-    vocab: Vocab
-    labels: LabelMap
-    run_config: dict
-
-    @property
-    def max_len(self) -> int | None:
-        return (
-            self.spec.max_len
-            if self.spec.max_len is not None
-            else getattr(self.config, "max_len", None)
-        )
-
-
-def load_run(run_dir: str, zoo: Any = None) -> LoadedRun:
-    """Load a run folder's ``best.pt`` with its config, vocabulary and labels."""
-    zoo = _zoo(zoo)
-    if not os.path.isdir(run_dir):
-        raise RunError(f"run folder {run_dir} not found")
-    run_config = read_run_config(run_dir)
-    config = zoo.config_from_dict(run_config["model"])
-    spec = DataSpec.from_dict(run_config["data"])
-    best_path = os.path.join(run_dir, "best.pt")
-    if not os.path.exists(best_path):
-        raise RunError(
-            f"{run_dir} has no best.pt (the run never finished an epoch); resume it with "
-            f"cplxnet train --resume {run_dir}"
-        )
-    state = load_checkpoint(best_path, keys={"model": dict})
-    model = zoo.build_model(config)
-    load_weights(model, state["model"], best_path)
-    model.eval()
-    return LoadedRun(
-        run_dir,
-        config,
-        model,
-        spec,
-        spec.tokenizer,
-        Vocab.load(os.path.join(run_dir, "vocab.json")),
-        LabelMap.load(os.path.join(run_dir, "labels.json")),
-        run_config,
-    )
-
-
-def _text_limit(run: LoadedRun, max_len: int | None) -> tuple[int | None, bool]:
-    """The token limit for new texts and whether longer ones are cut: the run's own, or
-    ``max_len`` (truncate; at most the model's limit)."""
-    if max_len is None:
-        return run.max_len, run.spec.max_len is not None
-    if max_len < 1:
-        raise DataError(f"--max-len must be a positive number of tokens, got {max_len}")
-    if run.max_len is not None and max_len > run.max_len:
-        raise DataError(
-            f"--max-len {max_len} is more than the {run.max_len} positions the model of "
-            f"{run.run_dir} has; give --max-len {run.max_len} or less"
-        )
-    return max_len, True
-
-
-def evaluate_run(
-    run: LoadedRun | str,
-    data: str | None = None,
-    *,
-    label_field: str | None = None,
-    text_field: str | None = None,
-    fmt: str | None = None,
-    batch_size: int = 256,
-    zoo: Any = None,
-    max_len: int | None = None,
-) -> dict[str, float]:
-    """Accuracy and macro-F1 of a run's best weights on its test split or on a labelled file.
-
-    A label that the training data never had is a :class:`DataError` naming it, the file and
-    the line. ``max_len`` truncates the texts to that many tokens (at most the model's limit).
-    """
-    if isinstance(run, str):
-        run = load_run(run, zoo)
-    spec = run.spec
-    limit, truncate = _text_limit(run, max_len)
-    if data is None:
-        check_data_unchanged(
-            spec,
-            run.run_config.get("data_sha256") or {},
-            run.run_dir,
-            "its test split cannot be rebuilt; score a file with --data FILE",
-        )
-        if max_len is not None:
-            spec = dataclasses.replace(spec, max_len=limit)
-        data_obj = prepare_data(spec, vocab=run.vocab, labels=run.labels, model_max_len=run.max_len)
-        split = data_obj.test
-    else:
-        examples = read_examples(
-            data, label_field or spec.label_field, text_field or spec.text_field, fmt
-        )
-        split = encode_split(
-            examples, run.tokenizer, run.vocab, run.labels, max_len=limit, truncate=truncate
-        )
-    return evaluate(run.model, split, batch_size)
-
-
-def predict(
-    run: LoadedRun | str,
-    texts: Sequence[str],
-    *,
-    where: Sequence[str] | None = None,
-    batch_size: int = 256,
-    zoo: Any = None,
-    max_len: int | None = None,
-) -> list[tuple[str, float]]:
-    """The predicted label and its probability for each text. Empty texts are an error; a text
-    longer than the run's limit is an error unless ``max_len`` (at most the model's limit) asks
-    to truncate."""
-    if isinstance(run, str):
-        run = load_run(run, zoo)
-    if not texts:
-        raise DataError("no texts to classify")
-    for i, text in enumerate(texts):
-        if not text.strip():
-            place = where[i] if where is not None else f"text {i + 1}"
-            raise DataError(f"{place}: the text is empty; give a non-empty text to classify")
-    limit, truncate = _text_limit(run, max_len)
-    ids = encode_texts(
-        texts, run.tokenizer, run.vocab, max_len=limit, truncate=truncate, where=where
-    )
-    probs = torch.softmax(_logits(run.model, ids, batch_size), dim=1)
-    p, index = probs.max(1)
-    return [(run.labels.decode(int(i)), float(q)) for i, q in zip(index, p)]
-
-
-# ------------------------------------------------------------------------------------------------
-# the pieces other engines (cplxnet.lm) share with this one; run folders are cplxnet.runs
-
-__all__ += ["rng_state", "set_rng_state", "progress", "versions"]
-
-
-def rng_state() -> dict[str, Any]:
-    """Every RNG state (torch, Python, NumPy) as tensors and numbers, loadable with
-    ``torch.load(weights_only=True)``; :func:`set_rng_state` restores it."""
-    return _rng_state()
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore the RNG states saved by :func:`rng_state`."""
-    _set_rng_state(state)
-
-
-def progress(total: int, desc: str, quiet: bool = False):
-    """A tqdm progress bar on stderr (off when ``quiet``, off the first rank or not a terminal)."""
-    return _progress(total, desc, quiet, _dist()[1])
-
-
-def versions() -> dict[str, str]:
-    """Versions of Python, torch, NumPy, cplxnet and complextorch (for a run's config.json)."""
-    return _versions()
