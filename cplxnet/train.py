@@ -30,7 +30,6 @@ the global batch mean. Only rank 0 writes the run folder.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import datetime
 import json
@@ -71,7 +70,6 @@ from .runs import (
     check_new_run_dir,
     data_hashes,
     load_checkpoint,
-    load_weights,
     read_run_config,
     save_checkpoint,
     write_json,
@@ -88,6 +86,14 @@ from .runtime import (
     versions,
 )
 from .train_options import TrainOptions
+from .train_state import (
+    CHECKPOINT_FORMAT,
+    RESUME_KEYS,
+    TrainState,
+    restore_state,
+    save_epoch,
+    score_best,
+)
 
 __all__ = [
     "TrainOptions",
@@ -110,20 +116,6 @@ __all__ = [
     "progress",
     "versions",
 ]
-
-CHECKPOINT_FORMAT = 1
-#: The entries of ``checkpoint.pt`` that :func:`resume` needs, with their types.
-RESUME_KEYS: dict[str, type | tuple[type, ...]] = {
-    "format": int,
-    "epoch": int,
-    "step": int,
-    "model": dict,
-    "optimizers": list,
-    "rng": list,
-    "history": list,
-    "best": (dict, type(None)),
-    "since_best": int,
-}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -155,6 +147,29 @@ def _fit_config(config: Any, data: PreparedData) -> Any:
     if data.spec.max_len is not None and "max_len" in names:
         changes["max_len"] = data.spec.max_len
     return dataclasses.replace(config, **{k: v for k, v in changes.items() if k in names})
+
+
+def _load_vectors(model: nn.Module, vectors: str, data: PreparedData, log: Logger) -> dict:
+    """Initialise the model's word table from a word-vector file; returns what config.json
+    records about it."""
+    wv = read_word_vectors(vectors, data.vocab)
+    load = getattr(model, "load_word_vectors", None)
+    if load is None:
+        raise RunError(f"{type(model).__name__} cannot load pretrained word vectors")
+    try:
+        load(wv.vectors, wv.found)
+    except (ValueError, TypeError) as err:
+        raise DataError(f"{vectors}: {err}") from None
+    log(
+        f"word vectors: {wv.num_found} of {len(data.vocab) - 2} vocabulary words found in "
+        f"{vectors} (dim {wv.dim})"
+    )
+    return {
+        "path": os.path.abspath(vectors),
+        "dim": wv.dim,
+        "found": wv.num_found,
+        "vocab": len(data.vocab) - 2,
+    }
 
 
 def train(
@@ -198,26 +213,7 @@ def train(
 
     seed_everything(options.seed)
     model = zoo.build_model(config)
-    vector_info = None
-    if vectors is not None:
-        wv = read_word_vectors(vectors, data.vocab)
-        load = getattr(model, "load_word_vectors", None)
-        if load is None:
-            raise RunError(f"{type(model).__name__} cannot load pretrained word vectors")
-        try:
-            load(wv.vectors, wv.found)
-        except (ValueError, TypeError) as err:
-            raise DataError(f"{vectors}: {err}") from None
-        vector_info = {
-            "path": os.path.abspath(vectors),
-            "dim": wv.dim,
-            "found": wv.num_found,
-            "vocab": len(data.vocab) - 2,
-        }
-        log(
-            f"word vectors: {wv.num_found} of {len(data.vocab) - 2} vocabulary words found in "
-            f"{vectors} (dim {wv.dim})"
-        )
+    vector_info = None if vectors is None else _load_vectors(model, vectors, data, log)
 
     run_config = {
         RUN_MARKER: RUN_FORMAT,
@@ -241,7 +237,7 @@ def train(
             write_json(os.path.join(folder.path, "vocab.json"), data.vocab.to_dict(), indent=None)
             write_json(os.path.join(folder.path, "labels.json"), data.labels.labels, indent=None)
         log(data.summary())
-        return _fit(model, config, data, folder, options, zoo, log, quiet, callback, state=None)
+        return _fit(model, data, folder, options, zoo, log, quiet, callback, state=None)
     except BaseException:
         folder.abort()  # before the first checkpoint: remove what this run wrote
         raise
@@ -326,31 +322,16 @@ def resume(
         log(f"resuming {run_dir} after epoch {state['epoch']} of {options.epochs}")
 
     folder = RunFolder.existing(run_dir)
-    return _fit(
-        model, config, data, folder, options, zoo, log, quiet, callback, state=state, start=start
-    )
+    return _fit(model, data, folder, options, zoo, log, quiet, callback, state=state, start=start)
 
 
-def _fit(
-    model: nn.Module,
-    config: Any,
-    data: PreparedData,
-    folder: RunFolder,
-    options: TrainOptions,
-    zoo: Any,
-    log: Logger,
-    quiet: bool,
-    callback: Callable[[int, dict], None] | None,
-    state: dict | None,
-    start: Callable[[], None] | None = None,
-) -> dict:
-    world, rank = dist_info()
-    run_dir = folder.final  # for messages; files go to folder.path (see RunFolder)
+def _prepare_model(
+    model: nn.Module, options: TrainOptions, zoo: Any, world: int, log: Logger
+) -> tuple[nn.Module, list[torch.optim.Optimizer], list[nn.Parameter]]:
+    """Choose the tables' gradients, wrap the model (DDP, compile) and make the optimisers.
 
-    def path(name: str) -> str:
-        return os.path.join(folder.path, name)
-
-    forward_model: nn.Module = model
+    Returns the model to call forward on, the optimisers and the dense parameters (those that
+    gradient clipping acts on)."""
     # the trainer chooses the tables' gradients, whatever the config says: sparse with SparseAdam
     # (faster: a step touches only the rows of the batch's tokens) unless --dense
     set_sparse(model, options.sparse)
@@ -365,185 +346,140 @@ def _fit(
         # sparse tables (cplxnet's packed complex Embedding, encodings' tables) go dense.
         set_sparse(model, False)
         log("note: data-parallel training uses dense gradients for the embedding tables")
+    forward_model = model
     if world > 1:
         forward_model = nn.parallel.DistributedDataParallel(model)
     if options.compile:
         forward_model = torch.compile(forward_model)
     optimizers, dense = make_optimizers(model, options, zoo)
+    return forward_model, optimizers, dense
 
-    history: list[dict] = []
-    best: dict | None = None
-    since_best = 0
-    start_epoch = 0
-    step = 0
-    stopped = False
-    if state is not None:
-        load_weights(model, state["model"], path("checkpoint.pt"))
-        if len(optimizers) != len(state["optimizers"]):
-            raise RunError(
-                f"{run_dir} was trained with {len(state['optimizers'])} optimiser(s) and this "
-                f"setup has {len(optimizers)} (sparse tables are dense under data-parallel "
-                "training); resume with the number of processes the run started with"
+
+def _train_epoch(
+    forward_model: nn.Module,
+    model: nn.Module,
+    data: PreparedData,
+    optimizers: list[torch.optim.Optimizer],
+    dense: list[nn.Parameter],
+    options: TrainOptions,
+    standing: TrainState,
+    quiet: bool,
+) -> tuple[float, float]:
+    """One epoch of optimiser steps (fewer if ``max_steps`` is reached); returns the mean
+    training loss and accuracy over all ranks."""
+    world, rank = dist_info()
+    model.train()
+    batches = batch_indices(
+        data.train.lengths(),
+        options.batch_size,
+        shuffle=True,
+        bucket=options.bucket,
+        seed=options.seed,
+        epoch=standing.epoch,
+        min_batch=world,
+    )
+    totals = torch.zeros(3, dtype=torch.float64)  # loss sum, correct, count
+    bar = progress(len(batches), f"epoch {standing.epoch + 1}/{options.epochs}", quiet, rank)
+    try:
+        for batch in batches:
+            loss, correct, count = train_step(
+                forward_model,
+                data.train,
+                batch,
+                optimizers,
+                world=world,
+                rank=rank,
+                clip_norm=options.clip_norm,
+                clip_params=dense,
+                constrain=getattr(model, "apply_constraints", None),
             )
-        try:
-            for opt, opt_state in zip(optimizers, state["optimizers"]):
-                opt.load_state_dict(opt_state)
-            rngs = state["rng"]
-            set_rng_state(rngs[rank] if len(rngs) == world else rngs[0])
-        except (ValueError, TypeError, KeyError, IndexError, RuntimeError, AttributeError) as err:
-            raise RunError(
-                f"{path('checkpoint.pt')} does not fit this run ({type(err).__name__} in its "
-                "optimiser or random state); restore the run's own file or start the run again "
-                "with --force"
-            ) from None
-        history = list(state["history"])
-        best = state["best"]
-        since_best = state["since_best"]
-        start_epoch = state["epoch"]
-        step = state["step"]
-        stopped = bool(state.get("stopped", False))
+            standing.step += 1
+            totals += torch.tensor([loss, correct, count], dtype=torch.float64)
+            bar.update(1)
+            bar.set_postfix(loss=f"{totals[0] / totals[2]:.4f}", acc=f"{totals[1] / totals[2]:.3f}")
+            if not standing.steps_left(options):
+                break
+    finally:
+        bar.close()
+    if world > 1:
+        dist.all_reduce(totals)
+    train_loss, train_acc = float(totals[0] / totals[2]), float(totals[1] / totals[2])
+    if not math.isfinite(train_loss):
+        raise RunError(
+            f"the training loss became {train_loss} in epoch {standing.epoch + 1}; lower --lr or "
+            "set --clip-norm"
+        )
+    return train_loss, train_acc
+
+
+def _fit(
+    model: nn.Module,
+    data: PreparedData,
+    folder: RunFolder,
+    options: TrainOptions,
+    zoo: Any,
+    log: Logger,
+    quiet: bool,
+    callback: Callable[[int, dict], None] | None,
+    state: dict | None,
+    start: Callable[[], None] | None = None,
+) -> dict:
+    """Train from ``state`` (a checkpoint, or ``None`` for a new run) to the planned end, score
+    the test split and write ``results.json``; ``start`` runs once the checkpoint is loaded."""
+    world, rank = dist_info()
+    run_dir = folder.final  # for messages; files go to folder.path (see RunFolder)
+    forward_model, optimizers, dense = _prepare_model(model, options, zoo, world, log)
+    standing = TrainState()
+    if state is not None:
+        checkpoint = os.path.join(folder.path, "checkpoint.pt")
+        standing = restore_state(state, model, optimizers, checkpoint, run_dir, world, rank)
         if start is not None:
             start()
         if rank == 0:  # metrics.jsonl may have a line the checkpoint never saw: rewrite it
             atomic_write(
-                path("metrics.jsonl"),
-                lambda fh: fh.writelines(json.dumps(m) + "\n" for m in history),
+                os.path.join(folder.path, "metrics.jsonl"),
+                lambda fh: fh.writelines(json.dumps(m) + "\n" for m in standing.history),
             )
 
-    lengths = data.train.lengths()
     started = time.perf_counter()
-    epoch = start_epoch
-    while epoch < options.epochs and not stopped:
-        if options.max_steps is not None and step >= options.max_steps:
+    while standing.epoch < options.epochs and not standing.stopped:
+        if not standing.steps_left(options):
             break
         t0 = time.perf_counter()
-        model.train()
-        batches = batch_indices(
-            lengths,
-            options.batch_size,
-            shuffle=True,
-            bucket=options.bucket,
-            seed=options.seed,
-            epoch=epoch,
-            min_batch=world,
+        train_loss, train_acc = _train_epoch(
+            forward_model, model, data, optimizers, dense, options, standing, quiet
         )
-        totals = torch.zeros(3, dtype=torch.float64)  # loss sum, correct, count
-        bar = progress(len(batches), f"epoch {epoch + 1}/{options.epochs}", quiet, rank)
-        try:
-            for batch in batches:
-                loss, correct, count = train_step(
-                    forward_model,
-                    data.train,
-                    batch,
-                    optimizers,
-                    world=world,
-                    rank=rank,
-                    clip_norm=options.clip_norm,
-                    clip_params=dense,
-                    constrain=getattr(model, "apply_constraints", None),
-                )
-                step += 1
-                totals += torch.tensor([loss, correct, count], dtype=torch.float64)
-                bar.update(1)
-                bar.set_postfix(
-                    loss=f"{totals[0] / totals[2]:.4f}", acc=f"{totals[1] / totals[2]:.3f}"
-                )
-                if options.max_steps is not None and step >= options.max_steps:
-                    break
-        finally:
-            bar.close()
-        if world > 1:
-            dist.all_reduce(totals)
-        train_loss, train_acc = float(totals[0] / totals[2]), float(totals[1] / totals[2])
-        if not math.isfinite(train_loss):
-            raise RunError(
-                f"the training loss became {train_loss} in epoch {epoch + 1}; lower --lr or set "
-                "--clip-norm"
-            )
         dev = evaluate(model, data.dev, options.eval_batch_size)
-        improved = best is None or dev["accuracy"] > best["dev_accuracy"]
-        epoch += 1
+        standing.epoch += 1
         metrics = {
-            "epoch": epoch,
-            "step": step,
+            "epoch": standing.epoch,
+            "step": standing.step,
             "train_loss": train_loss,
             "train_accuracy": train_acc,
             "dev_loss": dev["loss"],
             "dev_accuracy": dev["accuracy"],
             "dev_macro_f1": dev["macro_f1"],
-            "best": improved,
+            "best": False,
             "seconds": round(time.perf_counter() - t0, 3),
         }
-        history.append(metrics)
-        if improved:
-            best = {
-                "epoch": epoch,
-                "dev_accuracy": dev["accuracy"],
-                "dev_loss": dev["loss"],
-                "dev_macro_f1": dev["macro_f1"],
-            }
-            since_best = 0
-        else:
-            since_best += 1
-        if options.patience is not None and since_best >= options.patience:
-            stopped = True
+        improved = standing.record(metrics, dev, options.patience)
         rngs = gather_rng_states(world)
         if rank == 0:
-            if improved:
-                save_checkpoint(
-                    {
-                        "format": CHECKPOINT_FORMAT,
-                        "epoch": epoch,
-                        "model": model.state_dict(),
-                        "dev": dict(best),
-                    },
-                    path("best.pt"),
-                )
-            save_checkpoint(
-                {
-                    "format": CHECKPOINT_FORMAT,
-                    "epoch": epoch,
-                    "step": step,
-                    "model": model.state_dict(),
-                    "optimizers": [opt.state_dict() for opt in optimizers],
-                    "rng": rngs,
-                    "history": history,
-                    "best": best,
-                    "since_best": since_best,
-                    "stopped": stopped,
-                },
-                path("checkpoint.pt"),
-            )
-            with open(path("metrics.jsonl"), "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(metrics) + "\n")
-            folder.promote()  # a new run replacing an old one takes its place now
-            if folder.note:
-                log(folder.note)
-                folder.note = ""
+            save_epoch(folder, model, optimizers, standing, rngs, improved, log)
         log(
-            f"epoch {epoch}/{options.epochs}  train loss {train_loss:.4f} acc {train_acc:.4f}  "
-            f"dev loss {dev['loss']:.4f} acc {dev['accuracy']:.4f} macro-F1 "
+            f"epoch {standing.epoch}/{options.epochs}  train loss {train_loss:.4f} acc "
+            f"{train_acc:.4f}  dev loss {dev['loss']:.4f} acc {dev['accuracy']:.4f} macro-F1 "
             f"{dev['macro_f1']:.4f}{'  *best' if improved else ''}  {metrics['seconds']:.1f}s"
         )
         if callback is not None:
-            callback(epoch, metrics)
-        if stopped:
+            callback(standing.epoch, metrics)
+        if standing.stopped:
             log(f"early stopping: no better dev accuracy for {options.patience} epochs")
 
+    best = standing.best
     if best is None:
         raise RunError("no epoch was trained (epochs or max_steps too small)")
-    # Score the test split once, with the best dev epoch's weights (on a copy of the model so
-    # the in-memory state stays the last epoch's).
-    best_state = load_checkpoint(path("best.pt"), keys={"model": dict}) if rank == 0 else None
-    if world > 1:
-        holder = [best_state]
-        dist.broadcast_object_list(holder, src=0)
-        best_state = holder[0]
-    scorer = copy.deepcopy(
-        model
-    )  # keeps the live model's last-epoch state; draws no random numbers
-    load_weights(scorer, best_state["model"], path("best.pt"))
-    test = evaluate(scorer, data.test, options.eval_batch_size)
+    test = score_best(model, folder, data, options.eval_batch_size)
     n_params = sum(p.numel() * (2 if p.is_complex() else 1) for p in model.parameters())
     results = {
         "test_accuracy": test["accuracy"],
@@ -553,16 +489,16 @@ def _fit(
         "best_epoch": best["epoch"],
         "dev_accuracy": best["dev_accuracy"],
         "dev_macro_f1": best["dev_macro_f1"],
-        "epochs_run": epoch,
-        "steps": step,
-        "stopped_early": stopped,
+        "epochs_run": standing.epoch,
+        "steps": standing.step,
+        "stopped_early": standing.stopped,
         "real_parameters": n_params,
         "seconds_this_session": round(time.perf_counter() - started, 1),
         "splits": data.splits.sizes(),
         "split": data.splits.description,
     }
     if rank == 0:
-        write_json(path("results.json"), results)
+        write_json(os.path.join(folder.path, "results.json"), results)
     log(
         f"best dev accuracy {best['dev_accuracy']:.4f} at epoch {best['epoch']}; test accuracy "
         f"{test['accuracy']:.4f}, macro-F1 {test['macro_f1']:.4f} (n={test['n']}). "
