@@ -20,12 +20,19 @@ Checkpoints are plain dicts of tensors, numbers and strings, written atomically 
 
 Optimisers: Adam (AdamW when ``weight_decay > 0``) for dense parameters, ``SparseAdam`` for the
 embedding tables with sparse gradients (``models.sparse_parameters``): dense Adam over whole
-vocabulary tables costs more than the forward pass (see ``performance.md``).
+vocabulary tables costs more than the forward pass.
 
 Data parallel: under ``torchrun`` (``torch.distributed`` initialised) the model is wrapped in
 ``DistributedDataParallel``; every rank takes a disjoint shard of each global batch of
 ``batch_size`` examples and the loss is scaled so that the averaged gradient is the gradient of
 the global batch mean. Only rank 0 writes the run folder.
+
+This module holds :func:`train`, :func:`resume` and the epoch loop; the other parts are
+:mod:`cplxnet.train_options` (:class:`TrainOptions`), :mod:`cplxnet.train_state` (what a checkpoint
+holds), :mod:`cplxnet.optimization` (optimisers, :func:`train_step`), :mod:`cplxnet.metrics`,
+:mod:`cplxnet.inference` (:func:`load_run`, :func:`evaluate_run`, :func:`predict`) and
+:mod:`cplxnet.runtime` (seeds, RNG states, rank, progress). Their public names are importable
+from here too.
 """
 
 from __future__ import annotations
