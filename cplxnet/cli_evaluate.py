@@ -63,6 +63,7 @@ def add_predict_command(sub: Any) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    """``cplxnet evaluate RUN``: the metrics of a run's best weights (test split or --data)."""
     from . import train as engine
     from .lm import cli as lm_cli
     from .lm.train import is_lm_run
@@ -93,6 +94,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
+    """``cplxnet predict RUN TEXT...``: a label and its probability for each text."""
     from . import train as engine
     from .data.io import read_text_lines
 

@@ -145,9 +145,54 @@ def default_run_dir(args: argparse.Namespace, config: Any) -> str:
     return os.path.join("runs", f"{name}-{config.family}-{config.encoding}-{kind}-{stamp}")
 
 
+def _data_spec(args: argparse.Namespace) -> Any:
+    """The DataSpec of the data options (those not given keep DataSpec's defaults)."""
+    from .data import DataSpec
+
+    spec_fields = {
+        "data": args.data or "mr",
+        "dev": args.dev,
+        "test": args.test,
+        "format": args.format,
+        "label_field": args.label_field,
+        "text_field": args.text_field,
+        "split": args.split,
+        "fold": args.fold,
+        "split_seed": args.split_seed,
+        "max_len": args.max_len,
+        "min_freq": args.min_freq,
+        "max_size": args.max_vocab,
+        "clean": args.clean,
+        "limit": args.limit,
+    }
+    if args.keep_case:
+        spec_fields["lowercase"] = False
+    spec = DataSpec(**{k: v for k, v in spec_fields.items() if v is not None})
+    if spec.fold is not None:
+        spec.split = "cv"
+    return spec
+
+
+def _given_train_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The TrainOptions fields of the training options (``None``: not given)."""
+    return {
+        "epochs": args.epochs,
+        "seed": args.seed,
+        "batch_size": args.batch_size,
+        "lr": args.lr,
+        "weight_decay": args.weight_decay,
+        "clip_norm": args.clip_norm,
+        "patience": args.patience,
+        "max_steps": args.max_steps,
+        "compile": args.compile,
+        "sparse": False if args.dense else None,
+    }
+
+
 def cmd_train(args: argparse.Namespace) -> int:
+    """``cplxnet train``: a new classifier run, ``--resume`` of one, or a language model."""
     from . import train as engine
-    from .data import DataSpec, prepare_data
+    from .data import prepare_data
     from .lm import cli as lm_cli
     from .lm.train import is_lm_run
     from .runs import check_new_run_dir
@@ -186,40 +231,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     import cplxnet.models as zoo
 
     config = model_config(args, zoo)
-    spec_fields = {
-        "data": args.data or "mr",
-        "dev": args.dev,
-        "test": args.test,
-        "format": args.format,
-        "label_field": args.label_field,
-        "text_field": args.text_field,
-        "split": args.split,
-        "fold": args.fold,
-        "split_seed": args.split_seed,
-        "max_len": args.max_len,
-        "min_freq": args.min_freq,
-        "max_size": args.max_vocab,
-        "clean": args.clean,
-        "limit": args.limit,
-    }
-    if args.keep_case:
-        spec_fields["lowercase"] = False
-    spec = DataSpec(**{k: v for k, v in spec_fields.items() if v is not None})
-    if spec.fold is not None:
-        spec.split = "cv"
-    option_fields = {
-        "epochs": args.epochs,
-        "seed": args.seed,
-        "batch_size": args.batch_size,
-        "lr": args.lr,
-        "weight_decay": args.weight_decay,
-        "clip_norm": args.clip_norm,
-        "patience": args.patience,
-        "max_steps": args.max_steps,
-        "compile": args.compile,
-        "sparse": False if args.dense else None,
-    }
-    options = train_options(args.preset, option_fields, zoo)
+    spec = _data_spec(args)
+    options = train_options(args.preset, _given_train_options(args), zoo)
     run_dir = args.resolved_run_dir = args.run_dir or default_run_dir(args, config)
     check_new_run_dir(run_dir, args.force)  # fail before reading any data; touches nothing
     data = prepare_data(spec, model_max_len=getattr(config, "max_len", None))

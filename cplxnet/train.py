@@ -279,26 +279,7 @@ def resume(
             "there is nothing to resume; start it again with the same command and --force"
         )
     state = load_checkpoint(os.path.join(run_dir, "checkpoint.pt"), keys=RESUME_KEYS)
-    if state["format"] != CHECKPOINT_FORMAT:
-        raise RunError(
-            f"{run_dir}/checkpoint.pt has the unknown format {state['format']}; resume it with "
-            "the cplxnet version that wrote it"
-        )
-    if epochs is not None and (epochs != options.epochs or state.get("stopped")):
-        if epochs < state["epoch"]:
-            raise RunError(
-                f"{run_dir} already ran {state['epoch']} epochs; --epochs {epochs} is less"
-            )
-        options = dataclasses.replace(options, epochs=epochs)
-        run_config["train"] = dataclasses.asdict(options)
-        state["stopped"] = False
-    done = os.path.exists(os.path.join(run_dir, "results.json"))
-    if done and (state["epoch"] >= options.epochs or state.get("stopped")):
-        how = "stopped early after" if state.get("stopped") else "finished"
-        raise RunError(
-            f"run {run_dir} is already complete ({how} epoch {state['epoch']}; results.json "
-            f"exists); pass --epochs N with N > {state['epoch']} to train it for more epochs"
-        )
+    options, done = _resumed_options(run_dir, run_config, state, options, epochs)
     if world != run_config.get("world_size", 1):
         log(
             f"note: resuming a run of {run_config.get('world_size', 1)} process(es) with {world}; "
@@ -330,6 +311,35 @@ def resume(
 
     folder = RunFolder.existing(run_dir)
     return _fit(model, data, folder, options, zoo, log, quiet, callback, state=state, start=start)
+
+
+def _resumed_options(
+    run_dir: str, run_config: dict, state: dict, options: TrainOptions, epochs: int | None
+) -> tuple[TrainOptions, bool]:
+    """The options to resume with (``epochs`` extends the plan, in ``run_config`` and ``state``
+    too) and whether the run has a ``results.json``; a run with nothing left to train is an
+    error."""
+    if state["format"] != CHECKPOINT_FORMAT:
+        raise RunError(
+            f"{run_dir}/checkpoint.pt has the unknown format {state['format']}; resume it with "
+            "the cplxnet version that wrote it"
+        )
+    if epochs is not None and (epochs != options.epochs or state.get("stopped")):
+        if epochs < state["epoch"]:
+            raise RunError(
+                f"{run_dir} already ran {state['epoch']} epochs; --epochs {epochs} is less"
+            )
+        options = dataclasses.replace(options, epochs=epochs)
+        run_config["train"] = dataclasses.asdict(options)
+        state["stopped"] = False
+    done = os.path.exists(os.path.join(run_dir, "results.json"))
+    if done and (state["epoch"] >= options.epochs or state.get("stopped")):
+        how = "stopped early after" if state.get("stopped") else "finished"
+        raise RunError(
+            f"run {run_dir} is already complete ({how} epoch {state['epoch']}; results.json "
+            f"exists); pass --epochs N with N > {state['epoch']} to train it for more epochs"
+        )
+    return options, done
 
 
 def _prepare_model(
@@ -483,12 +493,35 @@ def _fit(
         if standing.stopped:
             log(f"early stopping: no better dev accuracy for {options.patience} epochs")
 
-    best = standing.best
-    if best is None:
+    if standing.best is None:
         raise RunError("no epoch was trained (epochs or max_steps too small)")
+    results = _final_results(model, folder, data, options, standing)
+    results["seconds_this_session"] = round(time.perf_counter() - started, 1)
+    results["splits"] = data.splits.sizes()
+    results["split"] = data.splits.description
+    if rank == 0:
+        write_json(os.path.join(folder.path, "results.json"), results)
+    log(
+        f"best dev accuracy {results['dev_accuracy']:.4f} at epoch {results['best_epoch']}; test "
+        f"accuracy {results['test_accuracy']:.4f}, macro-F1 {results['test_macro_f1']:.4f} "
+        f"(n={results['test_size']}). Run folder: {run_dir}"
+    )
+    return results
+
+
+def _final_results(
+    model: nn.Module,
+    folder: RunFolder,
+    data: PreparedData,
+    options: TrainOptions,
+    standing: TrainState,
+) -> dict:
+    """The test scores of the best dev epoch's weights and the run's totals (the first entries of
+    ``results.json``)."""
     test = score_best(model, folder, data, options.eval_batch_size)
+    best = standing.best
     n_params = sum(p.numel() * (2 if p.is_complex() else 1) for p in model.parameters())
-    results = {
+    return {
         "test_accuracy": test["accuracy"],
         "test_macro_f1": test["macro_f1"],
         "test_loss": test["loss"],
@@ -500,15 +533,4 @@ def _fit(
         "steps": standing.step,
         "stopped_early": standing.stopped,
         "real_parameters": n_params,
-        "seconds_this_session": round(time.perf_counter() - started, 1),
-        "splits": data.splits.sizes(),
-        "split": data.splits.description,
     }
-    if rank == 0:
-        write_json(os.path.join(folder.path, "results.json"), results)
-    log(
-        f"best dev accuracy {best['dev_accuracy']:.4f} at epoch {best['epoch']}; test accuracy "
-        f"{test['accuracy']:.4f}, macro-F1 {test['macro_f1']:.4f} (n={test['n']}). "
-        f"Run folder: {run_dir}"
-    )
-    return results
