@@ -172,3 +172,30 @@ def test_predict_returns_each_texts_most_probable_label(loaded):
     assert [label for label, _ in out] == [loaded.labels.decode(int(i)) for i in index]
     assert [q for _, q in out] == pytest.approx(p.tolist(), rel=1e-6)
     assert all(0.5 <= q < 1 for _, q in out)  # two classes
+
+
+def test_resume_keeps_the_epochs_since_the_best_one(data, tmp_path):
+    """Patience counts across an interruption: a run stopped after a non-improving epoch and
+    resumed stops at the epoch an uninterrupted run stops at."""
+    import json
+
+    from cplxnet.train import resume, train
+
+    # a learning rate too small to change a prediction: no better dev accuracy after epoch 1
+    options = TrainOptions(epochs=6, batch_size=16, lr=1e-12, patience=2, seed=3)
+    config = zoo.make_config(d_model=4)
+    straight = train(config, data, str(tmp_path / "a"), options, zoo=zoo, quiet=True)
+    assert straight["stopped_early"] and straight["epochs_run"] == 3
+
+    def crash(epoch, _metrics):
+        if epoch == 2:
+            raise KeyboardInterrupt
+
+    run = str(tmp_path / "b")
+    with pytest.raises(KeyboardInterrupt):
+        train(config, data, run, options, zoo=zoo, quiet=True, callback=crash)
+    resumed = resume(run, zoo=zoo, quiet=True)
+    keys = ("epochs_run", "steps", "stopped_early", "best_epoch", "test_accuracy")
+    assert {k: resumed[k] for k in keys} == {k: straight[k] for k in keys}
+    with open(f"{run}/metrics.jsonl") as fh:
+        assert [json.loads(line)["best"] for line in fh] == [True, False, False]
