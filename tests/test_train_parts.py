@@ -199,3 +199,15 @@ def test_resume_keeps_the_epochs_since_the_best_one(data, tmp_path):
     assert {k: resumed[k] for k in keys} == {k: straight[k] for k in keys}
     with open(f"{run}/metrics.jsonl") as fh:
         assert [json.loads(line)["best"] for line in fh] == [True, False, False]
+
+
+def test_only_the_first_rank_logs_and_shows_progress(capsys):
+    from cplxnet.runtime import Logger, progress
+
+    for quiet, rank, shown in ((False, 0, True), (False, 1, False), (True, 0, False)):
+        Logger(quiet, rank)("line")
+        assert capsys.readouterr().out == ("line\n" if shown else "")
+        bar = progress(3, "epoch", quiet, rank)
+        assert bar.disable or shown  # on rank 0 it shows only on a terminal
+        bar.close()
+    assert progress(3, "epoch", False, 1).disable and progress(3, "epoch", True, 0).disable
