@@ -10,7 +10,8 @@ import pytest
 import test_train_zoo as toy
 
 import cplxnet.models as zoo
-from cplxnet.cli import _model_config, build_parser, main
+from cplxnet.cli import build_parser, main
+from cplxnet.cli_model import model_config
 
 TINY_TF = [
     "--model", "transformer", "--d-model", "8", "--set", "transformer.num_heads=2",
@@ -24,7 +25,7 @@ def toy_file(tmp_path_factory):
 
 
 def config_of(*argv):
-    return _model_config(build_parser().parse_args(["train", *argv]), zoo)
+    return model_config(build_parser().parse_args(["train", *argv]), zoo)
 
 
 def test_train_a_combined_encoding_with_member_options_and_sets(toy_file, tmp_path, capsys):

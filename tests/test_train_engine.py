@@ -265,15 +265,15 @@ def test_evaluate_refuses_a_changed_data_file(tmp_path):
 
 
 def test_data_parallel_falls_back_to_dense_for_tables_ddp_cannot_reduce():
-    from cplxnet.train import _ddp_handles_sparse, _set_sparse
+    from cplxnet.optimization import ddp_handles_sparse, set_sparse
 
     tiny = zoo.build_model(cfg(vocab_size=5))
-    assert _ddp_handles_sparse(tiny, zoo)  # torch.nn.Embedding(sparse=True): DDP reduces it
+    assert ddp_handles_sparse(tiny, zoo)  # torch.nn.Embedding(sparse=True): DDP reduces it
     import cplxnet.models as models
     model = models.build_model(
         models.make_config("fasttext", vocab_size=5, d_model=4, sparse_embeddings=True)
     )
     assert models.sparse_parameters(model)  # cplxnet's packed complex table is sparse ...
-    assert not _ddp_handles_sparse(model, models)  # ... but DDP does not know it
-    _set_sparse(model, False)
+    assert not ddp_handles_sparse(model, models)  # ... but DDP does not know it
+    set_sparse(model, False)
     assert models.sparse_parameters(model) == []

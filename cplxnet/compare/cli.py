@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Any
 
-from .._argtypes import float_value, non_negative_int, positive_int, seed_int
+from .._argtypes import non_negative_int, positive_int
+from ..cli_options import add_options
+from ..cli_options import fail as _fail
+from ..cli_options import split_list as _split_list
 
 __all__ = [
     "add_subcommands",
@@ -38,6 +40,28 @@ __all__ = [
 DEFAULT_DATA = "mr,trec"
 DEFAULT_FAMILIES = "fasttext,cnn,lstm,transformer"
 DEFAULT_ENCODINGS = "none,trainable,sinusoidal,complex-vanilla,complex-order"
+#: The training and data options of ``cplxnet compare`` (:data:`cplxnet.cli_options.OPTIONS`),
+#: the same for every cell.
+BUDGET_FLAGS = (
+    "--epochs",
+    "--batch-size",
+    "--lr",
+    "--weight-decay",
+    "--clip-norm",
+    "--patience",
+    "--max-steps",
+    "--dense",
+    "--set",
+)
+DATA_FLAGS = (
+    "--vectors",
+    "--split-seed",
+    "--limit",
+    "--max-len",
+    "--min-freq",
+    "--max-vocab",
+    "--clean",
+)
 
 
 def add_subcommands(sub: Any) -> None:
@@ -100,12 +124,7 @@ def add_subcommands(sub: Any) -> None:
         help="cells run in parallel (default 1; with --executor dask: the worker processes of "
         "the cluster started on this machine)",
     )
-    g.add_argument(
-        "--threads",
-        type=positive_int,
-        default=None,
-        help="torch threads per cell (default max(1, cores // jobs))",
-    )
+    add_options(g, "compare", ("--threads",))
     g.add_argument(
         "--retry-errors", action="store_true", help="run cells that ended in an error again"
     )
@@ -152,29 +171,7 @@ def add_subcommands(sub: Any) -> None:
     )
 
     o = c.add_argument_group("budget (the same for every cell)")
-    o.add_argument("--epochs", type=positive_int, default=None, help="epochs (default 10)")
-    o.add_argument("--batch-size", type=positive_int, default=None, help="batch (default 50)")
-    o.add_argument("--lr", type=float_value, default=None, help="learning rate (default 1e-3)")
-    o.add_argument("--weight-decay", type=float_value, default=None, help="AdamW weight decay")
-    o.add_argument("--clip-norm", type=float_value, default=None, help="gradient-norm clipping")
-    o.add_argument(
-        "--patience",
-        type=positive_int,
-        default=None,
-        help="stop after N epochs without a better dev accuracy (the best dev epoch is always "
-        "the one scored)",
-    )
-    o.add_argument("--max-steps", type=positive_int, default=None, help="cap optimiser steps")
-    o.add_argument("--dense", action="store_true", help="dense gradients (no SparseAdam)")
-    o.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=None,
-        metavar="KEY=VALUE",
-        help="model field for every family that has it (d_model=128) or one family "
-        "(cnn.num_filters=64); repeatable",
-    )
+    add_options(o, "compare", BUDGET_FLAGS)
     o.add_argument(
         "--real-width",
         default=None,
@@ -182,13 +179,7 @@ def add_subcommands(sub: Any) -> None:
         help="real models: same widths as the complex config (default for classification), "
         "x sqrt2 (about equal dense parameters) or x2 (equal FLOPs; default for --task lm)",
     )
-    o.add_argument("--vectors", default=None, metavar="FILE", help="pretrained word vectors")
-    o.add_argument("--split-seed", type=seed_int, default=None, help="data split seed (default 0)")
-    o.add_argument("--limit", type=positive_int, default=None, help="at most N per split")
-    o.add_argument("--max-len", type=positive_int, default=None, help="truncate texts")
-    o.add_argument("--min-freq", type=positive_int, default=None, help="vocabulary min count")
-    o.add_argument("--max-vocab", type=positive_int, default=None, help="vocabulary size")
-    o.add_argument("--clean", action="store_true", default=None, help="Kim (2014) cleaning")
+    add_options(o, "compare", DATA_FLAGS)
 
     o.add_argument(
         "--preset",
@@ -270,10 +261,6 @@ def add_subcommands(sub: Any) -> None:
     r.set_defaults(handler=cmd_report)
 
 
-def _split_list(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
-
-
 def _train_len(text: str | None) -> Any:
     if text is None:
         return None
@@ -344,11 +331,6 @@ def options_from_args(args: argparse.Namespace) -> Any:
         extrapolate=extrapolate,
         presets=presets,
     )
-
-
-def _fail(message: str, status: int = 1) -> int:
-    print(f"cplxnet: error: {message}", file=sys.stderr)
-    return status
 
 
 def executor_from_args(args: argparse.Namespace) -> Any:

@@ -364,10 +364,11 @@ KIND = CellKind(
 
 def cmd_compare_lm(args: argparse.Namespace) -> int:
     """``cplxnet compare --task lm``: expand, run and report the language-model grid."""
+    from ..cli_options import fail, split_list
     from ..data import DataError
     from ..lm.cli import SYNTHETIC_CONTEXT
     from ..runs import RunError
-    from .cli import DEFAULT_FAMILIES, _fail, _split_list, executor_from_args
+    from .cli import DEFAULT_FAMILIES, executor_from_args
     from .grid import parse_seeds, parse_sets, run_grid
     from .lm_report import render_lm_report
 
@@ -398,7 +399,7 @@ def cmd_compare_lm(args: argparse.Namespace) -> int:
                 f"{', '.join(wrong)} apply to classification grids, not to --task lm; drop them "
                 "(a language model trains --steps at --context L on a contiguous 90/5/5 split)"
             )
-        datas = _split_list(args.data or "mr")
+        datas = split_list(args.data or "mr")
         synthetic = [d.startswith("synthetic:") for d in datas]
         if any(synthetic) and not all(synthetic):
             raise CompareError(
@@ -453,10 +454,10 @@ def cmd_compare_lm(args: argparse.Namespace) -> int:
             print("wrote " + ", ".join(written))
         return 0
     except KeyboardInterrupt:
-        return _fail(
+        return fail(
             f"interrupted; finished cells are kept in {out}: run the same command again to "
             "continue (an interrupted cell resumes from its last checkpoint)",
             130,
         )
     except (CompareError, DataError, RunError, ValueError, TypeError) as err:
-        return _fail(str(err))
+        return fail(str(err))

@@ -112,7 +112,7 @@ def _diagnose_qkv(
     raise ValueError(f"{owner}: k and v must have the same length (dim -2), got {shapes}")
 
 
-def _check_broadcast(
+def check_broadcast(
     t: torch.Tensor, target: tuple[int, ...], owner: str, name: str
 ) -> None:
     shape = t.shape
@@ -161,12 +161,12 @@ def _assemble_mask(
                 f"{owner}: attn_mask must be a bool tensor (True = may attend) or a real floating "
                 f"tensor added to the logits, got {attn_mask.dtype}"
             )
-        _check_broadcast(attn_mask, target, owner, "attn_mask")
+        check_broadcast(attn_mask, target, owner, "attn_mask")
     if bias is not None:
         if not isinstance(bias, torch.Tensor) or not bias.is_floating_point():
             got = bias.dtype if isinstance(bias, torch.Tensor) else type(bias).__name__
             raise TypeError(f"{owner}: bias must be a real floating tensor, got {got}")
-        _check_broadcast(bias, target, owner, "bias")
+        check_broadcast(bias, target, owner, "bias")
         float_mask = bias.to(rdtype) if float_mask is None else float_mask + bias.to(rdtype)
     if is_causal:
         causal = torch.ones(Lq, Lk, dtype=torch.bool, device=q.device).tril()

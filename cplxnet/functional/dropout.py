@@ -32,3 +32,18 @@ def dropout(z: torch.Tensor, p: float = 0.5, training: bool = True) -> torch.Ten
     mask = torch.empty(z.shape + (1,), dtype=real.dtype, device=z.device)
     mask.bernoulli_(1.0 - p).div_(1.0 - p)
     return as_complex(real * mask)
+
+
+def entry_dropout(data: torch.Tensor, p: float, interleaved: bool) -> torch.Tensor:
+    """Dropout of whole complex entries (real and imaginary part together), scaled by 1/(1-p).
+
+    ``data`` is complex, or real interleaved (``pack`` layout) when ``interleaved``.
+    """
+    if p == 0.0:
+        return data
+    if interleaved:
+        pairs = data.unflatten(-1, (-1, 2))  # (..., F, 2)
+        keep = torch.empty(pairs.shape[:-1] + (1,), dtype=data.dtype, device=data.device)
+        return (pairs * keep.bernoulli_(1.0 - p).div_(1.0 - p)).flatten(-2)
+    keep = torch.empty(data.shape, dtype=data.real.dtype, device=data.device)
+    return data * keep.bernoulli_(1.0 - p).div_(1.0 - p)

@@ -76,6 +76,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from .._utils import check_choice, check_complex, check_last_dim, is_tracing, pack, unpack
 from .activation import modrelu
+from .dropout import entry_dropout
 
 __all__ = [
     "GATES",
@@ -183,21 +184,6 @@ def _check_state(h: _Tensor, shape: tuple, x: _Tensor, owner: str, name: str) ->
         raise TypeError(f"{owner}: {name} has dtype {h.dtype} but the input has {x.dtype}")
 
 
-def _entry_dropout(data: _Tensor, p: float, interleaved: bool) -> _Tensor:
-    """Dropout of whole complex entries (real and imaginary part together), scaled by 1/(1-p).
-
-    ``data`` is complex, or real interleaved (``pack`` layout) when ``interleaved``.
-    """
-    if p == 0.0:
-        return data
-    if interleaved:
-        pairs = data.unflatten(-1, (-1, 2))  # (..., F, 2)
-        keep = torch.empty(pairs.shape[:-1] + (1,), dtype=data.dtype, device=data.device)
-        return (pairs * keep.bernoulli_(1.0 - p).div_(1.0 - p)).flatten(-2)
-    keep = torch.empty(data.shape, dtype=data.real.dtype, device=data.device)
-    return data * keep.bernoulli_(1.0 - p).div_(1.0 - p)
-
-
 def _modrelu(z: _Tensor, bias: _Tensor | None) -> _Tensor:
     r"""modReLU (:func:`cplxnet.functional.modrelu`, finite at 0), or the identity without bias."""
     return z if bias is None else modrelu(z, bias)
@@ -281,10 +267,10 @@ def _fused_rnn(
     if lengths is not None and split and is_tracing():
         # torch.export / torch.compile: a scan over time instead of packed sequences (real
         # arithmetic only: the analytic gates keep the packed path, which does not export)
-        from .rnn_scan import _scan_rnn
+        from .rnn_scan import scan_layers
 
         seq = data.transpose(0, 1) if batch_first else data  # (L, B, F)
-        seq, out_states = _scan_rnn(
+        seq, out_states = scan_layers(
             kind, seq, lengths, hxs, flat, has_bias, num_layers, dirs, dropout, training, split
         )
         data = seq.transpose(0, 1) if batch_first else seq
@@ -303,7 +289,7 @@ def _fused_rnn(
         states: list[list[_Tensor]] = [[] for _ in hxs]
         for layer in range(num_layers):
             if layer:
-                data = _entry_dropout(data, dropout, interleaved=split)
+                data = entry_dropout(data, dropout, interleaved=split)
             sl = slice(layer * dirs, (layer + 1) * dirs)
             data, new = _vf_call(
                 kind,
@@ -543,7 +529,7 @@ def unitary_rnn(
     out, finals = x, []
     for layer in range(num_layers):
         if layer and training and dropout > 0.0:
-            out = _entry_dropout(out, dropout, interleaved=False)
+            out = entry_dropout(out, dropout, interleaved=False)
         outs = []
         for d in range(dirs):
             w_ih, u, b = weights[layer * dirs + d]

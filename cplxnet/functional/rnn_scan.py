@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .rnn import _entry_dropout
+from .dropout import entry_dropout
 
 _Tensor = torch.Tensor
 
@@ -38,7 +38,7 @@ def _cell(kind: str, xt: _Tensor, h: _Tensor, c: _Tensor | None, w_hh: _Tensor, 
     return (1 - z) * n + z * h, None
 
 
-def _scan_rnn(kind, data, lengths, hxs, flat, has_bias, num_layers, dirs, dropout, training,
+def scan_layers(kind, data, lengths, hxs, flat, has_bias, num_layers, dirs, dropout, training,
               interleaved):
     """The fused kernel's result with ``lengths``, as a ``scan`` over time: the form
     ``torch.export``/``torch.compile`` trace with a dynamic length (packed sequences have
@@ -56,7 +56,7 @@ def _scan_rnn(kind, data, lengths, hxs, flat, has_bias, num_layers, dirs, dropou
     states: list[list[_Tensor]] = [[] for _ in hxs]
     for layer in range(num_layers):
         if layer and dropout > 0.0 and training:
-            data = _entry_dropout(data, dropout, interleaved=interleaved)
+            data = entry_dropout(data, dropout, interleaved=interleaved)
         outs = []
         for d in range(dirs):
             k = layer * dirs + d
@@ -111,7 +111,7 @@ def scan_rnn(
     else:
         hxs = list(hx) if kind == "lstm" else [hx]
     seq = x.transpose(0, 1) if batch_first else x
-    out, states = _scan_rnn(
+    out, states = scan_layers(
         kind, seq, lengths, hxs, list(weights), has_bias, num_layers, dirs, 0.0, False, True
     )
     return (out.transpose(0, 1) if batch_first else out), states

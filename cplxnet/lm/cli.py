@@ -22,6 +22,7 @@ import os
 from typing import Any
 
 from .._argtypes import float_value, non_negative_int, positive_int, seed_int
+from ..cli_model import apply_sets, encoding_overrides
 from ..runs import check_new_run_dir
 
 __all__ = [
@@ -161,9 +162,7 @@ def _model_config(args: argparse.Namespace, error: type[Exception]) -> tuple[Any
             f"--preset {args.preset} is not a language model; language-model presets: "
             + ", ".join(usable)
         )
-    from ..cli import _encoding_overrides
-
-    overrides = {} if args.encoding is None else _encoding_overrides(args.encoding)
+    overrides = {} if args.encoding is None else encoding_overrides(args.encoding)
     if args.dropout is not None:
         overrides["dropout"] = args.dropout
     try:
@@ -191,10 +190,8 @@ _SET_FROM_DATA = {
 
 def _apply_lm_sets(config: Any, items: list[str], error: type[Exception]) -> Any:
     """``config`` with the ``--set FIELD=VALUE`` fields, parsed and checked as for a classifier
-    (:func:`cplxnet.cli._apply_sets`)."""
+    (:func:`cplxnet.cli_model.apply_sets`)."""
     import cplxnet.models as zoo
-
-    from ..cli import _apply_sets
 
     for item in items:
         field = item.split("=", 1)[0].strip().rsplit(".", 1)[-1]
@@ -203,7 +200,7 @@ def _apply_lm_sets(config: Any, items: list[str], error: type[Exception]) -> Any
                 f"--set {item}: a language model takes {field} from {_SET_FROM_DATA[field]}; "
                 "drop it"
             )
-    return _apply_sets(config, items, zoo)
+    return apply_sets(config, items, zoo)
 
 
 def cmd_train(args: argparse.Namespace, error: type[Exception]) -> int:

@@ -54,7 +54,7 @@ from ..runs import (
     save_checkpoint,
     write_json,
 )
-from ..train import progress, rng_state, seed_everything, set_rng_state, versions
+from ..runtime import progress, rng_state, seed_everything, set_rng_state, versions
 from .data import LMData, TokenVocab, file_sha256, prepare_lm_data
 from .evaluate import NA, evaluate_lengths, metric_name, score_stream
 from .synthetic import IGNORE, TASKS, SyntheticTask

@@ -20,7 +20,7 @@ from .._utils import (
     real_dtype,
     unpack,
 )
-from ..functional.attention import _check_broadcast
+from ..functional.attention import check_broadcast
 from .linear import WEIGHT_FIELDS, Linear
 
 if TYPE_CHECKING:  # imported lazily at run time: encodings may themselves import cplxnet.nn
@@ -37,7 +37,7 @@ def _xavier_uniform_(w: torch.Tensor) -> None:
         nn.init.xavier_uniform_(w)
 
 
-def _check_encoding(
+def check_encoding(
     encoding: object, owner: str, applied: frozenset[str] | None = None
 ) -> None:
     """Raise unless ``encoding`` is a :class:`PositionalEncoding` acting on at least one of the
@@ -330,7 +330,7 @@ class MultiheadAttention(HasDtype, nn.Module):
         H, Dh = self.num_heads, self.head_dim
         Lk = key.shape[1]
         if encoding is not None:
-            _check_encoding(encoding, owner, self.sites)
+            check_encoding(encoding, owner, self.sites)
             if self.bias_k is not None or self.add_zero_attn:
                 raise ValueError(
                     f"{owner}: a positional encoding cannot be combined with add_bias_kv or "
@@ -477,5 +477,5 @@ def _attn_mask_4d(
     b, h = logits_shape[:2]
     if attn_mask.dim() == 3 and attn_mask.shape[0] == b * h and b * h > 1:
         attn_mask = attn_mask.unflatten(0, (b, h))
-    _check_broadcast(attn_mask, logits_shape, owner, "attn_mask")
+    check_broadcast(attn_mask, logits_shape, owner, "attn_mask")
     return attn_mask

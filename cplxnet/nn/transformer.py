@@ -12,7 +12,7 @@ from torch import nn
 
 from .._utils import HasDtype, check_choice, check_sizes, factory_kwargs
 from .activation import ACTIVATIONS, activation_module
-from .attention import ATTENTION_SITES, MultiheadAttention, _check_encoding
+from .attention import ATTENTION_SITES, MultiheadAttention, check_encoding
 from .dropout import Dropout
 from .linear import Linear
 from .norm import LayerNorm, RMSNorm
@@ -261,7 +261,7 @@ class TransformerEncoderLayer(HasDtype, nn.Module):
         if not self.batch_first:
             x = x.transpose(0, 1)
         if encoding is not None:
-            _check_encoding(encoding, owner, self.sites)
+            check_encoding(encoding, owner, self.sites)
             x = encoding.layer_input(x, layer, num_layers)
         if self.norm_first:
             x = x + self._sa_block(
@@ -420,7 +420,7 @@ class TransformerEncoder(nn.Module):
             )
         n = self.num_layers
         if encoding is not None:
-            _check_encoding(encoding, type(self).__name__, self.sites)
+            check_encoding(encoding, type(self).__name__, self.sites)
         is_causal = bool(is_causal)
         x = src
         for i, layer in enumerate(self.layers):

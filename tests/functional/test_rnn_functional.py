@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import cplxnet.functional as CF
 from cplxnet._utils import pack
-from cplxnet.functional.rnn import _entry_dropout
+from cplxnet.functional.dropout import entry_dropout
 
 DT = torch.complex128
 TOL = {"atol": 1e-10, "rtol": 1e-9}
@@ -382,11 +382,11 @@ def test_padded_inputs_do_not_matter(kind):
 
 def test_entry_dropout_drops_whole_complex_entries():
     z = torch.randn(200, 50, dtype=DT) + 3
-    y = _entry_dropout(z, 0.4, interleaved=False)
+    y = entry_dropout(z, 0.4, interleaved=False)
     zero = y == 0
     assert 0.3 < zero.double().mean() < 0.5
     torch.testing.assert_close(y[~zero], z[~zero] / 0.6, **TOL)
-    yp = _entry_dropout(pack(z), 0.4, interleaved=True).unflatten(-1, (-1, 2))
+    yp = entry_dropout(pack(z), 0.4, interleaved=True).unflatten(-1, (-1, 2))
     both = (yp == 0).all(-1)
     assert torch.equal(both, (yp == 0).any(-1))  # re and im dropped together
     assert 0.3 < both.double().mean() < 0.5
@@ -401,11 +401,11 @@ def test_layerwise_dropout_path(gate, monkeypatch):
     seen = []
 
     def spy(data, p, interleaved):
-        y = _entry_dropout(data, p, interleaved)
+        y = entry_dropout(data, p, interleaved)
         seen.append(y if not interleaved else torch.view_as_complex(y.unflatten(-1, (-1, 2))))
         return y
 
-    monkeypatch.setattr(R, "_entry_dropout", spy)
+    monkeypatch.setattr(R, "entry_dropout", spy)
     x = torch.randn(3, 5, 3, dtype=DT)
     ws = _weights(4, 3, 4, 3, 2)
     lens = torch.tensor([5, 2, 4])

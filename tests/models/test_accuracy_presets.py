@@ -15,6 +15,8 @@ import torch
 
 import cplxnet.models as models
 from cplxnet import cli
+from cplxnet.cli_model import model_config
+from cplxnet.cli_train import train_options
 
 ACCURACY_PRESETS = {
     "trec-cnn-complex-order": "cnn",
@@ -42,7 +44,7 @@ def test_preset_builds_a_complex_order_model(name: str, family: str) -> None:
 @pytest.mark.parametrize("name", sorted(ACCURACY_PRESETS))
 def test_cli_resolves_preset(name: str) -> None:
     args = cli.build_parser().parse_args(["train", "--data", "trec", "--preset", name])
-    config = cli._model_config(args, models)
+    config = model_config(args, models)
     assert dataclasses.asdict(config) == dataclasses.asdict(models.preset_config(name))
 
 
@@ -65,11 +67,9 @@ def test_benchmark_targets_name_presets() -> None:
 
 
 def _options(argv: list[str]):
-    from cplxnet import train as engine
-
     args = cli.build_parser().parse_args(["train", "--data", "trec", *argv])
     given = {"epochs": args.epochs, "patience": args.patience, "lr": args.lr, "seed": args.seed}
-    return cli._train_options(args.preset, given, models, engine)
+    return train_options(args.preset, given, models)
 
 
 @pytest.mark.parametrize("name", sorted(ACCURACY_PRESETS))
@@ -117,6 +117,4 @@ def test_training_defaults_match_the_preset_task() -> None:
 
 def test_cli_rejects_bad_combined_options() -> None:
     with pytest.raises(cli.CLIError, match="patience"):
-        from cplxnet import train as engine
-
-        cli._train_options("trec-cnn-complex-order", {"patience": 0}, models, engine)
+        train_options("trec-cnn-complex-order", {"patience": 0}, models)

@@ -1,0 +1,235 @@
+"""The options that several ``cplxnet`` commands share, each defined once, and the helpers every
+command uses to report an error.
+
+:data:`OPTIONS` holds every data and training option of ``cplxnet train`` and ``cplxnet compare``
+(and ``--threads``): its flag, type, default, help and the commands that have it. A command adds
+the ones it wants to one of its argument groups with :func:`add_options`; where the commands
+differ (an option only one of them has, a different destination or help), the
+:class:`Option` says so. Every default here is ``None`` ("not given"): the value then comes from
+:class:`cplxnet.train_options.TrainOptions` or :class:`cplxnet.data.DataSpec` (or a preset's
+budget), and the help texts quote those defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._argtypes import float_value, non_negative_int, positive_int, seed_int
+from .data import DataSpec
+from .train_options import TrainOptions
+
+__all__ = [
+    "CLIError",
+    "EXIT_ERROR",
+    "EXIT_INTERRUPTED",
+    "fail",
+    "split_list",
+    "Option",
+    "OPTIONS",
+    "add_options",
+]
+
+# exit statuses; usage errors exit with argparse's 2
+EXIT_ERROR, EXIT_INTERRUPTED = 1, 130
+
+
+class CLIError(Exception):
+    """An error to report as ``cplxnet: error: <message>``."""
+
+
+def fail(message: str, status: int = EXIT_ERROR) -> int:
+    """Print ``cplxnet: error: <message>`` as one line on stderr (on the first rank only under
+    torchrun) and return ``status``."""
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(f"cplxnet: error: {' '.join(message.splitlines())}", file=sys.stderr)
+    return status
+
+
+def split_list(text: str) -> list[str]:
+    """The non-empty, stripped items of a comma-separated list."""
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One command-line option, defined once for every command that has it.
+
+    Attributes:
+        flag: the option string (``--batch-size``).
+        help: the help text.
+        kwargs: the other ``add_argument`` keywords (type, action, metavar, choices, dest).
+        commands: the commands that have the option.
+        per_command: keywords (help, dest, metavar) that differ for one command.
+    """
+
+    flag: str
+    help: str
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    commands: tuple[str, ...] = ("train", "compare")
+    per_command: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def arguments(self, command: str) -> dict[str, Any]:
+        """The ``add_argument`` keywords of the option in ``command``."""
+        if command not in self.commands:
+            raise ValueError(f"{self.flag} is not an option of cplxnet {command}")
+        own = self.per_command.get(command, {})
+        return {"default": None, "help": self.help, **self.kwargs, **own}
+
+
+_TO = TrainOptions
+_DS = DataSpec
+
+_OPTION_LIST: tuple[Option, ...] = (
+    # -- data ------------------------------------------------------------------------------------
+    # compare's --data (a list of data sets) is one of its grid options, not this one
+    Option(
+        "--data",
+        "bundled 'mr' or 'trec', or a TSV/CSV/JSONL file with a header "
+        f"(default: {_DS.data})",
+        commands=("train",),
+    ),
+    Option("--test", "a separate test file", {"metavar": "FILE"}, commands=("train",)),
+    Option("--dev", "a separate dev file", {"metavar": "FILE"}, commands=("train",)),
+    Option(
+        "--format",
+        "file format (default: from the extension)",
+        {"choices": ("tsv", "csv", "jsonl")},
+        commands=("train",),
+    ),
+    Option(
+        "--label-field",
+        f"label column / JSON key (default: {_DS.label_field})",
+        commands=("train",),
+    ),
+    Option(
+        "--text-field", f"text column / JSON key (default: {_DS.text_field})", commands=("train",)
+    ),
+    Option(
+        "--split",
+        "quick: one seeded 80/10/10 split (default); cv: 10-fold cross-validation (needs --fold)",
+        {"choices": ("quick", "cv")},
+        commands=("train",),
+    ),
+    Option(
+        "--fold",
+        "cross-validation test fold 0..9 (implies --split cv)",
+        {"type": non_negative_int, "metavar": "K"},
+        commands=("train",),
+    ),
+    Option(
+        "--split-seed",
+        f"seed of the data split (default {_DS.split_seed}; independent of the training seed)",
+        {"type": seed_int},
+    ),
+    Option(
+        "--max-len",
+        "truncate texts to N tokens (also the model's position limit)",
+        {"type": positive_int, "metavar": "N"},
+    ),
+    Option(
+        "--min-freq",
+        f"vocabulary: keep words seen at least this often in train (default {_DS.min_freq})",
+        {"type": positive_int},
+    ),
+    Option(
+        "--max-vocab",
+        "vocabulary: keep the N most frequent entries (default: all)",
+        {"type": positive_int, "metavar": "N"},
+    ),
+    Option("--clean", "Kim (2014)-style text cleaning before tokenizing", {"action": "store_true"}),
+    Option("--keep-case", "do not lower-case the text", {"action": "store_true"}, ("train",)),
+    Option(
+        "--limit",
+        "at most N examples per split (quick smoke runs)",
+        {"type": positive_int, "metavar": "N"},
+    ),
+    Option(
+        "--vectors",
+        "initialise the word embeddings from a GloVe/word2vec text file",
+        {"metavar": "FILE"},
+    ),
+    # -- training --------------------------------------------------------------------------------
+    Option(
+        "--epochs",
+        f"maximum number of epochs (default {_TO.epochs})",
+        {"type": positive_int},
+    ),
+    # compare trains every cell with each of its --seeds
+    Option("--seed", f"training seed (default {_TO.seed})", {"type": seed_int}, ("train",)),
+    Option(
+        "--batch-size",
+        f"global batch size (default {_TO.batch_size})",
+        {"type": positive_int},
+    ),
+    Option("--lr", f"learning rate (default {_TO.lr:g})", {"type": float_value}),
+    Option(
+        "--weight-decay",
+        f"AdamW weight decay on the dense parameters (default {_TO.weight_decay:g})",
+        {"type": float_value},
+    ),
+    Option(
+        "--clip-norm",
+        "clip the dense gradients to this total norm (default: no clipping)",
+        {"type": float_value},
+    ),
+    Option(
+        "--patience",
+        "stop after N epochs without a better dev accuracy (the best dev epoch is always the "
+        "one scored; default: no early stopping)",
+        {"type": positive_int},
+    ),
+    Option(
+        "--dense",
+        "dense gradients for the embedding tables (no SparseAdam)",
+        {"action": "store_true"},
+    ),
+    Option(
+        "--max-steps",
+        "stop after this many optimiser steps in total (smoke tests)",
+        {"type": positive_int},
+    ),
+    Option("--compile", "torch.compile the model", {"action": "store_true"}, ("train",)),
+    # train sets fields of its one model; compare of every family that has the field
+    Option(
+        "--set",
+        "",
+        {"action": "append"},
+        per_command={
+            "train": {
+                "dest": "set",
+                "metavar": "FIELD=VALUE",
+                "help": "a model-config field (num_layers=2, kernel_sizes=3,4,5, or with the "
+                "family transformer.num_layers=2, as in cplxnet compare); repeatable; applied "
+                "last",
+            },
+            "compare": {
+                "dest": "sets",
+                "metavar": "KEY=VALUE",
+                "help": "model field for every family that has it (d_model=128) or one family "
+                "(cnn.num_filters=64); repeatable",
+            },
+        },
+    ),
+    # -- process ---------------------------------------------------------------------------------
+    Option(
+        "--threads",
+        "torch CPU threads (default: torch's choice; on a busy machine 1 is often fastest)",
+        {"type": positive_int},
+        commands=("train", "evaluate", "predict", "compare"),
+        per_command={"compare": {"help": "torch threads per cell (default max(1, cores // jobs))"}},
+    ),
+)
+
+#: Every shared option by its flag.
+OPTIONS: dict[str, Option] = {o.flag: o for o in _OPTION_LIST}
+
+
+def add_options(group: Any, command: str, flags: Iterable[str]) -> None:
+    """Add the options ``flags`` of :data:`OPTIONS`, as ``command`` has them, to ``group`` (an
+    ``argparse`` parser or argument group)."""
+    for flag in flags:
+        group.add_argument(flag, **OPTIONS[flag].arguments(command))

@@ -1,0 +1,104 @@
+"""One optimiser step of a classifier and what it needs: the optimisers (Adam or AdamW for dense
+parameters, ``SparseAdam`` for embedding tables with sparse gradients) and the choice of sparse
+or dense gradients for the tables."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .data import EncodedSplit, collate
+from .train_options import TrainOptions
+
+__all__ = ["ddp_handles_sparse", "set_sparse", "make_optimizers", "train_step"]
+
+
+def ddp_handles_sparse(model: nn.Module, zoo: Any) -> bool:
+    """True if every sparse-gradient parameter is the weight of a ``torch.nn.Embedding`` or
+    ``EmbeddingBag`` with ``sparse=True`` (the only sparse gradients DDP expects)."""
+    known = {
+        id(m.weight)
+        for m in model.modules()
+        if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.sparse
+    }
+    return all(id(p) in known for p in zoo.sparse_parameters(model))
+
+
+def set_sparse(model: nn.Module, sparse: bool) -> None:
+    """Set the ``sparse`` flag (sparse gradients) of every submodule that has one."""
+    for module in model.modules():
+        if isinstance(getattr(module, "sparse", None), bool):
+            module.sparse = sparse
+
+
+def make_optimizers(
+    model: nn.Module, options: TrainOptions, zoo: Any
+) -> tuple[list[torch.optim.Optimizer], list[nn.Parameter]]:
+    """The optimisers of ``model`` and its dense parameters: ``SparseAdam`` for the tables of
+    ``zoo.sparse_parameters`` (when ``options.sparse``), Adam for the rest (AdamW when
+    ``options.weight_decay > 0``)."""
+    sparse_ids = set()
+    sparse = []
+    if options.sparse:
+        for p in zoo.sparse_parameters(model):
+            if p.requires_grad and id(p) not in sparse_ids:
+                sparse_ids.add(id(p))
+                sparse.append(p)
+    dense = [p for p in model.parameters() if p.requires_grad and id(p) not in sparse_ids]
+    optimizers: list[torch.optim.Optimizer] = []
+    if dense:
+        if options.weight_decay > 0:
+            optimizers.append(
+                torch.optim.AdamW(dense, lr=options.lr, weight_decay=options.weight_decay)
+            )
+        else:
+            optimizers.append(torch.optim.Adam(dense, lr=options.lr))
+    if sparse:
+        optimizers.append(torch.optim.SparseAdam(sparse, lr=options.lr))
+    return optimizers, dense
+
+
+def train_step(
+    model: nn.Module,
+    split: EncodedSplit,
+    batch: np.ndarray,
+    optimizers: Sequence[torch.optim.Optimizer],
+    *,
+    world: int = 1,
+    rank: int = 0,
+    clip_norm: float | None = None,
+    clip_params: Sequence[nn.Parameter] = (),
+    constrain: Callable[[], None] | None = None,
+) -> tuple[float, int, int]:
+    """One optimiser step on this rank's shard ``batch[rank::world]`` of a global batch.
+
+    ``constrain`` (the zoo model's ``apply_constraints``, e.g. max-norm on the head's rows) runs
+    after the step; ``model`` may be a wrapper (DDP, compiled), so it is passed, not looked up.
+
+    The loss is ``sum(cross-entropy over the shard) * world / len(batch)``: DDP averages the
+    ranks' gradients, so the step follows the gradient of the mean loss over the global batch
+    whatever the shard sizes. Every shard is padded to the global batch's longest text.
+    Returns the shard's summed loss, correct predictions and size.
+    """
+    shard = batch[rank::world]
+    pad_to = max(len(split.ids[i]) for i in batch)
+    ids, mask = collate([split.ids[i] for i in shard], pad_to=pad_to)
+    y = split.labels[torch.as_tensor(shard)]
+    logits = model(ids, mask)
+    loss_sum = F.cross_entropy(logits, y, reduction="sum")
+    (loss_sum * (world / len(batch))).backward()
+    if clip_norm is not None and clip_params:
+        torch.nn.utils.clip_grad_norm_(clip_params, clip_norm)
+    for opt in optimizers:
+        opt.step()
+    if constrain is not None:
+        constrain()
+    for opt in optimizers:
+        opt.zero_grad(set_to_none=True)
+    correct = int((logits.detach().argmax(1) == y).sum())
+    return float(loss_sum.detach()), correct, len(shard)
