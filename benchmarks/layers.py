@@ -274,6 +274,41 @@ def _cardioid(d: int, cfg: Config) -> Case:
     return _previous(case, "reference_cardioid", nn.Module(), cinput(cfg, cfg.batch, cfg.seq, d))
 
 
+class _Compiled(nn.Module):
+    """Runs ``module`` with the opt-in compiled kernels switched on (``on=True``) or off."""
+
+    def __init__(self, module: nn.Module, on: bool) -> None:
+        super().__init__()
+        self.module, self.on = module, on
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        previous_setting = CF.use_compiled_kernels(self.on)
+        try:
+            return self.module(x)
+        finally:
+            CF.use_compiled_kernels(previous_setting)
+
+
+def _compiled_row(m: nn.Module, d: int, cfg: Config) -> Case:
+    B, L = cfg.batch, cfg.seq
+    x = cinput(cfg, B, L, d)
+    base = {
+        "real ReLU(2d)": fwd_bwd(nn.ReLU(), rinput(cfg, B, L, 2 * d)),
+        "cplxnet eager (the default)": fwd_bwd(_Compiled(m, False), x),
+    }
+    return Case(fwd_bwd(_Compiled(m, True), x), base)
+
+
+@row("ModReLU compiled")
+def _modrelu_compiled(d: int, cfg: Config) -> Case:
+    return _compiled_row(cnn.ModReLU(d, bias_init=-0.1), d, cfg)
+
+
+@row("Cardioid compiled")
+def _cardioid_compiled(d: int, cfg: Config) -> Case:
+    return _compiled_row(cnn.Cardioid(), d, cfg)
+
+
 @row("MeanPool (masked)")
 def _meanpool(d: int, cfg: Config) -> Case:
     B, L = cfg.batch, cfg.seq

@@ -1,0 +1,148 @@
+"""The opt-in compiled complex64 kernels of modReLU and cardioid
+(:mod:`cplxnet.functional._compiled`) against the composed references (``tests/reference_ops.py``):
+values and gradients (first and second order), guarded zeros, bias layouts, conj and strided
+inputs, and the switch itself. complex128 inputs keep the eager implementations, whose complex128
+gradcheck is in ``test_fast_paths.py``; here the kernels are also compared with the eager
+hand-written backward on the same complex64 data."""
+
+import shutil
+
+import pytest
+import torch
+from reference_ops import reference_cardioid, reference_modrelu
+
+from cplxnet import functional as CF
+from cplxnet.functional import _compiled
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("c++") is None and shutil.which("g++") is None,
+    reason="torch.compile's CPU back end needs a C++ compiler",
+)
+
+C64 = torch.complex64
+TOL = {"atol": 2e-6, "rtol": 2e-5}
+
+
+@pytest.fixture
+def compiled():
+    previous = CF.use_compiled_kernels(True)
+    yield
+    CF.use_compiled_kernels(previous)
+
+
+def _z(*shape, dtype=C64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(*shape, generator=g, dtype=torch.float64)
+    b = 0.7 * a + 0.5 * torch.randn(*shape, generator=g, dtype=torch.float64)
+    z = torch.complex(2.0 * a + 0.3, 0.6 * b - 1.0).to(dtype)
+    z.view(-1)[:: max(z.numel() // 7, 1)] = 0  # exact zeros: the guarded denominators
+    return z.requires_grad_()
+
+
+def _grads(fn, inputs, create_graph=False, seed=1):
+    out = fn(*inputs)
+    g = torch.randn(out.shape, dtype=out.dtype, generator=torch.Generator().manual_seed(seed))
+    leaves = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
+    return out, torch.autograd.grad(out, leaves, g, create_graph=create_graph)
+
+
+def _assert_same(fast, ref, inputs, **tol):
+    out, grads = _grads(fast, inputs)
+    out_r, grads_r = _grads(ref, inputs)
+    torch.testing.assert_close(out, out_r, **(tol or TOL))
+    for a, b in zip(grads, grads_r, strict=True):
+        torch.testing.assert_close(a, b, **(tol or TOL))
+
+
+def test_switch_is_off_by_default_and_returns_the_previous_setting():
+    assert not CF.compiled_kernels_enabled()
+    z = _z(3, 4)
+    assert type(CF.modrelu(z, 0.1).grad_fn).__name__ == "_ModReLUBackward"
+    assert CF.use_compiled_kernels(True) is False
+    try:
+        assert CF.compiled_kernels_enabled()
+        assert CF.use_compiled_kernels(True) is True
+    finally:
+        CF.use_compiled_kernels(False)
+    assert not CF.compiled_kernels_enabled()
+
+
+@pytest.mark.parametrize(
+    "bias",
+    [
+        lambda: torch.randn(8, dtype=torch.float32).requires_grad_(),
+        lambda: torch.randn(1, dtype=torch.float32).requires_grad_(),
+        lambda: torch.tensor(-0.5).requires_grad_(),
+        lambda: 0.3,
+        lambda: torch.randn(3, 8).requires_grad_(),  # 2-d bias: eager implementation
+    ],
+    ids=["per-feature", "shared", "0-dim", "float", "2d"],
+)
+def test_modrelu_kernels_equal_reference(compiled, bias):
+    z, b = _z(4, 3, 8), bias()
+    out = CF.modrelu(z, b)
+    uses_kernel = not (isinstance(b, torch.Tensor) and b.dim() == 2)
+    assert (type(out.grad_fn).__name__ == "_ModReLUCompiledBackward") == uses_kernel
+    _assert_same(CF.modrelu, reference_modrelu, (z, b))
+
+
+def test_modrelu_kernels_threshold_boundary_and_both_signs(compiled):
+    z = torch.complex(torch.tensor([3.0, 0.6, 0.0, -1.0]), torch.tensor([4.0, 0.8, 0.0, 2.0]))
+    z.requires_grad_()
+    b = torch.tensor([-5.0, -1.0, 0.4, -0.1], requires_grad=True)  # |z| + b == 0 on two entries
+    _assert_same(CF.modrelu, reference_modrelu, (z, b))
+
+
+def test_cardioid_kernels_equal_reference(compiled):
+    z = _z(6, 16)
+    assert type(CF.cardioid(z).grad_fn).__name__ == "_CardioidCompiledBackward"
+    _assert_same(CF.cardioid, reference_cardioid, (z,))
+
+
+@pytest.mark.parametrize("view", ["conj", "strided", "transposed"])
+def test_kernels_on_conj_and_strided_inputs(compiled, view):
+    base = _z(6, 16)
+    z = {"conj": base.conj(), "strided": base[:, ::2], "transposed": base.T[:8]}[view]
+    b = torch.randn(z.shape[-1], requires_grad=True)
+
+    def ref(z, b):  # the reference's view_as_real rejects a conj-bit input
+        return reference_modrelu(z.resolve_conj(), b)
+
+    _assert_same(CF.modrelu, ref, (z, b))
+    _assert_same(CF.cardioid, lambda z: reference_cardioid(z.resolve_conj()), (z,))
+
+
+def test_kernels_equal_the_eager_hand_written_backward(compiled):
+    z, b = _z(5, 7, 12, seed=3), torch.randn(12, requires_grad=True)
+    fast = [_grads(CF.modrelu, (z, b)), _grads(CF.cardioid, (z,))]
+    CF.use_compiled_kernels(False)
+    eager = [_grads(CF.modrelu, (z, b)), _grads(CF.cardioid, (z,))]
+    for (o1, g1), (o2, g2) in zip(fast, eager, strict=True):
+        torch.testing.assert_close(o1, o2, **TOL)
+        for a, c in zip(g1, g2, strict=True):
+            torch.testing.assert_close(a, c, **TOL)
+
+
+def test_kernels_double_backward_equals_reference(compiled):
+    z, b = _z(4, 6, seed=5), torch.randn(6, requires_grad=True)
+    for fn, ref, inputs in (
+        (CF.modrelu, reference_modrelu, (z, b)),
+        (CF.cardioid, reference_cardioid, (z,)),
+    ):
+        got, want = (_grads(f, inputs, create_graph=True)[1] for f in (fn, ref))
+        v = torch.randn(got[0].shape, dtype=C64, generator=torch.Generator().manual_seed(2))
+        second = torch.autograd.grad(got[0], inputs, v, allow_unused=True)
+        second_ref = torch.autograd.grad(want[0], inputs, v, allow_unused=True)
+        for a, c in zip(second, second_ref, strict=True):
+            # at the exact zeros both composed forms give nan second derivatives
+            assert torch.isfinite(torch.view_as_real(a) if a.is_complex() else a).any()
+            torch.testing.assert_close(a, c, atol=1e-5, rtol=1e-4, equal_nan=True)
+
+
+def test_complex128_and_real_inputs_keep_the_eager_paths(compiled):
+    z = _z(3, 4, dtype=torch.complex128)
+    assert not _compiled.applies(z)
+    assert type(CF.modrelu(z, 0.1).grad_fn).__name__ == "_ModReLUBackward"
+    assert type(CF.cardioid(z).grad_fn).__name__ == "_CardioidBackward"
+    x = torch.randn(5)
+    torch.testing.assert_close(CF.cardioid(x), torch.relu(x))
