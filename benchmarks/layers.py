@@ -289,11 +289,12 @@ class _Compiled(nn.Module):
             CF.use_compiled_kernels(previous_setting)
 
 
-def _compiled_row(m: nn.Module, d: int, cfg: Config) -> Case:
+def _compiled_row(m: nn.Module, d: int, cfg: Config, real: nn.Module | None = None) -> Case:
     B, L = cfg.batch, cfg.seq
     x = cinput(cfg, B, L, d)
+    real = nn.ReLU() if real is None else real
     base = {
-        "real ReLU(2d)": fwd_bwd(nn.ReLU(), rinput(cfg, B, L, 2 * d)),
+        f"real {type(real).__name__}(2d)": fwd_bwd(real, rinput(cfg, B, L, 2 * d)),
         "cplxnet eager (the default)": fwd_bwd(_Compiled(m, False), x),
     }
     return Case(fwd_bwd(_Compiled(m, True), x), base)
@@ -302,6 +303,11 @@ def _compiled_row(m: nn.Module, d: int, cfg: Config) -> Case:
 @row("ModReLU compiled")
 def _modrelu_compiled(d: int, cfg: Config) -> Case:
     return _compiled_row(cnn.ModReLU(d, bias_init=-0.1), d, cfg)
+
+
+@row("LayerNorm split compiled")
+def _ln_split_compiled(d: int, cfg: Config) -> Case:
+    return _compiled_row(cnn.LayerNorm(d), d, cfg, nn.LayerNorm(2 * d))
 
 
 @row("Cardioid compiled")

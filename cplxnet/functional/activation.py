@@ -118,7 +118,8 @@ class _ModReLUCompiled(torch.autograd.Function):
     def forward(ctx, z, bias):  # noqa: D102 (autograd.Function)
         ctx.save_for_backward(z, bias)
         w = _compiled.as_words(z)
-        out = _compiled.kernel("modrelu_forward")(w.reshape(-1, w.shape[-1]), bias.reshape(-1))
+        b = bias.detach().reshape(-1)
+        out = _compiled.kernel("modrelu_forward")(w.reshape(-1, w.shape[-1]), b)
         return _compiled.words_to_complex(out).reshape(z.shape)
 
     @staticmethod
@@ -128,7 +129,8 @@ class _ModReLUCompiled(torch.autograd.Function):
             return grad_via_composed(_modrelu_autograd, (z, bias), ctx, grad)
         w = _compiled.as_words(z).reshape(-1, z.shape[-1])
         gw = _compiled.as_words(grad).reshape(w.shape)
-        grad_w, grad_bias = _compiled.kernel("modrelu_backward")(w, bias.reshape(-1), gw)
+        b = bias.detach().reshape(-1)
+        grad_w, grad_bias = _compiled.kernel("modrelu_backward")(w, b, gw)
         grad_z = _compiled.words_to_complex(grad_w).reshape(z.shape)
         return grad_z, grad_bias.sum_to_size(bias.shape) if ctx.needs_input_grad[1] else None
 

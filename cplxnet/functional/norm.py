@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from .._utils import as_complex, grad_via_composed, is_tracing, join, pack, parts
+from . import _compiled
 
 __all__ = ["layer_norm", "batch_norm", "rms_norm", "whiten", "inv_sqrt_2x2"]
 
@@ -247,6 +248,70 @@ def _whiten_affine(
     return _WhitenAffine.apply(x, weight, bias, shape3, eps, per_group)
 
 
+def _layer_norm_split_composed(x, shape, weight, bias, eps):
+    """Split layer norm composed of differentiable ops (double backward of the kernels)."""
+    w = (None, None) if weight is None else (weight[0], weight[1])
+    b = (None, None) if bias is None else (bias.real, bias.imag)
+    return torch.complex(
+        F.layer_norm(x.real, shape, w[0], b[0], eps), F.layer_norm(x.imag, shape, w[1], b[1], eps)
+    )
+
+
+def _split_affine_rows(x, weight, bias, size):
+    """Gains ``(2, size)`` and shifts ``(2, size)`` (real, contiguous, detached) of the split
+    layer norm for the compiled kernels: ones and zeros where ``weight`` / ``bias`` is None."""
+    rdt = x.real.dtype
+    w = torch.ones(2, size, dtype=rdt, device=x.device) if weight is None else weight
+    if bias is None:
+        b = torch.zeros(2, size, dtype=rdt, device=x.device)
+    else:
+        b = torch.view_as_real(bias.detach().resolve_conj().reshape(size)).T
+    return w.detach().reshape(2, size).contiguous(), b.contiguous()
+
+
+class _LayerNormSplitCompiled(torch.autograd.Function):
+    """Split layer norm of complex64 ``x`` over its last ``len(shape)`` dims as compiled kernels
+    on the complex64 words (:mod:`cplxnet.functional._compiled`); the gains' and shift's
+    gradients are the kernels' per-entry terms summed over the rows."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, shape, eps):  # noqa: D102 (autograd.Function)
+        size = math.prod(shape)
+        w, b = _split_affine_rows(x, weight, bias, size)
+        words = _compiled.as_words(x).reshape(-1, size)
+        out, *stats = _compiled.kernel("layer_norm_split_forward")(
+            words, w[0], w[1], b[0], b[1], eps
+        )
+        ctx.save_for_backward(x, weight, bias, *stats)
+        ctx.shape, ctx.eps = shape, eps
+        return _compiled.words_to_complex(out).reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        x, weight, bias, *stats = ctx.saved_tensors
+        shape, eps = ctx.shape, ctx.eps
+        if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
+            out = grad_via_composed(
+                lambda x, w, b: _layer_norm_split_composed(x, shape, w, b, eps),
+                (x, weight, bias),
+                ctx,
+                grad,
+            )
+            return (*out, None, None)
+        size = math.prod(shape)
+        w, _ = _split_affine_rows(x, weight, None, size)
+        words = _compiled.as_words(x).reshape(-1, size)
+        gwords = _compiled.as_words(grad).reshape(words.shape)
+        gx, terms = _compiled.kernel("layer_norm_split_backward")(words, gwords, w[0], w[1], stats)
+        g_weight = g_bias = None
+        if weight is not None and ctx.needs_input_grad[1]:
+            g_weight = torch.view_as_real(_compiled.words_to_complex(terms).sum(0)).T
+            g_weight = g_weight.reshape(weight.shape)
+        if bias is not None and ctx.needs_input_grad[2]:
+            g_bias = grad.resolve_conj().reshape(-1, size).sum(0).reshape(bias.shape)
+        return _compiled.words_to_complex(gx).reshape(x.shape), g_weight, g_bias, None, None
+
+
 def layer_norm(
     x: torch.Tensor,
     normalized_shape: Sequence[int],
@@ -282,6 +347,8 @@ def layer_norm(
         if mode != "split":
             raise ValueError(f"layer_norm: mode={mode!r} needs a complex input (use mode='split')")
         return F.layer_norm(x, shape, weight, bias, eps)
+    if mode == "split" and _compiled.applies(x) and x.numel() > 0:
+        return _LayerNormSplitCompiled.apply(x, weight, bias, shape, eps)
     if mode == "split":
         re, im = parts(x)
         w = (None, None) if weight is None else (weight[0], weight[1])

@@ -1,4 +1,4 @@
-"""The opt-in compiled complex64 kernels of modReLU and cardioid
+"""The opt-in compiled complex64 kernels of modReLU, cardioid and the split layer norm
 (:mod:`cplxnet.functional._compiled`) against the composed references (``tests/reference_ops.py``):
 values and gradients (first and second order), guarded zeros, bias layouts, conj and strided
 inputs, and the switch itself. complex128 inputs keep the eager implementations, whose complex128
@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 import torch
-from reference_ops import reference_cardioid, reference_modrelu
+from reference_ops import reference_cardioid, reference_layer_norm, reference_modrelu
 
 from cplxnet import functional as CF
 from cplxnet.functional import _compiled
@@ -146,3 +146,52 @@ def test_complex128_and_real_inputs_keep_the_eager_paths(compiled):
     assert type(CF.cardioid(z).grad_fn).__name__ == "_CardioidBackward"
     x = torch.randn(5)
     torch.testing.assert_close(CF.cardioid(x), torch.relu(x))
+
+
+@pytest.mark.parametrize("kind", ["weight+bias", "weight only", "bias only", "none"])
+@pytest.mark.parametrize("shape", [(12,), (3, 5)], ids=["1d", "2d"])
+def test_layer_norm_split_kernels_equal_reference(compiled, kind, shape):
+    x = _z(4, 6, *shape, seed=7)
+    w = (torch.rand(2, *shape) + 0.5).requires_grad_() if "weight" in kind else None
+    b = torch.randn(*shape, dtype=C64).requires_grad_() if "bias" in kind else None
+
+    def fast(x, w, b):
+        return CF.layer_norm(x, shape, w, b, 1e-5, "split")
+
+    def ref(x, w, b):
+        return reference_layer_norm(x, shape, w, b, 1e-5, "split")
+
+    assert type(fast(x, w, b).grad_fn).__name__ == "_LayerNormSplitCompiledBackward"
+    _assert_same(fast, ref, (x, w, b), atol=2e-5, rtol=1e-4)
+    # padding (all-zero) and constant rows: finite, and equal up to the rounding of the mean
+    # (amplified by 1/sqrt(eps) on a constant row)
+    x2 = x.detach().clone()
+    x2[0, 0], x2[1, 2] = 0, 3 - 1j
+    _assert_same(fast, ref, (x2.requires_grad_(), w, b), atol=5e-4, rtol=1e-4)
+
+
+def test_layer_norm_split_kernels_on_strided_and_conj_inputs_and_double_backward(compiled):
+    base = _z(5, 16, seed=8)
+    w, b = (torch.rand(2, 8) + 0.5).requires_grad_(), torch.randn(8, dtype=C64).requires_grad_()
+    for x in (base[:, ::2], base[:, :8].conj()):
+        _assert_same(
+            lambda x, w, b: CF.layer_norm(x, (8,), w, b, 1e-5, "split"),
+            lambda x, w, b: reference_layer_norm(x.resolve_conj(), (8,), w, b, 1e-5, "split"),
+            (x, w, b),
+            atol=2e-5,
+            rtol=1e-4,
+        )
+    x = base[:, :8]
+    got = _grads(lambda *a: CF.layer_norm(*a[:1], (8,), *a[1:]), (x, w, b), create_graph=True)
+    want = _grads(lambda *a: reference_layer_norm(a[0], (8,), *a[1:]), (x, w, b), True)
+    v = torch.randn(x.shape, dtype=C64, generator=torch.Generator().manual_seed(4))
+    for a, c in zip(
+        torch.autograd.grad(got[1][0], (x, w, b), v, allow_unused=True),
+        torch.autograd.grad(want[1][0], (x, w, b), v, allow_unused=True),
+        strict=True,
+    ):
+        if a is None or c is None:  # the shift enters linearly: no second derivative
+            assert a is None or not a.any()
+            assert c is None or not c.any()
+            continue
+        torch.testing.assert_close(a, c, atol=1e-4, rtol=1e-3)
