@@ -310,6 +310,11 @@ def _ln_split_compiled(d: int, cfg: Config) -> Case:
     return _compiled_row(cnn.LayerNorm(d), d, cfg, nn.LayerNorm(2 * d))
 
 
+@row("LayerNorm whiten compiled")
+def _ln_whiten_compiled(d: int, cfg: Config) -> Case:
+    return _compiled_row(cnn.LayerNorm(d, mode="whiten"), d, cfg, nn.LayerNorm(2 * d))
+
+
 @row("Cardioid compiled")
 def _cardioid_compiled(d: int, cfg: Config) -> Case:
     return _compiled_row(cnn.Cardioid(), d, cfg)

@@ -248,6 +248,81 @@ def _whiten_affine(
     return _WhitenAffine.apply(x, weight, bias, shape3, eps, per_group)
 
 
+class _WhitenRowsCompiled(torch.autograd.Function):
+    """Whitening layer norm of complex64 ``x`` over its last ``len(shape)`` dims as compiled
+    kernels on the complex64 words (:mod:`cplxnet.functional._compiled`): one forward kernel,
+    and a backward of two kernels around the per-row 2x2 algebra (autograd through
+    :func:`inv_sqrt_2x2` on the small per-row tensors, as in :class:`_WhitenAffine`)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, shape, eps):  # noqa: D102 (autograd.Function)
+        size = math.prod(shape)
+        a, b = _whiten_affine_rows(x, weight, bias, size)
+        words = _compiled.as_words(x).reshape(-1, size)
+        out, *stats = _compiled.kernel("whiten_rows_forward")(words, a, b, eps)
+        ctx.save_for_backward(x, weight, bias, *stats)
+        ctx.shape, ctx.eps = shape, eps
+        return _compiled.words_to_complex(out).reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        x, weight, bias, *stats = ctx.saved_tensors
+        shape, eps = ctx.shape, ctx.eps
+        if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
+            out = grad_via_composed(
+                lambda x, w, b: _layer_norm_whiten(x, shape, w, b, eps),
+                (x, weight, bias),
+                ctx,
+                grad,
+            )
+            return (*out, None, None)
+        size = math.prod(shape)
+        a, _ = _whiten_affine_rows(x, weight, None, size)
+        words = _compiled.as_words(x).reshape(-1, size)
+        gwords = _compiled.as_words(grad).reshape(words.shape)
+        with torch.enable_grad():
+            v = [t.detach().requires_grad_() for t in stats[2:]]
+            w_graph = inv_sqrt_2x2(*v, eps)
+        wmat = tuple(t.detach() for t in w_graph)
+        s_rr, s_ri, s_ii, t0, t1 = _compiled.kernel("whiten_rows_grad_w")(
+            words, gwords, a, stats, wmat
+        )
+        gv_rr, gv_ri, gv_ii = torch.autograd.grad(w_graph, v, (s_rr, s_ri, s_ii))
+        gv = (gv_rr * (2.0 / size), gv_ri / size, gv_ii * (2.0 / size))
+        gx = _compiled.kernel("whiten_rows_grad_x")(words, gwords, a, stats, wmat, gv)
+        g_weight = g_bias = None
+        if weight is not None and ctx.needs_input_grad[1]:
+            rows = [torch.view_as_real(_compiled.words_to_complex(t).sum(0)).T for t in (t0, t1)]
+            g_weight = torch.stack(rows).reshape(weight.shape)
+        if bias is not None and ctx.needs_input_grad[2]:
+            g_bias = grad.resolve_conj().reshape(-1, size).sum(0).reshape(bias.shape)
+        return _compiled.words_to_complex(gx).reshape(x.shape), g_weight, g_bias, None, None
+
+
+def _whiten_affine_rows(x, weight, bias, size):
+    """2x2 gains ``(2, 2, size)`` and shifts ``(2, size)`` (real, contiguous, detached) of the
+    whitening layer norm for the compiled kernels: identity and zeros where None."""
+    rdt = x.real.dtype
+    if weight is None:
+        a = torch.eye(2, dtype=rdt, device=x.device).unsqueeze(-1).expand(2, 2, size)
+    else:
+        a = weight.detach().reshape(2, 2, size)
+    if bias is None:
+        b = torch.zeros(2, size, dtype=rdt, device=x.device)
+    else:
+        b = torch.view_as_real(bias.detach().resolve_conj().reshape(size)).T
+    return a.contiguous(), b.contiguous()
+
+
+def _layer_norm_whiten(x, shape, weight, bias, eps):
+    """The eager whitening layer norm (:class:`_WhitenAffine` on rows of ``prod(shape)``)."""
+    size = math.prod(shape)
+    shape3 = (1, x.numel() // max(size, 1), size)
+    w = None if weight is None else weight.reshape(2, 2, size)
+    b = None if bias is None else bias.reshape(size)
+    return _whiten_affine(x, w, b, shape3, eps, per_group=False)[0]
+
+
 def _layer_norm_split_composed(x, shape, weight, bias, eps):
     """Split layer norm composed of differentiable ops (double backward of the kernels)."""
     w = (None, None) if weight is None else (weight[0], weight[1])
@@ -356,12 +431,10 @@ def layer_norm(
         return join(
             F.layer_norm(re, shape, w[0], b[0], eps), F.layer_norm(im, shape, w[1], b[1], eps)
         )
+    if mode == "whiten" and _compiled.applies(x) and x.numel() > 0:
+        return _WhitenRowsCompiled.apply(x, weight, bias, shape, eps)
     if mode == "whiten":
-        size = math.prod(shape)
-        shape3 = (1, x.numel() // max(size, 1), size)
-        w = None if weight is None else weight.reshape(2, 2, size)
-        b = None if bias is None else bias.reshape(size)
-        return _whiten_affine(x, w, b, shape3, eps, per_group=False)[0]
+        return _layer_norm_whiten(x, shape, weight, bias, eps)
     raise ValueError(f"layer_norm: unknown mode {mode!r}; valid modes are 'split', 'whiten'")
 
 

@@ -1,9 +1,10 @@
-"""The opt-in compiled complex64 kernels of modReLU, cardioid and the split layer norm
-(:mod:`cplxnet.functional._compiled`) against the composed references (``tests/reference_ops.py``):
-values and gradients (first and second order), guarded zeros, bias layouts, conj and strided
-inputs, and the switch itself. complex128 inputs keep the eager implementations, whose complex128
-gradcheck is in ``test_fast_paths.py``; here the kernels are also compared with the eager
-hand-written backward on the same complex64 data."""
+"""The opt-in compiled complex64 kernels of modReLU, cardioid and the split and whitening
+layer norms (:mod:`cplxnet.functional._compiled`) against the composed references
+(``tests/reference_ops.py``): values and gradients (first and second order), guarded zeros, bias
+layouts, padding and constant rows, conj and strided inputs, and the switch itself. complex128
+inputs keep the eager implementations, whose complex128 gradcheck is in ``test_fast_paths.py``;
+here the kernels are also compared with the eager hand-written backward on the same complex64
+data."""
 
 import shutil
 
@@ -188,6 +189,61 @@ def test_layer_norm_split_kernels_on_strided_and_conj_inputs_and_double_backward
     for a, c in zip(
         torch.autograd.grad(got[1][0], (x, w, b), v, allow_unused=True),
         torch.autograd.grad(want[1][0], (x, w, b), v, allow_unused=True),
+        strict=True,
+    ):
+        if a is None or c is None:  # the shift enters linearly: no second derivative
+            assert a is None or not a.any()
+            assert c is None or not c.any()
+            continue
+        torch.testing.assert_close(a, c, atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.parametrize("kind", ["weight+bias", "weight only", "bias only", "none"])
+@pytest.mark.parametrize("shape", [(12,), (3, 5)], ids=["1d", "2d"])
+def test_layer_norm_whiten_kernels_equal_reference(compiled, kind, shape):
+    x = _z(4, 6, *shape, seed=9)
+    eye = torch.eye(2).reshape(2, 2, *([1] * len(shape)))
+    w = (eye + 0.4 * torch.randn(2, 2, *shape)).requires_grad_() if "weight" in kind else None
+    b = torch.randn(*shape, dtype=C64).requires_grad_() if "bias" in kind else None
+
+    def fast(x, w, b):
+        return CF.layer_norm(x, shape, w, b, 1e-5, "whiten")
+
+    def ref(x, w, b):
+        return reference_layer_norm(x, shape, w, b, 1e-5, "whiten")
+
+    assert type(fast(x, w, b).grad_fn).__name__ == "_WhitenRowsCompiledBackward"
+    _assert_same(fast, ref, (x, w, b), atol=2e-5, rtol=1e-4)
+    x2 = x.detach().clone()
+    x2[0, 0], x2[1, 2] = 0, 3 - 1j  # padding (all-zero) and constant rows: only eps whitens
+    _assert_same(fast, ref, (x2.requires_grad_(), w, b), atol=5e-4, rtol=1e-4)
+
+
+def test_layer_norm_whiten_kernels_strided_conj_and_double_backward(compiled):
+    base = _z(5, 16, seed=10)
+    w = (torch.eye(2).unsqueeze(-1) + 0.4 * torch.randn(2, 2, 8)).requires_grad_()
+    b = torch.randn(8, dtype=C64).requires_grad_()
+    for x in (base[:, ::2], base[:, :8].conj()):
+        _assert_same(
+            lambda x, w, b: CF.layer_norm(x, (8,), w, b, 1e-5, "whiten"),
+            lambda x, w, b: reference_layer_norm(x.resolve_conj(), (8,), w, b, 1e-5, "whiten"),
+            (x, w, b),
+            atol=2e-5,
+            rtol=1e-4,
+        )
+    x = base[:, :8]
+
+    def fast(x, w, b):
+        return CF.layer_norm(x, (8,), w, b, 1e-5, "whiten")
+
+    def ref(x, w, b):
+        return reference_layer_norm(x, (8,), w, b, 1e-5, "whiten")
+
+    got, want = (_grads(f, (x, w, b), create_graph=True)[1] for f in (fast, ref))
+    v = torch.randn(x.shape, dtype=C64, generator=torch.Generator().manual_seed(6))
+    for a, c in zip(
+        torch.autograd.grad(got[0], (x, w, b), v, allow_unused=True),
+        torch.autograd.grad(want[0], (x, w, b), v, allow_unused=True),
         strict=True,
     ):
         if a is None or c is None:  # the shift enters linearly: no second derivative
