@@ -335,14 +335,25 @@ def rotate_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.
 
 class DecoderStep:
     """One training step of a causal decoder on fixed windows ``ids`` ``(B, L + 1)``: next-token
-    cross-entropy, backward, AdamW (what :mod:`cplxnet.lm` does per step)."""
+    cross-entropy, backward, AdamW (what :mod:`cplxnet.lm` does per step); with
+    ``compiled_kernels`` under :func:`cplxnet.functional.use_compiled_kernels`."""
 
-    def __init__(self, model: nn.Module, ids: torch.Tensor) -> None:
-        self.model, self.ids = model, ids
+    def __init__(self, model: nn.Module, ids: torch.Tensor, compiled_kernels: bool = False) -> None:
+        self.model, self.ids, self.compiled_kernels = model, ids, compiled_kernels
         self.opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         model.train()
 
     def __call__(self) -> None:
+        if self.compiled_kernels:
+            previous = cplxnet.functional.use_compiled_kernels(True)
+            try:
+                self._step()
+            finally:
+                cplxnet.functional.use_compiled_kernels(previous)
+        else:
+            self._step()
+
+    def _step(self) -> None:
         logits = self.model(self.ids[:, :-1])
         loss = nn.functional.cross_entropy(logits.flatten(0, 1), self.ids[:, 1:].flatten())
         loss.backward()
@@ -373,6 +384,8 @@ def decoder_rows(tiny: bool) -> dict:
             ct = models.build_model(c)
             ct.layers = CTEncoder(c)
             base["complextorch-built"] = DecoderStep(ct, ids)
+        torch.manual_seed(0)
+        base["ours with use_compiled_kernels()"] = DecoderStep(models.build_model(c), ids, True)
         return Case(DecoderStep(models.build_model(c), ids), base,
                     note=f"{B} x {L} tokens per step")  # fmt: skip
 
