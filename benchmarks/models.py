@@ -417,6 +417,24 @@ def micro_rows() -> dict:
         }
         return Case(fwd_bwd(EncodingStep(enc, lambda e, ids: e.embed(ids)), ids), base)
 
+    def embedding_compiled(d: int, cfg: Config) -> Case:
+        ids = torch.randint(1, V, (cfg.batch, cfg.seq))
+        enc = create_encoding("complex-order", d_model=d, vocab_size=V, padding_idx=0, sparse=True)
+        real = nn.Embedding(V, 2 * d, padding_idx=0, sparse=True)
+
+        def embed_compiled(e: nn.Module, ids: torch.Tensor) -> torch.Tensor:
+            previous = cplxnet.functional.use_compiled_kernels(True)
+            try:
+                return e.embed(ids)
+            finally:
+                cplxnet.functional.use_compiled_kernels(previous)
+
+        base = {
+            "real nn.Embedding(V, 2d) lookup": fwd_bwd(real, ids),
+            "cplxnet eager (the default)": fwd_bwd(EncodingStep(enc, lambda e, i: e.embed(i)), ids),
+        }
+        return Case(fwd_bwd(EncodingStep(enc, embed_compiled), ids), base)
+
     def rotary(d: int, cfg: Config) -> Case:
         H = max(d // 64, 1)
         dh = d // H
@@ -435,7 +453,11 @@ def micro_rows() -> dict:
         }
         return Case(fwd_bwd(EncodingStep(enc, lambda e, t: e.rotate_one(t)), x), base)
 
-    return {"complex-order embedding (sparse)": embedding, "rotary rotate_one": rotary}
+    return {
+        "complex-order embedding (sparse)": embedding,
+        "complex-order embedding (sparse), compiled kernels": embedding_compiled,
+        "rotary rotate_one": rotary,
+    }
 
 
 # ------------------------------------------------------------------------------------------------
