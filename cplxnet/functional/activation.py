@@ -146,6 +146,8 @@ def modrelu(z: torch.Tensor, bias: torch.Tensor | float) -> torch.Tensor:
     origin. For complex eager inputs the modulus is taken on the contiguous real and imaginary
     parts and the backward is written by hand (:class:`_ModReLU`: one modulus, no ``abs``/
     ``where`` backward passes); real inputs, tracing and double backward use the composed form.
+    After :func:`cplxnet.functional.use_compiled_kernels`, complex64 inputs with a bias of one
+    entry or one per last-dim feature run as compiled kernels (:class:`_ModReLUCompiled`).
     """
     if not eager_complex(z):
         return _modrelu_autograd(z, bias)
@@ -229,7 +231,9 @@ def cardioid(z: torch.Tensor) -> torch.Tensor:
     :math:`\cos \arg z = \mathrm{Re}(z) / |z|` (0 at the origin); output and gradient are finite
     everywhere (the gradient at ``z = 0`` is 0.5, the average over directions). On real inputs it
     equals ReLU. Complex eager inputs use the hand-written backward of :class:`_Cardioid`;
-    tracing and double backward the composed form ``z * (0.5 + 0.5 sgn(z).real)``.
+    tracing and double backward the composed form ``z * (0.5 + 0.5 sgn(z).real)``. After
+    :func:`cplxnet.functional.use_compiled_kernels`, complex64 inputs run as compiled kernels
+    (:class:`_CardioidCompiled`).
     """
     if not z.is_complex():
         return F.relu(z)

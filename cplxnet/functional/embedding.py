@@ -174,7 +174,9 @@ def complex_order(
     g_{im}` (torch's convention), :math:`\partial_r = g_{re}\cos\phi + g_{im}\sin\phi`,
     :math:`\partial_\theta = r (g_{im}\cos\phi - g_{re}\sin\phi)` and :math:`\partial_w =
     \text{pos}\, \partial_\theta` (summed over broadcast dimensions); gradcheck in complex128
-    covers every sharing layout (tests/functional/test_embedding_functional.py).
+    covers every sharing layout (tests/functional/test_embedding_functional.py); double backward
+    differentiates the readable form. After :func:`cplxnet.functional.use_compiled_kernels`,
+    float32 inputs run as compiled kernels (:class:`_ComplexOrderCompiled`).
     """
     if frequency is None and phase is None:
         zero = torch.zeros((), dtype=amplitude.dtype, device=amplitude.device)

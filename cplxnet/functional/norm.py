@@ -9,11 +9,15 @@ The 2x2 inverse square root has a closed form (:func:`inv_sqrt_2x2`), evaluated 
 trace-normalised covariance so that it stays finite for data of any scale; ``eps`` is added to
 both diagonal entries of :math:`V`.
 
-The layers compute on the contiguous real and imaginary parts of the input
-(:func:`cplxnet._utils.parts`, one copy) with torch's real kernels and join the result into a
-complex tensor at the end: torch's element-wise kernels do not vectorise on the stride-2 views
-``x.real``, ``x.imag`` or against per-element scalars broadcast over ``view_as_real``'s last
-dimension of size 2.
+Layouts (eager): the split layer norm copies the input into its contiguous real and imaginary
+parts (:func:`cplxnet._utils.parts`, one copy) and runs torch's fused real ``layer_norm`` on each;
+the whitening norms copy it once into a grouped layout (each row's real parts followed by its
+imaginary parts) on which the moments and the 2x2 whitening are batched matrix products, with a
+hand-written backward (:class:`_WhitenAffine`). torch's element-wise kernels do not vectorise on
+the stride-2 views ``x.real``, ``x.imag`` or against per-element scalars broadcast over
+``view_as_real``'s last dimension of size 2, hence the copies. With
+:func:`cplxnet.functional.use_compiled_kernels` the layer norms of complex64 inputs run as
+compiled kernels on the interleaved data instead (:mod:`cplxnet.functional._compiled`).
 """
 
 from __future__ import annotations
@@ -415,7 +419,9 @@ def layer_norm(
     affine fused in) and joins the result. ``"whiten"`` copies each row of ``x`` into its ``D``
     real parts followed by its ``D`` imaginary parts, computes the moments and applies the
     whitening as batched 2x2 matrix products over these rows, and has a hand-written backward
-    (:class:`_WhitenAffine`).
+    (:class:`_WhitenAffine`). After :func:`cplxnet.functional.use_compiled_kernels`, complex64
+    inputs run as compiled kernels on the interleaved data instead
+    (:class:`_LayerNormSplitCompiled`, :class:`_WhitenRowsCompiled`).
     """
     shape = tuple(normalized_shape)
     if not x.is_complex():
