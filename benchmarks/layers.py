@@ -274,6 +274,52 @@ def _cardioid(d: int, cfg: Config) -> Case:
     return _previous(case, "reference_cardioid", nn.Module(), cinput(cfg, cfg.batch, cfg.seq, d))
 
 
+class _Compiled(nn.Module):
+    """Runs ``module`` with the opt-in compiled kernels switched on (``on=True``) or off."""
+
+    def __init__(self, module: nn.Module, on: bool) -> None:
+        super().__init__()
+        self.module, self.on = module, on
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        previous_setting = CF.use_compiled_kernels(self.on)
+        try:
+            return self.module(x)
+        finally:
+            CF.use_compiled_kernels(previous_setting)
+
+
+def _compiled_row(m: nn.Module, d: int, cfg: Config, real: nn.Module | None = None) -> Case:
+    B, L = cfg.batch, cfg.seq
+    x = cinput(cfg, B, L, d)
+    real = nn.ReLU() if real is None else real
+    base = {
+        f"real {type(real).__name__}(2d)": fwd_bwd(real, rinput(cfg, B, L, 2 * d)),
+        "cplxnet eager (the default)": fwd_bwd(_Compiled(m, False), x),
+    }
+    return Case(fwd_bwd(_Compiled(m, True), x), base)
+
+
+@row("ModReLU compiled")
+def _modrelu_compiled(d: int, cfg: Config) -> Case:
+    return _compiled_row(cnn.ModReLU(d, bias_init=-0.1), d, cfg)
+
+
+@row("LayerNorm split compiled")
+def _ln_split_compiled(d: int, cfg: Config) -> Case:
+    return _compiled_row(cnn.LayerNorm(d), d, cfg, nn.LayerNorm(2 * d))
+
+
+@row("LayerNorm whiten compiled")
+def _ln_whiten_compiled(d: int, cfg: Config) -> Case:
+    return _compiled_row(cnn.LayerNorm(d, mode="whiten"), d, cfg, nn.LayerNorm(2 * d))
+
+
+@row("Cardioid compiled")
+def _cardioid_compiled(d: int, cfg: Config) -> Case:
+    return _compiled_row(cnn.Cardioid(), d, cfg)
+
+
 @row("MeanPool (masked)")
 def _meanpool(d: int, cfg: Config) -> Case:
     B, L = cfg.batch, cfg.seq

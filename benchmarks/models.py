@@ -335,14 +335,25 @@ def rotate_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.
 
 class DecoderStep:
     """One training step of a causal decoder on fixed windows ``ids`` ``(B, L + 1)``: next-token
-    cross-entropy, backward, AdamW (what :mod:`cplxnet.lm` does per step)."""
+    cross-entropy, backward, AdamW (what :mod:`cplxnet.lm` does per step); with
+    ``compiled_kernels`` under :func:`cplxnet.functional.use_compiled_kernels`."""
 
-    def __init__(self, model: nn.Module, ids: torch.Tensor) -> None:
-        self.model, self.ids = model, ids
+    def __init__(self, model: nn.Module, ids: torch.Tensor, compiled_kernels: bool = False) -> None:
+        self.model, self.ids, self.compiled_kernels = model, ids, compiled_kernels
         self.opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         model.train()
 
     def __call__(self) -> None:
+        if self.compiled_kernels:
+            previous = cplxnet.functional.use_compiled_kernels(True)
+            try:
+                self._step()
+            finally:
+                cplxnet.functional.use_compiled_kernels(previous)
+        else:
+            self._step()
+
+    def _step(self) -> None:
         logits = self.model(self.ids[:, :-1])
         loss = nn.functional.cross_entropy(logits.flatten(0, 1), self.ids[:, 1:].flatten())
         loss.backward()
@@ -373,6 +384,8 @@ def decoder_rows(tiny: bool) -> dict:
             ct = models.build_model(c)
             ct.layers = CTEncoder(c)
             base["complextorch-built"] = DecoderStep(ct, ids)
+        torch.manual_seed(0)
+        base["ours with use_compiled_kernels()"] = DecoderStep(models.build_model(c), ids, True)
         return Case(DecoderStep(models.build_model(c), ids), base,
                     note=f"{B} x {L} tokens per step")  # fmt: skip
 
@@ -404,6 +417,24 @@ def micro_rows() -> dict:
         }
         return Case(fwd_bwd(EncodingStep(enc, lambda e, ids: e.embed(ids)), ids), base)
 
+    def embedding_compiled(d: int, cfg: Config) -> Case:
+        ids = torch.randint(1, V, (cfg.batch, cfg.seq))
+        enc = create_encoding("complex-order", d_model=d, vocab_size=V, padding_idx=0, sparse=True)
+        real = nn.Embedding(V, 2 * d, padding_idx=0, sparse=True)
+
+        def embed_compiled(e: nn.Module, ids: torch.Tensor) -> torch.Tensor:
+            previous = cplxnet.functional.use_compiled_kernels(True)
+            try:
+                return e.embed(ids)
+            finally:
+                cplxnet.functional.use_compiled_kernels(previous)
+
+        base = {
+            "real nn.Embedding(V, 2d) lookup": fwd_bwd(real, ids),
+            "cplxnet eager (the default)": fwd_bwd(EncodingStep(enc, lambda e, i: e.embed(i)), ids),
+        }
+        return Case(fwd_bwd(EncodingStep(enc, embed_compiled), ids), base)
+
     def rotary(d: int, cfg: Config) -> Case:
         H = max(d // 64, 1)
         dh = d // H
@@ -422,7 +453,11 @@ def micro_rows() -> dict:
         }
         return Case(fwd_bwd(EncodingStep(enc, lambda e, t: e.rotate_one(t)), x), base)
 
-    return {"complex-order embedding (sparse)": embedding, "rotary rotate_one": rotary}
+    return {
+        "complex-order embedding (sparse)": embedding,
+        "complex-order embedding (sparse), compiled kernels": embedding_compiled,
+        "rotary rotate_one": rotary,
+    }
 
 
 # ------------------------------------------------------------------------------------------------

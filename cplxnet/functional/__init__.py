@@ -1,5 +1,6 @@
 """Functional forms of every cplxnet layer; the modules in :mod:`cplxnet.nn` delegate here."""
 
+from ._compiled import *  # noqa: F403
 from .activation import *  # noqa: F403
 from .attention import *  # noqa: F403
 from .conv import *  # noqa: F403

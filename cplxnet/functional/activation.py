@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from .._utils import as_complex, eager_complex, grad_via_composed
+from . import _compiled
 
 __all__ = ["crelu", "split_tanh", "split_sigmoid", "split_gelu", "modrelu", "zrelu", "cardioid"]
 
@@ -109,6 +110,31 @@ class _ModReLU(torch.autograd.Function):
         return grad_z, grad_bias
 
 
+class _ModReLUCompiled(torch.autograd.Function):
+    """:class:`_ModReLU` with forward and backward as compiled kernels on the complex64 words
+    (:mod:`cplxnet.functional._compiled`); ``bias`` has one entry or one per last-dim feature."""
+
+    @staticmethod
+    def forward(ctx, z, bias):  # noqa: D102 (autograd.Function)
+        ctx.save_for_backward(z, bias)
+        w = _compiled.as_words(z)
+        b = bias.detach().reshape(-1)
+        out = _compiled.kernel("modrelu_forward")(w.reshape(-1, w.shape[-1]), b)
+        return _compiled.words_to_complex(out).reshape(z.shape)
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        z, bias = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
+            return grad_via_composed(_modrelu_autograd, (z, bias), ctx, grad)
+        w = _compiled.as_words(z).reshape(-1, z.shape[-1])
+        gw = _compiled.as_words(grad).reshape(w.shape)
+        b = bias.detach().reshape(-1)
+        grad_w, grad_bias = _compiled.kernel("modrelu_backward")(w, b, gw)
+        grad_z = _compiled.words_to_complex(grad_w).reshape(z.shape)
+        return grad_z, grad_bias.sum_to_size(bias.shape) if ctx.needs_input_grad[1] else None
+
+
 def modrelu(z: torch.Tensor, bias: torch.Tensor | float) -> torch.Tensor:
     r"""modReLU :math:`\mathrm{ReLU}(|z| + b)\, z / |z|` (Arjovsky et al., "Unitary Evolution
     Recurrent Neural Networks", ICML 2016, Eq. 8).
@@ -120,10 +146,14 @@ def modrelu(z: torch.Tensor, bias: torch.Tensor | float) -> torch.Tensor:
     origin. For complex eager inputs the modulus is taken on the contiguous real and imaginary
     parts and the backward is written by hand (:class:`_ModReLU`: one modulus, no ``abs``/
     ``where`` backward passes); real inputs, tracing and double backward use the composed form.
+    After :func:`cplxnet.functional.use_compiled_kernels`, complex64 inputs with a bias of one
+    entry or one per last-dim feature run as compiled kernels (:class:`_ModReLUCompiled`).
     """
     if not eager_complex(z):
         return _modrelu_autograd(z, bias)
     b = torch.as_tensor(bias, dtype=z.real.dtype, device=z.device)
+    if _compiled.applies(z) and z.numel() > 0 and b.dim() <= 1 and b.numel() in (1, z.shape[-1]):
+        return _ModReLUCompiled.apply(z, b)
     return _ModReLU.apply(z, b)
 
 
@@ -174,6 +204,26 @@ class _Cardioid(torch.autograd.Function):
         )
 
 
+class _CardioidCompiled(torch.autograd.Function):
+    """:class:`_Cardioid` with forward and backward as compiled kernels on the complex64 words
+    (:mod:`cplxnet.functional._compiled`)."""
+
+    @staticmethod
+    def forward(ctx, z):  # noqa: D102 (autograd.Function)
+        ctx.save_for_backward(z)
+        out = _compiled.kernel("cardioid_forward")(_compiled.as_words(z))
+        return _compiled.words_to_complex(out)
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        (z,) = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
+            return grad_via_composed(_cardioid_autograd, (z,), ctx, grad)
+        gw = _compiled.as_words(grad)
+        grad_w = _compiled.kernel("cardioid_backward")(_compiled.as_words(z), gw)
+        return _compiled.words_to_complex(grad_w)
+
+
 def cardioid(z: torch.Tensor) -> torch.Tensor:
     r"""Complex cardioid :math:`\tfrac12 (1 + \cos \arg z)\, z` (Virtue, Yu & Lustig, "Better than
     Real: Complex-valued Neural Nets for MRI Fingerprinting", ICIP 2017, Eq. 3).
@@ -181,10 +231,14 @@ def cardioid(z: torch.Tensor) -> torch.Tensor:
     :math:`\cos \arg z = \mathrm{Re}(z) / |z|` (0 at the origin); output and gradient are finite
     everywhere (the gradient at ``z = 0`` is 0.5, the average over directions). On real inputs it
     equals ReLU. Complex eager inputs use the hand-written backward of :class:`_Cardioid`;
-    tracing and double backward the composed form ``z * (0.5 + 0.5 sgn(z).real)``.
+    tracing and double backward the composed form ``z * (0.5 + 0.5 sgn(z).real)``. After
+    :func:`cplxnet.functional.use_compiled_kernels`, complex64 inputs run as compiled kernels
+    (:class:`_CardioidCompiled`).
     """
     if not z.is_complex():
         return F.relu(z)
     if not eager_complex(z):
         return _cardioid_autograd(z)
+    if _compiled.applies(z) and z.numel() > 0:
+        return _CardioidCompiled.apply(z)
     return _Cardioid.apply(z)

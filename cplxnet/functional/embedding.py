@@ -6,7 +6,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .._utils import is_tracing
+from .._utils import grad_via_composed, is_tracing
+from . import _compiled
 
 __all__ = ["embedding", "embedding_packed", "complex_order"]
 
@@ -84,11 +85,14 @@ class _ComplexOrder(torch.autograd.Function):
             angle = torch.addcmul(theta, w, pos)  # (B, L, n)
         c, s = _cos_sin(angle)
         ctx.save_for_backward(r, c, s, pos)
+        ctx.inputs = (r, w, theta, pos)  # for double backward only (no copies)
         ctx.shapes = (None if w is None else w.shape, None if theta is None else theta.shape)
         return torch.complex(c * r, s * r)  # (B, L, n)
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102
+        if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
+            return (*grad_via_composed(_complex_order_composed, ctx.inputs, ctx, grad), None)
         r, c, s, pos = ctx.saved_tensors
         w_shape, theta_shape = ctx.shapes
         g = torch.view_as_real(grad.resolve_conj())  # (B, L, n, 2): dL/dRe, dL/dIm
@@ -104,6 +108,51 @@ class _ComplexOrder(torch.autograd.Function):
             if ctx.needs_input_grad[2]:
                 grad_theta = grad_angle.sum_to_size(theta_shape)
         return grad_r, grad_w, grad_theta, None
+
+
+class _ComplexOrderCompiled(torch.autograd.Function):
+    """:class:`_ComplexOrder` as compiled kernels (:mod:`cplxnet.functional._compiled`): the
+    forward writes the complex64 output directly, the backward recomputes cos and sin in its
+    kernel (nothing but the inputs is saved)."""
+
+    @staticmethod
+    def forward(ctx, r, w, theta, pos):  # noqa: D102 (autograd.Function)
+        ctx.save_for_backward(r, w, theta, pos)
+        out = _compiled.kernel("complex_order_forward")(*_detached(r, w, theta, pos))
+        return _compiled.words_to_complex(out)
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        r, w, theta, pos = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
+            return (
+                *grad_via_composed(_complex_order_composed, (r, w, theta, pos), ctx, grad),
+                None,
+            )
+        gw = _compiled.as_words(grad)
+        grad_r, grad_angle = _compiled.kernel("complex_order_backward")(
+            *_detached(r, w, theta, pos), gw
+        )
+        grad_w = grad_theta = None
+        if ctx.needs_input_grad[1]:
+            grad_w = (grad_angle * pos).sum_to_size(w.shape)
+        if ctx.needs_input_grad[2]:
+            grad_theta = grad_angle.sum_to_size(theta.shape)
+        return grad_r.sum_to_size(r.shape), grad_w, grad_theta, None
+
+
+def _detached(*tensors):
+    return tuple(None if t is None else t.detach() for t in tensors)
+
+
+def _complex_order_composed(r, w, theta, pos):
+    """The complex-order map composed of differentiable ops (tracing, double backward)."""
+    angle = torch.zeros((), dtype=r.dtype, device=r.device)
+    if w is not None:
+        angle = angle + w * pos
+    if theta is not None:
+        angle = angle + theta
+    return torch.complex(r * torch.cos(angle), r * torch.sin(angle))
 
 
 def complex_order(
@@ -125,16 +174,15 @@ def complex_order(
     g_{im}` (torch's convention), :math:`\partial_r = g_{re}\cos\phi + g_{im}\sin\phi`,
     :math:`\partial_\theta = r (g_{im}\cos\phi - g_{re}\sin\phi)` and :math:`\partial_w =
     \text{pos}\, \partial_\theta` (summed over broadcast dimensions); gradcheck in complex128
-    covers every sharing layout (tests/functional/test_embedding_functional.py).
+    covers every sharing layout (tests/functional/test_embedding_functional.py); double backward
+    differentiates the readable form. After :func:`cplxnet.functional.use_compiled_kernels`,
+    float32 inputs run as compiled kernels (:class:`_ComplexOrderCompiled`).
     """
     if frequency is None and phase is None:
         zero = torch.zeros((), dtype=amplitude.dtype, device=amplitude.device)
         return torch.complex(amplitude, zero.expand_as(amplitude))
     if is_tracing():  # the readable form, which the compilers and torch.export trace
-        angle = torch.zeros((), dtype=amplitude.dtype, device=amplitude.device)
-        if frequency is not None:
-            angle = angle + frequency * positions
-        if phase is not None:
-            angle = angle + phase
-        return torch.complex(amplitude * torch.cos(angle), amplitude * torch.sin(angle))
+        return _complex_order_composed(amplitude, frequency, phase, positions)
+    if _compiled.applies(amplitude, torch.float32) and amplitude.numel() > 0:
+        return _ComplexOrderCompiled.apply(amplitude, frequency, phase, positions)
     return _ComplexOrder.apply(amplitude, frequency, phase, positions)

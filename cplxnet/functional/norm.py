@@ -9,11 +9,15 @@ The 2x2 inverse square root has a closed form (:func:`inv_sqrt_2x2`), evaluated 
 trace-normalised covariance so that it stays finite for data of any scale; ``eps`` is added to
 both diagonal entries of :math:`V`.
 
-The layers compute on the contiguous real and imaginary parts of the input
-(:func:`cplxnet._utils.parts`, one copy) with torch's real kernels and join the result into a
-complex tensor at the end: torch's element-wise kernels do not vectorise on the stride-2 views
-``x.real``, ``x.imag`` or against per-element scalars broadcast over ``view_as_real``'s last
-dimension of size 2.
+Layouts (eager): the split layer norm copies the input into its contiguous real and imaginary
+parts (:func:`cplxnet._utils.parts`, one copy) and runs torch's fused real ``layer_norm`` on each;
+the whitening norms copy it once into a grouped layout (each row's real parts followed by its
+imaginary parts) on which the moments and the 2x2 whitening are batched matrix products, with a
+hand-written backward (:class:`_WhitenAffine`). torch's element-wise kernels do not vectorise on
+the stride-2 views ``x.real``, ``x.imag`` or against per-element scalars broadcast over
+``view_as_real``'s last dimension of size 2, hence the copies. With
+:func:`cplxnet.functional.use_compiled_kernels` the layer norms of complex64 inputs run as
+compiled kernels on the interleaved data instead (:mod:`cplxnet.functional._compiled`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from .._utils import as_complex, grad_via_composed, is_tracing, join, pack, parts
+from . import _compiled
 
 __all__ = ["layer_norm", "batch_norm", "rms_norm", "whiten", "inv_sqrt_2x2"]
 
@@ -71,104 +76,319 @@ def whiten(c: torch.Tensor, m1: torch.Tensor, m2: torch.Tensor, eps: float) -> t
     return c * alpha + c.conj() * beta
 
 
-def _whiten_parts(
-    re: torch.Tensor,
-    im: torch.Tensor,
-    dims: tuple[int, ...],
+def _to_groups(x: torch.Tensor, shape3: tuple[int, int, int]) -> torch.Tensor:
+    """Complex ``x`` reshaped to ``(A, G, K)`` -> real ``(A, G, 2, K)``: each row of ``K``
+    real parts followed by its ``K`` imaginary parts, contiguous (one copy)."""
+    p = torch.view_as_real(x.resolve_conj().reshape(shape3)).transpose(-1, -2)
+    return p.clone(memory_format=torch.contiguous_format)  # a copy even where K == 1
+
+
+def _from_groups(p: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """Inverse of :func:`_to_groups`: real ``(A, G, 2, K)`` -> complex of ``shape`` (one copy)."""
+    return torch.complex(p[:, :, 0], p[:, :, 1]).reshape(shape)
+
+
+def _inv_sqrt_mat(v: torch.Tensor, eps: float) -> torch.Tensor:
+    """:func:`inv_sqrt_2x2` of the symmetric ``(G, 2, 2)`` ``v``, as a ``(G, 2, 2)`` matrix."""
+    wrr, wri, wii = inv_sqrt_2x2(v[:, 0, 0], v[:, 0, 1], v[:, 1, 1], eps)
+    return torch.stack([wrr, wri, wri, wii], -1).unflatten(-1, (2, 2))
+
+
+def _whiten_groups(
+    p: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
     eps: float,
-    stats: tuple | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, tuple]:
-    r"""Whitening on the parts ``re, im = parts(x)`` (real, shape ``S``): centre and whiten over
-    the ``dims`` of ``S`` (batch statistics), or with ``stats = (mean_r, mean_i, vrr, vri, vii)``
-    broadcastable to ``S``. Returns the whitened real and imaginary parts and the statistics used
-    (``(mean_r, mean_i, vrr, vri, vii)``, biased covariance)."""
+    per_group: bool,
+    stats: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    r"""Whitening and 2x2 affine on the grouped real layout ``p`` = ``(A, G, 2, K)``
+    (:func:`_to_groups`), composed of differentiable torch ops.
+
+    Each group ``g`` is centred and whitened over its ``A * K`` complex entries (batch
+    statistics, biased covariance) or with ``stats = (mean (1, G, 2, 1), cov (G, 2, 2))``:
+    :math:`y = W_g (p - \bar p_g)`, :math:`W_g = (V_g + \epsilon I)^{-1/2}`
+    (:func:`inv_sqrt_2x2`). Then ``weight`` (real ``(2, 2, F)``) and ``bias`` (real ``(2, F)``,
+    the parts of the complex bias) are applied per feature ``F``: the group (``per_group=True``,
+    batch norm: ``F = G``, folded into :math:`W_g`) or the position ``k`` in the row
+    (``per_group=False``, layer norm: ``F = K``). The 2x2 products run as batched matrix
+    products over the contiguous rows. Returns the output ``(A, G, 2, K)``, the mean and the
+    covariance used."""
     if stats is None:
-        mean_r, mean_i = re.mean(dim=dims, keepdim=True), im.mean(dim=dims, keepdim=True)
-        cr, ci = re - mean_r, im - mean_i
-        vrr = (cr * cr).mean(dim=dims, keepdim=True)
-        vii = (ci * ci).mean(dim=dims, keepdim=True)
-        vri = (cr * ci).mean(dim=dims, keepdim=True)
-        stats = (mean_r, mean_i, vrr, vri, vii)
+        n = p.shape[0] * p.shape[3]
+        mean = p.mean((0, 3), keepdim=True)
+        c = p - mean
+        cov = (c @ c.mT).sum(0) / n
     else:
-        cr, ci = re - stats[0], im - stats[1]
-    wrr, wri, wii = inv_sqrt_2x2(*stats[2:], eps)
-    yr = torch.addcmul(wrr * cr, wri, ci)
-    yi = torch.addcmul(wri * cr, wii, ci)
-    return yr, yi, stats
+        mean, cov = stats
+        c = p - mean
+    return _apply_whitening(c, _inv_sqrt_mat(cov, eps), weight, bias, per_group), mean, cov
 
 
-class _Whiten(torch.autograd.Function):
-    r"""Batch-statistics whitening of the parts ``re, im`` over ``dims``, hand-written backward.
+def _apply_whitening(
+    c: torch.Tensor,
+    w: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    per_group: bool,
+) -> torch.Tensor:
+    """``W c`` followed by the affine, on centred grouped data (see :func:`_whiten_groups`)."""
+    if per_group:
+        if weight is not None:
+            w = weight.permute(2, 0, 1) @ w
+        y = w @ c
+        return y if bias is None else y + bias.T.unsqueeze(-1)
+    y = w @ c
+    if weight is not None:  # out_i = sum_j weight[i, j, k] y_j
+        y = y[:, :, :1] * weight[:, 0] + y[:, :, 1:] * weight[:, 1]
+    return y if bias is None else y + bias
 
-    Forward as :func:`_whiten_parts`: :math:`c = p - \bar p`, :math:`V = \mathrm{mean}(c c^T)`,
-    :math:`W = (V + \epsilon I)^{-1/2}` (:func:`inv_sqrt_2x2`), :math:`y = W c`. Backward, with
-    :math:`g_y` the gradient of :math:`y` and :math:`n` the number of reduced entries:
-    :math:`g_W = \sum g_y c^T` (2x2 per group), :math:`g_V` from :math:`g_W` by autograd through
-    the closed form on the small per-group tensors, :math:`g_c = W g_y + (g_V + g_V^T) c / n` and
-    :math:`g_x = g_c - \mathrm{mean}(g_c)`: about eight contiguous passes over the data instead of
-    the ~twenty of autograd through the composed ops.
+
+class _WhitenAffine(torch.autograd.Function):
+    r"""Batch-statistics whitening plus 2x2 affine (:func:`_whiten_groups`) from complex ``x``
+    to complex output, with a hand-written backward.
+
+    Forward: one copy of ``x`` into the grouped layout, the moments and the whitening as batched
+    2x2 matrix products, one copy back. Backward, with :math:`c` the centred data, :math:`g_y`
+    the gradient of :math:`y = W c` (after the affine's backward) and :math:`n` the entries per
+    group: :math:`g_W = \sum g_y c^T` (2x2 per group), :math:`g_V` from :math:`g_W` by autograd
+    through the closed form :func:`inv_sqrt_2x2` on the small per-group tensors,
+    :math:`g_c = W g_y + M c` with :math:`M = [[2 g_{V,rr}, g_{V,ri}], [g_{V,ri}, 2 g_{V,ii}]]
+    / n`, and :math:`g_p = g_c - \mathrm{mean}(g_c)`. Saved: the centred data and per-group
+    2x2 matrices. Double backward differentiates :func:`_whiten_groups` (the same map composed
+    of differentiable ops).
     """
 
     @staticmethod
-    def forward(ctx, re, im, dims, eps):  # noqa: D102 (autograd.Function)
-        y0, y1, stats = _whiten_parts(re, im, dims, eps)
-        mean_r, mean_i, vrr, vri, vii = stats
-        ctx.dims, ctx.eps = dims, eps
-        ctx.save_for_backward(re, im, re - mean_r, im - mean_i, vrr, vri, vii)
-        ctx.mark_non_differentiable(mean_r, mean_i, vrr, vri, vii)
-        return y0, y1, mean_r, mean_i, vrr, vri, vii
+    def forward(ctx, x, weight, bias, shape3, eps, per_group):  # noqa: D102
+        p = _to_groups(x, shape3)
+        b = None if bias is None else torch.view_as_real(bias.resolve_conj()).T
+        n = p.shape[0] * p.shape[3]
+        mean = p.mean((0, 3), keepdim=True)
+        c = p.sub_(mean)
+        cov = (c @ c.mT).sum(0).div_(n)
+        y = _apply_whitening(c, _inv_sqrt_mat(cov, eps), weight, b, per_group)
+        ctx.shape3, ctx.eps, ctx.per_group = shape3, eps, per_group
+        ctx.save_for_backward(x, weight, bias, c, cov)
+        ctx.mark_non_differentiable(mean, cov)
+        return _from_groups(y, x.shape), mean, cov
 
     @staticmethod
-    def backward(ctx, gy0, gy1, *_):  # noqa: D102
-        re, im, cr, ci, vrr, vri, vii = ctx.saved_tensors
-        dims, eps = ctx.dims, ctx.eps
+    def backward(ctx, grad, *_):  # noqa: D102
+        x, weight, bias, c, cov = ctx.saved_tensors
+        shape3, eps, per_group = ctx.shape3, ctx.eps, ctx.per_group
         if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
-            return grad_via_composed(
-                lambda a, b: _whiten_parts(a, b, dims, eps)[:2], (re, im), ctx, (gy0, gy1)
+            return (
+                *grad_via_composed(
+                    lambda x, w, b: _whiten_composed(x, w, b, shape3, eps, per_group),
+                    (x, weight, bias),
+                    ctx,
+                    grad,
+                ),
+                None,
+                None,
+                None,
             )
-        gy0 = torch.zeros_like(cr) if gy0 is None else gy0
-        gy1 = torch.zeros_like(ci) if gy1 is None else gy1
-        n = math.prod(cr.shape[d] for d in dims)
-        g_rr = (gy0 * cr).sum(dims, keepdim=True)
-        g_ri = (gy0 * ci).sum(dims, keepdim=True) + (gy1 * cr).sum(dims, keepdim=True)
-        g_ii = (gy1 * ci).sum(dims, keepdim=True)
+        n = c.shape[0] * c.shape[3]
+        gp = _to_groups(grad, shape3)
         with torch.enable_grad():
-            v = [t.detach().requires_grad_() for t in (vrr, vri, vii)]
-            w = inv_sqrt_2x2(*v, eps)
-            gv_rr, gv_ri, gv_ii = torch.autograd.grad(w, v, (g_rr, g_ri, g_ii))
-        wrr, wri, wii = (t.detach() for t in w)
-        g_re = (gy0 * wrr).addcmul_(gy1, wri).addcmul_(cr, gv_rr * (2.0 / n))
-        g_re.addcmul_(ci, gv_ri / n)
-        g_im = (gy0 * wri).addcmul_(gy1, wii).addcmul_(cr, gv_ri / n)
-        g_im.addcmul_(ci, gv_ii * (2.0 / n))
-        g_re -= g_re.mean(dims, keepdim=True)
-        g_im -= g_im.mean(dims, keepdim=True)
-        return g_re, g_im, None, None
+            v = cov.detach().requires_grad_()
+            w_graph = _inv_sqrt_mat(v, eps)
+        w = w_graph.detach()
+        g_weight = g_bias = None
+        if bias is not None and ctx.needs_input_grad[2]:
+            gb = gp.sum((0, 3)) if per_group else gp.sum((0, 1)).T
+            g_bias = torch.complex(gb[:, 0], gb[:, 1]).reshape(bias.shape)
+        if weight is None:
+            gy, k1 = gp, w
+            g_w = (gy @ c.mT).sum(0)
+        elif per_group:  # y' = A W c: gradient of W c is A^T g
+            a = weight.permute(2, 0, 1)
+            g_aw = (gp @ c.mT).sum(0)
+            if ctx.needs_input_grad[1]:
+                g_weight = (g_aw @ w).permute(1, 2, 0)
+            gy, k1 = gp, w @ a.mT
+            g_w = a.mT @ g_aw
+        else:  # out_i = sum_j weight[i, j] y_j per position k
+            y = w @ c
+            if ctx.needs_input_grad[1]:
+                g_weight = torch.stack(
+                    [(gp * y[:, :, :1]).sum((0, 1)), (gp * y[:, :, 1:]).sum((0, 1))], 1
+                )
+            gy = gp[:, :, :1] * weight[0] + gp[:, :, 1:] * weight[1]
+            k1 = w
+            g_w = (gy @ c.mT).sum(0)
+        (g_v,) = torch.autograd.grad(w_graph, v, g_w)
+        # V = c c^T / n with V symmetric: d/dc of <g_V, V> is (g_V + g_V^T) c / n
+        m = (g_v + g_v.mT).div_(n)
+        gc = (k1 @ gy).add_(m @ c)
+        gc -= gc.mean((0, 3), keepdim=True)
+        return _from_groups(gc, x.shape), g_weight, g_bias, None, None, None
 
 
-def _whiten_batch(
-    re: torch.Tensor, im: torch.Tensor, dims: tuple[int, ...], eps: float
-) -> tuple[torch.Tensor, torch.Tensor, tuple]:
-    """:func:`_whiten_parts` with batch statistics, through :class:`_Whiten` when eager."""
+def _whiten_composed(x, weight, bias, shape3, eps, per_group):
+    """:class:`_WhitenAffine`'s forward composed of differentiable ops (tracing, double
+    backward)."""
+    b = None if bias is None else torch.view_as_real(bias.resolve_conj()).T
+    y, *_ = _whiten_groups(_to_groups(x, shape3), weight, b, eps, per_group)
+    return _from_groups(y, x.shape)
+
+
+def _whiten_affine(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    shape3: tuple[int, int, int],
+    eps: float,
+    per_group: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Batch-statistics whitening and affine of complex ``x`` viewed as ``shape3 = (A, G, K)``
+    (see :func:`_whiten_groups`): through :class:`_WhitenAffine` when eager, else composed.
+    Returns the output (shape of ``x``), the mean ``(1, G, 2, 1)`` and covariance ``(G, 2, 2)``."""
     if is_tracing() or torch.jit.is_tracing():
-        return _whiten_parts(re, im, dims, eps)
-    y0, y1, *stats = _Whiten.apply(re, im, dims, eps)
-    return y0, y1, tuple(stats)
+        b = None if bias is None else torch.view_as_real(bias.resolve_conj()).T
+        y, mean, cov = _whiten_groups(_to_groups(x, shape3), weight, b, eps, per_group)
+        return _from_groups(y, x.shape), mean.detach(), cov.detach()
+    return _WhitenAffine.apply(x, weight, bias, shape3, eps, per_group)
 
 
-def _affine_2x2_parts(
-    yr: torch.Tensor, yi: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None
-) -> torch.Tensor:
-    """Apply the per-feature real 2x2 ``weight`` (``(2, 2, *F)``, ``F`` broadcastable to the
-    parts) and complex ``bias`` to the whitened parts and join them into a complex tensor."""
-    if weight is not None:
-        yr, yi = (
-            torch.addcmul(weight[0, 0] * yr, weight[0, 1], yi),
-            torch.addcmul(weight[1, 0] * yr, weight[1, 1], yi),
+class _WhitenRowsCompiled(torch.autograd.Function):
+    """Whitening layer norm of complex64 ``x`` over its last ``len(shape)`` dims as compiled
+    kernels on the complex64 words (:mod:`cplxnet.functional._compiled`): one forward kernel,
+    and a backward of two kernels around the per-row 2x2 algebra (autograd through
+    :func:`inv_sqrt_2x2` on the small per-row tensors, as in :class:`_WhitenAffine`)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, shape, eps):  # noqa: D102 (autograd.Function)
+        size = math.prod(shape)
+        a, b = _whiten_affine_rows(x, weight, bias, size)
+        words = _compiled.as_words(x).reshape(-1, size)
+        out, *stats = _compiled.kernel("whiten_rows_forward")(words, a, b, eps)
+        ctx.save_for_backward(x, weight, bias, *stats)
+        ctx.shape, ctx.eps = shape, eps
+        return _compiled.words_to_complex(out).reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        x, weight, bias, *stats = ctx.saved_tensors
+        shape, eps = ctx.shape, ctx.eps
+        if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
+            out = grad_via_composed(
+                lambda x, w, b: _layer_norm_whiten(x, shape, w, b, eps),
+                (x, weight, bias),
+                ctx,
+                grad,
+            )
+            return (*out, None, None)
+        size = math.prod(shape)
+        a, _ = _whiten_affine_rows(x, weight, None, size)
+        words = _compiled.as_words(x).reshape(-1, size)
+        gwords = _compiled.as_words(grad).reshape(words.shape)
+        with torch.enable_grad():
+            v = [t.detach().requires_grad_() for t in stats[2:]]
+            w_graph = inv_sqrt_2x2(*v, eps)
+        wmat = tuple(t.detach() for t in w_graph)
+        s_rr, s_ri, s_ii, t0, t1 = _compiled.kernel("whiten_rows_grad_w")(
+            words, gwords, a, stats, wmat
         )
-    if bias is not None:  # contiguous parts: a stride-2 operand does not vectorise
-        yr, yi = yr + bias.real.contiguous(), yi + bias.imag.contiguous()
-    return join(yr, yi)
+        gv_rr, gv_ri, gv_ii = torch.autograd.grad(w_graph, v, (s_rr, s_ri, s_ii))
+        gv = (gv_rr * (2.0 / size), gv_ri / size, gv_ii * (2.0 / size))
+        gx = _compiled.kernel("whiten_rows_grad_x")(words, gwords, a, stats, wmat, gv)
+        g_weight = g_bias = None
+        if weight is not None and ctx.needs_input_grad[1]:
+            rows = [torch.view_as_real(_compiled.words_to_complex(t).sum(0)).T for t in (t0, t1)]
+            g_weight = torch.stack(rows).reshape(weight.shape)
+        if bias is not None and ctx.needs_input_grad[2]:
+            g_bias = grad.resolve_conj().reshape(-1, size).sum(0).reshape(bias.shape)
+        return _compiled.words_to_complex(gx).reshape(x.shape), g_weight, g_bias, None, None
+
+
+def _whiten_affine_rows(x, weight, bias, size):
+    """2x2 gains ``(2, 2, size)`` and shifts ``(2, size)`` (real, contiguous, detached) of the
+    whitening layer norm for the compiled kernels: identity and zeros where None."""
+    rdt = x.real.dtype
+    if weight is None:
+        a = torch.eye(2, dtype=rdt, device=x.device).unsqueeze(-1).expand(2, 2, size)
+    else:
+        a = weight.detach().reshape(2, 2, size)
+    if bias is None:
+        b = torch.zeros(2, size, dtype=rdt, device=x.device)
+    else:
+        b = torch.view_as_real(bias.detach().resolve_conj().reshape(size)).T
+    return a.contiguous(), b.contiguous()
+
+
+def _layer_norm_whiten(x, shape, weight, bias, eps):
+    """The eager whitening layer norm (:class:`_WhitenAffine` on rows of ``prod(shape)``)."""
+    size = math.prod(shape)
+    shape3 = (1, x.numel() // max(size, 1), size)
+    w = None if weight is None else weight.reshape(2, 2, size)
+    b = None if bias is None else bias.reshape(size)
+    return _whiten_affine(x, w, b, shape3, eps, per_group=False)[0]
+
+
+def _layer_norm_split_composed(x, shape, weight, bias, eps):
+    """Split layer norm composed of differentiable ops (double backward of the kernels)."""
+    w = (None, None) if weight is None else (weight[0], weight[1])
+    b = (None, None) if bias is None else (bias.real, bias.imag)
+    return torch.complex(
+        F.layer_norm(x.real, shape, w[0], b[0], eps), F.layer_norm(x.imag, shape, w[1], b[1], eps)
+    )
+
+
+def _split_affine_rows(x, weight, bias, size):
+    """Gains ``(2, size)`` and shifts ``(2, size)`` (real, contiguous, detached) of the split
+    layer norm for the compiled kernels: ones and zeros where ``weight`` / ``bias`` is None."""
+    rdt = x.real.dtype
+    w = torch.ones(2, size, dtype=rdt, device=x.device) if weight is None else weight
+    if bias is None:
+        b = torch.zeros(2, size, dtype=rdt, device=x.device)
+    else:
+        b = torch.view_as_real(bias.detach().resolve_conj().reshape(size)).T
+    return w.detach().reshape(2, size).contiguous(), b.contiguous()
+
+
+class _LayerNormSplitCompiled(torch.autograd.Function):
+    """Split layer norm of complex64 ``x`` over its last ``len(shape)`` dims as compiled kernels
+    on the complex64 words (:mod:`cplxnet.functional._compiled`); the gains' and shift's
+    gradients are the kernels' per-entry terms summed over the rows."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, shape, eps):  # noqa: D102 (autograd.Function)
+        size = math.prod(shape)
+        w, b = _split_affine_rows(x, weight, bias, size)
+        words = _compiled.as_words(x).reshape(-1, size)
+        out, *stats = _compiled.kernel("layer_norm_split_forward")(
+            words, w[0], w[1], b[0], b[1], eps
+        )
+        ctx.save_for_backward(x, weight, bias, *stats)
+        ctx.shape, ctx.eps = shape, eps
+        return _compiled.words_to_complex(out).reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        x, weight, bias, *stats = ctx.saved_tensors
+        shape, eps = ctx.shape, ctx.eps
+        if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
+            out = grad_via_composed(
+                lambda x, w, b: _layer_norm_split_composed(x, shape, w, b, eps),
+                (x, weight, bias),
+                ctx,
+                grad,
+            )
+            return (*out, None, None)
+        size = math.prod(shape)
+        w, _ = _split_affine_rows(x, weight, None, size)
+        words = _compiled.as_words(x).reshape(-1, size)
+        gwords = _compiled.as_words(grad).reshape(words.shape)
+        gx, terms = _compiled.kernel("layer_norm_split_backward")(words, gwords, w[0], w[1], stats)
+        g_weight = g_bias = None
+        if weight is not None and ctx.needs_input_grad[1]:
+            g_weight = torch.view_as_real(_compiled.words_to_complex(terms).sum(0)).T
+            g_weight = g_weight.reshape(weight.shape)
+        if bias is not None and ctx.needs_input_grad[2]:
+            g_bias = grad.resolve_conj().reshape(-1, size).sum(0).reshape(bias.shape)
+        return _compiled.words_to_complex(gx).reshape(x.shape), g_weight, g_bias, None, None
 
 
 def layer_norm(
@@ -194,17 +414,22 @@ def layer_norm(
     On a real ``x`` (``mode="split"`` only) this is ``F.layer_norm`` with real ``weight``/``bias``
     of shape ``normalized_shape``.
 
-    Both modes first copy ``x`` into its contiguous real and imaginary parts
-    (:func:`cplxnet._utils.parts`): ``"split"`` is then two calls of torch's fused real
-    ``layer_norm`` (with the affine fused in), ``"whiten"`` a few contiguous real element-wise
-    ops, and the result is joined back into a complex tensor.
+    ``"split"`` copies ``x`` into its contiguous real and imaginary parts
+    (:func:`cplxnet._utils.parts`), runs torch's fused real ``layer_norm`` on each (with the
+    affine fused in) and joins the result. ``"whiten"`` copies each row of ``x`` into its ``D``
+    real parts followed by its ``D`` imaginary parts, computes the moments and applies the
+    whitening as batched 2x2 matrix products over these rows, and has a hand-written backward
+    (:class:`_WhitenAffine`). After :func:`cplxnet.functional.use_compiled_kernels`, complex64
+    inputs run as compiled kernels on the interleaved data instead
+    (:class:`_LayerNormSplitCompiled`, :class:`_WhitenRowsCompiled`).
     """
     shape = tuple(normalized_shape)
-    k = len(shape)
     if not x.is_complex():
         if mode != "split":
             raise ValueError(f"layer_norm: mode={mode!r} needs a complex input (use mode='split')")
         return F.layer_norm(x, shape, weight, bias, eps)
+    if mode == "split" and _compiled.applies(x) and x.numel() > 0:
+        return _LayerNormSplitCompiled.apply(x, weight, bias, shape, eps)
     if mode == "split":
         re, im = parts(x)
         w = (None, None) if weight is None else (weight[0], weight[1])
@@ -212,9 +437,10 @@ def layer_norm(
         return join(
             F.layer_norm(re, shape, w[0], b[0], eps), F.layer_norm(im, shape, w[1], b[1], eps)
         )
+    if mode == "whiten" and _compiled.applies(x) and x.numel() > 0:
+        return _WhitenRowsCompiled.apply(x, weight, bias, shape, eps)
     if mode == "whiten":
-        yr, yi, _ = _whiten_batch(*parts(x), tuple(range(x.dim() - k, x.dim())), eps)
-        return _affine_2x2_parts(yr, yi, weight, bias)
+        return _layer_norm_whiten(x, shape, weight, bias, eps)
     raise ValueError(f"layer_norm: unknown mode {mode!r}; valid modes are 'split', 'whiten'")
 
 
@@ -234,8 +460,9 @@ def batch_norm(
     whitened with its batch 2x2 covariance (biased estimate; :func:`whiten`). When buffers are
     given and ``training`` is True they are updated in place as in ``torch.nn.BatchNorm1d``:
     ``running = (1 - momentum) * running + momentum * batch`` with the *unbiased* covariance
-    (factor :math:`n/(n-1)`). In evaluation the running statistics are used. Computed on the
-    contiguous real and imaginary parts, as :func:`layer_norm`.
+    (factor :math:`n/(n-1)`). In evaluation the running statistics are used. Computed as the
+    whitening :func:`layer_norm` (grouped contiguous layout, batched 2x2 products, hand-written
+    backward in training), with the per-channel ``weight`` folded into the 2x2 whitening matrix.
 
     Args:
         running_mean: complex ``(C,)`` or None.
@@ -247,35 +474,29 @@ def batch_norm(
         raise ValueError(
             f"batch_norm: expected a (B, C) or (B, C, L) input, got shape {tuple(x.shape)}"
         )
-    dims = (0,) if x.dim() == 2 else (0, 2)
-    view = (-1,) if x.dim() == 2 else (-1, 1)  # channel stats broadcast as (C,) or (C, 1)
     use_batch = training or running_mean is None
-    re, im = parts(x)
+    B, C = x.shape[:2]
+    shape3 = (B, C, x.numel() // max(B * C, 1))
     if use_batch:
-        n = x.numel() // x.shape[1]
+        n = shape3[0] * shape3[2]
         if n < 2 and training:
             raise ValueError(
                 f"batch_norm: expected more than 1 value per channel when training, "
                 f"got input {tuple(x.shape)}"
             )
-        yr, yi, (mr, mi, vrr, vri, vii) = _whiten_batch(re, im, dims, eps)
+        out, mean, cov = _whiten_affine(x, weight, bias, shape3, eps, per_group=True)
         if training and running_mean is not None:
             with torch.no_grad():
                 unbias = n / max(n - 1, 1)
-                cov = torch.stack([torch.stack([vrr, vri]), torch.stack([vri, vii])])
-                cov = cov.reshape(2, 2, -1) * unbias
-                mean = torch.complex(mr, mi).reshape(-1)
+                mean = torch.complex(mean[0, :, 0, 0], mean[0, :, 1, 0])
                 running_mean.lerp_(mean.to(running_mean.dtype), momentum)
-                running_cov.lerp_(cov.to(running_cov.dtype), momentum)
-    else:
-        rm = torch.view_as_real(running_mean)
-        stats = (rm[:, 0], rm[:, 1], running_cov[0, 0], running_cov[0, 1], running_cov[1, 1])
-        yr, yi, _ = _whiten_parts(re, im, dims, eps, tuple(t.reshape(view) for t in stats))
-    if weight is not None:
-        weight = weight.reshape(2, 2, *view)
-    if bias is not None:
-        bias = bias.reshape(view)
-    return _affine_2x2_parts(yr, yi, weight, bias)
+                running_cov.lerp_((cov.permute(1, 2, 0) * unbias).to(running_cov.dtype), momentum)
+        return out
+    rm = torch.view_as_real(running_mean.resolve_conj())
+    stats = (rm.reshape(1, C, 2, 1), running_cov.permute(2, 0, 1))
+    b = None if bias is None else torch.view_as_real(bias.resolve_conj()).T
+    y, *_ = _whiten_groups(_to_groups(x, shape3), weight, b, eps, True, stats)
+    return _from_groups(y, x.shape)
 
 
 def rms_norm(

@@ -1,0 +1,305 @@
+"""The opt-in compiled complex64 kernels of modReLU, cardioid and the split and whitening
+layer norms (:mod:`cplxnet.functional._compiled`) against the composed references
+(``tests/reference_ops.py``): values and gradients (first and second order), guarded zeros, bias
+layouts, padding and constant rows, conj and strided inputs, and the switch itself. complex128
+inputs keep the eager implementations, whose complex128 gradcheck is in ``test_fast_paths.py``;
+here the kernels are also compared with the eager hand-written backward on the same complex64
+data."""
+
+import shutil
+
+import pytest
+import torch
+from reference_ops import reference_cardioid, reference_layer_norm, reference_modrelu
+
+from cplxnet import functional as CF
+from cplxnet.functional import _compiled
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("c++") is None and shutil.which("g++") is None,
+    reason="torch.compile's CPU back end needs a C++ compiler",
+)
+
+C64 = torch.complex64
+TOL = {"atol": 2e-6, "rtol": 2e-5}
+
+
+@pytest.fixture
+def compiled():
+    previous = CF.use_compiled_kernels(True)
+    yield
+    CF.use_compiled_kernels(previous)
+
+
+def _z(*shape, dtype=C64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(*shape, generator=g, dtype=torch.float64)
+    b = 0.7 * a + 0.5 * torch.randn(*shape, generator=g, dtype=torch.float64)
+    z = torch.complex(2.0 * a + 0.3, 0.6 * b - 1.0).to(dtype)
+    z.view(-1)[:: max(z.numel() // 7, 1)] = 0  # exact zeros: the guarded denominators
+    return z.requires_grad_()
+
+
+def _grads(fn, inputs, create_graph=False, seed=1):
+    out = fn(*inputs)
+    g = torch.randn(out.shape, dtype=out.dtype, generator=torch.Generator().manual_seed(seed))
+    leaves = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
+    return out, torch.autograd.grad(out, leaves, g, create_graph=create_graph)
+
+
+def _assert_same(fast, ref, inputs, **tol):
+    out, grads = _grads(fast, inputs)
+    out_r, grads_r = _grads(ref, inputs)
+    torch.testing.assert_close(out, out_r, **(tol or TOL))
+    for a, b in zip(grads, grads_r, strict=True):
+        torch.testing.assert_close(a, b, **(tol or TOL))
+
+
+def test_switch_is_off_by_default_and_returns_the_previous_setting():
+    assert not CF.compiled_kernels_enabled()
+    z = _z(3, 4)
+    assert type(CF.modrelu(z, 0.1).grad_fn).__name__ == "_ModReLUBackward"
+    assert CF.use_compiled_kernels(True) is False
+    try:
+        assert CF.compiled_kernels_enabled()
+        assert CF.use_compiled_kernels(True) is True
+    finally:
+        CF.use_compiled_kernels(False)
+    assert not CF.compiled_kernels_enabled()
+
+
+@pytest.mark.parametrize(
+    "bias",
+    [
+        lambda: torch.randn(8, dtype=torch.float32).requires_grad_(),
+        lambda: torch.randn(1, dtype=torch.float32).requires_grad_(),
+        lambda: torch.tensor(-0.5).requires_grad_(),
+        lambda: 0.3,
+        lambda: torch.randn(3, 8).requires_grad_(),  # 2-d bias: eager implementation
+    ],
+    ids=["per-feature", "shared", "0-dim", "float", "2d"],
+)
+def test_modrelu_kernels_equal_reference(compiled, bias):
+    z, b = _z(4, 3, 8), bias()
+    out = CF.modrelu(z, b)
+    uses_kernel = not (isinstance(b, torch.Tensor) and b.dim() == 2)
+    assert (type(out.grad_fn).__name__ == "_ModReLUCompiledBackward") == uses_kernel
+    _assert_same(CF.modrelu, reference_modrelu, (z, b))
+
+
+def test_modrelu_kernels_threshold_boundary_and_both_signs(compiled):
+    z = torch.complex(torch.tensor([3.0, 0.6, 0.0, -1.0]), torch.tensor([4.0, 0.8, 0.0, 2.0]))
+    z.requires_grad_()
+    b = torch.tensor([-5.0, -1.0, 0.4, -0.1], requires_grad=True)  # |z| + b == 0 on two entries
+    _assert_same(CF.modrelu, reference_modrelu, (z, b))
+
+
+def test_cardioid_kernels_equal_reference(compiled):
+    z = _z(6, 16)
+    assert type(CF.cardioid(z).grad_fn).__name__ == "_CardioidCompiledBackward"
+    _assert_same(CF.cardioid, reference_cardioid, (z,))
+
+
+@pytest.mark.parametrize("view", ["conj", "strided", "transposed"])
+def test_kernels_on_conj_and_strided_inputs(compiled, view):
+    base = _z(6, 16)
+    z = {"conj": base.conj(), "strided": base[:, ::2], "transposed": base.T[:8]}[view]
+    b = torch.randn(z.shape[-1], requires_grad=True)
+
+    def ref(z, b):  # the reference's view_as_real rejects a conj-bit input
+        return reference_modrelu(z.resolve_conj(), b)
+
+    _assert_same(CF.modrelu, ref, (z, b))
+    _assert_same(CF.cardioid, lambda z: reference_cardioid(z.resolve_conj()), (z,))
+
+
+def test_kernels_equal_the_eager_hand_written_backward(compiled):
+    z, b = _z(5, 7, 12, seed=3), torch.randn(12, requires_grad=True)
+    fast = [_grads(CF.modrelu, (z, b)), _grads(CF.cardioid, (z,))]
+    CF.use_compiled_kernels(False)
+    eager = [_grads(CF.modrelu, (z, b)), _grads(CF.cardioid, (z,))]
+    for (o1, g1), (o2, g2) in zip(fast, eager, strict=True):
+        torch.testing.assert_close(o1, o2, **TOL)
+        for a, c in zip(g1, g2, strict=True):
+            torch.testing.assert_close(a, c, **TOL)
+
+
+def test_kernels_double_backward_equals_reference(compiled):
+    z, b = _z(4, 6, seed=5), torch.randn(6, requires_grad=True)
+    for fn, ref, inputs in (
+        (CF.modrelu, reference_modrelu, (z, b)),
+        (CF.cardioid, reference_cardioid, (z,)),
+    ):
+        got, want = (_grads(f, inputs, create_graph=True)[1] for f in (fn, ref))
+        v = torch.randn(got[0].shape, dtype=C64, generator=torch.Generator().manual_seed(2))
+        second = torch.autograd.grad(got[0], inputs, v, allow_unused=True)
+        second_ref = torch.autograd.grad(want[0], inputs, v, allow_unused=True)
+        for a, c in zip(second, second_ref, strict=True):
+            # at the exact zeros both composed forms give nan second derivatives
+            assert torch.isfinite(torch.view_as_real(a) if a.is_complex() else a).any()
+            torch.testing.assert_close(a, c, atol=1e-5, rtol=1e-4, equal_nan=True)
+
+
+def test_complex128_and_real_inputs_keep_the_eager_paths(compiled):
+    z = _z(3, 4, dtype=torch.complex128)
+    assert not _compiled.applies(z)
+    assert type(CF.modrelu(z, 0.1).grad_fn).__name__ == "_ModReLUBackward"
+    assert type(CF.cardioid(z).grad_fn).__name__ == "_CardioidBackward"
+    x = torch.randn(5)
+    torch.testing.assert_close(CF.cardioid(x), torch.relu(x))
+
+
+@pytest.mark.parametrize("kind", ["weight+bias", "weight only", "bias only", "none"])
+@pytest.mark.parametrize("shape", [(12,), (3, 5)], ids=["1d", "2d"])
+def test_layer_norm_split_kernels_equal_reference(compiled, kind, shape):
+    x = _z(4, 6, *shape, seed=7)
+    w = (torch.rand(2, *shape) + 0.5).requires_grad_() if "weight" in kind else None
+    b = torch.randn(*shape, dtype=C64).requires_grad_() if "bias" in kind else None
+
+    def fast(x, w, b):
+        return CF.layer_norm(x, shape, w, b, 1e-5, "split")
+
+    def ref(x, w, b):
+        return reference_layer_norm(x, shape, w, b, 1e-5, "split")
+
+    assert type(fast(x, w, b).grad_fn).__name__ == "_LayerNormSplitCompiledBackward"
+    _assert_same(fast, ref, (x, w, b), atol=2e-5, rtol=1e-4)
+    # padding (all-zero) and constant rows: finite, and equal up to the rounding of the mean
+    # (amplified by 1/sqrt(eps) on a constant row)
+    x2 = x.detach().clone()
+    x2[0, 0], x2[1, 2] = 0, 3 - 1j
+    _assert_same(fast, ref, (x2.requires_grad_(), w, b), atol=5e-4, rtol=1e-4)
+
+
+def test_layer_norm_split_kernels_on_strided_and_conj_inputs_and_double_backward(compiled):
+    base = _z(5, 16, seed=8)
+    w, b = (torch.rand(2, 8) + 0.5).requires_grad_(), torch.randn(8, dtype=C64).requires_grad_()
+    for x in (base[:, ::2], base[:, :8].conj()):
+        _assert_same(
+            lambda x, w, b: CF.layer_norm(x, (8,), w, b, 1e-5, "split"),
+            lambda x, w, b: reference_layer_norm(x.resolve_conj(), (8,), w, b, 1e-5, "split"),
+            (x, w, b),
+            atol=2e-5,
+            rtol=1e-4,
+        )
+    x = base[:, :8]
+    got = _grads(lambda *a: CF.layer_norm(*a[:1], (8,), *a[1:]), (x, w, b), create_graph=True)
+    want = _grads(lambda *a: reference_layer_norm(a[0], (8,), *a[1:]), (x, w, b), True)
+    v = torch.randn(x.shape, dtype=C64, generator=torch.Generator().manual_seed(4))
+    for a, c in zip(
+        torch.autograd.grad(got[1][0], (x, w, b), v, allow_unused=True),
+        torch.autograd.grad(want[1][0], (x, w, b), v, allow_unused=True),
+        strict=True,
+    ):
+        if a is None or c is None:  # the shift enters linearly: no second derivative
+            assert a is None or not a.any()
+            assert c is None or not c.any()
+            continue
+        torch.testing.assert_close(a, c, atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.parametrize("kind", ["weight+bias", "weight only", "bias only", "none"])
+@pytest.mark.parametrize("shape", [(12,), (3, 5)], ids=["1d", "2d"])
+def test_layer_norm_whiten_kernels_equal_reference(compiled, kind, shape):
+    x = _z(4, 6, *shape, seed=9)
+    eye = torch.eye(2).reshape(2, 2, *([1] * len(shape)))
+    w = (eye + 0.4 * torch.randn(2, 2, *shape)).requires_grad_() if "weight" in kind else None
+    b = torch.randn(*shape, dtype=C64).requires_grad_() if "bias" in kind else None
+
+    def fast(x, w, b):
+        return CF.layer_norm(x, shape, w, b, 1e-5, "whiten")
+
+    def ref(x, w, b):
+        return reference_layer_norm(x, shape, w, b, 1e-5, "whiten")
+
+    assert type(fast(x, w, b).grad_fn).__name__ == "_WhitenRowsCompiledBackward"
+    _assert_same(fast, ref, (x, w, b), atol=2e-5, rtol=1e-4)
+    x2 = x.detach().clone()
+    x2[0, 0], x2[1, 2] = 0, 3 - 1j  # padding (all-zero) and constant rows: only eps whitens
+    _assert_same(fast, ref, (x2.requires_grad_(), w, b), atol=5e-4, rtol=1e-4)
+
+
+def test_layer_norm_whiten_kernels_strided_conj_and_double_backward(compiled):
+    base = _z(5, 16, seed=10)
+    w = (torch.eye(2).unsqueeze(-1) + 0.4 * torch.randn(2, 2, 8)).requires_grad_()
+    b = torch.randn(8, dtype=C64).requires_grad_()
+    for x in (base[:, ::2], base[:, :8].conj()):
+        _assert_same(
+            lambda x, w, b: CF.layer_norm(x, (8,), w, b, 1e-5, "whiten"),
+            lambda x, w, b: reference_layer_norm(x.resolve_conj(), (8,), w, b, 1e-5, "whiten"),
+            (x, w, b),
+            atol=2e-5,
+            rtol=1e-4,
+        )
+    x = base[:, :8]
+
+    def fast(x, w, b):
+        return CF.layer_norm(x, (8,), w, b, 1e-5, "whiten")
+
+    def ref(x, w, b):
+        return reference_layer_norm(x, (8,), w, b, 1e-5, "whiten")
+
+    got, want = (_grads(f, (x, w, b), create_graph=True)[1] for f in (fast, ref))
+    v = torch.randn(x.shape, dtype=C64, generator=torch.Generator().manual_seed(6))
+    for a, c in zip(
+        torch.autograd.grad(got[0], (x, w, b), v, allow_unused=True),
+        torch.autograd.grad(want[0], (x, w, b), v, allow_unused=True),
+        strict=True,
+    ):
+        if a is None or c is None:  # the shift enters linearly: no second derivative
+            assert a is None or not a.any()
+            assert c is None or not c.any()
+            continue
+        torch.testing.assert_close(a, c, atol=1e-4, rtol=1e-3)
+
+
+ORDER_SHAPES = {"word": (2, 5, 3), "shared": (3,), "dimension": (2, 5, 1)}
+
+
+def _order_reference(r, w, theta, pos):
+    angle = torch.zeros((), dtype=r.dtype)
+    if w is not None:
+        angle = angle + w * pos
+    if theta is not None:
+        angle = angle + theta
+    return torch.complex(r * torch.cos(angle), r * torch.sin(angle))
+
+
+@pytest.mark.parametrize("amplitude", ["word", "shared", "dimension"])
+@pytest.mark.parametrize("frequency", ["word", "shared", "dimension", None])
+def test_complex_order_kernels_equal_reference_in_every_sharing_layout(
+    compiled, amplitude, frequency
+):
+    g = torch.Generator().manual_seed(0)
+
+    def leaf(shape):
+        return torch.randn(shape, generator=g).requires_grad_()
+
+    r = leaf(ORDER_SHAPES[amplitude])
+    w = leaf(ORDER_SHAPES[frequency]) if frequency else None
+    theta = leaf(ORDER_SHAPES["word"])
+    pos = torch.arange(5.0)[:, None]
+    out = CF.complex_order(r, w, theta, pos)
+    assert type(out.grad_fn).__name__ == "_ComplexOrderCompiledBackward"
+    _assert_same(
+        lambda *a: CF.complex_order(a[0], w if frequency else None, a[-1], pos),
+        lambda *a: _order_reference(a[0], w if frequency else None, a[-1], pos),
+        (r, *([w] if frequency else []), theta),
+    )
+
+
+def test_complex_order_kernels_without_phase_and_double_backward(compiled):
+    g = torch.Generator().manual_seed(3)
+    r, w = (torch.randn(s, generator=g).requires_grad_() for s in ((2, 5, 3), (2, 5, 3)))
+    pos = torch.arange(5.0)[:, None]
+    _assert_same(
+        lambda r, w: CF.complex_order(r, w, None, pos),
+        lambda r, w: _order_reference(r, w, None, pos),
+        (r, w),
+    )
+    got = _grads(lambda r, w: CF.complex_order(r, w, None, pos), (r, w), create_graph=True)[1]
+    want = _grads(lambda r, w: _order_reference(r, w, None, pos), (r, w), create_graph=True)[1]
+    v = [torch.randn(t.shape, generator=g) for t in got]
+    torch.testing.assert_close(
+        torch.autograd.grad(got, (r, w), v), torch.autograd.grad(want, (r, w), v), **TOL
+    )
