@@ -1,8 +1,8 @@
 """Functional forms of every cplxnet layer; the modules in :mod:`cplxnet.nn` delegate here."""
 
-from ._compiled import *  # noqa: F403
 from .activation import *  # noqa: F403
 from .attention import *  # noqa: F403
+from .compiled import *  # noqa: F403
 from .conv import *  # noqa: F403
 from .dropout import *  # noqa: F403
 from .embedding import *  # noqa: F403

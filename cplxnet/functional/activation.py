@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from .._utils import as_complex, eager_complex, grad_via_composed
-from . import _compiled
+from . import compiled as _kernels
 
 __all__ = ["crelu", "split_tanh", "split_sigmoid", "split_gelu", "modrelu", "zrelu", "cardioid"]
 
@@ -112,26 +112,26 @@ class _ModReLU(torch.autograd.Function):
 
 class _ModReLUCompiled(torch.autograd.Function):
     """:class:`_ModReLU` with forward and backward as compiled kernels on the complex64 words
-    (:mod:`cplxnet.functional._compiled`); ``bias`` has one entry or one per last-dim feature."""
+    (:mod:`cplxnet.functional.compiled`); ``bias`` has one entry or one per last-dim feature."""
 
     @staticmethod
     def forward(ctx, z, bias):  # noqa: D102 (autograd.Function)
         ctx.save_for_backward(z, bias)
-        w = _compiled.as_words(z)
+        w = _kernels.as_words(z)
         b = bias.detach().reshape(-1)
-        out = _compiled.kernel("modrelu_forward")(w.reshape(-1, w.shape[-1]), b)
-        return _compiled.words_to_complex(out).reshape(z.shape)
+        out = _kernels.kernel("modrelu_forward")(w.reshape(-1, w.shape[-1]), b)
+        return _kernels.words_to_complex(out).reshape(z.shape)
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102
         z, bias = ctx.saved_tensors
         if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
             return grad_via_composed(_modrelu_autograd, (z, bias), ctx, grad)
-        w = _compiled.as_words(z).reshape(-1, z.shape[-1])
-        gw = _compiled.as_words(grad).reshape(w.shape)
+        w = _kernels.as_words(z).reshape(-1, z.shape[-1])
+        gw = _kernels.as_words(grad).reshape(w.shape)
         b = bias.detach().reshape(-1)
-        grad_w, grad_bias = _compiled.kernel("modrelu_backward")(w, b, gw)
-        grad_z = _compiled.words_to_complex(grad_w).reshape(z.shape)
+        grad_w, grad_bias = _kernels.kernel("modrelu_backward")(w, b, gw)
+        grad_z = _kernels.words_to_complex(grad_w).reshape(z.shape)
         return grad_z, grad_bias.sum_to_size(bias.shape) if ctx.needs_input_grad[1] else None
 
 
@@ -152,7 +152,7 @@ def modrelu(z: torch.Tensor, bias: torch.Tensor | float) -> torch.Tensor:
     if not eager_complex(z):
         return _modrelu_autograd(z, bias)
     b = torch.as_tensor(bias, dtype=z.real.dtype, device=z.device)
-    if _compiled.applies(z) and z.numel() > 0 and b.dim() <= 1 and b.numel() in (1, z.shape[-1]):
+    if _kernels.applies(z) and z.numel() > 0 and b.dim() <= 1 and b.numel() in (1, z.shape[-1]):
         return _ModReLUCompiled.apply(z, b)
     return _ModReLU.apply(z, b)
 
@@ -206,22 +206,22 @@ class _Cardioid(torch.autograd.Function):
 
 class _CardioidCompiled(torch.autograd.Function):
     """:class:`_Cardioid` with forward and backward as compiled kernels on the complex64 words
-    (:mod:`cplxnet.functional._compiled`)."""
+    (:mod:`cplxnet.functional.compiled`)."""
 
     @staticmethod
     def forward(ctx, z):  # noqa: D102 (autograd.Function)
         ctx.save_for_backward(z)
-        out = _compiled.kernel("cardioid_forward")(_compiled.as_words(z))
-        return _compiled.words_to_complex(out)
+        out = _kernels.kernel("cardioid_forward")(_kernels.as_words(z))
+        return _kernels.words_to_complex(out)
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102
         (z,) = ctx.saved_tensors
         if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
             return grad_via_composed(_cardioid_autograd, (z,), ctx, grad)
-        gw = _compiled.as_words(grad)
-        grad_w = _compiled.kernel("cardioid_backward")(_compiled.as_words(z), gw)
-        return _compiled.words_to_complex(grad_w)
+        gw = _kernels.as_words(grad)
+        grad_w = _kernels.kernel("cardioid_backward")(_kernels.as_words(z), gw)
+        return _kernels.words_to_complex(grad_w)
 
 
 def cardioid(z: torch.Tensor) -> torch.Tensor:
@@ -239,6 +239,6 @@ def cardioid(z: torch.Tensor) -> torch.Tensor:
         return F.relu(z)
     if not eager_complex(z):
         return _cardioid_autograd(z)
-    if _compiled.applies(z) and z.numel() > 0:
+    if _kernels.applies(z) and z.numel() > 0:
         return _CardioidCompiled.apply(z)
     return _Cardioid.apply(z)

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from .._utils import grad_via_composed, is_tracing
-from . import _compiled
+from . import compiled as _kernels
 
 __all__ = ["embedding", "embedding_packed", "complex_order"]
 
@@ -111,15 +111,15 @@ class _ComplexOrder(torch.autograd.Function):
 
 
 class _ComplexOrderCompiled(torch.autograd.Function):
-    """:class:`_ComplexOrder` as compiled kernels (:mod:`cplxnet.functional._compiled`): the
+    """:class:`_ComplexOrder` as compiled kernels (:mod:`cplxnet.functional.compiled`): the
     forward writes the complex64 output directly, the backward recomputes cos and sin in its
     kernel (nothing but the inputs is saved)."""
 
     @staticmethod
     def forward(ctx, r, w, theta, pos):  # noqa: D102 (autograd.Function)
         ctx.save_for_backward(r, w, theta, pos)
-        out = _compiled.kernel("complex_order_forward")(*_detached(r, w, theta, pos))
-        return _compiled.words_to_complex(out)
+        out = _kernels.kernel("complex_order_forward")(*_detached(r, w, theta, pos))
+        return _kernels.words_to_complex(out)
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102
@@ -129,8 +129,8 @@ class _ComplexOrderCompiled(torch.autograd.Function):
                 *grad_via_composed(_complex_order_composed, (r, w, theta, pos), ctx, grad),
                 None,
             )
-        gw = _compiled.as_words(grad)
-        grad_r, grad_angle = _compiled.kernel("complex_order_backward")(
+        gw = _kernels.as_words(grad)
+        grad_r, grad_angle = _kernels.kernel("complex_order_backward")(
             *_detached(r, w, theta, pos), gw
         )
         grad_w = grad_theta = None
@@ -183,6 +183,6 @@ def complex_order(
         return torch.complex(amplitude, zero.expand_as(amplitude))
     if is_tracing():  # the readable form, which the compilers and torch.export trace
         return _complex_order_composed(amplitude, frequency, phase, positions)
-    if _compiled.applies(amplitude, torch.float32) and amplitude.numel() > 0:
+    if _kernels.applies(amplitude, torch.float32) and amplitude.numel() > 0:
         return _ComplexOrderCompiled.apply(amplitude, frequency, phase, positions)
     return _ComplexOrder.apply(amplitude, frequency, phase, positions)

@@ -17,7 +17,7 @@ hand-written backward (:class:`_WhitenAffine`). torch's element-wise kernels do 
 the stride-2 views ``x.real``, ``x.imag`` or against per-element scalars broadcast over
 ``view_as_real``'s last dimension of size 2, hence the copies. With
 :func:`cplxnet.functional.use_compiled_kernels` the layer norms of complex64 inputs run as
-compiled kernels on the interleaved data instead (:mod:`cplxnet.functional._compiled`).
+compiled kernels on the interleaved data instead (:mod:`cplxnet.functional.compiled`).
 """
 
 from __future__ import annotations
@@ -29,35 +29,10 @@ import torch
 import torch.nn.functional as F
 
 from .._utils import as_complex, grad_via_composed, is_tracing, join, pack, parts
-from . import _compiled
+from . import compiled as _kernels
+from .cov2x2 import inv_sqrt_2x2
 
 __all__ = ["layer_norm", "batch_norm", "rms_norm", "whiten", "inv_sqrt_2x2"]
-
-
-def inv_sqrt_2x2(
-    vrr: torch.Tensor, vri: torch.Tensor, vii: torch.Tensor, eps: float
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    r"""Entries ``(w_rr, w_ri, w_ii)`` of :math:`(V + \epsilon I)^{-1/2}` for the symmetric 2x2
-    covariance :math:`V = [[v_{rr}, v_{ri}], [v_{ri}, v_{ii}]]` (tensors of any one shape).
-
-    Closed form on the trace-normalised matrix :math:`\hat A = (V + \epsilon I) / k`,
-    :math:`k = \operatorname{tr}(V + \epsilon I)`: with :math:`\hat s = \sqrt{\det \hat A}` and
-    :math:`\hat t = \sqrt{1 + 2 \hat s}`, :math:`\hat A^{-1/2} = \operatorname{adj}(\hat A + \hat s
-    I) / (\hat s \hat t)` and :math:`(V + \epsilon I)^{-1/2} = k^{-1/2} \hat A^{-1/2}`. Every
-    intermediate is O(1) whatever the scale of the data (squaring the unnormalised moments
-    overflows float32 for moduli around 1e10), and the determinant is summed from non-negative
-    terms, :math:`\det \hat A = \max(\hat v_{rr} \hat v_{ii} - \hat v_{ri}^2, 0) + \hat\epsilon
-    (\hat v_{rr} + \hat v_{ii}) + \hat\epsilon^2` (hats: divided by :math:`k`), so rounding cannot
-    make it negative.
-    """
-    k = vrr + vii + 2.0 * eps
-    inv_k = 1.0 / k
-    a, c, b = vrr * inv_k, vii * inv_k, vri * inv_k
-    e = eps * inv_k
-    det = (a * c - b * b).clamp_min(0.0) + e * (a + c) + e * e
-    s = torch.sqrt(det)
-    f = torch.rsqrt(k) / (s * torch.sqrt(1.0 + 2.0 * s))
-    return f * (c + e + s), -f * b, f * (a + e + s)
 
 
 def whiten(c: torch.Tensor, m1: torch.Tensor, m2: torch.Tensor, eps: float) -> torch.Tensor:
@@ -254,7 +229,7 @@ def _whiten_affine(
 
 class _WhitenRowsCompiled(torch.autograd.Function):
     """Whitening layer norm of complex64 ``x`` over its last ``len(shape)`` dims as compiled
-    kernels on the complex64 words (:mod:`cplxnet.functional._compiled`): one forward kernel,
+    kernels on the complex64 words (:mod:`cplxnet.functional.compiled`): one forward kernel,
     and a backward of two kernels around the per-row 2x2 algebra (autograd through
     :func:`inv_sqrt_2x2` on the small per-row tensors, as in :class:`_WhitenAffine`)."""
 
@@ -262,11 +237,11 @@ class _WhitenRowsCompiled(torch.autograd.Function):
     def forward(ctx, x, weight, bias, shape, eps):  # noqa: D102 (autograd.Function)
         size = math.prod(shape)
         a, b = _whiten_affine_rows(x, weight, bias, size)
-        words = _compiled.as_words(x).reshape(-1, size)
-        out, *stats = _compiled.kernel("whiten_rows_forward")(words, a, b, eps)
+        words = _kernels.as_words(x).reshape(-1, size)
+        out, *stats = _kernels.kernel("whiten_rows_forward")(words, a, b, eps)
         ctx.save_for_backward(x, weight, bias, *stats)
         ctx.shape, ctx.eps = shape, eps
-        return _compiled.words_to_complex(out).reshape(x.shape)
+        return _kernels.words_to_complex(out).reshape(x.shape)
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102
@@ -282,25 +257,25 @@ class _WhitenRowsCompiled(torch.autograd.Function):
             return (*out, None, None)
         size = math.prod(shape)
         a, _ = _whiten_affine_rows(x, weight, None, size)
-        words = _compiled.as_words(x).reshape(-1, size)
-        gwords = _compiled.as_words(grad).reshape(words.shape)
+        words = _kernels.as_words(x).reshape(-1, size)
+        gwords = _kernels.as_words(grad).reshape(words.shape)
         with torch.enable_grad():
             v = [t.detach().requires_grad_() for t in stats[2:]]
             w_graph = inv_sqrt_2x2(*v, eps)
         wmat = tuple(t.detach() for t in w_graph)
-        s_rr, s_ri, s_ii, t0, t1 = _compiled.kernel("whiten_rows_grad_w")(
+        s_rr, s_ri, s_ii, t0, t1 = _kernels.kernel("whiten_rows_grad_w")(
             words, gwords, a, stats, wmat
         )
         gv_rr, gv_ri, gv_ii = torch.autograd.grad(w_graph, v, (s_rr, s_ri, s_ii))
         gv = (gv_rr * (2.0 / size), gv_ri / size, gv_ii * (2.0 / size))
-        gx = _compiled.kernel("whiten_rows_grad_x")(words, gwords, a, stats, wmat, gv)
+        gx = _kernels.kernel("whiten_rows_grad_x")(words, gwords, a, stats, wmat, gv)
         g_weight = g_bias = None
         if weight is not None and ctx.needs_input_grad[1]:
-            rows = [torch.view_as_real(_compiled.words_to_complex(t).sum(0)).T for t in (t0, t1)]
+            rows = [torch.view_as_real(_kernels.words_to_complex(t).sum(0)).T for t in (t0, t1)]
             g_weight = torch.stack(rows).reshape(weight.shape)
         if bias is not None and ctx.needs_input_grad[2]:
             g_bias = grad.resolve_conj().reshape(-1, size).sum(0).reshape(bias.shape)
-        return _compiled.words_to_complex(gx).reshape(x.shape), g_weight, g_bias, None, None
+        return _kernels.words_to_complex(gx).reshape(x.shape), g_weight, g_bias, None, None
 
 
 def _whiten_affine_rows(x, weight, bias, size):
@@ -350,20 +325,20 @@ def _split_affine_rows(x, weight, bias, size):
 
 class _LayerNormSplitCompiled(torch.autograd.Function):
     """Split layer norm of complex64 ``x`` over its last ``len(shape)`` dims as compiled kernels
-    on the complex64 words (:mod:`cplxnet.functional._compiled`); the gains' and shift's
+    on the complex64 words (:mod:`cplxnet.functional.compiled`); the gains' and shift's
     gradients are the kernels' per-entry terms summed over the rows."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, shape, eps):  # noqa: D102 (autograd.Function)
         size = math.prod(shape)
         w, b = _split_affine_rows(x, weight, bias, size)
-        words = _compiled.as_words(x).reshape(-1, size)
-        out, *stats = _compiled.kernel("layer_norm_split_forward")(
+        words = _kernels.as_words(x).reshape(-1, size)
+        out, *stats = _kernels.kernel("layer_norm_split_forward")(
             words, w[0], w[1], b[0], b[1], eps
         )
         ctx.save_for_backward(x, weight, bias, *stats)
         ctx.shape, ctx.eps = shape, eps
-        return _compiled.words_to_complex(out).reshape(x.shape)
+        return _kernels.words_to_complex(out).reshape(x.shape)
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102
@@ -379,16 +354,16 @@ class _LayerNormSplitCompiled(torch.autograd.Function):
             return (*out, None, None)
         size = math.prod(shape)
         w, _ = _split_affine_rows(x, weight, None, size)
-        words = _compiled.as_words(x).reshape(-1, size)
-        gwords = _compiled.as_words(grad).reshape(words.shape)
-        gx, terms = _compiled.kernel("layer_norm_split_backward")(words, gwords, w[0], w[1], stats)
+        words = _kernels.as_words(x).reshape(-1, size)
+        gwords = _kernels.as_words(grad).reshape(words.shape)
+        gx, terms = _kernels.kernel("layer_norm_split_backward")(words, gwords, w[0], w[1], stats)
         g_weight = g_bias = None
         if weight is not None and ctx.needs_input_grad[1]:
-            g_weight = torch.view_as_real(_compiled.words_to_complex(terms).sum(0)).T
+            g_weight = torch.view_as_real(_kernels.words_to_complex(terms).sum(0)).T
             g_weight = g_weight.reshape(weight.shape)
         if bias is not None and ctx.needs_input_grad[2]:
             g_bias = grad.resolve_conj().reshape(-1, size).sum(0).reshape(bias.shape)
-        return _compiled.words_to_complex(gx).reshape(x.shape), g_weight, g_bias, None, None
+        return _kernels.words_to_complex(gx).reshape(x.shape), g_weight, g_bias, None, None
 
 
 def layer_norm(
@@ -428,7 +403,7 @@ def layer_norm(
         if mode != "split":
             raise ValueError(f"layer_norm: mode={mode!r} needs a complex input (use mode='split')")
         return F.layer_norm(x, shape, weight, bias, eps)
-    if mode == "split" and _compiled.applies(x) and x.numel() > 0:
+    if mode == "split" and _kernels.applies(x) and x.numel() > 0:
         return _LayerNormSplitCompiled.apply(x, weight, bias, shape, eps)
     if mode == "split":
         re, im = parts(x)
@@ -437,7 +412,7 @@ def layer_norm(
         return join(
             F.layer_norm(re, shape, w[0], b[0], eps), F.layer_norm(im, shape, w[1], b[1], eps)
         )
-    if mode == "whiten" and _compiled.applies(x) and x.numel() > 0:
+    if mode == "whiten" and _kernels.applies(x) and x.numel() > 0:
         return _WhitenRowsCompiled.apply(x, weight, bias, shape, eps)
     if mode == "whiten":
         return _layer_norm_whiten(x, shape, weight, bias, eps)

@@ -1,5 +1,5 @@
 """The opt-in compiled complex64 kernels of modReLU, cardioid and the split and whitening
-layer norms (:mod:`cplxnet.functional._compiled`) against the composed references
+layer norms (:mod:`cplxnet.functional.compiled`) against the composed references
 (``tests/reference_ops.py``): values and gradients (first and second order), guarded zeros, bias
 layouts, padding and constant rows, conj and strided inputs, and the switch itself. complex128
 inputs keep the eager implementations, whose complex128 gradcheck is in ``test_fast_paths.py``;
@@ -13,7 +13,7 @@ import torch
 from reference_ops import reference_cardioid, reference_layer_norm, reference_modrelu
 
 from cplxnet import functional as CF
-from cplxnet.functional import _compiled
+from cplxnet.functional import compiled as kernels
 
 pytestmark = pytest.mark.skipif(
     shutil.which("c++") is None and shutil.which("g++") is None,
@@ -142,7 +142,7 @@ def test_kernels_double_backward_equals_reference(compiled):
 
 def test_complex128_and_real_inputs_keep_the_eager_paths(compiled):
     z = _z(3, 4, dtype=torch.complex128)
-    assert not _compiled.applies(z)
+    assert not kernels.applies(z)
     assert type(CF.modrelu(z, 0.1).grad_fn).__name__ == "_ModReLUBackward"
     assert type(CF.cardioid(z).grad_fn).__name__ == "_CardioidBackward"
     x = torch.randn(5)

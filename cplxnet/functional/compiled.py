@@ -42,7 +42,7 @@ def use_compiled_kernels(enabled: bool = True) -> bool:
     """Switch the compiled complex64 kernels of :func:`~cplxnet.functional.modrelu`,
     :func:`~cplxnet.functional.cardioid`, the split and whitening
     :func:`~cplxnet.functional.layer_norm` and :func:`~cplxnet.functional.complex_order` on or
-    off (process-wide); returns the previous setting. See :mod:`cplxnet.functional._compiled`
+    off (process-wide); returns the previous setting. See :mod:`cplxnet.functional.compiled`
     for when they pay off."""
     global _ENABLED
     previous, _ENABLED = _ENABLED, bool(enabled)
@@ -171,7 +171,7 @@ def _whiten_rows_forward(
     """Whitening layer norm of the rows of ``w`` (``(M, D)`` words) with the per-feature 2x2
     ``a`` (``(2, 2, D)``) and shift ``b`` (``(2, D)``): output words and the per-row means and
     covariance entries ``(mx, my, vrr, vri, vii)``."""
-    from .norm import inv_sqrt_2x2
+    from .cov2x2 import inv_sqrt_2x2
 
     x, y = _unpack(w)
     mx, my = x.mean(-1, keepdim=True), y.mean(-1, keepdim=True)
