@@ -101,6 +101,7 @@ from .train_state import (
     save_epoch,
     score_best,
 )
+from .utils import count_parameters
 
 __all__ = [
     "TrainOptions",
@@ -520,7 +521,7 @@ def _final_results(
     ``results.json``)."""
     test = score_best(model, folder, data, options.eval_batch_size)
     best = standing.best
-    n_params = sum(p.numel() * (2 if p.is_complex() else 1) for p in model.parameters())
+    n_params = count_parameters(model, trainable_only=False).total_real
     return {
         "test_accuracy": test["accuracy"],
         "test_macro_f1": test["macro_f1"],

@@ -15,7 +15,7 @@ A model is ``embedding stage -> family body -> dropout -> readout -> real linear
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -26,7 +26,7 @@ from cplxnet import complex_dtype, real_dtype
 from cplxnet.encodings import check_sites, create_encoding
 from cplxnet.functional import lengths_from_padding_mask, scan_rnn
 from cplxnet.init import check_word_init, word_init_
-from cplxnet.utils import check_choice, check_indices, is_tracing
+from cplxnet.utils import ParameterCount, check_choice, check_indices, count_parameters, is_tracing
 
 from .config import ModelConfig
 
@@ -469,54 +469,6 @@ class TextClassifier(nn.Module):
         else:
             table[rows] = v
         return int(rows.sum())
-
-
-class ParameterCount(NamedTuple):
-    """Parameter counts: complex parameters, real parameters, and the total in real numbers
-    (``total_real = 2 * complex + real``: a complex parameter holds two reals)."""
-
-    complex: int
-    real: int
-    total_real: int
-
-
-def _packed_complex_parameters(model: nn.Module) -> set[int]:
-    """Ids of real parameters that store a complex table packed (``[re, im]`` interleaved), as
-    :class:`cplxnet.nn.Embedding`'s ``packed_weight``: a module whose ``weight`` is a complex
-    view sharing the parameter's storage."""
-    packed: set[int] = set()
-    for module in model.modules():
-        if not isinstance(getattr(type(module), "weight", None), property):
-            continue
-        view = module.weight
-        if not isinstance(view, torch.Tensor) or not view.is_complex():
-            continue
-        ptr = view.untyped_storage().data_ptr()
-        for p in module.parameters(recurse=False):
-            if not p.is_complex() and p.untyped_storage().data_ptr() == ptr:
-                packed.add(id(p))
-    return packed
-
-
-def count_parameters(model: nn.Module, trainable_only: bool = True) -> ParameterCount:
-    """Count ``model``'s (unique) parameters: complex ones, real ones, and the total in reals.
-
-    A complex table stored packed as reals (:class:`cplxnet.nn.Embedding` keeps its ``(V, D)``
-    complex table as a real ``(V, 2D)`` parameter for sparse gradients) counts as ``V * D``
-    complex parameters.
-    """
-    packed = _packed_complex_parameters(model)
-    n_complex = n_real = 0
-    for p in model.parameters():
-        if trainable_only and not p.requires_grad:
-            continue
-        if p.is_complex():
-            n_complex += p.numel()
-        elif id(p) in packed:
-            n_complex += p.numel() // 2
-        else:
-            n_real += p.numel()
-    return ParameterCount(n_complex, n_real, 2 * n_complex + n_real)
 
 
 def sparse_parameters(model: nn.Module) -> list[nn.Parameter]:

@@ -55,6 +55,7 @@ from ..runs import (
     write_json,
 )
 from ..runtime import progress, rng_state, seed_everything, set_rng_state, versions
+from ..utils import count_parameters
 from .data import LMData, TokenVocab, file_sha256, prepare_lm_data
 from .evaluate import NA, evaluate_lengths, metric_name, score_stream
 from .synthetic import IGNORE, TASKS, SyntheticTask
@@ -572,8 +573,7 @@ def _fit(
         "train_seconds": round(seconds, 1),
         "train_cpu_seconds": round(cpu_seconds, 1),
         "test_seconds": round(time.perf_counter() - t0, 1),
-        "real_parameters": sum(p.numel() * (2 if p.is_complex() else 1)
-                               for p in model.parameters()),  # fmt: skip
+        "real_parameters": count_parameters(model, trainable_only=False).total_real,
         "seed": options.seed,
     }
     if task.data is not None:
