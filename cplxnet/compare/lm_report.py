@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .plots import add_legend, column_styles, pyplot
-from .report import _fmt_p, _mean_std, _ok, load_results, paired_test
+from .report import load_results
+from .statistics import is_ok, mean_std, paired_test
+from .tables import fmt_p
 
 __all__ = [
     "LMGroup",
@@ -54,7 +56,7 @@ class LMGroup:
         vals = [v for v in self.values.get(length, {}).values() if v is not None]
         if not vals:
             return None
-        m, s = _mean_std(vals)
+        m, s = mean_std(vals)
         return m, s, len(vals)
 
 
@@ -105,7 +107,7 @@ def lm_groups(
     lengths: set[str] = set()
     metric = "bpc"
     for row in rows:
-        if not _ok(row) or not row.get("test"):
+        if not is_ok(row) or not row.get("test"):
             continue
         metric = row.get("metric") or metric
         key = (str(row["encoding"]), str(row["number"]))
@@ -239,7 +241,7 @@ def lm_pooled_table(
         lines.append(
             f"| {labels[tkey]} | {labels[key]} | {diff:+.{digits}f} | "
             f"{t.wins}/{t.ties}/{t.losses} | {t.n} | "
-            + ("–" if t.p is None else _fmt_p(t.p))
+            + ("–" if t.p is None else fmt_p(t.p))
             + " |"
         )
     return "\n".join(lines) + "\n" if len(lines) > 2 else ""
@@ -305,7 +307,7 @@ def plot_lm(rows: Sequence[dict[str, Any]], path: str, *, context: int | None = 
 def _budget(options: dict[str, Any] | None, rows: Sequence[dict[str, Any]]) -> str:
     lm = (options or {}).get("lm") or {}
     train = lm.get("train", {})
-    ok = [r for r in rows if _ok(r) and r.get("train_seconds") not in (None, "")]
+    ok = [r for r in rows if is_ok(r) and r.get("train_seconds") not in (None, "")]
     parts = []
     if lm:
         synthetic = any(str(r.get("data", "")).startswith("synthetic:") for r in rows)
@@ -398,7 +400,7 @@ def render_lm_report(
         f"- {r.get('encoding')} ({r.get('number')}) seed {r.get('seed')}: "
         f"{str(r.get('error', ''))[:300]}"
         for r in rows
-        if not _ok(r)
+        if not is_ok(r)
     ]
     if errors:
         parts.append(f"## Runs that failed ({len(errors)})\n")
