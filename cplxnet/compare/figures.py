@@ -6,11 +6,10 @@ and accuracy against text length, every column drawn with one style for the whol
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 from typing import Any
 
-from .plots import add_legend, column_label, column_styles, pyplot
+from .plots import add_legend, column_label, column_styles, pyplot, save_figure
 from .statistics import extrapolation_groups, is_ok, mean_std, summarize
 from .tables import data_name
 
@@ -39,13 +38,6 @@ def _styles_for(styles, columns: list[tuple[str, str]]):
             f"no style for {', '.join(missing)}; build the styles from every column of the report"
         )
     return styles, [c for c in styles if c in columns]
-
-
-def _save(fig, path: str) -> str:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=110)
-    pyplot().close(fig)
-    return path
 
 
 def results_figure(
@@ -114,7 +106,7 @@ def plot_results(
     and marker per column (``styles``, see :func:`results_figure`) and a legend naming every
     column drawn. Returns the path (``None`` without grid rows)."""
     fig = results_figure(rows, metric, styles=styles)
-    return None if fig is None else _save(fig, path)
+    return None if fig is None else save_figure(fig, path)
 
 
 def extrapolation_figure(
@@ -182,4 +174,4 @@ def plot_extrapolation(
     see :func:`extrapolation_figure`), one legend naming every line. Returns the path (``None``
     without extrapolation rows)."""
     fig = extrapolation_figure(rows, styles=styles)
-    return None if fig is None else _save(fig, path)
+    return None if fig is None else save_figure(fig, path)

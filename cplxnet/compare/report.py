@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .figures import (
@@ -51,6 +51,9 @@ __all__ = [
     "plot_results",
     "plot_extrapolation",
     "render_report",
+    "report_place",
+    "failed_runs",
+    "write_report",
     "PAPER_TABLE2",
 ]
 
@@ -133,20 +136,54 @@ def load_results(path: str) -> list[dict[str, Any]]:
     return rows
 
 
-
 # ------------------------------------------------------------------------------------------------
 # the report
 
 
-def _errors(rows: Sequence[dict[str, Any]]) -> list[str]:
-    out = []
-    for r in rows:
-        if not is_ok(r):
-            out.append(
-                f"- {r.get('data')} {r.get('family')} {r.get('encoding')} ({r.get('number')}) "
-                f"seed {r.get('seed')}: {str(r.get('error', ''))[:300]}"
-            )
-    return out
+def report_place(
+    results: str | Sequence[dict[str, Any]], out_dir: str | None, options: dict[str, Any] | None
+) -> tuple[str, dict[str, Any] | None]:
+    """The folder a report goes to (``out_dir``, else the results folder or the folder of the
+    results file, else ``.``) and the budget it shows (``options``, else the ``options`` of that
+    folder's ``grid.json`` when ``results`` is a path)."""
+    if isinstance(results, str):
+        if out_dir is None:
+            out_dir = results if os.path.isdir(results) else os.path.dirname(results) or "."
+        if options is None:
+            grid = os.path.join(out_dir, "grid.json")
+            if os.path.exists(grid):
+                with open(grid, encoding="utf-8") as fh:
+                    options = json.load(fh).get("options")
+    return out_dir or ".", options
+
+
+def failed_runs(rows: Sequence[dict[str, Any]], describe: Callable[[dict], str]) -> list[str]:
+    """The report section on the runs that ended in an error (empty when none did), each named by
+    ``describe(row)`` with the start of its error."""
+    errors = [f"- {describe(r)}: {str(r.get('error', ''))[:300]}" for r in rows if not is_ok(r)]
+    if not errors:
+        return []
+    return [f"## Runs that failed ({len(errors)})\n", "\n".join(errors) + "\n"]
+
+
+def write_report(
+    out_dir: str, parts: Sequence[str], written: Sequence[str]
+) -> tuple[str, list[str]]:
+    """Write the sections ``parts`` to ``out_dir/report.md``; returns the markdown and the files
+    written (``report.md``, then ``written``)."""
+    text = "\n".join(parts)
+    os.makedirs(out_dir, exist_ok=True)
+    md = os.path.join(out_dir, "report.md")
+    with open(md, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return text, [md, *written]
+
+
+def _describe(row: dict[str, Any]) -> str:
+    return (
+        f"{row.get('data')} {row.get('family')} {row.get('encoding')} ({row.get('number')}) "
+        f"seed {row.get('seed')}"
+    )
 
 
 def render_report(
@@ -162,18 +199,8 @@ def render_report(
     """Write ``report.md`` (and ``accuracy.png`` / ``extrapolation.png``) into ``out_dir``
     (default: the results folder, or the folder of the results file). Returns the markdown and
     the files written."""
-    if isinstance(results, str):
-        rows = load_results(results)
-        if out_dir is None:
-            out_dir = results if os.path.isdir(results) else os.path.dirname(results) or "."
-        if options is None:
-            grid = os.path.join(out_dir, "grid.json")
-            if os.path.exists(grid):
-                with open(grid, encoding="utf-8") as fh:
-                    options = json.load(fh).get("options")
-    else:
-        rows = list(results)
-    out_dir = out_dir or "."
+    rows = load_results(results) if isinstance(results, str) else list(results)
+    out_dir, options = report_place(results, out_dir, options)
     styles = column_styles(report_columns(rows))  # shared by every figure of the report
     grid_rows = [r for r in rows if not r.get("bins") and r.get("mode", "grid") != "extrapolate"]
     x_rows = [r for r in rows if r.get("bins") or r.get("mode") == "extrapolate"]
@@ -219,17 +246,8 @@ def render_report(
             if png:
                 written.append(png)
                 parts.append("![accuracy per length bin](extrapolation.png)\n")
-    errors = _errors(rows)
-    if errors:
-        parts.append(f"## Runs that failed ({len(errors)})\n")
-        parts.append("\n".join(errors) + "\n")
+    parts += failed_runs(rows, _describe)
     if options:
         parts.append("## Budget\n")
         parts.append("```json\n" + json.dumps(options, indent=1, sort_keys=True) + "\n```\n")
-    text = "\n".join(parts)
-    os.makedirs(out_dir, exist_ok=True)
-    md = os.path.join(out_dir, "report.md")
-    with open(md, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    written.insert(0, md)
-    return text, written
+    return write_report(out_dir, parts, written)

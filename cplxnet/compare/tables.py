@@ -29,6 +29,7 @@ from typing import Any
 from ..encodings import get_encoding_class
 from .plots import column_label
 from .statistics import (
+    PairedTest,
     comparison,
     extrapolation_groups,
     mean_std,
@@ -67,7 +68,36 @@ def _fmt(x: float, digits: int) -> str:
 
 
 def fmt_p(p: float) -> str:
+    """A p-value with two significant digits (scientific below 0.001)."""
     return f"{p:.2g}" if p >= 0.001 else f"{p:.1e}"
+
+
+def table_line(cells: Sequence[Any]) -> str:
+    """One line of a markdown table."""
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], rule: str = "") -> str:
+    """A markdown table: the header, the rule under it (default: every column left-aligned) and
+    one line per row."""
+    lines = [table_line(header), rule or "|" + "---|" * len(header)]
+    return "\n".join(lines + [table_line(r) for r in rows]) + "\n"
+
+
+# the columns of paired_cells
+_PAIRED_HEADER = ("mean diff", "wins/ties/losses", "n", "Wilcoxon p")
+
+
+def paired_cells(t: PairedTest, digits: int, delta: float | None = None) -> list[str]:
+    """The cells ``mean diff | wins/ties/losses | n | Wilcoxon p`` of a paired test (``delta``:
+    the mean difference to show, default ``t.delta``)."""
+    delta = t.delta if delta is None else delta
+    return [
+        f"{delta:+.{digits}f}" if t.n else "–",
+        f"{t.wins}/{t.ties}/{t.losses}",
+        str(t.n),
+        "–" if t.p is None else fmt_p(t.p),
+    ]
 
 
 def _both_fields(columns: Sequence[tuple[str, str]]) -> bool:
@@ -114,7 +144,7 @@ def results_table(
             header.append(f"{data_name(data)}: {tname} vs best real")
     counts = [s.n for s in groups.values()]
     modal = max(set(counts), key=lambda c: (counts.count(c), c))
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    table = []
     for family in families:
         cells = [family]
         for data in datas:
@@ -136,7 +166,7 @@ def results_table(
             if tcol is not None:
                 cmp = comparison(groups, data, family, columns, target)
                 cells.append(_sig_text(cmp, digits, both))
-        lines.append("| " + " | ".join(cells) + " |")
+        table.append(cells)
     pretty = metric.replace("_", " ")
     note = (
         f"\n{pretty}: mean ± sample std over {modal} run(s) per cell (seeds x folds; other "
@@ -152,7 +182,7 @@ def results_table(
     else:
         note += f" No {target} column, so no comparison with the best real column."
     note += "\n"
-    return "\n".join(lines) + "\n" + note
+    return markdown_table(header, table) + note
 
 
 def significance_table(
@@ -164,11 +194,17 @@ def significance_table(
 ) -> str:
     """One line per (dataset, family): the target, the best real baseline, the paired test."""
     groups, datas, families, columns = summarize(rows, metric)
-    head = (
-        "| data | model | target | target mean | best real baseline | baseline mean | mean diff | "
-        "wins/ties/losses | n | Wilcoxon p | min attainable p |"
-    )
-    lines = [head, "|" + "---|" * 11]
+    header = [
+        "data",
+        "model",
+        "target",
+        "target mean",
+        "best real baseline",
+        "baseline mean",
+        *_PAIRED_HEADER,
+        "min attainable p",
+    ]
+    table = []
     for data in datas:
         for family in families:
             cmp = comparison(groups, data, family, columns, target)
@@ -177,17 +213,11 @@ def significance_table(
             tcol, base, t = cmp
             tm = groups[(data, family, *tcol)].mean
             bm = groups[(data, family, *base)].mean
-            lines.append(
-                f"| {data_name(data)} | {family} | {tcol[0]} ({tcol[1]}) | {_fmt(tm, digits)} | "
-                f"{base[0]} ({base[1]}) | {_fmt(bm, digits)} | "
-                + (f"{t.delta:+.{digits}f}" if t.n else "–")
-                + f" | {t.wins}/{t.ties}/{t.losses} | {t.n} | "
-                + ("–" if t.p is None else fmt_p(t.p))
-                + f" | {fmt_p(t.min_p)} |"
+            table.append(
+                [data_name(data), family, column_label(tcol), _fmt(tm, digits)]
+                + [column_label(base), _fmt(bm, digits), *paired_cells(t, digits), fmt_p(t.min_p)]
             )
-    if len(lines) == 2:
-        return ""
-    return "\n".join(lines) + "\n"
+    return markdown_table(header, table) if table else ""
 
 
 def pooled_table(
@@ -207,10 +237,8 @@ def pooled_table(
     tcol = target_column(columns, target)
     if tcol is None:
         return ""
-    lines = [
-        "| target | against | rows | mean diff | wins/ties/losses | n | Wilcoxon p |",
-        "|" + "---|" * 7,
-    ]
+    header = ["target", "against", "rows", *_PAIRED_HEADER]
+    table = []
     for col in columns:
         if col == tcol:
             continue
@@ -228,15 +256,8 @@ def pooled_table(
         t = paired_test(a, b)
         if not t.n:
             continue
-        lines.append(
-            f"| {tcol[0]} ({tcol[1]}) | {col[0]} ({col[1]}) | {used} | {t.delta:+.{digits}f} | "
-            f"{t.wins}/{t.ties}/{t.losses} | {t.n} | "
-            + ("–" if t.p is None else fmt_p(t.p))
-            + " |"
-        )
-    if len(lines) == 2:
-        return ""
-    return "\n".join(lines) + "\n"
+        table.append([column_label(tcol), column_label(col), used, *paired_cells(t, digits)])
+    return markdown_table(header, table) if table else ""
 
 
 def paper_table(rows: Sequence[dict[str, Any]], digits: int = 3) -> str:
@@ -250,15 +271,12 @@ def paper_table(rows: Sequence[dict[str, Any]], digits: int = 3) -> str:
         return ""
     cols = [(e, get_encoding_class(e).field) for e in encodings]
     header = ["model"] + [f"{data_name(d)} {column_label(c)}" for d in datas for c in cols]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for family in families:
-        if family not in PAPER_TABLE2:
-            continue
-        cells = [family] + [
-            _fmt(PAPER_TABLE2[family][d][e], digits) for d in datas for e in encodings
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    table = [
+        [family] + [_fmt(PAPER_TABLE2[family][d][e], digits) for d in datas for e in encodings]
+        for family in families
+        if family in PAPER_TABLE2
+    ]
+    return markdown_table(header, table)
 
 
 
@@ -279,7 +297,6 @@ def extrapolation_table(rows: Sequence[dict[str, Any]], digits: int = 3) -> str:
         head = ["model", "encoding"] + [
             f"{lab}{' (train)' if i == 0 else ''}" for i, lab in enumerate(labels)
         ]
-        lines = [title, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         best = {}
         for k in keys:
             for lab in labels:
@@ -287,6 +304,7 @@ def extrapolation_table(rows: Sequence[dict[str, Any]], digits: int = 3) -> str:
                 if vals:
                     fam_key = (k[1], lab)
                     best[fam_key] = max(best.get(fam_key, -1.0), mean_std(vals)[0])
+        table = []
         for k in keys:
             cells = [k[1], f"{k[2]} ({k[3]})"]
             for lab in labels:
@@ -299,9 +317,8 @@ def extrapolation_table(rows: Sequence[dict[str, Any]], digits: int = 3) -> str:
                 if m == best[(k[1], lab)]:
                     text = f"**{text}**"
                 cells.append(text)
-            lines.append("| " + " | ".join(cells) + " |")
+            table.append(cells)
         ns = counts[keys[0]] if keys else {}
-        lines.append("")
-        lines.append("texts per bin: " + ", ".join(f"{lab}: {ns.get(lab, 0)}" for lab in labels))
-        out.append("\n".join(lines) + "\n")
+        per_bin = ", ".join(f"{lab}: {ns.get(lab, 0)}" for lab in labels)
+        out.append(f"{title}\n\n{markdown_table(head, table)}\ntexts per bin: {per_bin}\n")
     return "\n".join(out)
