@@ -29,6 +29,7 @@ __all__ = [
 
 
 def is_ok(row: dict[str, Any]) -> bool:
+    """Whether a result row is a successful run (no status counts as success)."""
     return row.get("status", "ok") in ("ok", "", None)
 
 
@@ -136,6 +137,7 @@ def paired_test(a: dict[tuple, float], b: dict[tuple, float]) -> PairedTest:
 
 
 def target_column(columns: list[tuple[str, str]], target: str) -> tuple[str, str] | None:
+    """The column of the ``target`` encoding: its complex field if present, else its real one."""
     for number in ("complex", "real"):
         if (target, number) in columns:
             return (target, number)
@@ -160,7 +162,15 @@ def best_baseline(
     return best
 
 
-def comparison(groups, data, family, columns, target):
+def comparison(
+    groups: dict[tuple, Summary],
+    data: str,
+    family: str,
+    columns: list[tuple[str, str]],
+    target: str,
+) -> tuple[tuple[str, str], tuple[str, str], PairedTest] | None:
+    """The target column of one table row, its best real baseline (:func:`best_baseline`) and
+    the paired test of the two (``None`` when the row lacks either)."""
     tcol = target_column(columns, target)
     if tcol is None or (data, family, *tcol) not in groups:
         return None
@@ -171,7 +181,10 @@ def comparison(groups, data, family, columns, target):
     return tcol, base, test
 
 
-def extrapolation_groups(rows: Sequence[dict[str, Any]]):
+def extrapolation_groups(rows: Sequence[dict[str, Any]]) -> tuple[dict, dict, dict, list]:
+    """The successful extrapolation rows grouped: ``{(data, family, encoding, number): {bin:
+    [accuracy per run]}}``, the bin labels of each dataset ``{(data,): [bin, ...]}``, the texts
+    per bin ``{key: {bin: n}}`` and the keys in order of first appearance."""
     groups: dict[tuple, dict[str, list[float]]] = {}
     bins_of: dict[tuple, list[str]] = {}
     counts: dict[tuple, dict[str, int]] = {}

@@ -120,6 +120,7 @@ def _sig_text(cmp, digits: int, both: bool) -> str:
 
 
 def data_name(data: str) -> str:
+    """A dataset as tables and figures name it: ``MR``, ``TREC``, a file by its base name."""
     return {"mr": "MR", "trec": "TREC"}.get(data, os.path.basename(data))
 
 
