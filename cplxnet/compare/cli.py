@@ -190,8 +190,20 @@ def add_subcommands(sub: Any) -> None:
     o.add_argument("--max-vocab", type=positive_int, default=None, help="vocabulary size")
     o.add_argument("--clean", action="store_true", default=None, help="Kim (2014) cleaning")
 
+    o.add_argument(
+        "--preset",
+        dest="preset",
+        action="append",
+        default=None,
+        metavar="[DATA:]FAMILY[@FIELD]=PRESET",
+        help="classification: the cells of FAMILY (on DATA; of number field real or complex) "
+        "use the model fields and training budget of a preset of cplxnet.models.PRESETS, the "
+        "column's encoding replacing the preset's, budget flags and --set over it; the most "
+        "specific match wins (trec:cnn@real=kim-cnn, transformer=trec-transformer-complex-order); "
+        "repeatable. --task lm: one decoder preset (default lm-char)",
+    )
+
     lm = c.add_argument_group("language models (--task lm)")
-    lm.add_argument("--preset", default=None, help="decoder preset (default lm-char)")
     lm.add_argument(
         "--tokens", choices=("char", "word"), default=None, help="text tokens (default char)"
     )
@@ -279,7 +291,7 @@ def _train_len(text: str | None) -> Any:
 
 def options_from_args(args: argparse.Namespace) -> Any:
     """The :class:`~cplxnet.compare.grid.GridOptions` of the command line."""
-    from .grid import GridOptions, parse_sets
+    from .grid import GridOptions, parse_presets, parse_sets
 
     train = {
         "epochs": args.epochs if args.epochs is not None else 10,
@@ -320,6 +332,9 @@ def options_from_args(args: argparse.Namespace) -> Any:
     if synth:
         extrapolate["synthetic"] = synth
     vectors = os.path.abspath(args.vectors) if args.vectors else None
+    presets = parse_presets(getattr(args, "preset", None))
+    if presets and args.epochs is None:
+        del train["epochs"]  # each cell's preset (or the engine) sets its epochs
     return GridOptions(
         train={k: v for k, v in train.items() if v is not None},
         sets=parse_sets(args.sets),
@@ -327,6 +342,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
         data={k: v for k, v in data.items() if v is not None},
         vectors=vectors,
         extrapolate=extrapolate,
+        presets=presets,
     )
 
 
@@ -374,18 +390,31 @@ def executor_from_args(args: argparse.Namespace) -> Any:
 def cmd_compare(args: argparse.Namespace) -> int:
     from ..data import DataError
     from ..train import RunError
-    from .grid import CompareError, expand_grid, parse_folds, parse_seeds, run_grid
+    from .grid import (
+        CompareError,
+        cell_preset,
+        expand_grid,
+        parse_folds,
+        parse_seeds,
+        run_grid,
+    )
     from .report import render_report
     from .specs import parse_encodings, parse_numbers
 
     if getattr(args, "task", "classify") == "lm":
         from .lm import cmd_compare_lm
 
+        if args.preset is not None:
+            if len(args.preset) > 1 or "=" in args.preset[0]:
+                return _fail(
+                    "--task lm takes one decoder preset (--preset lm-char); per-cell presets "
+                    "FAMILY=PRESET are for classification grids"
+                )
+            args.preset = args.preset[0]
         return cmd_compare_lm(args)
     lm_only = [
         flag
         for flag, value in (
-            ("--preset", args.preset),
             ("--tokens", args.tokens),
             ("--context", args.context),
             ("--steps", args.steps),
@@ -420,7 +449,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
             print(f"note: {note}", flush=True)
         if args.dry_run:
             for cell in cells:
-                print(f"{cell.cell_id}\t{cell.describe()}")
+                entry = cell_preset(cell.data, cell.family, cell.number, options)
+                preset = f"\tpreset {entry['preset']}" if entry else ""
+                print(f"{cell.cell_id}\t{cell.describe()}{preset}")
             print(f"{len(cells)} cells")
             return 0
         rows = run_grid(

@@ -57,6 +57,9 @@ __all__ = [
     "parse_folds",
     "parse_seeds",
     "parse_sets",
+    "parse_presets",
+    "cell_preset",
+    "cell_train",
 ]
 
 FORMAT = "cplxnet-compare-1"
@@ -169,6 +172,107 @@ def parse_sets(items: Sequence[str] | None) -> dict[str, dict[str, Any]]:
         raise CompareError(str(err)) from None
 
 
+PRESET_NUMBERS = ("real", "complex")
+
+
+def _preset_key(key: str) -> tuple[str, str, str]:
+    """``"DATA:FAMILY@NUMBER"`` (``*`` for a part not given) -> its three parts."""
+    data, rest = key.rsplit(":", 1)
+    family, number = rest.split("@", 1)
+    return data, family, number
+
+
+def _preset_label(key: str) -> str:
+    """``"*:cnn@*"`` -> ``"cnn"``: a key as it is written on the command line."""
+    data, family, number = _preset_key(key)
+    return ("" if data == "*" else f"{data}:") + family + ("" if number == "*" else f"@{number}")
+
+
+def parse_presets(items: Sequence[str] | None) -> dict[str, dict[str, Any]]:
+    """``--preset [DATA:]FAMILY[@NUMBER]=PRESET`` (repeatable) -> ``{"DATA:FAMILY@NUMBER":
+    {"preset", "model", "train"}}`` with ``*`` for the parts not given, the preset's model fields
+    (:data:`models.PRESETS` without its family) and its training budget
+    (:data:`models.PRESET_TRAINING`), copied so that the grid stores what its cells used.
+
+    ``DATA`` is mr, trec, synthetic or a data file; ``NUMBER`` is real or complex."""
+    import copy
+
+    import cplxnet.models as models
+
+    from ..data import BUNDLED
+
+    out: dict[str, dict[str, Any]] = {}
+    for item in items or ():
+        form = "use --preset [DATA:]FAMILY[@real|@complex]=PRESET, e.g. trec:cnn@real=kim-cnn"
+        lhs, eq, name = item.partition("=")
+        lhs, name = lhs.strip(), name.strip()
+        if not eq or not lhs or not name:
+            raise CompareError(f"--preset {item}: {form}")
+        data, _, rest = lhs.rpartition(":")
+        family, _, number = rest.partition("@")
+        data, family, number = data.strip() or "*", family.strip(), number.strip() or "*"
+        if family not in models.FAMILIES or family == "decoder":
+            usable = ", ".join(f for f in models.FAMILIES if f != "decoder")
+            raise CompareError(f"--preset {item}: unknown family {family!r}; use one of {usable}")
+        if number not in ("*", *PRESET_NUMBERS):
+            raise CompareError(
+                f"--preset {item}: unknown number field {number!r}; use @real or @complex "
+                "(or neither for both)"
+            )
+        if data not in ("*", SYNTHETIC, *BUNDLED) and not os.path.isfile(data):
+            raise CompareError(
+                f"--preset {item}: unknown data {data!r}; use {', '.join(BUNDLED)}, "
+                f"{SYNTHETIC} or a data file"
+            )
+        if name not in models.PRESETS:
+            same = [k for k, v in models.PRESETS.items() if v["family"] == family]
+            raise CompareError(
+                f"--preset {item}: unknown preset {name!r}; {family} presets are " + ", ".join(same)
+            )
+        fields = copy.deepcopy(models.PRESETS[name])
+        if fields.pop("family") != family:
+            same = [k for k, v in models.PRESETS.items() if v["family"] == family]
+            raise CompareError(
+                f"--preset {item}: {name} is a {models.PRESETS[name]['family']} preset, not "
+                f"{family}; {family} presets are " + ", ".join(same)
+            )
+        key = f"{data}:{family}@{number}"
+        if key in out:
+            raise CompareError(
+                f"--preset {item}: {_preset_label(key)} is given twice ({out[key]['preset']} and "
+                f"{name}); keep one"
+            )
+        train = copy.deepcopy(models.PRESET_TRAINING.get(name, {}))
+        out[key] = json.loads(json.dumps({"preset": name, "model": fields, "train": train}))
+    return out
+
+
+def cell_preset(data: str | None, family: str, number: str, options: GridOptions) -> dict | None:
+    """The preset entry of :attr:`GridOptions.presets` that applies to a cell (``None``: none):
+    the most specific match, the data counting more than the number field
+    (``trec:cnn@real`` > ``trec:cnn`` > ``cnn@real`` > ``cnn``)."""
+    best: tuple[int, dict] | None = None
+    for key, entry in options.presets.items():
+        d, f, n = _preset_key(key)
+        if f != family or n not in ("*", number):
+            continue
+        if d != "*" and (
+            data is None or (d != data and os.path.abspath(d) != os.path.abspath(data))
+        ):
+            continue
+        score = 2 * (d != "*") + (n != "*")
+        if best is None or score > best[0]:
+            best = (score, entry)
+    return None if best is None else best[1]
+
+
+def cell_train(cell: Cell, options: GridOptions) -> dict[str, Any]:
+    """The training options of a cell (without the seed): its preset's budget, if any, with the
+    budget flags given (``options.train``) over it."""
+    entry = cell_preset(cell.data, cell.family, cell.number, options)
+    return {**(entry["train"] if entry else {}), **options.train}
+
+
 # ------------------------------------------------------------------------------------------------
 # options and cells
 
@@ -192,6 +296,13 @@ class GridOptions:
         lm: language-model grid options (preset, tokens, context and the
             :class:`cplxnet.lm.LMOptions` fields); see :mod:`cplxnet.compare.lm`. Left out of
             :meth:`to_dict` when empty, so classification grids store what they always did.
+        presets: per-cell presets of a classification grid (:func:`parse_presets`): the preset's
+            model fields and budget as they were when the grid started, so that a re-run with
+            a changed preset is refused rather than mixed with the old cells. A cell's config is
+            its preset's fields, then ``sets``, then the column's encoding (the preset's encoding
+            options are kept for its own encoding); its training options are the preset's
+            budget with ``train`` over it (:func:`cell_train`). Left out of :meth:`to_dict` when
+            empty.
     """
 
     train: dict[str, Any] = field(default_factory=dict)
@@ -201,6 +312,7 @@ class GridOptions:
     vectors: str | None = None
     extrapolate: dict[str, Any] = field(default_factory=dict)
     lm: dict[str, Any] = field(default_factory=dict)
+    presets: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.real_width not in REAL_WIDTHS:
@@ -210,15 +322,18 @@ class GridOptions:
         self.train = {k: v for k, v in self.train.items() if k != "seed"}
         from ..train import TrainOptions
 
-        try:
-            TrainOptions(**self.train)
-        except (TypeError, ValueError) as err:
-            raise CompareError(f"training options: {err}") from None
+        for entry in [{"train": {}}, *self.presets.values()]:
+            try:
+                TrainOptions(**{**entry["train"], **self.train})
+            except (TypeError, ValueError) as err:
+                where = f" (preset {entry['preset']})" if "preset" in entry else ""
+                raise CompareError(f"training options{where}: {err}") from None
 
     def to_dict(self) -> dict[str, Any]:
         d = json.loads(json.dumps(dataclasses.asdict(self)))
-        if not d["lm"]:
-            del d["lm"]
+        for key in ("lm", "presets"):
+            if not d[key]:
+                del d[key]
         return d
 
     @classmethod
@@ -349,20 +464,33 @@ def cell_kind(mode: str) -> CellKind | None:
 
 
 def cell_config(
-    family: str, encoding: EncodingSpec, number: str, options: GridOptions, **extra: Any
+    family: str,
+    encoding: EncodingSpec,
+    number: str,
+    options: GridOptions,
+    *,
+    data: str | None = None,
+    **extra: Any,
 ) -> Any:
-    """The model config of a cell: ``make_config(family)`` of the zoo with the ``--set`` overrides,
-    the model fields of a model variant (``encoding.model``, e.g. ``projection="real"``) and the
-    encoding; a real cell is :func:`models.real_twin` of the complex config with
-    ``options.real_width``."""
+    """The model config of a cell: ``make_config(family)`` of the zoo with the model fields of the
+    cell's preset (:func:`cell_preset` for ``data``), the ``--set`` overrides, the model fields
+    of a model variant (``encoding.model``, e.g. ``projection="real"``) and the encoding (with
+    the preset's encoding options under the column's when it is the preset's own encoding); a
+    real cell is :func:`models.real_twin` of the complex config with ``options.real_width``."""
     import cplxnet.models as models
 
     names = {f.name for f in dataclasses.fields(models.CONFIG_CLASSES[family]) if f.init}
-    fields = {k: v for k, v in options.sets.get("*", {}).items() if k in names}
+    entry = cell_preset(data, family, number, options)
+    preset = dict(entry["model"]) if entry else {}
+    own = preset.pop("encoding", None) == encoding.name
+    enc_options = {**(preset.pop("encoding_options", {}) if own else {}), **encoding.options}
+    preset.pop("encoding_options", None)
+    fields = preset  # its ``complex`` is replaced below: the cell's number field decides
+    fields.update({k: v for k, v in options.sets.get("*", {}).items() if k in names})
     fields.update(options.sets.get(family, {}))
     fields.update(encoding.model)
     fields.update(extra)
-    fields.update(encoding=encoding.name, encoding_options=dict(encoding.options), complex=True)
+    fields.update(encoding=encoding.name, encoding_options=enc_options, complex=True)
     config = models.make_config(family, **fields)
     if number == "real":
         config = models.real_twin(config, match=REAL_WIDTHS[options.real_width])
@@ -396,7 +524,7 @@ def _check_option_types(encoding: EncodingSpec) -> None:
 
 
 def check_combination(
-    family: str, encoding: EncodingSpec, number: str, options: GridOptions
+    family: str, encoding: EncodingSpec, number: str, options: GridOptions, data: str | None = None
 ) -> str | None:
     """``None`` if the cell can be built; a note if the encoding acts on a site the family lacks
     (e.g. a relative encoding with a model without attention) or a model variant sets a field
@@ -413,11 +541,15 @@ def check_combination(
     if missing:
         return f"the {family} model has no field {', '.join(missing)}"
 
+    entry = cell_preset(data, family, number, options)
+    what = f"{family} with {encoding.label} ({number}" + (
+        f", preset {entry['preset']} on {data})" if entry else ")"
+    )
     try:
-        config = cell_config(family, encoding, number, options)
+        config = cell_config(family, encoding, number, options, data=data)
         config = dataclasses.replace(config, vocab_size=8, num_classes=2)
     except (TypeError, ValueError) as err:
-        raise CompareError(f"{family} with {encoding.label} ({number}): {err}") from None
+        raise CompareError(f"{what}: {err}") from None
     _check_option_types(encoding)
     cls = models.MODEL_CLASSES[family]
     try:
@@ -428,7 +560,7 @@ def check_combination(
             vocab_size=config.vocab_size,
             max_len=config.max_len,
             dtype=None if number == "complex" else torch.get_default_dtype(),
-            **encoding.options,
+            **config.encoding_options,
         )
     except (TypeError, ValueError) as err:
         raise CompareError(f"encoding {encoding.label} ({number}, {family}): {err}") from None
@@ -440,7 +572,7 @@ def check_combination(
     try:
         models.build_model(config)
     except (TypeError, ValueError) as err:
-        raise CompareError(f"{family} with {encoding.label} ({number}): {err}") from None
+        raise CompareError(f"{what}: {err}") from None
     return None
 
 
@@ -480,6 +612,10 @@ def expand_grid(
     for family in options.sets:
         if family != "*" and family not in models.FAMILIES:
             raise CompareError(f"--set {family}.*: unknown family {family!r}")
+    if options.presets and mode != "grid":
+        raise CompareError("--preset applies to the classification grid; drop it or --extrapolate")
+    # with presets a combination is also built with each dataset's preset (errors name it)
+    preset_datas = list(dict.fromkeys(datas)) if options.presets else [None]
     notes: list[str] = []
     valid: list[tuple[str, EncodingSpec, str]] = []
     used_enc: set[str] = set()
@@ -487,7 +623,10 @@ def expand_grid(
     for family in families:
         for spec in encodings:
             for number in numbers_for(spec, numbers):
-                note = check_combination(family, spec, number, options)
+                for data in preset_datas:
+                    note = check_combination(family, spec, number, options, data=data)
+                    if note is not None:
+                        break
                 if note is None:
                     valid.append((family, spec, number))
                     used_enc.add(spec.label)
@@ -505,6 +644,15 @@ def expand_grid(
     for family in families:
         if family not in used_fam:
             raise CompareError(f"family {family} has no usable encoding among those given")
+    for key, entry in options.presets.items():
+        d, f, _ = _preset_key(key)
+        if f not in families or (
+            d != "*"
+            and not any(
+                cell_preset(x, f, n, options) is entry for x in datas for n in PRESET_NUMBERS
+            )
+        ):
+            notes.append(f"--preset {_preset_label(key)}={entry['preset']} matches no cell")
     cells: list[Cell] = []
     for seed in seeds:
         for data in datas:
@@ -552,7 +700,7 @@ def _data_spec(cell: Cell, options: GridOptions) -> Any:
 
 
 def _base_row(cell: Cell, options: GridOptions) -> dict[str, Any]:
-    return {
+    row = {
         "cell_id": cell.cell_id,
         "mode": cell.mode,
         "data": cell.data,
@@ -566,6 +714,10 @@ def _base_row(cell: Cell, options: GridOptions) -> dict[str, Any]:
         "options": options.summary(),
         "cell": cell.to_dict(),
     }
+    entry = cell_preset(cell.data, cell.family, cell.number, options)
+    if entry is not None and cell_kind(cell.mode) is None:
+        row["preset"] = entry["preset"]
+    return row
 
 
 def run_cell(
@@ -641,8 +793,8 @@ def _train_grid_cell(
     from .. import train as engine
     from ..data import prepare_data
 
-    config = cell_config(cell.family, cell.encoding, cell.number, options)
-    topts = engine.TrainOptions(**options.train, seed=cell.seed)
+    config = cell_config(cell.family, cell.encoding, cell.number, options, data=cell.data)
+    topts = engine.TrainOptions(**cell_train(cell, options), seed=cell.seed)
     resumed = False
     done = os.path.join(run_dir, "results.json")
     if os.path.exists(done):  # finished but not yet recorded (interrupted in between)
@@ -976,13 +1128,13 @@ def run_grid(
 def _run_serial(todo: Sequence[Cell], ctx: Any, threads: int) -> None:
     """Train the cells one after the other in this process, a log line per epoch."""
     _set_threads(threads)
-    epochs = ctx.options.train.get("epochs", 10)
     queue = list(todo)
     while queue:
         cell = queue.pop(0)
         _forget(ctx.out, cell)
+        epochs = cell_train(cell, ctx.options).get("epochs", 10)
 
-        def progress(epoch: int, metrics: dict, cell: Cell = cell) -> None:
+        def progress(epoch: int, metrics: dict, cell: Cell = cell, epochs: int = epochs) -> None:
             kind = cell_kind(cell.mode)
             if kind is not None:
                 ctx.log(kind.progress(cell, epoch, metrics))

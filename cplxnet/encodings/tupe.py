@@ -55,7 +55,10 @@ class TupeEncoding(PositionalEncoding):
         max_len: rows of the absolute table ``p`` (longest input).
         relative: add T5's bucketed relative bias (TUPE-R).
         num_buckets, max_distance, bidirectional: options of that bias
-            (:class:`~cplxnet.encodings.T5Encoding`; TUPE's code uses 32 and 128).
+            (:class:`~cplxnet.encodings.T5Encoding`; TUPE's code uses 32 and 128); by default
+            ``bidirectional = not causal``.
+        causal: the model's attention is causal (passed by language models through the
+            registry's context): the relative bias uses T5's unidirectional buckets.
         std: initial standard deviation of ``p`` (total variance ``std**2`` when complex) and of
             the relative table; ``U^Q, U^K`` start Glorot-uniform (complex: total variance).
         device, dtype: model dtype (complex by default; real for a real twin); ``p`` and ``U``
@@ -74,8 +77,9 @@ class TupeEncoding(PositionalEncoding):
         relative: bool = False,
         num_buckets: int = 32,
         max_distance: int = 128,
-        bidirectional: bool = True,
+        bidirectional: bool | None = None,
         std: float = 0.02,
+        causal: bool = False,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -95,7 +99,7 @@ class TupeEncoding(PositionalEncoding):
         self.relative: T5Encoding | None = None
         if relative:
             self.relative = T5Encoding(
-                num_heads, num_buckets, max_distance, bidirectional, std, **fk
+                num_heads, num_buckets, max_distance, bidirectional, std, causal=causal, **fk
             )
         self.reset_parameters()
 

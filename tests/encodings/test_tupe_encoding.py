@@ -84,6 +84,23 @@ def test_tupe_relative_is_t5_bias_added():
     torch.testing.assert_close(enc.logits_bias(q, k), expect)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_tupe_relative_follows_the_model_context(causal):
+    """In a causal model (``causal=True`` from the registry's context) TUPE-R's bias uses T5's
+    unidirectional buckets, as T5's decoder; keys after the query do not change a score."""
+    enc = create_encoding("tupe", d_model=6, num_heads=H, relative=True, causal=causal,
+                          dtype=torch.float64)  # fmt: skip
+    t5 = T5Encoding(H, causal=causal, dtype=torch.float64)
+    enc.relative.load_state_dict(t5.state_dict())
+    q = torch.randn(2, H, 5, 6 // H, dtype=torch.float64)
+    bias = enc.relative.logits_bias(q, q)
+    torch.testing.assert_close(bias, t5.logits_bias(q, q))
+    assert enc.relative.bidirectional is not causal
+    future = torch.triu(torch.ones(5, 5, dtype=torch.bool), diagonal=1)
+    same_as_diagonal = bias[0, 0][future] == bias[0, 0, 0, 0]
+    assert bool(same_as_diagonal.all()) is causal  # causal: keys after the query share bucket 0
+
+
 def test_tupe_longer_than_max_len_is_an_error():
     enc = TupeEncoding(6, H, max_len=4, dtype=torch.float64)
     q, k = packed_qk(torch.float64, 3, 5)
