@@ -29,7 +29,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .grid import Cell, CellKind, CompareError, GridOptions, _data_slug
+from .cells import Cell, CellKind, CompareError, GridOptions, data_slug
 from .specs import EncodingSpec, numbers_for, parse_encodings, parse_numbers
 
 __all__ = [
@@ -199,7 +199,7 @@ def lm_cell_config(spec: EncodingSpec, number: str, options: GridOptions) -> Any
     encoding; a real cell is :func:`cplxnet.models.real_twin` of it with ``real_width``."""
     import cplxnet.models as zoo
 
-    from .grid import REAL_WIDTHS
+    from .cells import REAL_WIDTHS
 
     fields = dict(options.sets.get("*", {}))
     fields.update(options.sets.get(LM_FAMILY, {}))
@@ -211,7 +211,7 @@ def lm_cell_config(spec: EncodingSpec, number: str, options: GridOptions) -> Any
 
 
 def _cell_id(cell: Cell) -> str:
-    data = cell.data.replace(":", "-") if ":" in cell.data else _data_slug(cell.data)
+    data = cell.data.replace(":", "-") if ":" in cell.data else data_slug(cell.data)
     return f"lm-{data}-{cell.family}-{cell.encoding.slug}-{cell.number}-s{cell.seed}"
 
 
@@ -367,9 +367,10 @@ def cmd_compare_lm(args: argparse.Namespace) -> int:
     from ..data import DataError
     from ..lm.cli import SYNTHETIC_CONTEXT
     from ..runs import RunError
+    from .cells import parse_seeds, parse_sets
     from .cli import DEFAULT_FAMILIES, _fail, _split_list, executor_from_args
-    from .grid import parse_seeds, parse_sets, run_grid
     from .lm_report import render_lm_report
+    from .scheduler import run_grid
 
     out = args.out or "runs/compare-lm"
     try:

@@ -115,7 +115,7 @@ def load_results(path: str) -> list[dict[str, Any]]:
         candidate = os.path.join(path, "results.json")
         if os.path.exists(candidate):
             return load_results(candidate)
-        from .grid import ResultStore
+        from .store import ResultStore
 
         rows = list(ResultStore(path).load().values())
         if not rows:
