@@ -241,7 +241,7 @@ class GridOptions:
             synthetic task sizes); see :mod:`cplxnet.compare.extrapolate`.
         lm: language-model grid options (preset, tokens, context and the
             :class:`cplxnet.lm.LMOptions` fields); see :mod:`cplxnet.compare.lm`. Left out of
-            :meth:`to_dict` when empty, so classification grids store what they always did.
+            :meth:`to_dict` when empty (a classification grid's ``grid.json`` has no ``lm``).
         presets: per-cell presets of a classification grid (:func:`parse_presets`): the preset's
             model fields and budget as they were when the grid started, so that a re-run with
             a changed preset is refused rather than mixed with the old cells. A cell's config is
@@ -293,6 +293,8 @@ class GridOptions:
 
 
 def data_slug(data: str) -> str:
+    """A dataset in a cell id: ``mr``, ``trec``, ``synthetic``, or a file's base name with a hash
+    of its absolute path (two files of one name stay apart)."""
     if data in ("mr", "trec", SYNTHETIC):
         return data
     base = os.path.splitext(os.path.basename(data[:-3] if data.endswith(".gz") else data))[0]
@@ -406,6 +408,8 @@ def cell_kind(mode: str) -> CellKind | None:
 
 
 def data_spec(cell: Cell, options: GridOptions) -> Any:
+    """The :class:`cplxnet.data.DataSpec` of a cell: its dataset and fold (``cv`` with a fold,
+    else the quick split) with the grid's data options."""
     from ..data import DataSpec
 
     known = {f.name for f in dataclasses.fields(DataSpec)}

@@ -100,6 +100,11 @@ def run_parallel(
     heartbeat: float,
     eta: Eta,
 ) -> None:
+    """Run each cell in a worker process (``python -m cplxnet.compare.worker``), at most ``jobs``
+    at a time with ``threads`` torch threads each, its output in ``logs/<id>.log``. A worker that
+    dies without writing its result is recorded as an error from the end of its log; one stopped
+    by Ctrl-C or SIGTERM is left to run again next time. Every ``heartbeat`` seconds a status line
+    goes to ``log``; when this process is interrupted, its workers are stopped."""
     logs = os.path.join(out, "logs")
     last_beat = time.perf_counter()
     os.makedirs(logs, exist_ok=True)

@@ -16,6 +16,7 @@ __all__ = [
 
 
 def fmt_duration(seconds: float) -> str:
+    """``42s``, ``3m05s`` or ``2h07m``."""
     seconds = int(round(seconds))
     if seconds < 60:
         return f"{seconds}s"

@@ -72,6 +72,9 @@ def train_grid_cell(
     run_dir: str,
     callback: Callable[[int, dict], None] | None = None,
 ) -> dict[str, Any]:
+    """Train a classification cell in ``run_dir`` and return its row fields: a run that finished
+    but was not recorded is read back, one with a checkpoint resumes (except on the synthetic
+    task, whose data is made in memory), anything else starts afresh."""
     from .. import train as engine
     from ..data import prepare_data
 

@@ -81,6 +81,7 @@ def _readable(path: str) -> None:
 
 
 def atomic_json(path: str, obj: Any) -> None:
+    """Write ``obj`` as JSON to ``path`` atomically (its folder created, the usual file mode)."""
     from ..runs import write_json
 
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -89,6 +90,8 @@ def atomic_json(path: str, obj: Any) -> None:
 
 
 def base_row(cell: Cell, options: GridOptions) -> dict[str, Any]:
+    """The fields every row of a cell has, whatever its outcome: the cell's axes, its id, the
+    budget (``options``), the cell itself and, for a classification cell with one, its preset."""
     row = {
         "cell_id": cell.cell_id,
         "mode": cell.mode,
@@ -110,6 +113,8 @@ def base_row(cell: Cell, options: GridOptions) -> dict[str, Any]:
 
 
 def result_fields(results: dict[str, Any]) -> dict[str, Any]:
+    """The row fields of a finished classification run from the ``results.json`` of
+    :func:`cplxnet.train.train`."""
     return {
         "parameters": results["real_parameters"],
         "dev_accuracy": results["dev_accuracy"],
@@ -125,6 +130,7 @@ def result_fields(results: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_history(run_dir: str) -> list[dict]:
+    """The per-epoch metrics of a run folder (its ``metrics.jsonl``; empty if there is none)."""
     path = os.path.join(run_dir, "metrics.jsonl")
     if not os.path.exists(path):
         return []
