@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._argtypes import float_value, non_negative_int, positive_int, seed_int
@@ -33,6 +34,7 @@ __all__ = [
     "cmd_report",
     "executor_from_args",
     "options_from_args",
+    "run_and_report",
 ]
 
 DEFAULT_DATA = "mr,trec"
@@ -387,6 +389,48 @@ def executor_from_args(args: argparse.Namespace) -> Any:
     )
 
 
+def run_and_report(
+    args: argparse.Namespace,
+    cells: Sequence[Any],
+    notes: Sequence[str],
+    out: str,
+    options: Any,
+    executor: Any,
+    render: Callable[..., tuple[str, list[str]]],
+    describe: Callable[[Any], str] | None = None,
+) -> int:
+    """The end of ``cplxnet compare`` (both tasks): print the notes on the expanded grid; with
+    ``--dry-run`` list the cells (``describe(cell)``, default ``cell.describe()``) and stop;
+    otherwise run the grid into ``out`` (:func:`~cplxnet.compare.grid.run_grid`), print where the
+    results are and, unless ``--no-report`` or no run succeeded, print and write the report
+    ``render(out, target=args.target)``."""
+    from .grid import run_grid
+
+    for note in notes:
+        print(f"note: {note}", flush=True)
+    if args.dry_run:
+        for cell in cells:
+            print(f"{cell.cell_id}\t{describe(cell) if describe else cell.describe()}")
+        print(f"{len(cells)} cells")
+        return 0
+    rows = run_grid(
+        cells,
+        out,
+        options,
+        executor=executor,
+        retry_errors=args.retry_errors,
+        keep_runs=args.keep_runs,
+        log=lambda m: print(m, flush=True),
+    )
+    n_err = sum(r.get("status") == "error" for r in rows)
+    print(f"results: {os.path.join(out, 'results.csv')} ({len(rows)} runs, {n_err} errors)")
+    if not args.no_report and any(r.get("status") == "ok" for r in rows):
+        text, written = render(out, target=args.target)
+        print(text)
+        print("wrote " + ", ".join(written))
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from ..data import DataError
     from ..train import RunError
@@ -396,7 +440,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
         expand_grid,
         parse_folds,
         parse_seeds,
-        run_grid,
     )
     from .report import render_report
     from .specs import parse_encodings, parse_numbers
@@ -445,31 +488,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
             options,
             mode="extrapolate" if args.extrapolate else "grid",
         )
-        for note in notes:
-            print(f"note: {note}", flush=True)
-        if args.dry_run:
-            for cell in cells:
-                entry = cell_preset(cell.data, cell.family, cell.number, options)
-                preset = f"\tpreset {entry['preset']}" if entry else ""
-                print(f"{cell.cell_id}\t{cell.describe()}{preset}")
-            print(f"{len(cells)} cells")
-            return 0
-        rows = run_grid(
-            cells,
-            out,
-            options,
-            executor=executor,
-            retry_errors=args.retry_errors,
-            keep_runs=args.keep_runs,
-            log=lambda m: print(m, flush=True),
-        )
-        n_err = sum(r.get("status") == "error" for r in rows)
-        print(f"results: {os.path.join(out, 'results.csv')} ({len(rows)} runs, {n_err} errors)")
-        if not args.no_report and any(r.get("status") == "ok" for r in rows):
-            text, written = render_report(out, target=args.target)
-            print(text)
-            print("wrote " + ", ".join(written))
-        return 0
+
+        def describe(cell: Any) -> str:
+            entry = cell_preset(cell.data, cell.family, cell.number, options)
+            return cell.describe() + (f"\tpreset {entry['preset']}" if entry else "")
+
+        return run_and_report(args, cells, notes, out, options, executor, render_report, describe)
     except KeyboardInterrupt:
         resumes = (
             "cells that were running on Dask workers start again"

@@ -368,9 +368,8 @@ def cmd_compare_lm(args: argparse.Namespace) -> int:
     from ..lm.cli import SYNTHETIC_CONTEXT
     from ..runs import RunError
     from .cells import parse_seeds, parse_sets
-    from .cli import DEFAULT_FAMILIES, _fail, _split_list, executor_from_args
+    from .cli import DEFAULT_FAMILIES, _fail, _split_list, executor_from_args, run_and_report
     from .lm_report import render_lm_report
-    from .scheduler import run_grid
 
     out = args.out or "runs/compare-lm"
     try:
@@ -430,29 +429,8 @@ def cmd_compare_lm(args: argparse.Namespace) -> int:
             parse_seeds(args.seeds),
             options,
         )
-        for note in notes:
-            print(f"note: {note}", flush=True)
-        if args.dry_run:
-            for cell in cells:
-                print(f"{cell.cell_id}\t{cell.describe()}")
-            print(f"{len(cells)} cells")
-            return 0
-        rows = run_grid(
-            cells,
-            out,
-            options,
-            executor=executor_from_args(args),
-            retry_errors=args.retry_errors,
-            keep_runs=args.keep_runs,
-            log=lambda m: print(m, flush=True),
-        )
-        n_err = sum(r.get("status") == "error" for r in rows)
-        print(f"results: {os.path.join(out, 'results.csv')} ({len(rows)} runs, {n_err} errors)")
-        if not args.no_report and any(r.get("status") == "ok" for r in rows):
-            text, written = render_lm_report(out, target=args.target)
-            print(text)
-            print("wrote " + ", ".join(written))
-        return 0
+        executor = executor_from_args(args)
+        return run_and_report(args, cells, notes, out, options, executor, render_lm_report)
     except KeyboardInterrupt:
         return _fail(
             f"interrupted; finished cells are kept in {out}: run the same command again to "
