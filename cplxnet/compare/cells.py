@@ -40,10 +40,7 @@ __all__ = [
     "data_spec",
 ]
 
-
 REAL_WIDTHS = {"same": "width", "params": "params", "flops": "flops"}
-
-
 SYNTHETIC = "synthetic"
 
 

@@ -39,10 +39,7 @@ __all__ = [
     "rows_to_csv",
 ]
 
-
 FORMAT = "cplxnet-compare-1"
-
-
 RESULT_COLUMNS = (
     "data",
     "split",
@@ -67,8 +64,6 @@ RESULT_COLUMNS = (
     "cell_id",
     "options",
 )
-
-
 BIN_COLUMNS = ("train_len", "bin", "bin_n", "bin_accuracy")
 
 
