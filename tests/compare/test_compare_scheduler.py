@@ -1,5 +1,6 @@
-"""The scheduler's arithmetic without training: how many worker processes run at once, the torch
-threads per cell, the ETA, and the stale lock of a process that is gone."""
+"""The scheduler and the runner without training: how many worker processes run at once, the
+torch threads per cell, the ETA, the stale lock of a process that is gone, a retried cell's old
+result, and the run folder a failed cell keeps."""
 
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ def _cells(options, encodings="none,complex-order,sinusoidal,complex-vanilla,tra
 
 
 class _FakeWorker:
-    """A worker process that ends after two polls without writing a result."""
+    """A worker process that ends after two polls with status ``code`` without writing a
+    result."""
 
+    code = 3
     live: set[int] = set()
     most = 0
     started: list[list[str]] = []
@@ -41,15 +44,20 @@ class _FakeWorker:
     def poll(self):
         self.polls += 1
         if self.polls >= 2:
-            self.returncode = 3
+            self.returncode = type(self).code
             type(self).live.discard(id(self))
         return self.returncode
 
 
+def _fake_workers(monkeypatch, code: int) -> None:
+    _FakeWorker.live, _FakeWorker.most, _FakeWorker.started, _FakeWorker.envs = set(), 0, [], []
+    _FakeWorker.code = code
+    monkeypatch.setattr(subprocess, "Popen", _FakeWorker)
+
+
 @pytest.mark.parametrize("jobs", [2, 3])
 def test_at_most_jobs_worker_processes_run_at_once(tmp_path, monkeypatch, jobs):
-    _FakeWorker.live, _FakeWorker.most, _FakeWorker.started, _FakeWorker.envs = set(), 0, [], []
-    monkeypatch.setattr(subprocess, "Popen", _FakeWorker)
+    _fake_workers(monkeypatch, 3)
     options = tiny_options()
     cells = _cells(options)
     rows = run_grid(
@@ -95,3 +103,43 @@ def test_a_live_lock_refuses_and_a_stale_lock_is_taken_over(tmp_path, options):
     lock.write_text(str(dead.pid))  # a process that is gone
     assert run_grid([], str(out), options, log=lambda m: None) == []
     assert not lock.exists()
+
+
+def test_a_retried_cell_loses_its_old_result_before_it_runs(tmp_path, monkeypatch, options):
+    """--retry-errors removes a cell's error row before the cell runs again: a retry that is
+    interrupted leaves the cell to run next time, not its old error."""
+    out = str(tmp_path / "out")
+    cells = _cells(options, "none,complex-order")
+    _fake_workers(monkeypatch, 3)
+    first = run_grid(cells, out, options, jobs=2, threads=1, log=lambda m: None, heartbeat=1e9)
+    assert [r["status"] for r in first] == ["error", "error"]
+    _fake_workers(monkeypatch, 130)  # the retry is interrupted (Ctrl-C)
+    logs: list[str] = []
+    again = run_grid(
+        cells, out, options, jobs=2, threads=1, retry_errors=True, log=logs.append, heartbeat=1e9
+    )
+    assert again == [] and sum("it runs again next time" in m for m in logs) == 2
+    assert not os.listdir(os.path.join(out, "cells"))
+
+
+def test_a_failed_cell_keeps_its_run_folder(tmp_path, monkeypatch, options):
+    """A cell that fails keeps its run folder (a checkpoint to resume from, the files to look
+    at); a cell that succeeds removes it."""
+    import cplxnet.compare.runner as runner
+
+    real = runner.train_grid_cell
+
+    def flaky(cell, opts, run_dir, **kwargs):
+        if cell.encoding.label == "none":
+            os.makedirs(run_dir)
+            open(os.path.join(run_dir, "checkpoint.pt"), "w").close()
+            raise RuntimeError("simulated failure")
+        return real(cell, opts, run_dir, **kwargs)
+
+    monkeypatch.setattr(runner, "train_grid_cell", flaky)
+    out = str(tmp_path / "out")
+    cells = _cells(options, "none,complex-order")
+    rows = run_grid(cells, out, options, threads=1, log=lambda m: None)
+    assert [r["status"] for r in rows] == ["error", "ok"]
+    assert os.listdir(os.path.join(out, "runs")) == [cells[0].cell_id]
+    assert os.path.exists(os.path.join(out, "runs", cells[0].cell_id, "checkpoint.pt"))
