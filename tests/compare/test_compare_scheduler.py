@@ -143,3 +143,9 @@ def test_a_failed_cell_keeps_its_run_folder(tmp_path, monkeypatch, options):
     assert [r["status"] for r in rows] == ["error", "ok"]
     assert os.listdir(os.path.join(out, "runs")) == [cells[0].cell_id]
     assert os.path.exists(os.path.join(out, "runs", cells[0].cell_id, "checkpoint.pt"))
+
+
+def test_a_grid_with_a_cell_twice_is_refused(tmp_path, options):
+    cells = _cells(options, "none")
+    with pytest.raises(CompareError, match="duplicate cells"):
+        run_grid(cells + cells, str(tmp_path / "out"), options, log=lambda m: None)
