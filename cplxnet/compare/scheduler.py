@@ -97,8 +97,9 @@ def run_grid(
     store = ResultStore(out)
     os.makedirs(out, exist_ok=True)
     with _Lock(out):
-        store.check_options(options)
         done = store.load()
+        store.check_presets(cells, options, done)
+        store.check_options(options)
         order = [c.cell_id for c in cells]
         if len(set(order)) != len(order):
             raise CompareError("the grid has duplicate cells (repeated data, family or seed?)")

@@ -104,6 +104,7 @@ def base_row(cell: Cell, options: GridOptions) -> dict[str, Any]:
     entry = cell_preset(cell.data, cell.family, cell.number, options)
     if entry is not None and cell_kind(cell.mode) is None:
         row["preset"] = entry["preset"]
+        row["preset_values"] = entry
     return row
 
 
@@ -156,22 +157,47 @@ class ResultStore:
         return rows
 
     def check_options(self, options: GridOptions) -> None:
-        """Write ``grid.json``, or check that an existing one has the same budget."""
+        """Write ``grid.json``, or check that an existing one has the same budget. Per-cell
+        presets are checked cell by cell (:meth:`check_presets`): a later run may add presets
+        for cells not run yet (another dataset); ``grid.json`` then lists every preset used."""
         path = os.path.join(self.out, "grid.json")
         current = options.to_dict()
         if os.path.exists(path):
             with open(path, encoding="utf-8") as fh:
                 stored = json.load(fh).get("options", {})
-            diffs = _diff(stored, current)
+            presets = stored.pop("presets", {})
+            diffs = _diff(stored, {k: v for k, v in current.items() if k != "presets"})
             if diffs:
                 raise CompareError(
                     f"{self.out} holds a grid run with other options ({'; '.join(diffs[:5])}); "
                     "every cell of a grid must have the same budget: use the same options or "
                     "another --out"
                 )
-            return
+            merged = {**presets, **current.get("presets", {})}
+            if merged == presets:
+                return
+            current = {**stored, "presets": merged}
         os.makedirs(self.out, exist_ok=True)
         atomic_json(path, {"format": FORMAT, "options": current})
+
+    def check_presets(self, cells: Sequence[Cell], options: GridOptions, done: dict) -> None:
+        """Refuse to reuse a finished cell trained with other preset values than its preset has
+        now (a preset retuned or another preset given for it)."""
+        for cell in cells:
+            row = done.get(cell.cell_id)
+            if row is None or cell_kind(cell.mode) is not None:
+                continue
+            now = cell_preset(cell.data, cell.family, cell.number, options)
+            if row.get("preset_values") != now:
+                was = row.get("preset_values")
+                raise CompareError(
+                    f"{self.out} holds {cell.describe()} trained with "
+                    + (f"preset {was['preset']}" if was else "no preset")
+                    + (" of other values" if was and now and was["preset"] == now["preset"] else "")
+                    + ", now "
+                    + (f"preset {now['preset']}" if now else "no preset")
+                    + ": use the presets of that grid or another --out"
+                )
 
     def write_tables(self, order: Sequence[str] = ()) -> list[dict[str, Any]]:
         """Regenerate ``results.csv`` and ``results.json`` from the cell files; rows follow

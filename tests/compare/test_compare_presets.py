@@ -209,7 +209,9 @@ def test_a_tiny_grid_runs_each_cell_with_its_preset_and_refuses_a_changed_one(
     assert kim["model"]["complex"] is False
     co = runs["trec-test-cnn-complex-order-complex-s0"]
     assert co["train"]["batch_size"] == 50 and co["train"]["patience"] == 4  # engine's batch
-    assert co["model"]["embedding_dropout"] == 0.3 and co["model"]["word_init"] == "normal"
+    trec_cnn = models.preset_config("trec-cnn-complex-order")
+    for name in ("embedding_dropout", "word_init", "word_init_scale", "dropout"):
+        assert co["model"][name] == getattr(trec_cnn, name)
     with open(os.path.join(out, "results.json"), encoding="utf-8") as fh:
         rows = json.load(fh)["rows"]
     assert {r["cell_id"]: r["preset"] for r in rows} == {
@@ -220,35 +222,28 @@ def test_a_tiny_grid_runs_each_cell_with_its_preset_and_refuses_a_changed_one(
         assert json.load(fh)["options"]["presets"]["*:cnn@real"]["preset"] == "kim-cnn"
     assert main(argv) == 0
     assert "2 already done; 0 to run" in capsys.readouterr().out
-    # a preset retuned since: the old cells are not reused
+    # another dataset with its own preset joins the grid; grid.json lists every preset
+    more = [*argv, "--data", "trec,mr", "--preset", "mr:cnn@complex=mr-cnn-complex-order"]
+    assert main(more) == 0
+    assert "grid: 4 cells, 2 already done; 2 to run" in capsys.readouterr().out
+    with open(os.path.join(out, "grid.json"), encoding="utf-8") as fh:
+        stored = json.load(fh)["options"]["presets"]
+    assert sorted(stored) == ["*:cnn@real", "mr:cnn@complex", "trec:cnn@complex"]
+    with open(os.path.join(out, "cells", "mr-quick-cnn-complex-order-complex-s0.json")) as fh:
+        assert json.load(fh)["preset_values"] == stored["mr:cnn@complex"]
+    # a preset retuned since, or another preset for a finished cell: not reused
     monkeypatch.setitem(models.PRESETS, "kim-cnn", {**models.PRESETS["kim-cnn"], "dropout": 0.4})
-    assert main(argv) == 1
+    assert main(more) == 1
     err = capsys.readouterr().err
-    assert "holds a grid run with other options" in err and "presets.*:cnn@real" in err
-
-
-def test_without_epochs_each_cell_trains_its_presets_epochs():
-    from cplxnet.cli import build_parser
-    from cplxnet.compare.cli import options_from_args
-
-    argv = ["compare", "--families", "cnn,lstm", "--preset", "cnn=trec-cnn-complex-order"]
-    options = options_from_args(build_parser().parse_args(argv))
-    assert "epochs" not in options.train
-    assert cell_train(Cell("trec", None, "cnn", _enc("none"), "real", 0), options)["epochs"] == 20
-    plain = options_from_args(build_parser().parse_args(["compare", "--families", "cnn"]))
-    assert plain.train == {"epochs": 10} and "presets" not in plain.to_dict()
-    given = options_from_args(build_parser().parse_args([*argv, "--epochs", "2"]))
-    assert cell_train(Cell("trec", None, "cnn", _enc("none"), "real", 0), given)["epochs"] == 2
-
-
-def test_a_preset_that_cannot_build_is_an_error_before_training(tmp_path, capsys, monkeypatch):
-    # 8 heads do not divide d = 100: only the MR cells have that preset
-    monkeypatch.setitem(
-        models.PRESETS, "broken", {"family": "transformer", "d_model": 100, "num_heads": 8}
+    assert err == (
+        f"cplxnet: error: {out} holds trec cnn none real seed 0 trained with preset kim-cnn of "
+        "other values, now preset kim-cnn: use the presets of that grid or another --out\n"
     )
-    out = tmp_path / "out"
-    argv = ["compare", "--data", "trec,mr", "--families", "transformer", "--out", str(out)]
-    assert main([*argv, "--encodings", "none", "--preset", "mr:transformer=broken"]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("cplxnet: error: transformer with none (real, preset broken on mr): ")
-    assert err.count("\n") == 1 and not out.exists()
+    monkeypatch.undo()
+    assert main([*more, "--preset", "trec:cnn@real=paper-cnn"]) == 1
+    assert "trained with preset kim-cnn, now preset paper-cnn" in capsys.readouterr().err
+    bare = [a for i, a in enumerate(more) if "--preset" not in (a, more[i - 1])]
+    assert main(bare) == 1
+    assert "trained with preset kim-cnn, now no preset" in capsys.readouterr().err
+    with open(os.path.join(out, "grid.json"), encoding="utf-8") as fh:
+        assert json.load(fh)["options"]["presets"] == stored  # a refused run changes nothing
