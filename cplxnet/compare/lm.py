@@ -368,7 +368,8 @@ def cmd_compare_lm(args: argparse.Namespace) -> int:
     from ..lm.cli import SYNTHETIC_CONTEXT
     from ..runs import RunError
     from .cells import parse_seeds, parse_sets
-    from .cli import DEFAULT_FAMILIES, _fail, _split_list, executor_from_args, run_and_report
+    from .cli import _fail, _split_list
+    from .command import DEFAULT_FAMILIES, executor_from_args, run_and_report
     from .lm_report import render_lm_report
 
     out = args.out or "runs/compare-lm"
