@@ -2,8 +2,10 @@
 
 * :mod:`~cplxnet.compare.grid`: the grid of datasets x folds x families x encodings x number
   fields x seeds, one result file per cell (resumable), parallel worker processes;
-* :mod:`~cplxnet.compare.report`: the Table 2-style table (mean ± std, best in bold, Wilcoxon
-  signed-rank test of complex-order against the best real-field column) and plots;
+* :mod:`~cplxnet.compare.report`: the report of a results folder, made of
+  :mod:`~cplxnet.compare.statistics` (mean ± std, the Wilcoxon signed-rank test of complex-order
+  against the best real-field column), :mod:`~cplxnet.compare.tables` (the Table 2-style table,
+  best in bold) and :mod:`~cplxnet.compare.figures`;
 * :mod:`~cplxnet.compare.plots`: the plot conventions of a report (one colour and marker per
   (encoding, number) column for the whole report, a legend naming every line, never clipped);
 * :mod:`~cplxnet.compare.extrapolate` and :mod:`~cplxnet.compare.synthetic`: length

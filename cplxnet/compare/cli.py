@@ -28,6 +28,7 @@ from .._argtypes import non_negative_int, positive_int
 from ..cli_options import add_options
 from ..cli_options import fail as _fail
 from ..cli_options import split_list as _split_list
+from .command import DEFAULT_FAMILIES, executor_from_args, run_and_report
 
 __all__ = [
     "add_subcommands",
@@ -35,10 +36,10 @@ __all__ = [
     "cmd_report",
     "executor_from_args",
     "options_from_args",
+    "run_and_report",
 ]
 
 DEFAULT_DATA = "mr,trec"
-DEFAULT_FAMILIES = "fasttext,cnn,lstm,transformer"
 DEFAULT_ENCODINGS = "none,trainable,sinusoidal,complex-vanilla,complex-order"
 #: The training and data options of ``cplxnet compare`` (:data:`cplxnet.cli_options.OPTIONS`),
 #: the same for every cell.
@@ -333,40 +334,6 @@ def options_from_args(args: argparse.Namespace) -> Any:
     )
 
 
-def executor_from_args(args: argparse.Namespace) -> Any:
-    """The executor of ``--executor`` (a :class:`CompareError` for options that do not fit)."""
-    from .executors import DaskExecutor, LocalExecutor
-    from .grid import CompareError
-
-    if args.executor == "local":
-        given = [
-            name
-            for name, value in (
-                ("--scheduler", args.scheduler),
-                ("--retries", args.retries),
-                ("--data-files", args.data_files),
-            )
-            if value is not None
-        ]
-        if given:
-            one = len(given) == 1
-            raise CompareError(
-                f"{', '.join(given)} {'applies' if one else 'apply'} to --executor dask only; "
-                f"add --executor dask or drop {'it' if one else 'them'}"
-            )
-        return LocalExecutor(args.jobs or 1, args.threads)
-    if args.scheduler and args.jobs:
-        raise CompareError(
-            "--jobs sets the worker processes of a cluster on this machine; with --scheduler "
-            "the cluster's own workers run the cells: drop --jobs"
-        )
-    return DaskExecutor(
-        args.scheduler,
-        jobs=args.jobs or 1,
-        threads=args.threads,
-        retries=2 if args.retries is None else args.retries,
-        data_files=args.data_files or "shared",
-    )
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -378,7 +345,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
         expand_grid,
         parse_folds,
         parse_seeds,
-        run_grid,
     )
     from .report import render_report
     from .specs import parse_encodings, parse_numbers
@@ -427,31 +393,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
             options,
             mode="extrapolate" if args.extrapolate else "grid",
         )
-        for note in notes:
-            print(f"note: {note}", flush=True)
-        if args.dry_run:
-            for cell in cells:
-                entry = cell_preset(cell.data, cell.family, cell.number, options)
-                preset = f"\tpreset {entry['preset']}" if entry else ""
-                print(f"{cell.cell_id}\t{cell.describe()}{preset}")
-            print(f"{len(cells)} cells")
-            return 0
-        rows = run_grid(
-            cells,
-            out,
-            options,
-            executor=executor,
-            retry_errors=args.retry_errors,
-            keep_runs=args.keep_runs,
-            log=lambda m: print(m, flush=True),
-        )
-        n_err = sum(r.get("status") == "error" for r in rows)
-        print(f"results: {os.path.join(out, 'results.csv')} ({len(rows)} runs, {n_err} errors)")
-        if not args.no_report and any(r.get("status") == "ok" for r in rows):
-            text, written = render_report(out, target=args.target)
-            print(text)
-            print("wrote " + ", ".join(written))
-        return 0
+
+        def describe(cell: Any) -> str:
+            entry = cell_preset(cell.data, cell.family, cell.number, options)
+            return cell.describe() + (f"\tpreset {entry['preset']}" if entry else "")
+
+        return run_and_report(args, cells, notes, out, options, executor, render_report, describe)
     except KeyboardInterrupt:
         resumes = (
             "cells that were running on Dask workers start again"

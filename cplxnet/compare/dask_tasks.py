@@ -24,7 +24,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .grid import SYNTHETIC, Cell, CompareError, GridOptions, _base_row, run_cell
+from .cells import SYNTHETIC, Cell, CompareError, GridOptions
+from .runner import run_cell
+from .store import base_row
 
 __all__ = [
     "DataFileError",
@@ -190,7 +192,7 @@ def run_cell_task(
                 keep_runs=keep_runs,
                 callback=lambda epoch, metrics: event("epoch", epoch=epoch),
             )
-            row.update(_base_row(cell, options))
+            row.update(base_row(cell, options))
             row["worker"] = where
             run_dir = os.path.join(scratch, "runs", local_cell.cell_id)
             if keep_runs and os.path.isdir(run_dir):

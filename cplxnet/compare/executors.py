@@ -36,19 +36,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import dask_tasks
+from .cells import Cell, CompareError, GridOptions
 from .dask_tasks import data_refs, run_cell_task
-from .grid import (
-    Cell,
-    CompareError,
-    GridOptions,
-    _atomic_json,
-    _base_row,
-    _Eta,
-    _fmt_duration,
-    _run_parallel,
-    _run_serial,
-    default_threads,
-)
+from .local import default_threads, run_parallel, run_serial
+from .progress import Eta, fmt_duration
+from .store import atomic_json, base_row
 
 __all__ = ["RunContext", "LocalExecutor", "DaskExecutor", "DASK_INSTALL", "DATA_FILES"]
 
@@ -69,7 +61,7 @@ class RunContext:
     finished: Callable[..., None]
     log: Callable[[str], None]
     heartbeat: float
-    eta: _Eta
+    eta: Eta
 
 
 class LocalExecutor:
@@ -93,9 +85,9 @@ class LocalExecutor:
 
     def run(self, todo: Sequence[Cell], ctx: RunContext) -> None:
         if self.jobs == 1:
-            _run_serial(todo, ctx, self.threads)
+            run_serial(todo, ctx, self.threads)
         else:
-            _run_parallel(
+            run_parallel(
                 todo, ctx.out, self.jobs, self.threads, ctx.keep_runs, ctx.options,
                 ctx.finished, ctx.log, ctx.heartbeat, ctx.eta,
             )  # fmt: skip
@@ -397,7 +389,7 @@ class _DaskRun:
         running = self._running()
         queued = self._queued()
         parts = [
-            f"{cell.describe()} ({_fmt_duration(now - start)}, "
+            f"{cell.describe()} ({fmt_duration(now - start)}, "
             f"{self.tasks[cid].epochs if cid in self.tasks else 0} epoch(s) done)"
             for cid, (cell, start) in running.items()
         ]
@@ -407,7 +399,7 @@ class _DaskRun:
             + ("; ".join(parts) or "nothing yet")
             + f" | {self.counts['ok']} done, {self.counts['error']} failed, {len(queued)} "
             f"queued on {self.ex.connected} worker(s), ETA "
-            + ("?" if rest is None else _fmt_duration(rest))
+            + ("?" if rest is None else fmt_duration(rest))
         )
 
     def _collect(self, cid: str, task: _Task) -> None:
@@ -425,7 +417,7 @@ class _DaskRun:
             return  # submitted again
         del self.tasks[cid]
         if row is None:
-            row = _base_row(task.cell, self.ctx.options)
+            row = base_row(task.cell, self.ctx.options)
             row.update(
                 status="error",
                 error=error,
@@ -486,4 +478,4 @@ class _DaskRun:
                     tar.extractall(run_dir)  # noqa: S202 - an archive our own worker made
         elif row.get("status") == "ok" and not self.ctx.keep_runs:
             shutil.rmtree(run_dir, ignore_errors=True)  # a local run of this cell, superseded
-        _atomic_json(os.path.join(self.ctx.out, "cells", cell.cell_id + ".json"), row)
+        atomic_json(os.path.join(self.ctx.out, "cells", cell.cell_id + ".json"), row)

@@ -31,6 +31,9 @@ from ..data import (
     encode_split,
     load_splits,
 )
+from .cells import data_spec
+from .expand import cell_config
+from .store import read_history, result_fields
 from .synthetic import LengthBin, SyntheticOrderTask, length_bins
 
 __all__ = [
@@ -113,9 +116,7 @@ def synthetic_data(options: Any, cell: Any, bins: bool = True):
 def length_split_data(cell: Any, options: Any):
     """A real dataset cut by length (see the module docstring): ``(data, {bin: split}, bins,
     dropped)`` where ``dropped`` counts test texts longer than the last bin."""
-    from .grid import _data_spec
-
-    spec = _data_spec(cell, options)
+    spec = data_spec(cell, options)
     if spec.max_len is not None:
         raise DataError("--max-len (truncation) cannot be combined with length extrapolation")
     L = train_len_for(cell.data, options)
@@ -181,7 +182,6 @@ def train_extrapolation_cell(
     import cplxnet.models as models
 
     from .. import train as engine
-    from .grid import _read_history, _result_fields, cell_config
 
     if os.path.lexists(run_dir):  # an interrupted attempt: start again (the data is in memory)
         shutil.rmtree(run_dir)
@@ -200,11 +200,11 @@ def train_extrapolation_cell(
     model = models.build_model(fitted)
     model.load_state_dict(engine.load_checkpoint(os.path.join(run_dir, "best.pt"))["model"])
     model.eval()
-    out = _result_fields(results)
+    out = result_fields(results)
     out.update(
         train_len=bins[0].hi,
         bins=_bin_rows(model, encoded, bins, topts.eval_batch_size),
         dropped_longer=dropped,
-        history=_read_history(run_dir),
+        history=read_history(run_dir),
     )
     return out

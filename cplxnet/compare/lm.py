@@ -29,7 +29,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .grid import Cell, CellKind, CompareError, GridOptions, _data_slug
+from .cells import Cell, CellKind, CompareError, GridOptions, data_slug
 from .specs import EncodingSpec, numbers_for, parse_encodings, parse_numbers
 
 __all__ = [
@@ -199,7 +199,7 @@ def lm_cell_config(spec: EncodingSpec, number: str, options: GridOptions) -> Any
     encoding; a real cell is :func:`cplxnet.models.real_twin` of it with ``real_width``."""
     import cplxnet.models as zoo
 
-    from .grid import REAL_WIDTHS
+    from .cells import REAL_WIDTHS
 
     fields = dict(options.sets.get("*", {}))
     fields.update(options.sets.get(LM_FAMILY, {}))
@@ -211,7 +211,7 @@ def lm_cell_config(spec: EncodingSpec, number: str, options: GridOptions) -> Any
 
 
 def _cell_id(cell: Cell) -> str:
-    data = cell.data.replace(":", "-") if ":" in cell.data else _data_slug(cell.data)
+    data = cell.data.replace(":", "-") if ":" in cell.data else data_slug(cell.data)
     return f"lm-{data}-{cell.family}-{cell.encoding.slug}-{cell.number}-s{cell.seed}"
 
 
@@ -368,8 +368,8 @@ def cmd_compare_lm(args: argparse.Namespace) -> int:
     from ..data import DataError
     from ..lm.cli import SYNTHETIC_CONTEXT
     from ..runs import RunError
-    from .cli import DEFAULT_FAMILIES, executor_from_args
-    from .grid import parse_seeds, parse_sets, run_grid
+    from .cells import parse_seeds, parse_sets
+    from .command import DEFAULT_FAMILIES, executor_from_args, run_and_report
     from .lm_report import render_lm_report
 
     out = args.out or "runs/compare-lm"
@@ -430,29 +430,8 @@ def cmd_compare_lm(args: argparse.Namespace) -> int:
             parse_seeds(args.seeds),
             options,
         )
-        for note in notes:
-            print(f"note: {note}", flush=True)
-        if args.dry_run:
-            for cell in cells:
-                print(f"{cell.cell_id}\t{cell.describe()}")
-            print(f"{len(cells)} cells")
-            return 0
-        rows = run_grid(
-            cells,
-            out,
-            options,
-            executor=executor_from_args(args),
-            retry_errors=args.retry_errors,
-            keep_runs=args.keep_runs,
-            log=lambda m: print(m, flush=True),
-        )
-        n_err = sum(r.get("status") == "error" for r in rows)
-        print(f"results: {os.path.join(out, 'results.csv')} ({len(rows)} runs, {n_err} errors)")
-        if not args.no_report and any(r.get("status") == "ok" for r in rows):
-            text, written = render_lm_report(out, target=args.target)
-            print(text)
-            print("wrote " + ", ".join(written))
-        return 0
+        executor = executor_from_args(args)
+        return run_and_report(args, cells, notes, out, options, executor, render_lm_report)
     except KeyboardInterrupt:
         return fail(
             f"interrupted; finished cells are kept in {out}: run the same command again to "

@@ -19,8 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .plots import add_legend, column_styles, pyplot
-from .report import _fmt_p, _mean_std, _ok, load_results, paired_test
+from .plots import add_legend, column_styles, pyplot, save_figure
+from .report import failed_runs, load_results, report_place, write_report
+from .statistics import is_ok, mean_std, paired_test
+from .tables import markdown_table, paired_cells
 
 __all__ = [
     "LMGroup",
@@ -54,7 +56,7 @@ class LMGroup:
         vals = [v for v in self.values.get(length, {}).values() if v is not None]
         if not vals:
             return None
-        m, s = _mean_std(vals)
+        m, s = mean_std(vals)
         return m, s, len(vals)
 
 
@@ -105,7 +107,7 @@ def lm_groups(
     lengths: set[str] = set()
     metric = "bpc"
     for row in rows:
-        if not _ok(row) or not row.get("test"):
+        if not is_ok(row) or not row.get("test"):
             continue
         metric = row.get("metric") or metric
         key = (str(row["encoding"]), str(row["number"]))
@@ -165,7 +167,7 @@ def lm_table(
         + [_length_header(x, context) for x in lengths]
         + ["parameters", "train s/run (wall)", "train CPU s/run"]
     )
-    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    table = []
     notes: list[str] = []
     for key, g in groups.items():
         cells = [labels[key]]
@@ -190,8 +192,8 @@ def lm_table(
             _fmt_seconds(g.train_seconds),
             _fmt_seconds(g.cpu_seconds),
         ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n", notes
+        table.append(cells)
+    return markdown_table(header, table, "|---|" + "---:|" * (len(header) - 1)), notes
 
 
 def _target_key(groups: dict[tuple[str, str], LMGroup], target: str) -> tuple[str, str] | None:
@@ -224,10 +226,9 @@ def lm_pooled_table(
         }
 
     ta = pairs(groups[tkey])
-    lines = [
-        f"| target | against | mean diff ({metric}) | wins/ties/losses | pairs | Wilcoxon p |",
-        "|---|---|---:|---|---:|---:|",
-    ]
+    header = ["target", "against", f"mean diff ({metric})", "wins/ties/losses"]
+    header += ["pairs", "Wilcoxon p"]
+    table = []
     for key, g in groups.items():
         if key == tkey:
             continue
@@ -236,13 +237,9 @@ def lm_pooled_table(
         if not t.n:
             continue
         diff = -t.delta if lower else t.delta
-        lines.append(
-            f"| {labels[tkey]} | {labels[key]} | {diff:+.{digits}f} | "
-            f"{t.wins}/{t.ties}/{t.losses} | {t.n} | "
-            + ("–" if t.p is None else _fmt_p(t.p))
-            + " |"
-        )
-    return "\n".join(lines) + "\n" if len(lines) > 2 else ""
+        table.append([labels[tkey], labels[key], *paired_cells(t, digits, diff)])
+    rule = "|---|---|---:|---|---:|---:|"
+    return markdown_table(header, table, rule) if table else ""
 
 
 def lm_figure(rows: Sequence[dict[str, Any]], *, context: int | None = None) -> Any:
@@ -294,18 +291,13 @@ def plot_lm(rows: Sequence[dict[str, Any]], path: str, *, context: int | None = 
     and is never clipped (:func:`cplxnet.compare.plots.add_legend`). Returns the path (``None``
     without scores)."""
     fig = lm_figure(rows, context=context)
-    if fig is None:
-        return None
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=110)
-    pyplot().close(fig)
-    return path
+    return None if fig is None else save_figure(fig, path)
 
 
 def _budget(options: dict[str, Any] | None, rows: Sequence[dict[str, Any]]) -> str:
     lm = (options or {}).get("lm") or {}
     train = lm.get("train", {})
-    ok = [r for r in rows if _ok(r) and r.get("train_seconds") not in (None, "")]
+    ok = [r for r in rows if is_ok(r) and r.get("train_seconds") not in (None, "")]
     parts = []
     if lm:
         synthetic = any(str(r.get("data", "")).startswith("synthetic:") for r in rows)
@@ -338,6 +330,10 @@ def _budget(options: dict[str, Any] | None, rows: Sequence[dict[str, Any]]) -> s
     return "\n".join(parts) + "\n"
 
 
+def _describe(row: dict[str, Any]) -> str:
+    return f"{row.get('encoding')} ({row.get('number')}) seed {row.get('seed')}"
+
+
 def render_lm_report(
     results: str | Sequence[dict[str, Any]],
     out_dir: str | None = None,
@@ -349,16 +345,8 @@ def render_lm_report(
 ) -> tuple[str, list[str]]:
     """Write ``report.md`` (and ``lm.png``) into ``out_dir`` (default: the results folder, or
     the folder of the results file). Returns the markdown and the files written."""
-    if isinstance(results, str):
-        if out_dir is None:
-            out_dir = results if os.path.isdir(results) else os.path.dirname(results) or "."
-        if options is None:
-            grid = os.path.join(out_dir, "grid.json")
-            if os.path.exists(grid):
-                with open(grid, encoding="utf-8") as fh:
-                    options = json.load(fh).get("options")
+    out_dir, options = report_place(results, out_dir, options)
     rows = load_lm_rows(results)
-    out_dir = out_dir or "."
     context = ((options or {}).get("lm") or {}).get("context")
     if context is None:
         context = next((int(r["context"]) for r in rows if r.get("context") not in (None, "")),
@@ -394,21 +382,7 @@ def render_lm_report(
             if png:
                 written.append(png)
                 parts.append(f"![{metric} against evaluation length](lm.png)\n")
-    errors = [
-        f"- {r.get('encoding')} ({r.get('number')}) seed {r.get('seed')}: "
-        f"{str(r.get('error', ''))[:300]}"
-        for r in rows
-        if not _ok(r)
-    ]
-    if errors:
-        parts.append(f"## Runs that failed ({len(errors)})\n")
-        parts.append("\n".join(errors) + "\n")
+    parts += failed_runs(rows, _describe)
     parts.append("## Budget\n")
     parts.append(_budget(options, rows))
-    text = "\n".join(parts)
-    os.makedirs(out_dir, exist_ok=True)
-    md = os.path.join(out_dir, "report.md")
-    with open(md, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    written.insert(0, md)
-    return text, written
+    return write_report(out_dir, parts, written)

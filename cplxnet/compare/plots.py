@@ -18,26 +18,25 @@ its plots.
 A new plot follows the same rules by construction, e.g. bits per character against evaluation
 length, one line per encoding::
 
-    from cplxnet.compare.plots import add_legend, column_styles, pyplot
+    from cplxnet.compare.plots import add_legend, column_styles, pyplot, save_figure
 
     styles = column_styles(columns)  # all (encoding, number) columns of the report, in order
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(5, 3.5))
+    fig, ax = pyplot().subplots(figsize=(5, 3.5))
     for col in drawn:  # the columns this figure shows
         ax.errorbar(lengths, bpc[col], yerr=std[col], capsize=2, **styles[col].line_kwargs())
     add_legend(fig, styles, drawn)  # after drawing every panel, before saving
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ColumnStyle", "column_styles", "column_label", "add_legend", "pyplot"]
+__all__ = ["ColumnStyle", "column_styles", "column_label", "add_legend", "pyplot", "save_figure"]
 
 Column = tuple[str, str]
 
@@ -56,6 +55,14 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def save_figure(fig, path: str) -> str:
+    """Save ``fig`` to ``path`` (its folder created) at 110 dpi and close it; returns ``path``."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=110)
+    pyplot().close(fig)
+    return path
 
 
 def column_label(column: Column) -> str:

@@ -26,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(max(1, args.threads))
-    from .grid import Cell, GridOptions, run_cell
+    from .cells import Cell, GridOptions
+    from .runner import run_cell
 
     with open(os.path.join(args.out, "grid.json"), encoding="utf-8") as fh:
         options = GridOptions.from_dict(json.load(fh)["options"])

@@ -5,11 +5,13 @@ from __future__ import annotations
 import csv
 import json
 import os
+import sys
 
 import pytest
 from compare_helpers import tiny_options
 
 import cplxnet.compare.grid as grid_module
+import cplxnet.compare.runner as runner
 from cplxnet.compare import (
     CompareError,
     expand_grid,
@@ -20,6 +22,7 @@ from cplxnet.compare import (
     parse_sets,
     run_grid,
 )
+from cplxnet.compare.cells import data_spec
 from cplxnet.compare.grid import RESULT_COLUMNS
 
 NATURAL = parse_numbers("natural")
@@ -144,7 +147,7 @@ def test_run_writes_rows_and_resume_trains_nothing(tmp_path, options, monkeypatc
     def boom(*args, **kwargs):
         raise AssertionError("a done cell was trained again")
 
-    monkeypatch.setattr(grid_module, "_train_grid_cell", boom)
+    monkeypatch.setattr(runner, "train_grid_cell", boom)
     logs.clear()
     again = run_grid(cells, out, options, threads=1, log=logs.append)
     assert "4 already done; 0 to run" in logs[0]
@@ -169,14 +172,14 @@ def test_other_budget_in_same_folder_is_refused(tmp_path, options):
 def test_failing_cell_is_recorded_and_grid_goes_on(tmp_path, options, monkeypatch):
     out = str(tmp_path / "out")
     cells = _grid(options)
-    real = grid_module._train_grid_cell
+    real = runner.train_grid_cell
 
     def flaky(cell, opts, run_dir, **kwargs):
         if cell.family == "cnn" and cell.encoding.label == "none":
             raise RuntimeError("simulated failure")
         return real(cell, opts, run_dir, **kwargs)
 
-    monkeypatch.setattr(grid_module, "_train_grid_cell", flaky)
+    monkeypatch.setattr(runner, "train_grid_cell", flaky)
     logs: list[str] = []
     rows = run_grid(cells, out, options, threads=1, log=logs.append)
     status = {(r["family"], r["encoding"]): r["status"] for r in rows}
@@ -187,7 +190,7 @@ def test_failing_cell_is_recorded_and_grid_goes_on(tmp_path, options, monkeypatc
     logs.clear()
     run_grid(cells, out, options, threads=1, log=logs.append)  # errors count as done
     assert "0 to run" in logs[0] and "1 ended in an error" in logs[0]
-    monkeypatch.setattr(grid_module, "_train_grid_cell", real)
+    monkeypatch.setattr(runner, "train_grid_cell", real)
     rows = run_grid(cells, out, options, threads=1, retry_errors=True, log=lambda m: None)
     assert all(r["status"] == "ok" for r in rows)
 
@@ -210,7 +213,7 @@ def test_interrupted_cell_resumes_from_its_checkpoint(tmp_path, length_tsv):
     from cplxnet.data import prepare_data
 
     config = grid_module.cell_config(cell.family, cell.encoding, cell.number, opts)
-    data = prepare_data(grid_module._data_spec(cell, opts), model_max_len=config.max_len)
+    data = prepare_data(data_spec(cell, opts), model_max_len=config.max_len)
     engine.train(config, data, run_dir, engine.TrainOptions(**first.train, seed=0), quiet=True)
     os.remove(os.path.join(run_dir, "results.json"))  # as if stopped after epoch 1 of 2
     with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as fh:
@@ -269,7 +272,7 @@ def test_dead_worker_is_recorded_and_interrupted_worker_is_not(
     fake = tmp_path / "fake-python"
     fake.write_text(f"#!/bin/sh\necho 'worker output'\nexit {code}\n")
     fake.chmod(0o755)
-    monkeypatch.setattr(grid_module.sys, "executable", str(fake))
+    monkeypatch.setattr(sys, "executable", str(fake))
     cells = _grid(options, families=("fasttext",), encodings="none,complex-order")
     logs: list[str] = []
     out = str(tmp_path / "out")

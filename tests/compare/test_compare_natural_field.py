@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 import cplxnet.encodings as E
-from cplxnet.compare.report import Summary, _best_baseline
 from cplxnet.compare.specs import numbers_for, parse_encoding
+from cplxnet.compare.statistics import Summary, best_baseline
 from cplxnet.encodings import PositionalEncoding, register_encoding
 
 
@@ -55,7 +55,7 @@ def test_report_baseline_is_the_best_real_field_column(user_encodings):
         ("mr", "cnn", "none", "real"): Summary({(0, 0): 0.7}),
     }
     columns = [k[2:] for k in groups]
-    assert _best_baseline(groups, "mr", "cnn", columns) == ("complex-lookalike", "real")
+    assert best_baseline(groups, "mr", "cnn", columns) == ("complex-lookalike", "real")
 
 
 def test_register_rejects_an_unknown_field():

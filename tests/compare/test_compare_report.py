@@ -321,3 +321,34 @@ def test_target_in_the_real_field_is_not_its_own_baseline():
     cnn = _table_cells(results_table(rows))["cnn"]
     assert cnn[1] == "**0.810 ± 0.010**"
     assert cnn[2].startswith("+0.100 vs none;")
+
+
+def test_runs_are_kept_and_matched_by_fold_and_seed():
+    """Cross-validation rows: a cell keeps one run per (fold, seed), so the folds of one seed do
+    not overwrite each other, its std is the sample std, and the paired test matches runs of the
+    same fold and seed."""
+    import statistics
+
+    from cplxnet.compare.statistics import summarize
+
+    accs = {
+        ("none", "real"): [0.70, 0.72, 0.74, 0.76],
+        ("complex-order", "complex"): [0.71, 0.74, 0.77, 0.80],
+    }
+    rows = [
+        {
+            "data": "mr", "fold": i // 2, "family": "cnn", "encoding": enc, "number": number,
+            "seed": i % 2, "test_accuracy": acc, "status": "ok", "mode": "grid",
+        }
+        for (enc, number), values in accs.items()
+        for i, acc in enumerate(values)
+    ]  # fmt: skip
+    groups, *_ = summarize(rows)
+    none = groups[("mr", "cnn", "none", "real")]
+    assert none.values == {(0, 0): 0.70, (0, 1): 0.72, (1, 0): 0.74, (1, 1): 0.76}
+    assert none.mean == pytest.approx(0.73)
+    assert none.std == pytest.approx(statistics.stdev(accs[("none", "real")]))
+    # differences 0.01, 0.02, 0.03, 0.04 (fold 0 seed 0, ..., fold 1 seed 1): all positive
+    assert _table_cells(results_table(rows))["cnn"][-1] == (
+        "+0.025 vs none; p = 0.12 (n=4, min p = 0.12)"
+    )

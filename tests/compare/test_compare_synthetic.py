@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from cplxnet.compare import Cell, LengthBin, SyntheticOrderTask, length_bins, parse_encoding
+from cplxnet.compare.cells import data_spec
 from cplxnet.compare.extrapolate import length_split_data
-from cplxnet.compare.grid import _data_spec
 from cplxnet.compare.synthetic import MARKER_A, MARKER_B, order_label
 from cplxnet.data import load_splits
 
@@ -93,7 +93,7 @@ def test_real_data_split_by_length(options, length_tsv):
     # against the test split itself: each text in the bin of its length, longer ones dropped
     opts.extrapolate = {"train_len": 2, "factors": [1, 2]}
     data, encoded, bins, dropped = length_split_data(cell, opts)
-    test = load_splits(_data_spec(cell, opts)).test
+    test = load_splits(data_spec(cell, opts)).test
     lengths = [len(ex.text.split()) for ex in test]
     assert {b.label: len(encoded[b.label]) for b in bins} == {
         "1-2": sum(n <= 2 for n in lengths),

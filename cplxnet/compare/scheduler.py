@@ -1,0 +1,154 @@
+""":func:`run_grid`: the cells of a grid not yet done, run by an executor
+(:mod:`cplxnet.compare.executors`) while this process holds the output folder's lock, writes the
+tables after each cell and reports progress."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .cells import Cell, CompareError, GridOptions, cell_kind
+from .progress import Eta, fmt_duration
+from .store import ResultStore
+
+__all__ = [
+    "run_grid",
+]
+
+
+class _Lock:
+    """``out/.lock`` with our pid: two comparisons never write one folder at once."""
+
+    def __init__(self, out: str) -> None:
+        self.path = os.path.join(out, ".lock")
+
+    def __enter__(self) -> _Lock:
+        for _ in range(2):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                try:
+                    with open(self.path) as fh:
+                        pid = int(fh.read().strip() or 0)
+                except (OSError, ValueError):
+                    pid = 0
+                if pid and _alive(pid):
+                    raise CompareError(
+                        f"{os.path.dirname(self.path)} is in use by another cplxnet compare "
+                        f"(pid {pid}); wait for it or choose another --out (if no comparison is "
+                        f"running, delete {self.path})"
+                    ) from None
+                os.remove(self.path)  # stale lock of a process that is gone
+                continue
+            with os.fdopen(fd, "w") as fh:
+                fh.write(str(os.getpid()))
+            return self
+        raise CompareError(f"cannot lock {self.path}")
+
+    def __exit__(self, *exc: Any) -> None:
+        with contextlib.suppress(OSError):
+            os.remove(self.path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def run_grid(
+    cells: Sequence[Cell],
+    out: str,
+    options: GridOptions,
+    *,
+    jobs: int = 1,
+    threads: int | None = None,
+    retry_errors: bool = False,
+    keep_runs: bool = False,
+    log: Callable[[str], None] = print,
+    heartbeat: float = 600.0,
+    executor: Any = None,
+) -> list[dict[str, Any]]:
+    """Run every cell not yet done; returns all rows of the folder (in grid order).
+
+    ``executor`` runs the cells (:mod:`cplxnet.compare.executors`); the default,
+    ``LocalExecutor(jobs, threads)``, trains in this process with ``jobs == 1`` and otherwise runs
+    each cell in its own worker process (``python -m cplxnet.compare.worker``), at most ``jobs``
+    at a time, each with ``threads`` torch threads (default ``max(1, cores // jobs)``); a
+    ``DaskExecutor`` sends the cells to a Dask cluster. A cell that fails (or whose worker dies)
+    is recorded with its error and the grid goes on. Progress goes to ``log``: a line per
+    finished cell with the elapsed time and an ETA (mean time of the finished cells of the same
+    family, wall clock including process start-up), a line per epoch with ``jobs == 1``, and the
+    epoch each running cell has reached every ``heartbeat`` seconds otherwise.
+    """
+    from .executors import LocalExecutor, RunContext
+
+    if executor is None:
+        if jobs < 1:
+            raise CompareError(f"--jobs must be >= 1, got {jobs}")
+        executor = LocalExecutor(jobs, threads)
+    store = ResultStore(out)
+    os.makedirs(out, exist_ok=True)
+    with _Lock(out):
+        done = store.load()
+        store.check_presets(cells, options, done)
+        store.check_options(options)
+        order = [c.cell_id for c in cells]
+        if len(set(order)) != len(order):
+            raise CompareError("the grid has duplicate cells (repeated data, family or seed?)")
+        errors = [c for c in cells if done.get(c.cell_id, {}).get("status") == "error"]
+        todo = [
+            c
+            for c in cells
+            if c.cell_id not in done or (retry_errors and done[c.cell_id].get("status") == "error")
+        ]
+        n_done = len(cells) - len(todo)
+        msg = f"grid: {len(cells)} cells, {n_done} already done"
+        if errors:
+            msg += f" ({len(errors)} ended in an error" + (
+                ", running them again)" if retry_errors else "; --retry-errors runs them again)"
+            )
+        log(msg + f"; {len(todo)} to run {executor.describe()} -> {out}")
+        eta = Eta(done.values())
+        started = time.perf_counter()
+        counter = [n_done, 0]
+
+        def finished(
+            cell: Cell,
+            row: dict[str, Any],
+            running: dict,
+            queued: Sequence[Cell],
+            wall: float | None = None,
+        ) -> None:
+            counter[0] += 1
+            kind = cell_kind(cell.mode)
+            if row.get("status") == "ok":
+                eta.add(cell.family, cell.mode, wall or float(row.get("seconds") or 0.0))
+                what = (
+                    kind.outcome(row)
+                    if kind is not None
+                    else f"dev {row['dev_accuracy']:.4f} test {row['test_accuracy']:.4f}"
+                )
+            else:
+                counter[1] += 1
+                what = f"ERROR {row.get('error', '')[:200]}"
+            store.write_tables(order)
+            rest = eta.remaining(queued, running, executor.slots)
+            failed = f", {counter[1]} failed" if counter[1] else ""
+            log(
+                f"[{counter[0]}/{len(cells)}{failed}] {cell.describe()}: {what} "
+                f"({fmt_duration(float(row.get('seconds') or 0))}) | elapsed "
+                f"{fmt_duration(time.perf_counter() - started)}, ETA "
+                + ("?" if rest is None else fmt_duration(rest))
+            )
+
+        executor.run(todo, RunContext(out, options, keep_runs, finished, log, heartbeat, eta))
+        rows = store.write_tables(order)
+    return rows
