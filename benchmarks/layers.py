@@ -6,7 +6,7 @@ complextorch, measured side by side in one process.
     python benchmarks/layers.py --quick              # tiny shapes: checks that every row runs
     python benchmarks/layers.py --only Linear Conv1d
 
-Method (shared/notes/performance.md): batch 32, sequence 128, ``torch.set_num_threads(2)``,
+Method: batch 32, sequence 128, ``torch.set_num_threads(2)``,
 glibc malloc thresholds raised (the script re-executes itself with ``MALLOC_MMAP_THRESHOLD_`` and
 ``MALLOC_TRIM_THRESHOLD_`` set; ``--no-reexec`` disables that), warm-up, then rounds in which every
 variant of a row runs once in alternating order; a variant runs ``reps`` times per measurement so

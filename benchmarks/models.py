@@ -9,7 +9,7 @@ against eager; micro rows (complex-order embedding, rotary); sentences per secon
     python benchmarks/models.py --only steps micro      # parts: steps, compile, micro, cli,
                                                         #   profile, decoder
 
-Method (the harness of ``benchmarks/layers.py``, ``shared/notes/performance.md``): 2 threads,
+Method (the harness of ``benchmarks/layers.py``): 2 threads,
 glibc malloc thresholds raised (the script re-executes itself with them), each variant warmed up,
 then rounds in which every variant runs once, in alternating order; reported: the median over
 rounds of the per-round ratio and the median times.
