@@ -221,7 +221,12 @@ def write_report(rows: list[dict], path: str, threads: int) -> None:
         lines += [
             "",
             "Not run yet (no finished run with the current preset settings): "
-            + ", ".join(f"{t.key} (`{t.preset}`, goal >= {t.target:.2f})" for t in missing)
+            + ", ".join(
+                f"{t.key} (`{t.preset}`, goal "
+                + (f"within one SE of {t.target:.3f}" if t.within_se else f">= {t.target:.2f}")
+                + ")"
+                for t in missing
+            )
             + "; run `python benchmarks/accuracy.py --only "
             + " ".join(t.key for t in missing)
             + ("` (`--cv-folds 10` for the MR cross-validation)" if missing else "`")
