@@ -302,13 +302,13 @@ def _layer_norm_whiten(x, shape, weight, bias, eps):
     return _whiten_affine(x, w, b, shape3, eps, per_group=False)[0]
 
 
-def _layer_norm_split_composed(x, shape, weight, bias, eps):
-    """Split layer norm composed of differentiable ops (double backward of the kernels)."""
+def _layer_norm_split(x, shape, weight, bias, eps):
+    """Split layer norm in eager ops: torch's fused real ``layer_norm`` on the contiguous parts
+    (also the differentiable form behind the compiled kernels' double backward)."""
+    re, im = parts(x)
     w = (None, None) if weight is None else (weight[0], weight[1])
     b = (None, None) if bias is None else (bias.real, bias.imag)
-    return torch.complex(
-        F.layer_norm(x.real, shape, w[0], b[0], eps), F.layer_norm(x.imag, shape, w[1], b[1], eps)
-    )
+    return join(F.layer_norm(re, shape, w[0], b[0], eps), F.layer_norm(im, shape, w[1], b[1], eps))
 
 
 def _split_affine_rows(x, weight, bias, size):
@@ -346,7 +346,7 @@ class _LayerNormSplitCompiled(torch.autograd.Function):
         shape, eps = ctx.shape, ctx.eps
         if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
             out = grad_via_composed(
-                lambda x, w, b: _layer_norm_split_composed(x, shape, w, b, eps),
+                lambda x, w, b: _layer_norm_split(x, shape, w, b, eps),
                 (x, weight, bias),
                 ctx,
                 grad,
@@ -406,12 +406,7 @@ def layer_norm(
     if mode == "split" and _kernels.applies(x) and x.numel() > 0:
         return _LayerNormSplitCompiled.apply(x, weight, bias, shape, eps)
     if mode == "split":
-        re, im = parts(x)
-        w = (None, None) if weight is None else (weight[0], weight[1])
-        b = (None, None) if bias is None else (bias.real, bias.imag)
-        return join(
-            F.layer_norm(re, shape, w[0], b[0], eps), F.layer_norm(im, shape, w[1], b[1], eps)
-        )
+        return _layer_norm_split(x, shape, weight, bias, eps)
     if mode == "whiten" and _kernels.applies(x) and x.numel() > 0:
         return _WhitenRowsCompiled.apply(x, weight, bias, shape, eps)
     if mode == "whiten":
