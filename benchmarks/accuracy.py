@@ -3,21 +3,27 @@ data, seeds 0, 1, 2.
 
     python benchmarks/accuracy.py                          # every target, seeds 0 1 2
     python benchmarks/accuracy.py --only trec-cnn mr-cnn   # some targets
-    python benchmarks/accuracy.py --report                 # rebuild ACCURACY.md from finished runs
+    python benchmarks/accuracy.py --only mr-kim-cnn mr-cnn --cv-folds 10 --cv-seeds 0 1 2
+    python benchmarks/accuracy.py --report                 # rebuild ACCURACY.md from the records
 
 Each run is exactly the one-command reproduction ``cplxnet train --data D --preset P --seed S``
 (run through :func:`cplxnet.cli.main` with ``--threads`` and a run folder under ``--runs``,
 default ``runs/accuracy``), so
 the dev split chooses the epoch and the test split is scored once, at the end, with the best dev
-epoch's weights. A run folder that already holds ``results.json`` is reused, not retrained, so
-an interrupted benchmark continues where it stopped and ``--report`` only rewrites the table;
-a run whose stored model config or training options differ from the current preset's (a preset
-was retuned) is trained again. The report's hand-written tuning log (from the heading
-``## What was tried`` to the end) is kept when the table is rewritten.
+epoch's weights. Each finished run leaves a record (its scores, model config and training
+options) in ``benchmarks/accuracy-runs/<run>.json``, committed with the report: the report is
+built from every record whose settings equal the current preset's, so ``--report`` rebuilds it
+on any machine without the run folders, and a run already recorded (or a run folder holding
+``results.json``) is reused, not retrained, so an interrupted benchmark continues where it
+stopped. A run whose stored model config or training options differ from the current preset's
+(a preset was retuned) is trained again and its new record replaces the old one. The report's
+hand-written tuning log (from the heading ``## What was tried`` to the end) is kept when the
+table is rewritten.
 
 MR: the CLI's quick split (one stratified 80/10/10 split, split seed 0), the split every setting
-was tuned on; ``--cv-folds K`` adds folds ``0..K-1`` of the 10-fold cross-validation (seed 0),
-the paper's protocol (``mr-kim-cnn`` is measured on these folds only).
+was tuned on; ``--cv-folds K`` adds folds ``0..K-1`` of the 10-fold cross-validation (split
+seed 0; training seeds ``--cv-seeds``, default 0), the paper's protocol (``mr-kim-cnn`` is
+measured on these folds only).
 TREC: the official 500-question test set, 500 dev questions held out of the 5,452 training ones.
 
 The table reports the mean and the sample standard deviation (ddof = 1) over seeds of the test
@@ -42,6 +48,8 @@ import torch  # noqa: E402
 
 TUNING_LOG = "## What was tried"  # heading of the hand-written part of the report, kept as is
 RUNS = os.path.join(os.path.dirname(HERE), "runs", "accuracy")  # runs/ is git-ignored
+RECORDS = os.path.join(HERE, "accuracy-runs")  # one committed JSON record per finished run
+CV_FOLDS = 10  # the folds of the CLI's cross-validation (--split cv)
 
 
 @dataclass(frozen=True)
@@ -70,27 +78,40 @@ TARGETS = (
 )
 
 
+def _name(t: Target, seed: int, fold: int | None) -> str:
+    return f"{t.key}-seed{seed}" + (f"-fold{fold}" if fold is not None else "")
+
+
 def run_one(
-    t: Target, seed: int, runs: str, threads: int, fold: int | None, train: bool = True
-) -> dict | None:
-    """Train (or reuse) one run and return its results plus timing. With ``train=False`` a
-    missing or stale run (settings changed since) is not trained and ``None`` is returned."""
+    t: Target, seed: int, fold: int | None, runs: str, records: str, threads: int
+) -> dict:
+    """The record of one run: reused from ``records`` or from a finished run folder under
+    ``runs`` when its settings equal the current preset's, else trained now; saved to
+    ``records/<run>.json``."""
     from cplxnet.cli import main
 
-    name = f"{t.key}-seed{seed}" + (f"-fold{fold}" if fold is not None else "")
+    name = _name(t, seed, fold)
+    record_path = os.path.join(records, name + ".json")
+    if os.path.exists(record_path):
+        with open(record_path, encoding="utf-8") as fh:
+            record = json.load(fh)
+        stale = _stale_fields(t, seed, record["model"], record["train"])
+        if not stale:
+            return record
+        print(f"{record_path}: settings changed since that run ({', '.join(stale)}); re-running")
     run_dir = os.path.join(runs, name)
     results_path = os.path.join(run_dir, "results.json")
     argv = ["train", "--data", t.data, "--preset", t.preset, "--seed", str(seed)]
     if fold is not None:
         argv += ["--fold", str(fold)]
     command = "cplxnet " + " ".join(argv)
-    stale = _stale_fields(t, seed, run_dir) if os.path.exists(results_path) else []
-    if (stale or not os.path.exists(results_path)) and not train:
-        why = f"settings changed: {', '.join(stale)}" if stale else "not run"
-        print(f"{run_dir}: left out of the report ({why})")
-        return None
-    if stale:
-        print(f"{run_dir}: settings changed since that run ({', '.join(stale)}); re-running")
+    stale = []
+    if os.path.exists(results_path):
+        with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as fh:
+            stored = json.load(fh)
+        stale = _stale_fields(t, seed, stored["model"], stored["train"])
+        if stale:
+            print(f"{run_dir}: settings changed since that run ({', '.join(stale)}); re-running")
     if stale or not os.path.exists(results_path):
         print(f"[{datetime.datetime.now():%H:%M:%S}] {command}", flush=True)
         start = time.perf_counter()
@@ -106,7 +127,7 @@ def run_one(
         epochs = [json.loads(line) for line in fh if line.strip()]
     with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as fh:
         config = json.load(fh)
-    return {
+    record = {
         "target": t.key,
         "seed": seed,
         "fold": fold,
@@ -117,22 +138,29 @@ def run_one(
         "epochs_run": results["epochs_run"],
         "seconds": round(sum(m["seconds"] for m in epochs), 1),
         "threads": threads,
+        "date": datetime.date.today().isoformat(),
         "torch": config["versions"]["torch"],
         "split": results["split"],
+        "model": config["model"],
+        "train": config["train"],
     }
+    os.makedirs(records, exist_ok=True)
+    with open(record_path, "w", encoding="utf-8") as fh:
+        json.dump(record, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+    return record
 
 
-def _stale_fields(t: Target, seed: int, run_dir: str) -> list[str]:
-    """Fields of the finished run in ``run_dir`` that differ from what the current preset (model
-    config and ``PRESET_TRAINING``) would use now; empty when the run can be reused. The data-size
-    fields (``vocab_size``, ``num_classes``, ``max_len``) are set from the data and not compared."""
+def _stale_fields(t: Target, seed: int, model_stored: dict, train_stored: dict) -> list[str]:
+    """Fields of a finished run's model config and training options that differ from what the
+    current preset (model config and ``PRESET_TRAINING``) would use now; empty when the run can
+    be reused. The data-size fields (``vocab_size``, ``num_classes``, ``max_len``) are set from
+    the data and not compared."""
     import dataclasses
 
     import cplxnet.models as models
     from cplxnet.train import TrainOptions
 
-    with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as fh:
-        stored = json.load(fh)
     model = json.loads(json.dumps(dataclasses.asdict(models.preset_config(t.preset))))
     train = json.loads(
         json.dumps(
@@ -144,15 +172,38 @@ def _stale_fields(t: Target, seed: int, run_dir: str) -> list[str]:
     skip = {"vocab_size", "num_classes", "max_len"}
     changed = [
         f"model.{k}"
-        for k in sorted(set(model) | set(stored["model"]))
-        if k not in skip and model.get(k) != stored["model"].get(k)
+        for k in sorted(set(model) | set(model_stored))
+        if k not in skip and model.get(k) != model_stored.get(k)
     ]
     changed += [
         f"train.{k}"
-        for k in sorted(set(train) | set(stored["train"]))
-        if train.get(k) != stored["train"].get(k)
+        for k in sorted(set(train) | set(train_stored))
+        if train.get(k) != train_stored.get(k)
     ]
     return changed
+
+
+def load_records(records: str) -> list[dict]:
+    """The records in ``records`` whose target exists and whose settings equal the current
+    preset's; the others are named on stdout and left out of the report (their files stay)."""
+    targets = {t.key: t for t in TARGETS}
+    rows = []
+    for file in sorted(os.listdir(records)) if os.path.isdir(records) else []:
+        if not file.endswith(".json"):
+            continue
+        with open(os.path.join(records, file), encoding="utf-8") as fh:
+            record = json.load(fh)
+        t = targets.get(record.get("target"))
+        stale = (
+            _stale_fields(t, record["seed"], record["model"], record["train"])
+            if t is not None
+            else ["no such target"]
+        )
+        if stale:
+            print(f"{file}: left out of the report ({', '.join(stale)})")
+            continue
+        rows.append(record)
+    return rows
 
 
 def _stats(values: list[float]) -> str:
@@ -171,15 +222,20 @@ def _goal(t: Target, acc: list[float]) -> str:
     return f"within one SE ({se:.4f}) of {t.target:.3f} ({met})"
 
 
-def write_report(rows: list[dict], path: str, threads: int) -> None:
-    torch_version = rows[0]["torch"] if rows else torch.__version__
+def write_report(rows: list[dict], path: str) -> None:
+    torch_version = ", ".join(sorted({r["torch"] for r in rows})) or torch.__version__
+    threads = ", ".join(str(n) for n in sorted({r["threads"] for r in rows})) or "-"
+    dates = sorted({r.get("date", "?") for r in rows})
     lines = [
         "# Accuracy of the complex-order presets and of Kim's CNN-rand",
         "",
         "Written by `python benchmarks/accuracy.py` on "
-        f"{datetime.date.today().isoformat()}: torch {torch_version}, "
-        f"{threads} CPU thread(s), Python {platform.python_version()}, shared 2-core machine "
-        "(wall times vary with the load of other processes).",
+        f"{datetime.date.today().isoformat()} from the records in `accuracy-runs/` (runs of "
+        f"{dates[0] if dates else '-'}"
+        + (f" to {dates[-1]}" if len(dates) > 1 else "")
+        + f"): torch {torch_version}, {threads} CPU thread(s) per run, Python "
+        f"{platform.python_version()}, shared 2-core machine (wall times vary with the load of "
+        "other processes).",
         "",
         "Every run is `cplxnet train --data D --preset P --seed S`: the dev split chooses the "
         "epoch (of at most the preset's epochs), the test split is scored once at the end with "
@@ -191,9 +247,10 @@ def write_report(rows: list[dict], path: str, threads: int) -> None:
         "",
         "The goal of a complex-order preset is a mean of at least the goal; `kim-cnn` (Kim's "
         "CNN-rand, a real model) is to come within one standard error of the mean "
-        "(std / sqrt(n)) of Kim's published figure. MR 10-fold cross-validation rows: one run "
-        "per test fold (split seed 0, training seed as given), the paper's protocol; the mean "
-        "and std are over folds.",
+        "(std / sqrt(n)) of Kim's published figure. MR 10-fold cross-validation, the paper's "
+        "protocol: one run per test fold (split seed 0, the training seed as given); a seed's "
+        "row gives the mean and std over its folds, the bold row the mean and std over seeds "
+        "of the seeds' 10-fold means (its n is the number of seeds), which the goal reads.",
         "",
         "| target | preset | test accuracy (mean +- std) | n | goal | paper | seeds / folds |",
         "| --- | --- | --- | --- | --- | --- | --- |",
@@ -207,14 +264,26 @@ def write_report(rows: list[dict], path: str, threads: int) -> None:
                 f"{t.paper} | seeds {', '.join(str(r['seed']) for r in mine)} |"
             )
         folds = [r for r in rows if r["target"] == t.key and r["fold"] is not None]
-        if folds:
-            acc = [r["test"] for r in folds]
-            seeds = sorted({r["seed"] for r in folds})
+        for seed in sorted({r["seed"] for r in folds}):
+            acc = [r["test"] for r in folds if r["seed"] == seed]
+            done = sorted(r["fold"] for r in folds if r["seed"] == seed)
             lines.append(
-                f"| {t.key}, 10-fold CV | `{t.preset}` | {_stats(acc)} | {len(acc)} | "
-                f"{_goal(t, acc)} | {t.paper} | folds "
-                f"{', '.join(str(r['fold']) for r in folds)} (seed "
-                f"{', '.join(map(str, seeds))}) |"
+                f"| {t.key}, 10-fold CV, seed {seed} | `{t.preset}` | {_stats(acc)} (over folds) | "
+                f"{len(acc)} folds | {'-' if len(acc) < CV_FOLDS else ''} | {t.paper} | folds "
+                f"{', '.join(map(str, done))} |"
+            )
+        # the CV figure of a seed is its mean over the 10 folds; the goal reads the seeds' spread
+        complete = {
+            seed: statistics.mean(r["test"] for r in folds if r["seed"] == seed)
+            for seed in {r["seed"] for r in folds}
+            if sum(r["seed"] == seed for r in folds) == CV_FOLDS
+        }
+        if complete:
+            acc = [complete[s] for s in sorted(complete)]
+            lines.append(
+                f"| **{t.key}, 10-fold CV** | `{t.preset}` | {_stats(acc)} (over seeds) | "
+                f"{len(acc)} | {_goal(t, acc)} | {t.paper} | seeds "
+                f"{', '.join(map(str, sorted(complete)))}, each the mean of its 10 folds |"
             )
     missing = [t for t in TARGETS if not any(r["target"] == t.key for r in rows)]
     if missing:
@@ -241,9 +310,17 @@ def write_report(rows: list[dict], path: str, threads: int) -> None:
     ]
     for r in rows:
         lines.append(
-            f"| `{r['command']}` | {r['test']:.4f} | {r['dev']:.4f} | "
+            f"| `{r['command']}`{' (a)' if r.get('source') else ''} | {r['test']:.4f} | "
+            f"{r['dev']:.4f} | "
             f"{r['best_epoch']} / {r['epochs_run']} | {r['seconds']:.0f} |"
         )
+    if any(r.get("source") for r in rows):
+        lines += [
+            "",
+            "(a) record taken from the cell of `compare/table2-full` that holds this run (the "
+            "same model config, training options and data options, checked field by field); the "
+            "record's `source` names the cell file.",
+        ]
     lines.append("")
     text = "\n".join(lines)
     # the hand-written tuning log (from the TUNING_LOG heading on) is kept when rewriting
@@ -263,42 +340,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
-        "--cv-folds", type=int, default=0, help="also MR CV folds 0..K-1 (seed 0; mr-kim-cnn: only)"
+        "--cv-folds", type=int, default=0, help="also MR CV folds 0..K-1 (mr-kim-cnn: only)"
+    )
+    parser.add_argument(
+        "--cv-seeds", nargs="+", type=int, default=[0], help="training seeds of the CV runs"
     )
     parser.add_argument("--runs", default=RUNS, help="run folders (default: runs/accuracy)")
+    parser.add_argument(
+        "--records", default=RECORDS, help="run records (default: benchmarks/accuracy-runs)"
+    )
     parser.add_argument("--out", default=os.path.join(HERE, "ACCURACY.md"))
     parser.add_argument(
-        "--report", action="store_true", help="only rebuild the report from finished runs"
+        "--report", action="store_true", help="only rebuild the report from the records"
     )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     chosen = [t for t in TARGETS if args.only is None or t.key in args.only]
     jobs = [(t, s, None) for t in chosen if t.quick for s in args.seeds]
-    jobs += [(t, 0, k) for t in chosen if t.data == "mr" for k in range(args.cv_folds)]
-    rows = []
-    for t, seed, fold in jobs:
-        done = os.path.exists(
-            os.path.join(
-                args.runs,
-                f"{t.key}-seed{seed}" + (f"-fold{fold}" if fold is not None else ""),
-                "results.json",
-            )
-        )
-        if args.report and not done:
-            continue
-        rows.append(run_one(t, seed, args.runs, args.threads, fold, train=not args.report))
-    # keep rows of targets not run now (their finished runs) in the report
-    if args.only is not None:
-        for t in TARGETS:
-            if t in chosen:
-                continue
-            for seed in args.seeds:
-                if os.path.exists(os.path.join(args.runs, f"{t.key}-seed{seed}", "results.json")):
-                    rows.append(run_one(t, seed, args.runs, args.threads, None, train=False))
-    rows = [r for r in rows if r is not None]
+    jobs += [
+        (t, s, k)
+        for t in chosen
+        if t.data == "mr"
+        for s in args.cv_seeds
+        for k in range(args.cv_folds)
+    ]
+    if not args.report:
+        for t, seed, fold in jobs:
+            run_one(t, seed, fold, args.runs, args.records, args.threads)
+    rows = load_records(args.records)
     order = {t.key: i for i, t in enumerate(TARGETS)}
-    rows.sort(key=lambda r: (order[r["target"]], r["fold"] is not None, r["fold"] or 0, r["seed"]))
-    write_report(rows, args.out, args.threads)
+    rows.sort(key=lambda r: (order[r["target"]], r["fold"] is not None, r["seed"], r["fold"] or 0))
+    write_report(rows, args.out)
     print(f"wrote {args.out}")
     return 0
 
