@@ -129,3 +129,27 @@ def test_committed_report_matches_the_committed_records(bench) -> None:
         mark = " (a)" if r.get("source") else ""  # records taken from a compare cell
         row = f"| `{r['command']}`{mark} | {r['test']:.4f} | {r['dev']:.4f} |"
         assert row in report, r["command"]
+
+
+def test_a_finished_run_folder_becomes_a_record(bench, tmp_path, monkeypatch) -> None:
+    """A run folder with results.json (an interrupted benchmark) is not trained again; its
+    record is written from the folder's files."""
+    import cplxnet.cli
+
+    monkeypatch.setattr(cplxnet.cli, "main", lambda argv: pytest.fail(f"trained: {argv}"))
+    t = next(t for t in bench.TARGETS if t.key == "mr-kim-cnn")
+    expected = _record(bench, "mr-kim-cnn", 2, 0.75, fold=3)
+    run = tmp_path / "runs" / "mr-kim-cnn-seed2-fold3"
+    run.mkdir(parents=True)
+    config = {"model": expected["model"], "train": expected["train"]}
+    config["versions"] = {"torch": "2.13.0+cpu"}
+    (run / "config.json").write_text(json.dumps(config))
+    results = {"test_accuracy": 0.75, "dev_accuracy": 0.7, "best_epoch": 4, "epochs_run": 8}
+    (run / "results.json").write_text(json.dumps({**results, "split": "cv fold 3"}))
+    (run / "metrics.jsonl").write_text('{"seconds": 2.5}\n{"seconds": 3.0}\n')
+    records = tmp_path / "records"
+    record = bench.run_one(t, 2, 3, str(tmp_path / "runs"), str(records), 1)
+    assert record["test"] == 0.75 and record["dev"] == 0.7 and record["seconds"] == 5.5
+    assert record["command"] == "cplxnet train --data mr --preset kim-cnn --seed 2 --fold 3"
+    assert json.loads((records / "mr-kim-cnn-seed2-fold3.json").read_text()) == record
+    assert [r["fold"] for r in bench.load_records(str(records))] == [3]
