@@ -197,6 +197,13 @@ MODULES.extend(
         ModuleInfo(
             cnn.LSTM, _x(2, 3, 2), args=(2, 2), kwargs={"gate": "analytic"}, name="LSTM_analytic"
         ),
+        ModuleInfo(
+            cnn.LSTM,
+            _rnn_seq_lengths,
+            args=(2, 3),
+            kwargs={"num_layers": 2, "bidirectional": True, "proj_size": 2, **_BF},
+            name="LSTM_proj",
+        ),
         ModuleInfo(cnn.GRU, _rnn_seq_lengths, args=(2, 2), kwargs={"bidirectional": True, **_BF}),
         ModuleInfo(
             cnn.GRU, _x(2, 3, 2), args=(2, 2), kwargs={"gate": "analytic"}, name="GRU_analytic"

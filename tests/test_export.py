@@ -134,7 +134,11 @@ def test_transformer_encoder_exports_with_padding():
 
 @pytest.mark.parametrize(
     ("cls", "kwargs"),
-    [(cnn.LSTM, {"bidirectional": True, "batch_first": True}), (cnn.GRU, {"num_layers": 2})],
+    [
+        (cnn.LSTM, {"bidirectional": True, "batch_first": True}),
+        (cnn.GRU, {"num_layers": 2}),
+        (cnn.LSTM, {"num_layers": 2, "proj_size": 2}),
+    ],
 )
 def test_rnn_with_lengths_exports_with_dynamic_length(cls, kwargs):
     """Under tracing the recurrent layers run a scan over time instead of torch's packed
@@ -157,14 +161,16 @@ def test_rnn_with_lengths_exports_with_dynamic_length(cls, kwargs):
     torch.testing.assert_close(got[1], want[1])
 
 
-@pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("kind, extra", [("lstm", {}), ("gru", {}), ("lstm", {"proj_size": 2})])
 @pytest.mark.parametrize("bidirectional", [False, True])
-def test_scan_rnn_equals_torchs_packed_kernel(kind, bidirectional):
-    """``cplxnet.functional.scan_rnn`` (eager) against torch's nn.LSTM/GRU on packed sequences:
-    outputs (zero past each length), final states, and gradients."""
+def test_scan_rnn_equals_torchs_packed_kernel(kind, extra, bidirectional):
+    """``cplxnet.functional.scan_rnn`` (eager) against torch's nn.LSTM/GRU on packed sequences
+    (the LSTM also with torch's projection): outputs (zero past each length), final states, and
+    gradients."""
     torch.manual_seed(0)
     ref = (torch.nn.LSTM if kind == "lstm" else torch.nn.GRU)(
-        3, 4, num_layers=2, bidirectional=bidirectional, batch_first=True, dtype=torch.float64
+        3, 4, num_layers=2, bidirectional=bidirectional, batch_first=True, dtype=torch.float64,
+        **extra,
     )
     x = torch.randn(3, 7, 3, dtype=torch.float64, requires_grad=True)
     lengths = torch.tensor([7, 2, 5])

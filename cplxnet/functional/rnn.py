@@ -224,18 +224,34 @@ def _fused_rnn(
     n_gates = 4 if kind == "lstm" else 3
     weights = list(weights)
     per_dir = len(weights) // max(num_layers * dirs, 1)
-    if num_layers < 1 or per_dir not in (2, 4) or per_dir * num_layers * dirs != len(weights):
+    # per layer and direction: weight_ih, weight_hh[, bias_ih, bias_hh][, weight_hr (LSTM)]
+    counts = (2, 3, 4, 5) if kind == "lstm" else (2, 4)
+    if num_layers < 1 or per_dir not in counts or per_dir * num_layers * dirs != len(weights):
         raise ValueError(
-            f"{owner}: expected {2 * num_layers * dirs} or {4 * num_layers * dirs} weights "
-            f"(weight_ih, weight_hh[, bias_ih, bias_hh] per layer and direction), got "
-            f"{len(weights)}"
+            f"{owner}: expected "
+            + " or ".join(str(c * num_layers * dirs) for c in counts)
+            + " weights (weight_ih, weight_hh[, bias_ih, bias_hh]"
+            + ("[, weight_hr]" if kind == "lstm" else "")
+            + f" per layer and direction), got {len(weights)}"
         )
-    has_bias = per_dir == 4
-    hidden = weights[1].shape[-1]
-    if weights[0].shape[0] != n_gates * hidden:
+    has_bias = per_dir >= 4
+    has_proj = per_dir in (3, 5)
+    hidden = weights[0].shape[0] // n_gates
+    out_size = weights[1].shape[-1]  # the width of h: proj_size with weight_hr, else hidden
+    rows = n_gates * hidden
+    if weights[0].shape[0] != rows or weights[1].shape[0] != rows or (
+        not has_proj and out_size != hidden
+    ):
+        width = "proj_size" if has_proj else f"hidden_size = {hidden}"
         raise ValueError(
-            f"{owner}: weight_ih_l0 must have {n_gates} * hidden_size = {n_gates * hidden} rows, "
-            f"got shape {tuple(weights[0].shape)}"
+            f"{owner}: weight_ih_l0 must have {n_gates} * hidden_size rows and weight_hh_l0 "
+            f"shape ({n_gates} * hidden_size, {width}), got {tuple(weights[0].shape)} and "
+            f"{tuple(weights[1].shape)}"
+        )
+    if has_proj and weights[per_dir - 1].shape != (out_size, hidden):
+        raise ValueError(
+            f"{owner}: weight_hr_l0 must have shape (proj_size, hidden_size) = ({out_size}, "
+            f"{hidden}) (proj_size: weight_hh_l0's width), got {tuple(weights[per_dir - 1].shape)}"
         )
     if any(w.dtype != x.dtype for w in weights):
         raise TypeError(
@@ -246,17 +262,16 @@ def _fused_rnn(
     batch, steps = (x.shape[0], x.shape[1]) if batch_first else (x.shape[1], x.shape[0])
     lengths = _check_lengths(lengths, batch, steps, owner)
 
-    state_shape = (num_layers * dirs, batch, hidden)
+    state_shapes = [(num_layers * dirs, batch, out_size), (num_layers * dirs, batch, hidden)]
     n_states = 2 if kind == "lstm" else 1
     if hx is None:
-        zero = x.new_zeros(state_shape)
-        hxs = [zero] * n_states
+        hxs = [x.new_zeros(shape) for shape in state_shapes[:n_states]]
     else:
         hxs = list(hx) if kind == "lstm" else [hx]
         if kind == "lstm" and len(hxs) != 2:
             raise ValueError(f"{owner}: hx must be a pair (h_0, c_0)")
-        for name, h in zip(("h_0", "c_0"), hxs):
-            _check_state(h, state_shape, x, owner, name)
+        for name, h, shape in zip(("h_0", "c_0"), hxs, state_shapes):
+            _check_state(h, shape, x, owner, name)
 
     split = gate == "split"
     # the fused kernel runs on the real interleaved view (split) or on complex data (analytic)
@@ -271,7 +286,7 @@ def _fused_rnn(
 
         seq = data.transpose(0, 1) if batch_first else data  # (L, B, F)
         seq, out_states = scan_layers(
-            kind, seq, lengths, hxs, flat, has_bias, num_layers, dirs, dropout, training, split
+            kind, seq, lengths, hxs, flat, per_dir, num_layers, dirs, dropout, training, split
         )
         data = seq.transpose(0, 1) if batch_first else seq
         return unpack(data, x), [unpack(s, x) for s in out_states]
@@ -339,16 +354,23 @@ def lstm(
     Args:
         x: ``(B, L, D)`` complex (``(L, B, D)`` if ``batch_first=False``).
         weights: complex tensors in torch's ``_flat_weights`` order: for each layer, for each
-            direction, ``weight_ih (4H, D_in)``, ``weight_hh (4H, H)`` and optionally
-            ``bias_ih (4H,)``, ``bias_hh (4H,)``; gates stacked i, f, g, o.
-        hx: optional ``(h_0, c_0)``, each ``(num_layers * dirs, B, H)`` complex.
+            direction, ``weight_ih (4H, D_in)``, ``weight_hh (4H, H)``, optionally
+            ``bias_ih (4H,)``, ``bias_hh (4H,)`` and optionally ``weight_hr (P, H)``; gates
+            stacked i, f, g, o. With ``weight_hr`` (torch's ``proj_size = P < H``) the output
+            and the state are projected, :math:`h_t = W_{hr} (o_t \odot \tanh c_t)`, and
+            ``weight_hh`` is ``(4H, P)``; with split gates :math:`W_{hr}` enters the real LSTM of
+            hidden ``2H`` as its projection :math:`R(W_{hr})` (``2P x 2H``), so the fused path
+            and the equivalence of the module docstring are unchanged.
+        hx: optional ``(h_0, c_0)``, each ``(num_layers * dirs, B, H)`` complex (``h_0``:
+            ``(num_layers * dirs, B, P)`` with ``weight_hr``).
         lengths: optional ``(B,)`` integer lengths in ``[1, L]`` (padding at the end).
         gate: ``"split"`` (bounded, fused real kernel) or ``"analytic"`` (native complex).
         dropout, training: inter-layer dropout of whole complex entries when ``training``.
 
     Returns:
         ``output (B, L, dirs * H)`` (zero at padded steps) and ``(h_n, c_n)``, each
-        ``(num_layers * dirs, B, H)``, taken at each sequence's last real step.
+        ``(num_layers * dirs, B, H)``, taken at each sequence's last real step (with
+        ``weight_hr``: ``output`` and ``h_n`` ``P`` wide instead of ``H``).
     """
     out, (h, c) = _fused_rnn(
         "lstm",

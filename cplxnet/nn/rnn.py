@@ -79,7 +79,10 @@ def _resolve_lengths(owner, x, lengths, padding_mask, batch_first):
 
 def _stack_repr(m: nn.Module, extra: str, bias: bool) -> str:
     """``extra_repr`` of a multi-layer RNN: sizes, ``extra``, then the non-default options."""
-    s = f"{m.input_size}, {m.hidden_size}{extra}"
+    s = f"{m.input_size}, {m.hidden_size}"
+    if m.proj_size:
+        s += f", proj_size={m.proj_size}"
+    s += extra
     if m.num_layers != 1:
         s += f", num_layers={m.num_layers}"
     if not bias:
@@ -119,6 +122,7 @@ class _StackedRNN(HasDtype, nn.Module):
         self.batch_first = batch_first
         self.dropout = float(dropout)
         self.bidirectional = bidirectional
+        self.proj_size = 0  # LSTM's projection width (torch keeps 0 on every RNN)
 
     @property
     def num_directions(self) -> int:
@@ -128,10 +132,27 @@ class _StackedRNN(HasDtype, nn.Module):
         """``(input width, suffix)`` of every layer and direction, in torch's order."""
         out = []
         for layer in range(self.num_layers):
-            layer_in = self.input_size if layer == 0 else self.hidden_size * self.num_directions
+            width = self.proj_size or self.hidden_size  # of h, the next layer's input
+            layer_in = self.input_size if layer == 0 else width * self.num_directions
             for d in range(self.num_directions):
                 out.append((layer_in, f"_l{layer}" + ("_reverse" if d else "")))
         return out
+
+
+def _check_proj_size(owner: str, proj_size: int, hidden_size: int, kind: str) -> int:
+    """torch's rules for ``proj_size``: an integer in ``[0, hidden_size)``, LSTM only."""
+    if isinstance(proj_size, bool) or not isinstance(proj_size, int) or proj_size < 0:
+        raise ValueError(
+            f"{owner}: proj_size must be a non-negative integer (0: no projection), got "
+            f"{proj_size!r}"
+        )
+    if proj_size and kind != "lstm":
+        raise ValueError(f"{owner}: proj_size is supported by LSTM only (as in torch)")
+    if proj_size >= hidden_size:
+        raise ValueError(
+            f"{owner}: proj_size must be smaller than hidden_size = {hidden_size}, got {proj_size}"
+        )
+    return proj_size
 
 
 class _FusedRNNBase(_StackedRNN):
@@ -153,19 +174,24 @@ class _FusedRNNBase(_StackedRNN):
         gate: str = "split",
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        proj_size: int = 0,
     ) -> None:
         owner = type(self).__name__
         fk = factory_kwargs(device, dtype, owner)
         super().__init__(input_size, hidden_size, num_layers, batch_first, dropout, bidirectional)
+        self.proj_size = _check_proj_size(owner, proj_size, hidden_size, self._kind)
         self._dtype = fk["dtype"]
         self.gate = check_choice(gate, GATES, owner, "gate")
         self.bias = bias
         rows = self._gates * hidden_size
+        h_width = proj_size or hidden_size
         self._flat_weights_names: list[str] = []
         for layer_in, sfx in self._layout():
-            shapes = [("weight_ih", (rows, layer_in)), ("weight_hh", (rows, hidden_size))]
+            shapes = [("weight_ih", (rows, layer_in)), ("weight_hh", (rows, h_width))]
             if bias:
                 shapes += [("bias_ih", (rows,)), ("bias_hh", (rows,))]
+            if proj_size:
+                shapes.append(("weight_hr", (proj_size, hidden_size)))
             for base, shape in shapes:
                 setattr(self, base + sfx, nn.Parameter(torch.empty(shape, **fk)))
                 self._flat_weights_names.append(base + sfx)
@@ -245,11 +271,17 @@ class LSTM(_FusedRNNBase):
     kernel). These have poles at :math:`z = \mathrm{i}\pi(2k+1)` (sigmoid) and
     :math:`z = \mathrm{i}\pi(k+\tfrac12)` (tanh), so states are unbounded near them.
 
+    Projection (``proj_size = P > 0``, as torch, Sak et al. 2014): :math:`h_t = W_{hr}(o_t
+    \odot \tanh c_t)` with a complex ``weight_hr_l{k}`` ``(P, H)``; ``h``, the output and the
+    next layer's input are ``P`` wide, ``c`` stays ``H`` wide. With split gates this is the real
+    LSTM of hidden ``2H`` with projection :math:`R(W_{hr})` (``2P``), on the same fused kernel.
+
     Args:
         input_size, hidden_size: complex features of the input and of :math:`h`, :math:`c`.
         num_layers, bias, batch_first, bidirectional: as ``torch.nn.LSTM`` (``batch_first=False``
             by default, as torch: ``(L, B, D)`` inputs).
         dropout: inter-layer dropout (training only) of whole complex entries.
+        proj_size: width of the projected :math:`h` (0: no projection; ``< hidden_size``).
         gate: ``"split"`` or ``"analytic"``.
         device, dtype: factory kwargs (dtype defaults to the complex default dtype).
 
@@ -259,7 +291,8 @@ class LSTM(_FusedRNNBase):
     ``(B, L)`` bool (True = padding, at the end); ``hx = (h_0, c_0)`` each
     ``(num_layers * dirs, B, H)``. ``lstm(x, (h_0, c_0))`` works as in torch. Returns ``output
     (L, B, dirs * H)`` (batch first as ``x``; zero at padded steps) and ``(h_n, c_n)`` at each
-    sequence's last real step (the reverse direction starts at each sequence's last token).
+    sequence's last real step (the reverse direction starts at each sequence's last token);
+    with ``proj_size``, ``h_0``, ``h_n`` and ``output`` are ``P`` wide instead of ``H``.
 
     Init: real and imaginary parts uniform on :math:`\pm 1/\sqrt{2H}` (see
     :meth:`reset_parameters`).
@@ -267,6 +300,35 @@ class LSTM(_FusedRNNBase):
 
     _kind = "lstm"
     _gates = 4
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        proj_size: int = 0,
+        *,
+        gate: str = "split",
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__(
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            gate=gate,
+            device=device,
+            dtype=dtype,
+            proj_size=proj_size,
+        )
 
     def forward(
         self,
@@ -281,7 +343,8 @@ class LSTM(_FusedRNNBase):
         ``padding_mask`` ``(B, L)`` bool (**True = padding**, at the end); ``hx = (h_0, c_0)``
         each ``(num_layers * dirs, B, hidden_size)``. Returns ``output``
         ``(L, B, dirs * hidden_size)`` (batch first as ``x``; zero at padded steps) and
-        ``(h_n, c_n)`` at each sequence's last real step."""
+        ``(h_n, c_n)`` at each sequence's last real step (``h`` and ``output``: ``proj_size``
+        wide when set)."""
         return self._run(x, lengths, hx, padding_mask)
 
 

@@ -44,14 +44,18 @@ def _one(gate, like):
 
 
 def _lstm_cell(x, state, w, gate):
+    """w: weight_ih, weight_hh[, bias_ih, bias_hh][, weight_hr (projection, torch's proj_size)]."""
     h, c = state
     sig, tanh, mul = _acts(gate)
     z = x @ w[0].T + h @ w[1].T
-    if len(w) == 4:
+    if len(w) >= 4:
         z = z + w[2] + w[3]
     zi, zf, zg, zo = z.chunk(4, dim=-1)
     c = mul(sig(zf), c) + mul(sig(zi), tanh(zg))
-    return mul(sig(zo), tanh(c)), (mul(sig(zo), tanh(c)), c)
+    h = mul(sig(zo), tanh(c))
+    if len(w) in (3, 5):
+        h = h @ w[-1].T
+    return h, (h, c)
 
 
 def _gru_cell(x, state, w, gate):
@@ -108,17 +112,20 @@ def reference(cell, x, weights, states, lengths, num_layers, dirs, gate="split")
     return torch.stack(outs), [torch.stack(f, dim=1) for f in finals]
 
 
-def _weights(n_gates, d_in, hidden, num_layers, dirs, bias=True, scale=0.5):
+def _weights(n_gates, d_in, hidden, num_layers, dirs, bias=True, scale=0.5, proj=0):
     ws = []
+    width = proj or hidden  # of h
     for layer in range(num_layers):
-        d = d_in if layer == 0 else hidden * dirs
+        d = d_in if layer == 0 else width * dirs
         for _ in range(dirs):
             ws += [
                 scale * torch.randn(n_gates * hidden, d, dtype=DT),
-                scale * torch.randn(n_gates * hidden, hidden, dtype=DT),
+                scale * torch.randn(n_gates * hidden, width, dtype=DT),
             ]
             if bias:
                 ws += [scale * torch.randn(n_gates * hidden, dtype=DT) for _ in range(2)]
+            if proj:
+                ws.append(scale * torch.randn(proj, hidden, dtype=DT))
     return [w.requires_grad_() for w in ws]
 
 
@@ -135,30 +142,31 @@ def _loss(out, states, probes):
 # ----------------------------------------------------------------------------------------------
 
 CASES = [
-    # (num_layers, bidirectional, lengths, bias, with_h0)
-    (1, False, None, True, False),
-    (2, True, [5, 2, 4], True, True),
-    (2, False, [3, 5, 1], False, True),
-    (1, True, [1, 5, 3], True, False),
+    # (num_layers, bidirectional, lengths, bias, with_h0, proj_size)
+    (1, False, None, True, False, 0),
+    (2, True, [5, 2, 4], True, True, 0),
+    (2, False, [3, 5, 1], False, True, 0),
+    (1, True, [1, 5, 3], True, False, 0),
 ]
+PROJ_CASES = [(2, True, [5, 2, 4], True, True, 2), (2, False, [3, 5, 1], False, False, 3)]
+KIND_CASES = [(k, c) for k in ("lstm", "gru") for c in CASES] + [("lstm", c) for c in PROJ_CASES]
 
 
-@pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("kind, case", KIND_CASES)
 @pytest.mark.parametrize("gate", ["split", "analytic"])
-@pytest.mark.parametrize("case", CASES)
 def test_fused_equals_loop_reference(kind, gate, case):
-    num_layers, bidirectional, lengths, bias, with_h0 = case
+    num_layers, bidirectional, lengths, bias, with_h0, proj = case
     dirs = 2 if bidirectional else 1
     B, L, D, H = 3, 5, 3, 4
     n_gates, cell = (4, _lstm_cell) if kind == "lstm" else (3, _gru_cell)
     n_states = 2 if kind == "lstm" else 1
     x = torch.randn(B, L, D, dtype=DT, requires_grad=True)
-    ws = _weights(n_gates, D, H, num_layers, dirs, bias)
-    shape = (num_layers * dirs, B, H)
+    ws = _weights(n_gates, D, H, num_layers, dirs, bias, proj=proj)
+    shapes = [(num_layers * dirs, B, proj or H), (num_layers * dirs, B, H)][:n_states]
     if with_h0:
-        h0 = [(0.5 * torch.randn(shape, dtype=DT)).requires_grad_() for _ in range(n_states)]
+        h0 = [(0.5 * torch.randn(shape, dtype=DT)).requires_grad_() for shape in shapes]
     else:
-        h0 = [torch.zeros(shape, dtype=DT) for _ in range(n_states)]
+        h0 = [torch.zeros(shape, dtype=DT) for shape in shapes]
     lens = torch.tensor(lengths) if lengths is not None else None
 
     fn = CF.lstm if kind == "lstm" else CF.gru
@@ -167,7 +175,7 @@ def test_fused_equals_loop_reference(kind, gate, case):
     st = list(st) if kind == "lstm" else [st]
     ref_out, ref_st = reference(cell, x, ws, h0, lens, num_layers, dirs, gate)
 
-    assert out.shape == (B, L, dirs * H) and out.dtype == DT
+    assert out.shape == (B, L, dirs * (proj or H)) and out.dtype == DT
     torch.testing.assert_close(out, ref_out, **TOL)
     for a, b in zip(st, ref_st):
         torch.testing.assert_close(a, b, **TOL)
@@ -251,13 +259,13 @@ def test_analytic_equals_native_complex_torch(kind):
 # ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("kind, proj", [("lstm", 0), ("gru", 0), ("lstm", 1)])
 @pytest.mark.parametrize("gate", ["split", "analytic"])
-def test_gradcheck(kind, gate):
+def test_gradcheck(kind, gate, proj):
     n_gates = 4 if kind == "lstm" else 3
     fn = CF.lstm if kind == "lstm" else CF.gru
     x = torch.randn(2, 3, 2, dtype=DT, requires_grad=True)
-    ws = _weights(n_gates, 2, 2, 1, 2)
+    ws = _weights(n_gates, 2, 2, 1, 2, proj=proj)
     lens = torch.tensor([3, 2])
 
     def f(x, *ws):
@@ -456,8 +464,18 @@ def test_functional_errors():
         CF.lstm(x, ws, lengths=torch.tensor([4.0, 4.0]))
     with pytest.raises(ValueError, match="3-D input"):
         CF.lstm(x[0], ws)
-    with pytest.raises(ValueError, match="weights"):
+    with pytest.raises(ValueError, match="expected 2 or 3 or 4 or 5 weights"):
+        CF.lstm(x, ws[:1])
+    with pytest.raises(ValueError, match="expected 2 or 4 weights"):
+        CF.gru(x, _weights(3, 3, 2, 1, 1)[:3])
+    # three weights read as weight_ih, weight_hh, weight_hr (torch's proj_size): shapes checked
+    with pytest.raises(ValueError, match=r"weight_hr_l0 must have shape .* = \(2, 2\)"):
         CF.lstm(x, ws[:3])
+    with pytest.raises(ValueError, match=r"weight_hh_l0 shape \(4 \* hidden_size, hidden_size"):
+        CF.lstm(x, [ws[0], ws[1][:, :1]])
+    proj = _weights(4, 3, 2, 1, 1, bias=False, proj=1)
+    with pytest.raises(ValueError, match=r"weight_hr_l0 must have shape \(proj_size, hidden_size"):
+        CF.lstm(x, proj[:2] + [proj[2].mT])
     with pytest.raises(ValueError, match="h_0 must have shape"):
         CF.lstm(x, ws, (torch.zeros(1, 3, 2, dtype=DT), torch.zeros(1, 3, 2, dtype=DT)))
     with pytest.raises(TypeError, match="does not match"):

@@ -12,16 +12,20 @@ from cplxnet._utils import pack
 
 DT = torch.complex128
 TOL = {"atol": 1e-10, "rtol": 1e-9}
-KINDS = [(cnn.LSTM, torch.nn.LSTM), (cnn.GRU, torch.nn.GRU)]
 
 
 def _states(st):
     return st if isinstance(st, tuple) else (st,)
 
 
-@pytest.mark.parametrize("ours, theirs", KINDS)
-def test_parameter_names_and_shapes_match_torch(ours, theirs):
-    kw = {"num_layers": 2, "bidirectional": True}
+# (ours, theirs, extra constructor options): the LSTM also with torch's projection (proj_size)
+CASES = [(cnn.LSTM, torch.nn.LSTM, {}), (cnn.LSTM, torch.nn.LSTM, {"proj_size": 3})]
+CASES += [(cnn.GRU, torch.nn.GRU, {})]
+
+
+@pytest.mark.parametrize("ours, theirs, extra", CASES)
+def test_parameter_names_and_shapes_match_torch(ours, theirs, extra):
+    kw = {"num_layers": 2, "bidirectional": True, **extra}
     a = ours(3, 4, **kw, dtype=DT).state_dict()
     b = theirs(3, 4, **kw, dtype=DT).state_dict()
     assert list(a) == list(b)
@@ -31,9 +35,9 @@ def test_parameter_names_and_shapes_match_torch(ours, theirs):
     assert nb.weight_ih_l0.dtype == torch.complex64  # default: complex of the default dtype
 
 
-@pytest.mark.parametrize("ours, theirs", KINDS)
-def test_analytic_module_equals_native_torch_given_its_state_dict(ours, theirs):
-    kw = {"num_layers": 2, "bidirectional": True, "batch_first": True}
+@pytest.mark.parametrize("ours, theirs, extra", CASES)
+def test_analytic_module_equals_native_torch_given_its_state_dict(ours, theirs, extra):
+    kw = {"num_layers": 2, "bidirectional": True, "batch_first": True, **extra}
     native = theirs(3, 4, **kw, dtype=DT)
     mod = ours(3, 4, **kw, gate="analytic", dtype=DT)
     mod.load_state_dict(native.state_dict())
@@ -49,10 +53,13 @@ def test_analytic_module_equals_native_torch_given_its_state_dict(ours, theirs):
     torch.testing.assert_close(g, g_ref, **TOL)
 
 
-@pytest.mark.parametrize("ours, theirs", KINDS)
-def test_split_module_is_real_rnn_of_hidden_2h(ours, theirs):
-    mod = ours(3, 4, num_layers=2, bidirectional=True, batch_first=True, dtype=DT)
-    real = theirs(6, 8, num_layers=2, bidirectional=True, batch_first=True, dtype=torch.float64)
+@pytest.mark.parametrize("ours, theirs, extra", CASES)
+def test_split_module_is_real_rnn_of_hidden_2h(ours, theirs, extra):
+    """Split gates: the real RNN of hidden 2H (and projection 2P) with weights R(W)."""
+    kw = {"num_layers": 2, "bidirectional": True, "batch_first": True}
+    mod = ours(3, 4, **kw, **extra, dtype=DT)
+    real_extra = {k: 2 * v for k, v in extra.items()}
+    real = theirs(6, 8, **kw, **real_extra, dtype=torch.float64)
     with torch.no_grad():
         for p, w in zip(real._flat_weights, mod.flat_weights):
             p.copy_(CF.realify(w))
@@ -137,10 +144,17 @@ def test_dropout_only_in_training(cls):
 
 
 @pytest.mark.parametrize(
-    "cls, gate", [(cnn.LSTM, "split"), (cnn.GRU, "split"), (cnn.LSTM, "analytic")]
+    "cls, gate, extra",
+    [
+        (cnn.LSTM, "split", {}),
+        (cnn.GRU, "split", {}),
+        (cnn.LSTM, "analytic", {}),
+        (cnn.LSTM, "split", {"proj_size": 1, "num_layers": 2}),
+        (cnn.LSTM, "analytic", {"proj_size": 1}),
+    ],
 )
-def test_gradcheck_module(cls, gate):
-    mod = cls(2, 2, bidirectional=True, batch_first=True, gate=gate, dtype=DT)
+def test_gradcheck_module(cls, gate, extra):
+    mod = cls(2, 2, bidirectional=True, batch_first=True, gate=gate, dtype=DT, **extra)
     x = torch.randn(2, 3, 2, dtype=DT, requires_grad=True)
     params = list(mod.parameters())
     names = [n for n, _ in mod.named_parameters()]
@@ -243,18 +257,38 @@ def test_repr():
 @pytest.mark.parametrize("cls", [cnn.LSTM, cnn.GRU])
 def test_positional_arguments_follow_torch(cls):
     """torch's positional order ``(input_size, hidden_size, num_layers, bias, batch_first,
-    dropout, bidirectional)`` with torch's defaults; cplxnet's ``gate`` is keyword-only."""
+    dropout, bidirectional[, proj_size])`` with torch's defaults (``proj_size``: LSTM only);
+    cplxnet's ``gate`` is keyword-only."""
     theirs = getattr(torch.nn, cls.__name__)
-    args = (3, 4, 2, False, True, 0.25, True)
+    args = (3, 4, 2, False, True, 0.25, True) + ((2,) if cls is cnn.LSTM else ())
     ours, ref = cls(*args), theirs(*args)
     for name in ("input_size", "hidden_size", "num_layers", "bias", "batch_first", "dropout",
-                 "bidirectional"):
+                 "bidirectional", "proj_size"):
         assert getattr(ours, name) == getattr(ref, name), name
     default, ref_default = cls(3, 4), theirs(3, 4)
-    for name in ("num_layers", "bias", "batch_first", "dropout", "bidirectional"):
+    for name in ("num_layers", "bias", "batch_first", "dropout", "bidirectional", "proj_size"):
         assert getattr(default, name) == getattr(ref_default, name), name
     with pytest.raises(TypeError):
         cls(*args, "analytic")
+
+
+def test_proj_size_errors_as_torch():
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="LSTM: proj_size must be a non-negative integer"):
+            cnn.LSTM(3, 4, proj_size=bad)
+    with pytest.raises(ValueError, match="LSTM: proj_size must be smaller than hidden_size = 4"):
+        cnn.LSTM(3, 4, proj_size=4)
+    with pytest.raises(ValueError, match="GRU: proj_size is supported by LSTM only"):
+        cnn.GRU(3, 4, proj_size=2)
+    with pytest.raises(ValueError):  # torch refuses the same
+        torch.nn.GRU(3, 4, proj_size=2)
+    mod = cnn.LSTM(3, 4, proj_size=2, batch_first=True, dtype=DT)
+    h, c = torch.zeros(1, 2, 2, dtype=DT), torch.zeros(1, 2, 4, dtype=DT)
+    out, (h_n, c_n) = mod(torch.randn(2, 5, 3, dtype=DT), (h, c))
+    assert out.shape == (2, 5, 2) and h_n.shape == (1, 2, 2) and c_n.shape == (1, 2, 4)
+    with pytest.raises(ValueError, match=r"LSTM: h_0 must have shape \(1, 2, 2\)"):
+        mod(torch.randn(2, 5, 3, dtype=DT), (c, c))
+    assert "LSTM(3, 4, proj_size=2, gate='split'" in repr(mod)
 
 
 @pytest.mark.parametrize("cls", [cnn.LSTM, cnn.GRU, cnn.UnitaryRNN])
