@@ -95,7 +95,7 @@ def run_one(
     if os.path.exists(record_path):
         with open(record_path, encoding="utf-8") as fh:
             record = json.load(fh)
-        stale = _stale_fields(t, seed, record["model"], record["train"])
+        stale = _stale_fields(t, seed, fold, record)
         if not stale:
             return record
         print(f"{record_path}: settings changed since that run ({', '.join(stale)}); re-running")
@@ -109,7 +109,7 @@ def run_one(
     if os.path.exists(results_path):
         with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as fh:
             stored = json.load(fh)
-        stale = _stale_fields(t, seed, stored["model"], stored["train"])
+        stale = _stale_fields(t, seed, fold, stored)
         if stale:
             print(f"{run_dir}: settings changed since that run ({', '.join(stale)}); re-running")
     if stale or not os.path.exists(results_path):
@@ -138,11 +138,12 @@ def run_one(
         "epochs_run": results["epochs_run"],
         "seconds": round(sum(m["seconds"] for m in epochs), 1),
         "threads": threads,
-        "date": datetime.date.today().isoformat(),
+        "date": config["created"][:10],
         "torch": config["versions"]["torch"],
         "split": results["split"],
         "model": config["model"],
         "train": config["train"],
+        "data": config["data"],
     }
     os.makedirs(records, exist_ok=True)
     with open(record_path, "w", encoding="utf-8") as fh:
@@ -151,59 +152,78 @@ def run_one(
     return record
 
 
-def _stale_fields(t: Target, seed: int, model_stored: dict, train_stored: dict) -> list[str]:
-    """Fields of a finished run's model config and training options that differ from what the
-    current preset (model config and ``PRESET_TRAINING``) would use now; empty when the run can
-    be reused. The data-size fields (``vocab_size``, ``num_classes``, ``max_len``) are set from
-    the data and not compared."""
+def _stale_fields(t: Target, seed: int, fold: int | None, stored: dict) -> list[str]:
+    """Fields of a finished run's model config, training options and data options (``stored``:
+    a record or a run's ``config.json``) that differ from what the command
+    ``cplxnet train --data D --preset P --seed S [--fold K]`` would use now; empty when the run
+    can be reused. The data-size fields (``vocab_size``, ``num_classes``, ``max_len``) are set
+    from the data and not compared."""
     import dataclasses
 
     import cplxnet.models as models
+    from cplxnet.data import DataSpec
     from cplxnet.train import TrainOptions
 
-    model = json.loads(json.dumps(dataclasses.asdict(models.preset_config(t.preset))))
-    train = json.loads(
-        json.dumps(
-            dataclasses.asdict(
-                TrainOptions(**{**models.PRESET_TRAINING.get(t.preset, {}), "seed": seed})
-            )
-        )
-    )
+    def plain(obj) -> dict:
+        return json.loads(json.dumps(dataclasses.asdict(obj)))
+
+    split = {"split": "cv", "fold": fold} if fold is not None else {}
+    now = {
+        "model": plain(models.preset_config(t.preset)),
+        "train": plain(TrainOptions(**{**models.PRESET_TRAINING.get(t.preset, {}), "seed": seed})),
+        "data": plain(DataSpec(data=t.data, **split)),
+    }
     skip = {"vocab_size", "num_classes", "max_len"}
-    changed = [
-        f"model.{k}"
-        for k in sorted(set(model) | set(model_stored))
-        if k not in skip and model.get(k) != model_stored.get(k)
-    ]
-    changed += [
-        f"train.{k}"
-        for k in sorted(set(train) | set(train_stored))
-        if train.get(k) != train_stored.get(k)
-    ]
+    changed = []
+    for part, fields in now.items():
+        old = stored.get(part)
+        if not isinstance(old, dict):
+            changed.append(f"{part} (not recorded)")
+            continue
+        changed += [
+            f"{part}.{k}"
+            for k in sorted(set(fields) | set(old))
+            if not (part == "model" and k in skip) and fields.get(k) != old.get(k)
+        ]
     return changed
 
 
 def load_records(records: str) -> list[dict]:
-    """The records in ``records`` whose target exists and whose settings equal the current
-    preset's; the others are named on stdout and left out of the report (their files stay)."""
+    """The records in ``records`` whose target exists, whose file is named after the run
+    (``<target>-seed<S>[-fold<K>].json``, so each run appears once) and whose settings equal the
+    current preset's; the others are named on stdout and left out of the report (their files
+    stay)."""
     targets = {t.key: t for t in TARGETS}
     rows = []
     for file in sorted(os.listdir(records)) if os.path.isdir(records) else []:
         if not file.endswith(".json"):
             continue
-        with open(os.path.join(records, file), encoding="utf-8") as fh:
-            record = json.load(fh)
-        t = targets.get(record.get("target"))
-        stale = (
-            _stale_fields(t, record["seed"], record["model"], record["train"])
-            if t is not None
-            else ["no such target"]
-        )
-        if stale:
-            print(f"{file}: left out of the report ({', '.join(stale)})")
+        try:
+            with open(os.path.join(records, file), encoding="utf-8") as fh:
+                record = json.load(fh)
+            t = targets.get(record["target"])
+            seed, fold = record["seed"], record["fold"]
+            if t is None:
+                problem = [f"no target {record['target']!r}"]
+            elif file != _name(t, seed, fold) + ".json":
+                problem = [f"the file name does not match the run {_name(t, seed, fold)}"]
+            elif fold is not None and not (t.data == "mr" and fold in range(CV_FOLDS)):
+                problem = [f"fold {fold} is not a fold of the MR cross-validation"]
+            else:
+                problem = _stale_fields(t, seed, fold, record)
+        except (ValueError, KeyError, TypeError) as err:
+            problem = [f"not a run record ({type(err).__name__}: {err})"]
+        if problem:
+            print(f"{file}: left out of the report ({', '.join(problem)})")
             continue
         rows.append(record)
     return rows
+
+
+def report_order(record: dict) -> tuple:
+    """Rows by target (as ``TARGETS``), quick-split runs first, then by seed and fold."""
+    target = [t.key for t in TARGETS].index(record["target"])
+    return (target, record["fold"] is not None, record["seed"], record["fold"] or 0)
 
 
 def _stats(values: list[float]) -> str:
@@ -217,7 +237,9 @@ def _goal(t: Target, acc: list[float]) -> str:
     mean = statistics.mean(acc)
     if not t.within_se:
         return f">= {t.target:.2f} ({'met' if mean >= t.target else 'missed'})"
-    se = statistics.stdev(acc) / len(acc) ** 0.5 if len(acc) > 1 else 0.0
+    if len(acc) < 2:
+        return f"within one SE of {t.target:.3f} (n/a: an SE needs two or more values)"
+    se = statistics.stdev(acc) / len(acc) ** 0.5
     met = "met" if mean + se >= t.target else "missed"
     return f"within one SE ({se:.4f}) of {t.target:.3f} ({met})"
 
@@ -250,7 +272,9 @@ def write_report(rows: list[dict], path: str) -> None:
         "(std / sqrt(n)) of Kim's published figure. MR 10-fold cross-validation, the paper's "
         "protocol: one run per test fold (split seed 0, the training seed as given); a seed's "
         "row gives the mean and std over its folds, the bold row the mean and std over seeds "
-        "of the seeds' 10-fold means (its n is the number of seeds), which the goal reads.",
+        "of the seeds' 10-fold means (its n is the number of seeds), which the goal reads; "
+        "that std measures the training seeds' noise on one set of folds (split seed 0), the "
+        "seed rows give the spread over folds.",
         "",
         "| target | preset | test accuracy (mean +- std) | n | goal | paper | seeds / folds |",
         "| --- | --- | --- | --- | --- | --- | --- |",
@@ -269,14 +293,15 @@ def write_report(rows: list[dict], path: str) -> None:
             done = sorted(r["fold"] for r in folds if r["seed"] == seed)
             lines.append(
                 f"| {t.key}, 10-fold CV, seed {seed} | `{t.preset}` | {_stats(acc)} (over folds) | "
-                f"{len(acc)} folds | {'-' if len(acc) < CV_FOLDS else ''} | {t.paper} | folds "
+                f"{len(acc)} folds | {'-' if set(done) == set(range(CV_FOLDS)) else 'unfinished'}"
+                f" | {t.paper} | folds "
                 f"{', '.join(map(str, done))} |"
             )
         # the CV figure of a seed is its mean over the 10 folds; the goal reads the seeds' spread
         complete = {
             seed: statistics.mean(r["test"] for r in folds if r["seed"] == seed)
             for seed in {r["seed"] for r in folds}
-            if sum(r["seed"] == seed for r in folds) == CV_FOLDS
+            if {r["fold"] for r in folds if r["seed"] == seed} == set(range(CV_FOLDS))
         }
         if complete:
             acc = [complete[s] for s in sorted(complete)]
@@ -298,7 +323,11 @@ def write_report(rows: list[dict], path: str) -> None:
             )
             + "; run `python benchmarks/accuracy.py --only "
             + " ".join(t.key for t in missing)
-            + ("` (`--cv-folds 10` for the MR cross-validation)" if missing else "`")
+            + (
+                "` (`--cv-folds 10` for the MR cross-validation)"
+                if any(t.data == "mr" for t in missing)
+                else "`"
+            )
             + ".",
         ]
     lines += [
@@ -367,9 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.report:
         for t, seed, fold in jobs:
             run_one(t, seed, fold, args.runs, args.records, args.threads)
-    rows = load_records(args.records)
-    order = {t.key: i for i, t in enumerate(TARGETS)}
-    rows.sort(key=lambda r: (order[r["target"]], r["fold"] is not None, r["seed"], r["fold"] or 0))
+    rows = sorted(load_records(args.records), key=report_order)
     write_report(rows, args.out)
     print(f"wrote {args.out}")
     return 0
