@@ -253,6 +253,11 @@ def _fused_rnn(
             f"{owner}: weight_hr_l0 must have shape (proj_size, hidden_size) = ({out_size}, "
             f"{hidden}) (proj_size: weight_hh_l0's width), got {tuple(weights[per_dir - 1].shape)}"
         )
+    if has_proj and out_size >= hidden:
+        raise ValueError(
+            f"{owner}: with weight_hr the projection must be narrower than the cell: proj_size "
+            f"(weight_hh_l0's width, {out_size}) must be smaller than hidden_size = {hidden}"
+        )
     if any(w.dtype != x.dtype for w in weights):
         raise TypeError(
             f"{owner}: input dtype {x.dtype} does not match the weights' dtype {weights[0].dtype}; "

@@ -102,6 +102,8 @@ class _StackedRNN(HasDtype, nn.Module):
     ``bidirectional``; :meth:`_layout` lists each layer and direction's input width and
     parameter-name suffix (``_l{k}``, ``_reverse`` for the backward direction)."""
 
+    proj_size: int = 0  # class default: modules pickled before LSTM had projections
+
     def __init__(
         self,
         input_size: int,

@@ -473,6 +473,9 @@ def test_functional_errors():
         CF.lstm(x, ws[:3])
     with pytest.raises(ValueError, match=r"weight_hh_l0 shape \(4 \* hidden_size, hidden_size"):
         CF.lstm(x, [ws[0], ws[1][:, :1]])
+    wide = _weights(4, 3, 2, 1, 1, bias=False)  # weight_hr (2, 2): no narrower than the cell
+    with pytest.raises(ValueError, match="proj_size .* must be smaller than hidden_size = 2"):
+        CF.lstm(x, wide + [torch.eye(2, dtype=DT)])
     proj = _weights(4, 3, 2, 1, 1, bias=False, proj=1)
     with pytest.raises(ValueError, match=r"weight_hr_l0 must have shape \(proj_size, hidden_size"):
         CF.lstm(x, proj[:2] + [proj[2].mT])
