@@ -142,12 +142,14 @@ class _StackedRNN(HasDtype, nn.Module):
 
 
 def _check_proj_size(owner: str, proj_size: int, hidden_size: int, kind: str) -> int:
-    """torch's rules for ``proj_size``: an integer in ``[0, hidden_size)``, LSTM only."""
-    if isinstance(proj_size, bool) or not isinstance(proj_size, int) or proj_size < 0:
-        raise ValueError(
-            f"{owner}: proj_size must be a non-negative integer (0: no projection), got "
-            f"{proj_size!r}"
+    """torch's rules for ``proj_size``: an integer in ``[0, hidden_size)``, non-zero for an LSTM
+    only (torch's GRU takes the argument in the same place and refuses a projection)."""
+    if isinstance(proj_size, bool) or not isinstance(proj_size, int):
+        raise TypeError(
+            f"{owner}: proj_size must be an integer (0: no projection), got {proj_size!r}"
         )
+    if proj_size < 0:
+        raise ValueError(f"{owner}: proj_size must be >= 0 (0: no projection), got {proj_size}")
     if proj_size and kind != "lstm":
         raise ValueError(f"{owner}: proj_size is supported by LSTM only (as in torch)")
     if proj_size >= hidden_size:
@@ -172,11 +174,11 @@ class _FusedRNNBase(_StackedRNN):
         batch_first: bool = False,
         dropout: float = 0.0,
         bidirectional: bool = False,
+        proj_size: int = 0,
         *,
         gate: str = "split",
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
-        proj_size: int = 0,
     ) -> None:
         owner = type(self).__name__
         fk = factory_kwargs(device, dtype, owner)
@@ -303,35 +305,6 @@ class LSTM(_FusedRNNBase):
     _kind = "lstm"
     _gates = 4
 
-    def __init__(
-        self,
-        input_size: int,
-        hidden_size: int,
-        num_layers: int = 1,
-        bias: bool = True,
-        batch_first: bool = False,
-        dropout: float = 0.0,
-        bidirectional: bool = False,
-        proj_size: int = 0,
-        *,
-        gate: str = "split",
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__(
-            input_size,
-            hidden_size,
-            num_layers,
-            bias,
-            batch_first,
-            dropout,
-            bidirectional,
-            gate=gate,
-            device=device,
-            dtype=dtype,
-            proj_size=proj_size,
-        )
-
     def forward(
         self,
         x: torch.Tensor,
@@ -359,7 +332,8 @@ class GRU(_FusedRNNBase):
     ``pack(x)``, run on torch's fused kernel), or for ``gate="analytic"`` the holomorphic
     activations and complex products of ``torch.nn.GRU(dtype=torch.cfloat)`` (poles as in
     :class:`LSTM`). Arguments, forward (with ``hx = h_0``) and init as :class:`LSTM`; returns
-    ``(output, h_n)``.
+    ``(output, h_n)``. ``proj_size`` stands in torch's place and must be 0, as in torch (a
+    projection is an LSTM option).
     """
 
     _kind = "gru"

@@ -273,15 +273,21 @@ def test_positional_arguments_follow_torch(cls):
 
 
 def test_proj_size_errors_as_torch():
-    for bad in (-1, 1.5, True):
-        with pytest.raises(ValueError, match="LSTM: proj_size must be a non-negative integer"):
+    for bad in (1.5, True, "2"):
+        with pytest.raises(TypeError, match="LSTM: proj_size must be an integer"):
             cnn.LSTM(3, 4, proj_size=bad)
+    with pytest.raises(ValueError, match="LSTM: proj_size must be >= 0"):
+        cnn.LSTM(3, 4, proj_size=-1)
     with pytest.raises(ValueError, match="LSTM: proj_size must be smaller than hidden_size = 4"):
         cnn.LSTM(3, 4, proj_size=4)
+    torch_args = (3, 4, 1, True, False, 0.0, False)
     with pytest.raises(ValueError, match="GRU: proj_size is supported by LSTM only"):
         cnn.GRU(3, 4, proj_size=2)
-    with pytest.raises(ValueError):  # torch refuses the same
+    with pytest.raises(ValueError, match="GRU: proj_size is supported by LSTM only"):
+        cnn.GRU(*torch_args, 2)  # torch's eighth place
+    with pytest.raises(ValueError):  # torch refuses the keyword (its positional form is unchecked)
         torch.nn.GRU(3, 4, proj_size=2)
+    assert cnn.GRU(*torch_args, 0).proj_size == torch.nn.GRU(*torch_args, 0).proj_size == 0
     mod = cnn.LSTM(3, 4, proj_size=2, batch_first=True, dtype=DT)
     h, c = torch.zeros(1, 2, 2, dtype=DT), torch.zeros(1, 2, 4, dtype=DT)
     out, (h_n, c_n) = mod(torch.randn(2, 5, 3, dtype=DT), (h, c))
