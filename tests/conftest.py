@@ -1,5 +1,7 @@
-"""Shared test setup: deterministic seeds, one thread per test process, helpers on sys.path."""
+"""Shared test setup: deterministic seeds, one thread per test process, helpers on sys.path,
+and the accuracy benchmark script as a module."""
 
+import importlib.util
 import os
 import sys
 
@@ -14,3 +16,14 @@ torch.set_num_threads(1)
 def _seed():
     torch.manual_seed(0)
     yield
+
+
+@pytest.fixture(scope="session")
+def accuracy_benchmark():
+    """``benchmarks/accuracy.py`` loaded as a module (it is a script, not part of the package)."""
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", "accuracy.py")
+    spec = importlib.util.spec_from_file_location("accuracy_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, module)  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module

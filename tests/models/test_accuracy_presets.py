@@ -5,10 +5,6 @@ the accuracy benchmark names one of them (or Kim's real CNN, kim-cnn)."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import os
-import sys
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -48,18 +44,8 @@ def test_cli_resolves_preset(name: str) -> None:
     assert dataclasses.asdict(config) == dataclasses.asdict(models.preset_config(name))
 
 
-def _load_benchmark() -> SimpleNamespace:
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    path = os.path.join(root, "benchmarks", "accuracy.py")
-    spec = importlib.util.spec_from_file_location("accuracy_benchmark", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_benchmark_targets_name_presets() -> None:
-    bench = _load_benchmark()
+def test_benchmark_targets_name_presets(accuracy_benchmark) -> None:
+    bench = accuracy_benchmark
     assert {t.preset for t in bench.TARGETS} == {*ACCURACY_PRESETS, "kim-cnn"}
     for t in bench.TARGETS:
         assert t.data in ("mr", "trec")

@@ -6,11 +6,9 @@ the committed records."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import os
 import statistics
-import sys
 
 import pytest
 
@@ -21,14 +19,9 @@ from cplxnet.train import TrainOptions
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-@pytest.fixture(scope="module")
-def bench():
-    path = os.path.join(ROOT, "benchmarks", "accuracy.py")
-    spec = importlib.util.spec_from_file_location("accuracy_benchmark", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture
+def bench(accuracy_benchmark):
+    return accuracy_benchmark
 
 
 def _record(bench, key: str, seed: int, test: float, fold: int | None = None) -> dict:
