@@ -149,98 +149,63 @@ def test_complex128_and_real_inputs_keep_the_eager_paths(compiled):
     torch.testing.assert_close(CF.cardioid(x), torch.relu(x))
 
 
+def _split_gains(shape):
+    return torch.rand(2, *shape) + 0.5
+
+
+def _whiten_matrices(shape):
+    return torch.eye(2).reshape(2, 2, *([1] * len(shape))) + 0.4 * torch.randn(2, 2, *shape)
+
+
+# mode: (its affine weight for a normalized shape, the compiled Function's backward node, data
+# seeds of the two tests below, seed of the double-backward probe)
+LAYER_NORM_MODES = {
+    "split": (_split_gains, "_LayerNormSplitCompiledBackward", 7, 8, 4),
+    "whiten": (_whiten_matrices, "_WhitenRowsCompiledBackward", 9, 10, 6),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(LAYER_NORM_MODES))
 @pytest.mark.parametrize("kind", ["weight+bias", "weight only", "bias only", "none"])
 @pytest.mark.parametrize("shape", [(12,), (3, 5)], ids=["1d", "2d"])
-def test_layer_norm_split_kernels_equal_reference(compiled, kind, shape):
-    x = _z(4, 6, *shape, seed=7)
-    w = (torch.rand(2, *shape) + 0.5).requires_grad_() if "weight" in kind else None
+def test_layer_norm_kernels_equal_reference(compiled, mode, kind, shape):
+    weight, node, seed, _, _ = LAYER_NORM_MODES[mode]
+    x = _z(4, 6, *shape, seed=seed)
+    w = weight(shape).requires_grad_() if "weight" in kind else None
     b = torch.randn(*shape, dtype=C64).requires_grad_() if "bias" in kind else None
 
     def fast(x, w, b):
-        return CF.layer_norm(x, shape, w, b, 1e-5, "split")
+        return CF.layer_norm(x, shape, w, b, 1e-5, mode)
 
     def ref(x, w, b):
-        return reference_layer_norm(x, shape, w, b, 1e-5, "split")
+        return reference_layer_norm(x, shape, w, b, 1e-5, mode)
 
-    assert type(fast(x, w, b).grad_fn).__name__ == "_LayerNormSplitCompiledBackward"
+    assert type(fast(x, w, b).grad_fn).__name__ == node
     _assert_same(fast, ref, (x, w, b), atol=2e-5, rtol=1e-4)
     # padding (all-zero) and constant rows: finite, and equal up to the rounding of the mean
-    # (amplified by 1/sqrt(eps) on a constant row)
+    # (amplified by 1/sqrt(eps) on a constant row; whitening: only eps whitens them)
     x2 = x.detach().clone()
     x2[0, 0], x2[1, 2] = 0, 3 - 1j
     _assert_same(fast, ref, (x2.requires_grad_(), w, b), atol=5e-4, rtol=1e-4)
 
 
-def test_layer_norm_split_kernels_on_strided_and_conj_inputs_and_double_backward(compiled):
-    base = _z(5, 16, seed=8)
-    w, b = (torch.rand(2, 8) + 0.5).requires_grad_(), torch.randn(8, dtype=C64).requires_grad_()
-    for x in (base[:, ::2], base[:, :8].conj()):
-        _assert_same(
-            lambda x, w, b: CF.layer_norm(x, (8,), w, b, 1e-5, "split"),
-            lambda x, w, b: reference_layer_norm(x.resolve_conj(), (8,), w, b, 1e-5, "split"),
-            (x, w, b),
-            atol=2e-5,
-            rtol=1e-4,
-        )
-    x = base[:, :8]
-    got = _grads(lambda *a: CF.layer_norm(*a[:1], (8,), *a[1:]), (x, w, b), create_graph=True)
-    want = _grads(lambda *a: reference_layer_norm(a[0], (8,), *a[1:]), (x, w, b), True)
-    v = torch.randn(x.shape, dtype=C64, generator=torch.Generator().manual_seed(4))
-    for a, c in zip(
-        torch.autograd.grad(got[1][0], (x, w, b), v, allow_unused=True),
-        torch.autograd.grad(want[1][0], (x, w, b), v, allow_unused=True),
-        strict=True,
-    ):
-        if a is None or c is None:  # the shift enters linearly: no second derivative
-            assert a is None or not a.any()
-            assert c is None or not c.any()
-            continue
-        torch.testing.assert_close(a, c, atol=1e-4, rtol=1e-3)
-
-
-@pytest.mark.parametrize("kind", ["weight+bias", "weight only", "bias only", "none"])
-@pytest.mark.parametrize("shape", [(12,), (3, 5)], ids=["1d", "2d"])
-def test_layer_norm_whiten_kernels_equal_reference(compiled, kind, shape):
-    x = _z(4, 6, *shape, seed=9)
-    eye = torch.eye(2).reshape(2, 2, *([1] * len(shape)))
-    w = (eye + 0.4 * torch.randn(2, 2, *shape)).requires_grad_() if "weight" in kind else None
-    b = torch.randn(*shape, dtype=C64).requires_grad_() if "bias" in kind else None
+@pytest.mark.parametrize("mode", sorted(LAYER_NORM_MODES))
+def test_layer_norm_kernels_on_strided_and_conj_inputs_and_double_backward(compiled, mode):
+    weight, _, _, seed, probe = LAYER_NORM_MODES[mode]
+    base = _z(5, 16, seed=seed)
+    w, b = weight((8,)).requires_grad_(), torch.randn(8, dtype=C64).requires_grad_()
 
     def fast(x, w, b):
-        return CF.layer_norm(x, shape, w, b, 1e-5, "whiten")
+        return CF.layer_norm(x, (8,), w, b, 1e-5, mode)
 
     def ref(x, w, b):
-        return reference_layer_norm(x, shape, w, b, 1e-5, "whiten")
+        return reference_layer_norm(x.resolve_conj(), (8,), w, b, 1e-5, mode)
 
-    assert type(fast(x, w, b).grad_fn).__name__ == "_WhitenRowsCompiledBackward"
-    _assert_same(fast, ref, (x, w, b), atol=2e-5, rtol=1e-4)
-    x2 = x.detach().clone()
-    x2[0, 0], x2[1, 2] = 0, 3 - 1j  # padding (all-zero) and constant rows: only eps whitens
-    _assert_same(fast, ref, (x2.requires_grad_(), w, b), atol=5e-4, rtol=1e-4)
-
-
-def test_layer_norm_whiten_kernels_strided_conj_and_double_backward(compiled):
-    base = _z(5, 16, seed=10)
-    w = (torch.eye(2).unsqueeze(-1) + 0.4 * torch.randn(2, 2, 8)).requires_grad_()
-    b = torch.randn(8, dtype=C64).requires_grad_()
     for x in (base[:, ::2], base[:, :8].conj()):
-        _assert_same(
-            lambda x, w, b: CF.layer_norm(x, (8,), w, b, 1e-5, "whiten"),
-            lambda x, w, b: reference_layer_norm(x.resolve_conj(), (8,), w, b, 1e-5, "whiten"),
-            (x, w, b),
-            atol=2e-5,
-            rtol=1e-4,
-        )
+        _assert_same(fast, ref, (x, w, b), atol=2e-5, rtol=1e-4)
     x = base[:, :8]
-
-    def fast(x, w, b):
-        return CF.layer_norm(x, (8,), w, b, 1e-5, "whiten")
-
-    def ref(x, w, b):
-        return reference_layer_norm(x, (8,), w, b, 1e-5, "whiten")
-
     got, want = (_grads(f, (x, w, b), create_graph=True)[1] for f in (fast, ref))
-    v = torch.randn(x.shape, dtype=C64, generator=torch.Generator().manual_seed(6))
+    v = torch.randn(x.shape, dtype=C64, generator=torch.Generator().manual_seed(probe))
     for a, c in zip(
         torch.autograd.grad(got[0], (x, w, b), v, allow_unused=True),
         torch.autograd.grad(want[0], (x, w, b), v, allow_unused=True),
