@@ -28,6 +28,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "fail",
     "split_list",
+    "check_resume_options",
     "Option",
     "OPTIONS",
     "add_options",
@@ -52,6 +53,17 @@ def fail(message: str, status: int = EXIT_ERROR) -> int:
 def split_list(text: str) -> list[str]:
     """The non-empty, stripped items of a comma-separated list."""
     return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def check_resume_options(args: Any, allowed: Iterable[str], applies: str) -> None:
+    """Refuse options besides ``allowed`` (argparse names) with ``--resume``, which continues a
+    run with its stored options; ``applies`` lists the flags that do apply, for the message."""
+    given = sorted(k for k, v in vars(args).items() if v not in (None, False) and k not in allowed)
+    if given:
+        raise CLIError(
+            "--resume continues a run with the options in its config.json; drop "
+            f"{', '.join('--' + g.replace('_', '-') for g in given)} (only {applies} apply)"
+        )
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import Any
 
 from ._argtypes import float_value, positive_int
 from .cli_model import model_config
-from .cli_options import CLIError, add_options
+from .cli_options import CLIError, add_options, check_resume_options
 from .train_options import TrainOptions
 
 __all__ = ["add_train_command", "RESUME_OK", "train_options", "default_run_dir", "cmd_train"]
@@ -204,15 +204,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise CLIError(f"{', '.join(lm_only)} apply to language models; add --task lm")
 
     if args.resume is not None:
-        given = sorted(
-            k for k, v in vars(args).items() if v not in (None, False) and k not in RESUME_OK
+        check_resume_options(
+            args, RESUME_OK, "--epochs, --allow-changed-data, --quiet and --threads"
         )
-        if given:
-            raise CLIError(
-                f"--resume continues a run with the options in its config.json; drop "
-                f"{', '.join('--' + g.replace('_', '-') for g in given)} (only --epochs, "
-                "--allow-changed-data, --quiet and --threads apply)"
-            )
         engine.resume(
             args.resume,
             epochs=args.epochs,

@@ -23,6 +23,7 @@ from typing import Any
 
 from .._argtypes import float_value, non_negative_int, positive_int, seed_int
 from ..cli_model import apply_sets, encoding_overrides
+from ..cli_options import check_resume_options
 from ..runs import check_new_run_dir
 
 __all__ = [
@@ -208,15 +209,7 @@ def cmd_train(args: argparse.Namespace, error: type[Exception]) -> int:
     from .train import LMOptions, make_task, resume_lm, train_lm
 
     if args.resume is not None:
-        given = sorted(
-            k for k, v in vars(args).items() if v not in (None, False) and k not in _RESUME_OK
-        )
-        if given:
-            raise error(
-                f"--resume continues a run with the options in its config.json; drop "
-                f"{', '.join('--' + g.replace('_', '-') for g in given)} (only --steps, --quiet "
-                "and --threads apply)"
-            )
+        check_resume_options(args, _RESUME_OK, "--steps, --quiet and --threads")
         resume_lm(args.resume, steps=args.steps, quiet=args.quiet)
         return 0
     import torch.distributed as dist
