@@ -28,13 +28,6 @@ def add_evaluate_command(sub: Any) -> None:
     e.add_argument("--text-field", default=None)
     e.add_argument("--json", action="store_true", help="print the metrics as JSON")
     e.add_argument(
-        "--max-len",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="truncate texts to N tokens (at most the model's limit)",
-    )
-    e.add_argument(
         "--context",
         type=positive_int,
         default=None,
@@ -42,7 +35,7 @@ def add_evaluate_command(sub: Any) -> None:
         help="language-model runs: score the test part in windows of N tokens (default: every "
         "evaluation length of the run)",
     )
-    add_options(e, "evaluate", ("--threads",))
+    add_options(e, "evaluate", ("--max-len", "--threads"))
 
 
 def add_predict_command(sub: Any) -> None:
@@ -52,14 +45,7 @@ def add_predict_command(sub: Any) -> None:
     p.add_argument("texts", nargs="*", metavar="TEXT", help="texts to classify")
     p.add_argument("--file", default=None, help="a UTF-8 file with one text per line")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
-    p.add_argument(
-        "--max-len",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="truncate texts to N tokens (at most the model's limit)",
-    )
-    add_options(p, "predict", ("--threads",))
+    add_options(p, "predict", ("--max-len", "--threads"))
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

@@ -141,6 +141,11 @@ _OPTION_LIST: tuple[Option, ...] = (
         "--max-len",
         "truncate texts to N tokens (also the model's position limit)",
         {"type": positive_int, "metavar": "N"},
+        commands=("train", "compare", "evaluate", "predict"),
+        per_command={
+            cmd: {"help": "truncate texts to N tokens (at most the model's limit)"}
+            for cmd in ("evaluate", "predict")
+        },
     ),
     Option(
         "--min-freq",
