@@ -205,3 +205,22 @@ def reference_cardioid(z: torch.Tensor) -> torch.Tensor:
     if not z.is_complex():
         return F.relu(z)
     return z * (0.5 + 0.5 * torch.sgn(z).real)
+
+
+#: Layouts of the complex-order tables for (batch 2, length 5, width 3) tokens: per word (one
+#: value per token and feature), shared by all words and positions, per dimension (broadcast over
+#: the features).
+COMPLEX_ORDER_SHAPES = {"word": (2, 5, 3), "shared": (3,), "dimension": (2, 5, 1)}
+
+
+def reference_complex_order(
+    r: torch.Tensor, w: torch.Tensor | None, theta: torch.Tensor | None, pos: torch.Tensor
+) -> torch.Tensor:
+    r"""The complex-order map :math:`r\,e^{i(w\,pos + \theta)}` (Wang et al., ICLR 2020) through
+    autograd of cos/sin (the readable form); ``None``: no frequency or no phase term."""
+    angle = torch.zeros((), dtype=r.dtype)
+    if w is not None:
+        angle = angle + w * pos
+    if theta is not None:
+        angle = angle + theta
+    return torch.complex(r * torch.cos(angle), r * torch.sin(angle))

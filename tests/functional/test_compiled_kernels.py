@@ -10,7 +10,13 @@ import shutil
 
 import pytest
 import torch
-from reference_ops import reference_cardioid, reference_layer_norm, reference_modrelu
+from reference_ops import (
+    COMPLEX_ORDER_SHAPES,
+    reference_cardioid,
+    reference_complex_order,
+    reference_layer_norm,
+    reference_modrelu,
+)
 
 from cplxnet import functional as CF
 from cplxnet.functional import compiled as kernels
@@ -218,18 +224,6 @@ def test_layer_norm_kernels_on_strided_and_conj_inputs_and_double_backward(compi
         torch.testing.assert_close(a, c, atol=1e-4, rtol=1e-3)
 
 
-ORDER_SHAPES = {"word": (2, 5, 3), "shared": (3,), "dimension": (2, 5, 1)}
-
-
-def _order_reference(r, w, theta, pos):
-    angle = torch.zeros((), dtype=r.dtype)
-    if w is not None:
-        angle = angle + w * pos
-    if theta is not None:
-        angle = angle + theta
-    return torch.complex(r * torch.cos(angle), r * torch.sin(angle))
-
-
 @pytest.mark.parametrize("amplitude", ["word", "shared", "dimension"])
 @pytest.mark.parametrize("frequency", ["word", "shared", "dimension", None])
 def test_complex_order_kernels_equal_reference_in_every_sharing_layout(
@@ -240,15 +234,15 @@ def test_complex_order_kernels_equal_reference_in_every_sharing_layout(
     def leaf(shape):
         return torch.randn(shape, generator=g).requires_grad_()
 
-    r = leaf(ORDER_SHAPES[amplitude])
-    w = leaf(ORDER_SHAPES[frequency]) if frequency else None
-    theta = leaf(ORDER_SHAPES["word"])
+    r = leaf(COMPLEX_ORDER_SHAPES[amplitude])
+    w = leaf(COMPLEX_ORDER_SHAPES[frequency]) if frequency else None
+    theta = leaf(COMPLEX_ORDER_SHAPES["word"])
     pos = torch.arange(5.0)[:, None]
     out = CF.complex_order(r, w, theta, pos)
     assert type(out.grad_fn).__name__ == "_ComplexOrderCompiledBackward"
     _assert_same(
         lambda *a: CF.complex_order(a[0], w if frequency else None, a[-1], pos),
-        lambda *a: _order_reference(a[0], w if frequency else None, a[-1], pos),
+        lambda *a: reference_complex_order(a[0], w if frequency else None, a[-1], pos),
         (r, *([w] if frequency else []), theta),
     )
 
@@ -259,11 +253,13 @@ def test_complex_order_kernels_without_phase_and_double_backward(compiled):
     pos = torch.arange(5.0)[:, None]
     _assert_same(
         lambda r, w: CF.complex_order(r, w, None, pos),
-        lambda r, w: _order_reference(r, w, None, pos),
+        lambda r, w: reference_complex_order(r, w, None, pos),
         (r, w),
     )
     got = _grads(lambda r, w: CF.complex_order(r, w, None, pos), (r, w), create_graph=True)[1]
-    want = _grads(lambda r, w: _order_reference(r, w, None, pos), (r, w), create_graph=True)[1]
+    want = _grads(lambda r, w: reference_complex_order(r, w, None, pos), (r, w), create_graph=True)[
+        1
+    ]
     v = [torch.randn(t.shape, generator=g) for t in got]
     torch.testing.assert_close(
         torch.autograd.grad(got, (r, w), v), torch.autograd.grad(want, (r, w), v), **TOL

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from reference_ops import COMPLEX_ORDER_SHAPES, reference_complex_order
 
 from cplxnet import functional as CF
 
@@ -41,19 +42,6 @@ def test_gradcheck():
     assert torch.autograd.gradcheck(lambda t: CF.embedding(ids, t), (w,))
 
 
-def _order_reference(r, w, theta, pos):
-    """The complex-order map through autograd of cos/sin (the readable form)."""
-    angle = torch.zeros((), dtype=r.dtype)
-    if w is not None:
-        angle = angle + w * pos
-    if theta is not None:
-        angle = angle + theta
-    return torch.complex(r * torch.cos(angle), r * torch.sin(angle))
-
-
-SHAPES = {"word": (2, 5, 3), "shared": (3,), "dimension": (2, 5, 1)}
-
-
 @pytest.mark.parametrize("amplitude", ["word", "shared", "dimension"])
 @pytest.mark.parametrize("frequency", ["word", "shared", "dimension", None])
 @pytest.mark.parametrize("phase", [True, False])
@@ -67,9 +55,9 @@ def test_complex_order_values_gradients_and_gradcheck(amplitude, frequency, phas
     def leaf(shape):
         return torch.randn(shape, dtype=torch.float64, generator=g).requires_grad_()
 
-    r = leaf(SHAPES[amplitude])
-    w = leaf(SHAPES[frequency]) if frequency else None
-    theta = leaf(SHAPES["word"]) if phase else None
+    r = leaf(COMPLEX_ORDER_SHAPES[amplitude])
+    w = leaf(COMPLEX_ORDER_SHAPES[frequency]) if frequency else None
+    theta = leaf(COMPLEX_ORDER_SHAPES["word"]) if phase else None
     pos = torch.arange(5, dtype=torch.float64)[:, None]
     inputs = [t for t in (r, w, theta) if t is not None]
 
@@ -79,7 +67,7 @@ def test_complex_order_values_gradients_and_gradcheck(amplitude, frequency, phas
                                 next(it) if theta is not None else None, pos)  # fmt: skip
 
     assert torch.autograd.gradcheck(f, inputs)
-    out, ref = f(*inputs), _order_reference(r, w, theta, pos)
+    out, ref = f(*inputs), reference_complex_order(r, w, theta, pos)
     torch.testing.assert_close(out, ref)
     cot = torch.randn(ref.shape, dtype=torch.complex128, generator=g)
     torch.testing.assert_close(
@@ -99,7 +87,9 @@ def test_complex_order_double_backward_equals_the_readable_form():
     assert torch.autograd.gradgradcheck(lambda *a: CF.complex_order(*a, pos), inputs)
     cot = torch.randn(2, 5, 3, dtype=torch.complex128, generator=g)
     first = torch.autograd.grad(CF.complex_order(*inputs, pos), inputs, cot, create_graph=True)
-    first_ref = torch.autograd.grad(_order_reference(*inputs, pos), inputs, cot, create_graph=True)
+    first_ref = torch.autograd.grad(
+        reference_complex_order(*inputs, pos), inputs, cot, create_graph=True
+    )
     v = [torch.randn(t.shape, dtype=t.dtype, generator=g) for t in first]
     torch.testing.assert_close(
         torch.autograd.grad(first, inputs, v), torch.autograd.grad(first_ref, inputs, v)
