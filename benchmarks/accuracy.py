@@ -78,6 +78,11 @@ TARGETS = (
 )
 
 
+def _read_json(*path: str) -> dict:
+    with open(os.path.join(*path), encoding="utf-8") as fh:
+        return json.load(fh)
+
+
 def _name(t: Target, seed: int, fold: int | None) -> str:
     return f"{t.key}-seed{seed}" + (f"-fold{fold}" if fold is not None else "")
 
@@ -93,26 +98,20 @@ def run_one(
     name = _name(t, seed, fold)
     record_path = os.path.join(records, name + ".json")
     if os.path.exists(record_path):
-        with open(record_path, encoding="utf-8") as fh:
-            record = json.load(fh)
-        stale = _stale_fields(t, seed, fold, record)
+        stale = _stale_fields(t, seed, fold, _read_json(record_path))
         if not stale:
-            return record
+            return _read_json(record_path)
         print(f"{record_path}: settings changed since that run ({', '.join(stale)}); re-running")
     run_dir = os.path.join(runs, name)
-    results_path = os.path.join(run_dir, "results.json")
     argv = ["train", "--data", t.data, "--preset", t.preset, "--seed", str(seed)]
     if fold is not None:
         argv += ["--fold", str(fold)]
     command = "cplxnet " + " ".join(argv)
-    stale = []
-    if os.path.exists(results_path):
-        with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as fh:
-            stored = json.load(fh)
-        stale = _stale_fields(t, seed, fold, stored)
-        if stale:
-            print(f"{run_dir}: settings changed since that run ({', '.join(stale)}); re-running")
-    if stale or not os.path.exists(results_path):
+    finished = os.path.exists(os.path.join(run_dir, "results.json"))
+    stale = _stale_fields(t, seed, fold, _read_json(run_dir, "config.json")) if finished else []
+    if stale:
+        print(f"{run_dir}: settings changed since that run ({', '.join(stale)}); re-running")
+    if stale or not finished:
         print(f"[{datetime.datetime.now():%H:%M:%S}] {command}", flush=True)
         start = time.perf_counter()
         status = main(
@@ -121,12 +120,10 @@ def run_one(
         if status != 0:
             raise SystemExit(f"{command} failed with status {status}")
         print(f"  done in {time.perf_counter() - start:.0f} s", flush=True)
-    with open(results_path, encoding="utf-8") as fh:
-        results = json.load(fh)
+    results = _read_json(run_dir, "results.json")
+    config = _read_json(run_dir, "config.json")
     with open(os.path.join(run_dir, "metrics.jsonl"), encoding="utf-8") as fh:
         epochs = [json.loads(line) for line in fh if line.strip()]
-    with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as fh:
-        config = json.load(fh)
     record = {
         "target": t.key,
         "seed": seed,
@@ -199,8 +196,7 @@ def load_records(records: str) -> list[dict]:
         if not file.endswith(".json"):
             continue
         try:
-            with open(os.path.join(records, file), encoding="utf-8") as fh:
-                record = json.load(fh)
+            record = _read_json(records, file)
             t = targets.get(record["target"])
             seed, fold = record["seed"], record["fold"]
             if t is None:
