@@ -162,7 +162,7 @@ def unpack(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return as_complex(x.unflatten(-1, (-1, 2)))
 
 
-# --- appended by the core-layers helper: dtype and index checks -----------------------------------
+# --- dtype and index checks ---
 __all__ += ["check_dtype", "check_indices", "as_shape"]
 
 

@@ -186,7 +186,7 @@ class RealLSTM(nn.LSTM):
 
     A subclass, not a wrapper, so its state_dict keys are torch's (``weight_ih_l0``, ...), the
     layout of :class:`cplxnet.nn.LSTM`: a real twin and a complex model name their parameters
-    alike. State dicts saved with the former wrapper layout (``lstm.weight_ih_l0``) still load.
+    alike. State dicts whose keys carry an ``lstm.`` prefix (``lstm.weight_ih_l0``) load too.
     """
 
     def __init__(
@@ -211,7 +211,7 @@ class RealLSTM(nn.LSTM):
         )
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
-        old = prefix + "lstm."  # the former wrapper's keys
+        old = prefix + "lstm."  # keys with an "lstm." prefix
         for key in [k for k in state_dict if k.startswith(old)]:
             state_dict[prefix + key[len(old) :]] = state_dict.pop(key)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)

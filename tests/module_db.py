@@ -319,3 +319,11 @@ MODULES.extend(
         ),
     ]
 )
+
+# Entries kept in sibling files, one per family of layers.
+from module_db_extra import MODULES as _EXTRA  # noqa: E402
+from module_db_grid import MODULES as _GRID  # noqa: E402
+from module_db_norm import MODULES as _NORM  # noqa: E402
+from module_db_seq2seq import MODULES as _SEQ2SEQ  # noqa: E402
+
+MODULES.extend(_GRID + _NORM + _SEQ2SEQ + _EXTRA)

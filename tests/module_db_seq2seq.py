@@ -1,0 +1,7 @@
+"""Module-table entries for the seq2seq layers (merged into ``module_db.MODULES``)."""
+
+from __future__ import annotations
+
+from module_db import ModuleInfo  # noqa: F401
+
+MODULES: list[ModuleInfo] = []
