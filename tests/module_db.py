@@ -26,8 +26,9 @@ the given ``dtype`` (the module's dtype: complex, or real for the real-twin test
 are not differentiated. Keep shapes tiny: gradcheck perturbs every input and parameter entry.
 Set ``takes_factory_kwargs=False`` for parameter-free modules without ``device``/``dtype``
 arguments, ``is_random=True`` for modules whose training-mode output depends on the RNG (they
-are gradchecked in eval mode) and ``supports_real=True`` if the module also accepts a real
-dtype / real input.
+are gradchecked in eval mode), ``supports_real=True`` if the module also accepts a real
+dtype / real input, and ``exact_grad=False`` for a module whose backward is a documented surrogate
+(a straight-through estimator), which gradcheck cannot confirm.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class ModuleInfo:
     complex_input: bool = True  # the first forward argument is a complex tensor
     compile_backend: str | None = None  # e.g. "inductor" or "aot_eager" to smoke-test compile
     build: Callable | None = None  # constructor to call instead of ``cls`` (e.g. a classmethod)
+    exact_grad: bool = True  # False: a documented surrogate gradient (gradcheck is skipped)
 
     @property
     def id(self) -> str:

@@ -1,7 +1,69 @@
-"""Module-table entries for the extra layers (merged into ``module_db.MODULES``)."""
+"""Module-table entries for the parametric and amplitude-phase activations and the losses
+(merged into ``module_db.MODULES``)."""
 
 from __future__ import annotations
 
-from module_db import ModuleInfo  # noqa: F401
+import torch
+from module_db import ModuleInfo, _randn, _x
 
-MODULES: list[ModuleInfo] = []
+from cplxnet import nn as cnn
+
+_ACT = {"has_params": False, "takes_factory_kwargs": False, "supports_real": True}
+_LOSS = {"has_params": False, "takes_factory_kwargs": False, "supports_real": True}
+
+
+def _pair(*shape):
+    """(input, target) of ``shape``, both floating in the requested dtype."""
+    return lambda dtype, device: ((_randn(shape, dtype, device), _randn(shape, dtype, device)), {})
+
+
+def _logits_and_classes(dtype, device):
+    return (_randn((4, 3), dtype, device), torch.tensor([0, 2, 1, 2], device=device)), {}
+
+
+def _logits_grid_and_classes(dtype, device):
+    classes = torch.tensor([[[0, 2], [1, 1]], [[2, 0], [1, 0]]], device=device)
+    return (_randn((2, 3, 2, 2), dtype, device), classes), {}
+
+
+MODULES: list[ModuleInfo] = [
+    ModuleInfo(cnn.PReLU, _x(2, 3, 4), args=(3,), supports_real=True, compile_backend="aot_eager"),
+    ModuleInfo(
+        cnn.PReLU,
+        _x(
+            5,
+        ),
+        name="PReLU_shared_unbatched",
+        supports_real=True,
+    ),
+    ModuleInfo(cnn.ELU, _x(3, 5), compile_backend="aot_eager", **_ACT),
+    ModuleInfo(cnn.CELU, _x(3, 5), kwargs={"alpha": 0.7}, **_ACT),
+    ModuleInfo(cnn.ZLeakyReLU, _x(3, 5), kwargs={"negative_slope": 0.2}, **_ACT),
+    ModuleInfo(cnn.ModTanh, _x(3, 5), compile_backend="aot_eager", **_ACT),
+    ModuleInfo(cnn.GeorgiouKoutsougeras, _x(3, 5), kwargs={"c": 0.5, "r": 2.0}, **_ACT),
+    ModuleInfo(cnn.MVN, _x(3, 5), has_params=False, takes_factory_kwargs=False),
+    ModuleInfo(
+        cnn.MVN,
+        _x(3, 5),
+        kwargs={"sectors": 6},
+        has_params=False,
+        takes_factory_kwargs=False,
+        exact_grad=False,
+        name="MVN_discrete",
+    ),
+    ModuleInfo(cnn.MSELoss, _pair(3, 4), compile_backend="aot_eager", **_LOSS),
+    ModuleInfo(
+        cnn.MSELoss, _pair(3, 4), kwargs={"reduction": "none"}, name="MSELoss_none", **_LOSS
+    ),
+    ModuleInfo(cnn.L1Loss, _pair(3, 4), kwargs={"reduction": "sum"}, **_LOSS),
+    ModuleInfo(cnn.MagnitudeLoss, _pair(3, 4), **_LOSS),
+    ModuleInfo(cnn.PhaseAwareLoss, _pair(3, 4), compile_backend="aot_eager", **_LOSS),
+    ModuleInfo(cnn.CrossEntropyLoss, _logits_and_classes, **_LOSS),
+    ModuleInfo(
+        cnn.CrossEntropyLoss,
+        _logits_grid_and_classes,
+        kwargs={"score": "magnitude", "label_smoothing": 0.1},
+        name="CrossEntropyLoss_magnitude_grid",
+        **_LOSS,
+    ),
+]

@@ -7,6 +7,7 @@ from .conv import *  # noqa: F403
 from .dropout import *  # noqa: F403
 from .embedding import *  # noqa: F403
 from .linear import *  # noqa: F403
+from .loss import *  # noqa: F403
 from .norm import *  # noqa: F403
 from .pooling import *  # noqa: F403
 from .readout import *  # noqa: F403

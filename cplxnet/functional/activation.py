@@ -7,7 +7,11 @@ Two families (Barrachina et al., "Theory and Implementation of Complex-Valued Ne
   :math:`f(x + iy) = g(x) + i g(y)` -- :func:`crelu`, :func:`split_tanh`, :func:`split_sigmoid`,
   :func:`split_gelu`;
 * phase-aware: :func:`modrelu` (keeps the phase, thresholds the modulus), :func:`zrelu` (keeps
-  the first quadrant), :func:`cardioid` (phase-dependent gain).
+  the first quadrant), :func:`cardioid` (phase-dependent gain);
+* split with a parameter: :func:`split_prelu`, :func:`split_elu`, :func:`split_celu`,
+  :func:`zleaky_relu` (first quadrant kept, the rest scaled);
+* amplitude-phase ("type B", phase kept, modulus squashed): :func:`modtanh` (Hirose),
+  :func:`georgiou_koutsougeras`, :func:`mvn` (Aizenberg's multi-valued neuron).
 
 Every function also accepts a real tensor, on which it reduces to the real activation
 (``crelu`` -> ``relu``, ``modrelu`` -> ``relu(|x| + b) sign(x)``, ``zrelu``/``cardioid`` ->
@@ -25,7 +29,22 @@ import torch.nn.functional as F
 from .._utils import as_complex, eager_complex, grad_via_composed
 from . import compiled as _kernels
 
-__all__ = ["crelu", "split_tanh", "split_sigmoid", "split_gelu", "modrelu", "zrelu", "cardioid"]
+__all__ = [
+    "crelu",
+    "split_tanh",
+    "split_sigmoid",
+    "split_gelu",
+    "split_prelu",
+    "split_elu",
+    "split_celu",
+    "modrelu",
+    "zrelu",
+    "zleaky_relu",
+    "cardioid",
+    "modtanh",
+    "georgiou_koutsougeras",
+    "mvn",
+]
 
 
 def _split(fn: Callable[[torch.Tensor], torch.Tensor], z: torch.Tensor) -> torch.Tensor:
@@ -61,6 +80,41 @@ def split_sigmoid(z: torch.Tensor) -> torch.Tensor:
 def split_gelu(z: torch.Tensor, approximate: str = "none") -> torch.Tensor:
     r"""Split GELU :math:`\mathrm{GELU}(x) + i\,\mathrm{GELU}(y)` (``approximate`` as in torch)."""
     return _split(lambda t: F.gelu(t, approximate=approximate), z)
+
+
+def split_prelu(z: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    r"""Split PReLU :math:`\mathrm{PReLU}_a(x) + i\,\mathrm{PReLU}_a(y)` with the real slope
+    ``weight`` :math:`a` (one entry, or one per channel on dim 1 as
+    :func:`torch.nn.functional.prelu`; He et al., "Delving Deep into Rectifiers", ICCV 2015;
+    the split form as complextorch's ``CPReLU``). The real and imaginary parts of a channel share
+    its slope."""
+    if not z.is_complex():
+        return F.prelu(z, weight)
+    if z.dim() == 0:
+        return as_complex(F.prelu(torch.view_as_real(z).unsqueeze(0), weight).squeeze(0))
+    return as_complex(F.prelu(torch.view_as_real(z), weight))  # dim 1 stays the channel dim
+
+
+def split_elu(z: torch.Tensor, alpha: float = 1.0, inplace: bool = False) -> torch.Tensor:
+    r"""Split ELU :math:`\mathrm{ELU}(x) + i\,\mathrm{ELU}(y)`,
+    :math:`\mathrm{ELU}(t) = t` for :math:`t > 0`, else :math:`\alpha (e^t - 1)` (Clevert et al.,
+    "Fast and Accurate Deep Network Learning by Exponential Linear Units", ICLR 2016). With
+    ``inplace=True`` ``z`` is overwritten through its real view and returned."""
+    if inplace and z.is_complex():
+        F.elu(torch.view_as_real(z), alpha, inplace=True)
+        return z
+    return _split(lambda t: F.elu(t, alpha, inplace=inplace), z)
+
+
+def split_celu(z: torch.Tensor, alpha: float = 1.0, inplace: bool = False) -> torch.Tensor:
+    r"""Split CELU :math:`\mathrm{CELU}(x) + i\,\mathrm{CELU}(y)`,
+    :math:`\mathrm{CELU}(t) = \max(0, t) + \min(0, \alpha (e^{t/\alpha} - 1))` (Barron,
+    "Continuously Differentiable Exponential Linear Units", 2017). ``inplace`` as
+    :func:`split_elu`."""
+    if inplace and z.is_complex():
+        F.celu(torch.view_as_real(z), alpha, inplace=True)
+        return z
+    return _split(lambda t: F.celu(t, alpha, inplace=inplace), z)
 
 
 def _modrelu_autograd(z: torch.Tensor, bias: torch.Tensor | float) -> torch.Tensor:
@@ -166,6 +220,89 @@ def zrelu(z: torch.Tensor) -> torch.Tensor:
         return F.relu(z)
     keep = (z.real >= 0) & (z.imag >= 0)
     return torch.where(keep, z, torch.zeros((), dtype=z.dtype, device=z.device))
+
+
+def zleaky_relu(z: torch.Tensor, negative_slope: float = 0.01) -> torch.Tensor:
+    r"""zLeakyReLU: :math:`z` if :math:`0 \le \arg z \le \pi/2` (both parts non-negative), else
+    :math:`a z` with :math:`a` = ``negative_slope`` (zReLU of Guberman 2016 with a leak, as
+    torchcvnn's ``zLeakyReLU``; :math:`a = 0` is :func:`zrelu`). On real input: leaky ReLU."""
+    if not z.is_complex():
+        return F.leaky_relu(z, negative_slope)
+    keep = (z.real >= 0) & (z.imag >= 0)
+    return torch.where(keep, z, z * negative_slope)
+
+
+def _unit_phase_scale(r: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor], at0: float):
+    """``fn(r) / r`` with the value ``at0`` (its limit) where ``r = 0``."""
+    pos = r > 0
+    safe = torch.where(pos, r, 1.0)
+    return torch.where(pos, fn(safe) / safe, at0)
+
+
+def modtanh(z: torch.Tensor) -> torch.Tensor:
+    r"""Amplitude-phase tanh :math:`\tanh(|z|)\, e^{i \arg z}` (Hirose, "Continuous complex-valued
+    back-propagation learning", Electronics Letters 28(20), 1992): the phase is kept and the
+    modulus squashed into [0, 1). Computed as :math:`z \tanh(|z|)/|z|` (1 at the origin, its
+    limit), so output and gradient are finite everywhere. On real input: :math:`\tanh`."""
+    if not z.is_complex():
+        return torch.tanh(z)
+    return z * _unit_phase_scale(z.abs(), torch.tanh, 1.0)
+
+
+def georgiou_koutsougeras(z: torch.Tensor, c: float = 1.0, r: float = 1.0) -> torch.Tensor:
+    r"""Georgiou-Koutsougeras activation :math:`z / (c + |z| / r)` (Georgiou & Koutsougeras,
+    "Complex domain backpropagation", IEEE TCAS-II 39(5), 1992; complextorch's ``CVSigLog``): the
+    phase is kept and the modulus :math:`|z| / (c + |z|/r)` saturates at :math:`r`. ``c > 0`` and
+    ``r > 0``. Smooth in :math:`(x, y)` away from the origin and continuous there."""
+    if c <= 0 or r <= 0:
+        raise ValueError(f"georgiou_koutsougeras: c and r must be positive, got c={c}, r={r}")
+    return z / (c + z.abs() / r)
+
+
+class _MVNStraightThrough(torch.autograd.Function):
+    """Forward: the sector root of unity; backward: the gradient of the continuous MVN
+    ``z / |z|`` (a straight-through estimator; the staircase itself has zero gradient)."""
+
+    @staticmethod
+    def forward(ctx, z, sectors):  # noqa: D102 (autograd.Function)
+        ctx.save_for_backward(z)
+        two_pi = 2.0 * torch.pi
+        angle = torch.remainder(torch.angle(z), two_pi)
+        j = torch.floor(angle * (sectors / two_pi)).clamp_(max=sectors - 1)
+        return torch.polar(torch.ones_like(angle), j * (two_pi / sectors))
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        (z,) = ctx.saved_tensors
+        with torch.enable_grad():
+            zz = z.detach().requires_grad_()
+            out = mvn(zz)
+        (g,) = torch.autograd.grad(out, zz, grad, create_graph=torch.is_grad_enabled())
+        return g, None
+
+
+def mvn(z: torch.Tensor, sectors: int | None = None) -> torch.Tensor:
+    r"""Multi-valued neuron activation (Aizenberg & Aizenberg, "CNN based on multi-valued neuron
+    as a model of associative memory for grey scale images", 1992; Aizenberg, "Complex-Valued
+    Neural Networks with Multi-Valued Neurons", Springer 2011).
+
+    ``sectors=None``: the continuous MVN :math:`P(z) = z / |z|` (the unit circle; 0 at the
+    origin, where the phase is undefined). ``sectors=k``: the discrete MVN
+    :math:`P(z) = \varepsilon^j`, :math:`\varepsilon = e^{2\pi i / k}`,
+    :math:`j = \lfloor k \arg(z) / 2\pi \rfloor` with :math:`\arg z \in [0, 2\pi)`: the k-th
+    root of unity opening the sector :math:`z` lies in (a point on a sector's lower edge belongs
+    to that sector; the origin to sector 0). The
+    staircase has zero derivative almost everywhere, so its backward is the continuous MVN's
+    (straight-through; Aizenberg trains the discrete neuron with an error-correction rule
+    instead, which cplxnet does not provide).
+    """
+    if not z.is_complex():
+        raise TypeError(f"mvn: input must be complex, got {z.dtype}")
+    if sectors is None:
+        return z * _unit_phase_scale(z.abs(), torch.ones_like, 1.0)
+    if isinstance(sectors, bool) or not isinstance(sectors, int) or sectors < 2:
+        raise ValueError(f"mvn: sectors must be an integer >= 2 (or None), got {sectors!r}")
+    return _MVNStraightThrough.apply(z, sectors)
 
 
 def _cardioid_autograd(z: torch.Tensor) -> torch.Tensor:

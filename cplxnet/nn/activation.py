@@ -30,6 +30,13 @@ __all__ = [
     "SplitTanh",
     "SplitSigmoid",
     "SplitGELU",
+    "PReLU",
+    "ELU",
+    "CELU",
+    "ZLeakyReLU",
+    "ModTanh",
+    "GeorgiouKoutsougeras",
+    "MVN",
     "ACTIVATIONS",
     "activation_module",
 ]
@@ -176,6 +183,205 @@ class ModReLU(HasDtype, nn.Module):
         return f"num_features={nf}, bias_init={self.bias_init}, dtype={self.dtype}"
 
 
+class PReLU(HasDtype, nn.Module):
+    r"""Split PReLU :math:`\mathrm{PReLU}_a(x) + i\,\mathrm{PReLU}_a(y)` with a learned real slope
+    per channel (He et al., ICCV 2015; the split form as complextorch's ``CPReLU``).
+
+    ``torch.nn.PReLU``'s arguments: ``num_parameters`` slopes (1, or the number of channels on
+    dim 1 of the input), each initialised to ``init``. The slopes are real (stored in the real
+    dtype of the parts) and shared by the real and imaginary part of a channel.
+
+    Shape: ``(*)`` with the channels on dim 1 -> same.
+
+    Examples::
+
+        >>> m = cplxnet.nn.PReLU(16)
+        >>> m(torch.randn(8, 16, 32, 32, dtype=torch.cfloat)).shape
+        torch.Size([8, 16, 32, 32])
+    """
+
+    def __init__(
+        self,
+        num_parameters: int = 1,
+        init: float = 0.25,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        owner = type(self).__name__
+        fk = factory_kwargs(device, dtype, owner, allow_real=True)
+        super().__init__()
+        if isinstance(num_parameters, bool) or not isinstance(num_parameters, int):
+            raise TypeError(f"{owner}: num_parameters must be an int, got {num_parameters!r}")
+        if num_parameters < 1:
+            raise ValueError(f"{owner}: num_parameters must be >= 1, got {num_parameters}")
+        self.num_parameters = num_parameters
+        self.init = float(init)
+        self._dtype = fk["dtype"]
+        self.weight = nn.Parameter(
+            torch.empty(num_parameters, device=device, dtype=real_dtype(fk["dtype"]))
+        )
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.constant_(self.weight, self.init)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """``z`` ``(*)`` complex, channels on dim 1 -> ``(*)``: PReLU on each part."""
+        owner = type(self).__name__
+        check_dtype(z, self.dtype, owner)
+        if self.num_parameters != 1 and (z.dim() < 2 or z.shape[1] != self.num_parameters):
+            raise ValueError(
+                f"{owner}: expected {self.num_parameters} channels on dim 1, got shape "
+                f"{tuple(z.shape)}"
+            )
+        return CF.split_prelu(z, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}, init={self.init}, dtype={self.dtype}"
+
+
+class _AlphaSplit(nn.Module):
+    """Shared ``(alpha, inplace)`` arguments of the split exponential units."""
+
+    _fn = staticmethod(CF.split_elu)
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        self.alpha = float(alpha)
+        self.inplace = inplace
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """``z`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise on each part."""
+        _check_tensor(z, type(self).__name__)
+        return self._fn(z, self.alpha, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class ELU(_AlphaSplit):
+    r"""Split ELU :math:`\mathrm{ELU}(x) + i\,\mathrm{ELU}(y)` (Clevert et al., ICLR 2016), with
+    ``torch.nn.ELU``'s arguments ``(alpha=1.0, inplace=False)``; real input gives torch's ELU.
+
+    Examples::
+
+        >>> cplxnet.nn.ELU()(torch.tensor([-1.0 + 2.0j]))
+        tensor([-0.6321+2.j])
+    """
+
+    _fn = staticmethod(CF.split_elu)
+
+
+class CELU(_AlphaSplit):
+    r"""Split CELU :math:`\mathrm{CELU}(x) + i\,\mathrm{CELU}(y)` (Barron 2017), with
+    ``torch.nn.CELU``'s arguments ``(alpha=1.0, inplace=False)``; real input gives torch's CELU.
+
+    Examples::
+
+        >>> cplxnet.nn.CELU(alpha=2.0)(torch.tensor([-1.0 + 2.0j]))
+        tensor([-0.7869+2.j])
+    """
+
+    _fn = staticmethod(CF.split_celu)
+
+
+class ZLeakyReLU(nn.Module):
+    r"""zLeakyReLU: :math:`z` if :math:`0 \le \arg z \le \pi/2`, else ``negative_slope`` times
+    :math:`z` (Guberman's zReLU with a leak, as torchcvnn's ``zLeakyReLU``).
+
+    Examples::
+
+        >>> cplxnet.nn.ZLeakyReLU(0.1)(torch.tensor([1.0 + 1.0j, -1.0 + 1.0j]))
+        tensor([ 1.0000+1.0000j, -0.1000+0.1000j])
+    """
+
+    def __init__(self, negative_slope: float = 0.01) -> None:
+        super().__init__()
+        self.negative_slope = float(negative_slope)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """``z`` any shape ``(*)``, complex (or real: leaky ReLU) -> ``(*)``."""
+        _check_tensor(z, type(self).__name__)
+        return CF.zleaky_relu(z, self.negative_slope)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}"
+
+
+class ModTanh(nn.Module):
+    r"""Amplitude-phase tanh :math:`\tanh(|z|)\, e^{i\arg z}` (Hirose, Electronics Letters 1992):
+    phase kept, modulus squashed into [0, 1) (see :func:`cplxnet.functional.modtanh`).
+
+    Examples::
+
+        >>> cplxnet.nn.ModTanh()(torch.tensor([3.0 + 4.0j])).abs()
+        tensor([0.9999])
+    """
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """``z`` any shape ``(*)``, complex (or real: tanh) -> ``(*)``."""
+        _check_tensor(z, type(self).__name__)
+        return CF.modtanh(z)
+
+
+class GeorgiouKoutsougeras(nn.Module):
+    r"""Georgiou-Koutsougeras activation :math:`z / (c + |z|/r)` (IEEE TCAS-II 1992): phase kept,
+    modulus saturating at ``r`` (complextorch's ``CVSigLog``).
+
+    Examples::
+
+        >>> cplxnet.nn.GeorgiouKoutsougeras(c=1.0, r=2.0)(torch.tensor([3.0 + 4.0j])).abs()
+        tensor([1.4286])
+    """
+
+    def __init__(self, c: float = 1.0, r: float = 1.0) -> None:
+        super().__init__()
+        if c <= 0 or r <= 0:
+            raise ValueError(f"{type(self).__name__}: c and r must be positive, got c={c}, r={r}")
+        self.c = float(c)
+        self.r = float(r)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """``z`` any shape ``(*)``, complex (or real) -> ``(*)``."""
+        _check_tensor(z, type(self).__name__)
+        return CF.georgiou_koutsougeras(z, self.c, self.r)
+
+    def extra_repr(self) -> str:
+        return f"c={self.c}, r={self.r}"
+
+
+class MVN(nn.Module):
+    r"""Multi-valued neuron activation (Aizenberg): ``sectors=None`` maps :math:`z` to
+    :math:`z/|z|`; ``sectors=k`` to the k-th root of unity opening the sector of :math:`\arg z`,
+    with the continuous map's gradient (straight-through; see :func:`cplxnet.functional.mvn`).
+
+    Examples::
+
+        >>> cplxnet.nn.MVN(sectors=4)(torch.tensor([-1.0 + 2.0j])).angle()
+        tensor([1.5708])
+    """
+
+    def __init__(self, sectors: int | None = None) -> None:
+        super().__init__()
+        owner = type(self).__name__
+        if sectors is not None and (
+            isinstance(sectors, bool) or not isinstance(sectors, int) or sectors < 2
+        ):
+            raise ValueError(f"{owner}: sectors must be an integer >= 2 (or None), got {sectors!r}")
+        self.sectors = sectors
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """``z`` any shape ``(*)``, complex -> ``(*)`` on the unit circle."""
+        owner = type(self).__name__
+        _check_tensor(z, owner)
+        if not z.is_complex():
+            raise TypeError(f"{owner}: input must be complex, got {z.dtype}")
+        return CF.mvn(z, self.sectors)
+
+    def extra_repr(self) -> str:
+        return f"sectors={self.sectors}"
+
+
 # name -> (complex module, real module); each takes (num_features, factory kwargs). On the real
 # line crelu, zrelu and cardioid all reduce to ReLU, split_gelu to GELU, split_tanh to tanh,
 # split_sigmoid to the sigmoid, and modrelu to relu(|x| + b) sign(x).
@@ -187,12 +393,23 @@ _FACTORIES: dict[str, tuple[Callable[..., nn.Module], Callable[..., nn.Module]]]
     "split_tanh": (lambda n, fk: SplitTanh(), lambda n, fk: nn.Tanh()),
     "split_sigmoid": (lambda n, fk: SplitSigmoid(), lambda n, fk: nn.Sigmoid()),
     "modrelu": (lambda n, fk: ModReLU(n, **fk), lambda n, fk: ModReLU(n, **fk)),
+    "split_elu": (lambda n, fk: ELU(), lambda n, fk: nn.ELU()),
+    "split_celu": (lambda n, fk: CELU(), lambda n, fk: nn.CELU()),
+    "zleaky_relu": (lambda n, fk: ZLeakyReLU(), lambda n, fk: nn.LeakyReLU()),
+    "modtanh": (lambda n, fk: ModTanh(), lambda n, fk: nn.Tanh()),
 }
-_ALIASES = {"relu": "crelu", "gelu": "split_gelu", "tanh": "split_tanh", "sigmoid": "split_sigmoid"}
+_ALIASES = {
+    "relu": "crelu",
+    "gelu": "split_gelu",
+    "tanh": "split_tanh",
+    "sigmoid": "split_sigmoid",
+    "elu": "split_elu",
+    "celu": "split_celu",
+}
 
 #: Names accepted by :func:`activation_module` (the canonical names, then the torch-style aliases
 #: ``relu`` -> ``crelu``, ``gelu`` -> ``split_gelu``, ``tanh`` -> ``split_tanh``, ``sigmoid`` ->
-#: ``split_sigmoid``).
+#: ``split_sigmoid``, ``elu`` -> ``split_elu``, ``celu`` -> ``split_celu``).
 ACTIVATIONS: tuple[str, ...] = tuple(_FACTORIES) + tuple(_ALIASES)
 
 
@@ -206,15 +423,18 @@ def activation_module(
 
     A complex ``dtype`` (the default: the complex type of ``torch.get_default_dtype()``) gives the
     complex activation (:class:`CReLU`, :class:`ZReLU`, :class:`Cardioid`, :class:`SplitGELU`,
-    :class:`SplitTanh`, :class:`SplitSigmoid`, :class:`ModReLU`); a real floating ``dtype`` its
-    restriction to the reals, as torch's module where there is one (``crelu``, ``zrelu`` and
-    ``cardioid`` -> ``nn.ReLU``, ``split_gelu`` -> ``nn.GELU``, ``split_tanh`` -> ``nn.Tanh``,
-    ``split_sigmoid`` -> ``nn.Sigmoid``; ``modrelu`` -> a real :class:`ModReLU`, i.e.
+    :class:`SplitTanh`, :class:`SplitSigmoid`, :class:`ModReLU`, :class:`ELU`, :class:`CELU`,
+    :class:`ZLeakyReLU`, :class:`ModTanh`); a real floating ``dtype`` its restriction to the
+    reals, as torch's module where there is one (``crelu``, ``zrelu`` and ``cardioid`` ->
+    ``nn.ReLU``, ``split_gelu`` -> ``nn.GELU``, ``split_tanh`` and ``modtanh`` -> ``nn.Tanh``,
+    ``split_sigmoid`` -> ``nn.Sigmoid``, ``split_elu`` -> ``nn.ELU``, ``split_celu`` ->
+    ``nn.CELU``, ``zleaky_relu`` -> ``nn.LeakyReLU``; ``modrelu`` -> a real :class:`ModReLU`, i.e.
     ``relu(|x| + b) sign(x)``). This is the one table behind the Transformer's ``activation=``
     and the model zoo's, so a complex model and its real twin agree on every name.
 
     Args:
-        name: an activation name (aliases ``relu``, ``gelu``, ``tanh``, ``sigmoid`` accepted).
+        name: an activation name (aliases ``relu``, ``gelu``, ``tanh``, ``sigmoid``, ``elu``,
+            ``celu`` accepted).
         num_features: width covered by modReLU's learnable bias (ignored by the others).
         device, dtype: factory kwargs of modReLU's bias; ``dtype`` also picks complex or real.
     """
