@@ -1,5 +1,6 @@
-"""Text classifiers built from cplxnet's public API: FastText, Kim CNN, (bi)LSTM, Transformer,
-each complex or real.
+"""Models built from cplxnet's public API: the text classifiers FastText, Kim CNN, (bi)LSTM,
+Transformer and the decoder language model, each complex or real; and a 2-D :class:`UNet` for
+complex images with a synthetic undersampled-Fourier task (:func:`undersampled_fourier_pairs`).
 
 >>> from cplxnet.models import make_config, build_model
 >>> model = build_model(make_config("transformer", vocab_size=1000, num_classes=6,
@@ -45,8 +46,13 @@ from .decoder import Decoder, next_token_logits
 from .fasttext import FastText
 from .lstm import LSTMClassifier
 from .transformer import TransformerClassifier
+from .unet import UNet, as_channels, from_channels, undersampled_fourier_pairs
 
 __all__ = [
+    "UNet",
+    "as_channels",
+    "from_channels",
+    "undersampled_fourier_pairs",
     "FAMILIES",
     "LM_FAMILIES",
     "LM_PRESET_TRAINING",

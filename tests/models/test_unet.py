@@ -1,0 +1,72 @@
+"""The zoo's U-Net (complex and real twin) and its synthetic reconstruction task."""
+
+import pytest
+import torch
+
+import cplxnet
+from cplxnet.models import UNet, as_channels, from_channels, undersampled_fourier_pairs
+
+
+def _data(n=4, size=16, seed=0):
+    return undersampled_fourier_pairs(n, size, generator=torch.Generator().manual_seed(seed))
+
+
+def test_the_task_is_undersampled_fourier_data_of_unit_rms_complex_images():
+    x, y = _data(3, 32)
+    assert x.shape == y.shape == (3, 1, 32, 32) and x.dtype == y.dtype == torch.complex64
+    torch.testing.assert_close(y.abs().pow(2).mean(dim=(-2, -1)), torch.ones(3, 1))
+    # the input is the inverse FFT of a column-masked k-space of the image
+    k_in = torch.fft.fftshift(torch.fft.fft2(x.double(), norm="ortho"), dim=(-2, -1))
+    k_full = torch.fft.fftshift(torch.fft.fft2(y.double(), norm="ortho"), dim=(-2, -1))
+    kept = (k_in - k_full).abs().amax(dim=(1, 2)) < 1e-5  # (n, W) columns sampled
+    zeroed = k_in.abs().amax(dim=(1, 2)) < 1e-5
+    assert torch.all(kept | zeroed)
+    assert kept[:, 15:17].all() and 0 < kept.float().mean() < 0.6
+    assert (y.angle().std() > 1.0).all()  # the phase carries structure
+    x2, y2 = _data(3, 32)
+    assert torch.equal(x, x2) and torch.equal(y, y2)  # seeded
+
+
+def test_channels_round_trip():
+    z = torch.randn(2, 3, 4, 4, dtype=torch.cfloat)
+    r = as_channels(z)
+    assert r.shape == (2, 6, 4, 4) and torch.equal(r[:, 2], z[:, 1].real)
+    assert torch.equal(from_channels(r), z)
+
+
+@pytest.mark.parametrize("upsample", ["transpose", "bilinear"])
+@pytest.mark.parametrize("activation", ["crelu", "modrelu", "cardioid"])
+def test_complex_unet_and_its_real_twin_shapes_and_equal_flops(upsample, activation):
+    net = UNet(1, 1, 4, 2, activation=activation, upsample=upsample)
+    twin = UNet(2, 2, 8, 2, activation=activation, upsample=upsample, dtype=torch.float32)
+    x, _ = _data()
+    assert net(x).shape == x.shape and net(x).dtype == torch.complex64
+    assert twin(as_channels(x)).shape == (4, 2, 16, 16)
+    assert isinstance(net.down[0][1], cplxnet.nn.BatchNorm2d)
+    assert isinstance(twin.down[0][1], torch.nn.BatchNorm2d)
+    # equal multiply-adds: each complex weight is 4 real ones, the twin has 4x the real weights
+    conv_c = sum(p.numel() for n, p in net.named_parameters() if p.dim() == 4)
+    conv_r = sum(p.numel() for n, p in twin.named_parameters() if p.dim() == 4)
+    assert conv_r == 4 * conv_c
+
+
+def test_unet_overfits_one_batch_and_beats_the_zero_filled_input():
+    torch.manual_seed(0)
+    net = UNet(1, 1, 4, 1)
+    x, y = _data(4, 16)
+    opt = torch.optim.Adam(net.parameters(), lr=3e-3)
+    loss_fn = cplxnet.nn.MSELoss()
+    start = float(loss_fn(x, y))
+    for _ in range(60):
+        loss = loss_fn(net(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert float(loss) < 0.5 * start
+
+
+def test_unet_bad_arguments():
+    with pytest.raises(ValueError, match="upsample must be"):
+        UNet(upsample="cubic")
+    with pytest.raises(ValueError, match="residual=True needs"):
+        UNet(1, 2)
