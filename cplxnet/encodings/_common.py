@@ -120,9 +120,25 @@ def check_ids(ids: torch.Tensor, num: int, owner: str) -> None:
         raise IndexError(f"{owner}: token id {bad} out of range for vocab_size={num}")
 
 
-def relative_index(lq: int, lk: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """``(Lq, Lk)`` long tensor of ``i - j`` (query position minus key position)."""
-    i = torch.arange(lq, device=device)
+def query_positions(
+    lq: int, lk: int, device: torch.device | str | None = None, *, at_end: bool = True
+) -> torch.Tensor:
+    """``(Lq,)`` long positions of the queries among keys at ``0 .. Lk-1``.
+
+    ``at_end=True``: the queries are the last ``Lq`` positions, ``Lk - Lq .. Lk - 1`` (a decoder
+    whose ``Lq`` new tokens follow ``Lk - Lq`` cached keys; x-transformers' convention);
+    ``at_end=False``: ``0 .. Lq - 1``. Both agree when ``Lq == Lk``.
+    """
+    start = lk - lq if at_end else 0
+    return torch.arange(start, start + lq, device=device)
+
+
+def relative_index(
+    lq: int, lk: int, device: torch.device | str | None = None, *, at_end: bool = False
+) -> torch.Tensor:
+    """``(Lq, Lk)`` long tensor of ``i - j`` (query position minus key position), with the query
+    positions of :func:`query_positions` (``at_end=False``: query ``i`` at position ``i``)."""
+    i = query_positions(lq, lk, device, at_end=at_end)
     j = torch.arange(lk, device=device)
     return i[:, None] - j[None, :]
 
