@@ -72,7 +72,8 @@ def test_queries_are_aligned_with_the_end_of_the_keys(causal):
         tail = enc.logits_bias(torch.randn(1, H, lq, 2), torch.randn(1, H, L, 2))
         assert torch.equal(tail, full[:, :, L - lq :])
     m = torch.tensor(reference_slopes(H), dtype=torch.float64)
-    one = enc.logits_bias(torch.randn(1, H, 1, 2).double(), torch.randn(1, H, L, 2).double())[0, :, 0]
+    q, k = torch.randn(1, H, 1, 2).double(), torch.randn(1, H, L, 2).double()
+    one = enc.logits_bias(q, k)[0, :, 0]
     torch.testing.assert_close(one, -m[:, None] * (L - 1 - torch.arange(L)).double())
 
 
