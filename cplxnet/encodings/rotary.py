@@ -7,7 +7,9 @@ import torch
 
 from .._utils import check_choice, complex_dtype, factory_kwargs, pack, real_dtype
 from ._common import (
+    Positions,
     cached_rows,
+    rows_at,
     complex_features,
     complex_sinusoid,
     head_width,
@@ -154,22 +156,27 @@ class RotaryEncoding(PositionalEncoding):
             )
 
     def rotate_one(
-        self, x: torch.Tensor, scale: torch.Tensor | float | None = None
+        self,
+        x: torch.Tensor,
+        scale: torch.Tensor | float | None = None,
+        positions: Positions | None = None,
     ) -> torch.Tensor:
-        """Rotate ``x (..., L, Dh)`` by its positions ``0 .. L-1``: ``x * e^{i m theta} * scale``.
+        """Rotate ``x (..., L, Dh)`` by its positions ``m``: ``x * e^{i m theta} * scale``.
 
         ``scale`` is a real ``(L, features)`` tensor or a number multiplying each complex
-        feature (its modulus; ``None``: 1).
+        feature (its modulus; ``None``: 1). The positions are ``0 .. L-1``, or ``positions``
+        (:class:`~cplxnet.encodings._common.Positions`).
         """
         L = x.shape[-2]
         if self._half:
-            c = cached_rows(self, "_cos", L, self._build_cos).to(x.dtype)  # (L, Dh/2)
-            s = cached_rows(self, "_sin", L, self._build_sin).to(x.dtype)
+            c = rows_at(lambda n: cached_rows(self, "_cos", n, self._build_cos), L, positions)
+            s = rows_at(lambda n: cached_rows(self, "_sin", n, self._build_sin), L, positions)
+            c, s = c.to(x.dtype), s.to(x.dtype)  # (L, Dh/2)
             if scale is not None:
                 c, s = c * scale, s * scale
             x1, x2 = x[..., : self.features], x[..., self.features :]
             return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
-        f = cached_rows(self, "_freqs", L, self._build)  # (L, Dh) complex
+        f = rows_at(lambda n: cached_rows(self, "_freqs", n, self._build), L, positions)
         if scale is not None:
             f = f * scale
         if x.is_complex():
@@ -180,15 +187,22 @@ class RotaryEncoding(PositionalEncoding):
         return None if self.attention_factor == 1.0 else self.attention_factor
 
     def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        *,
+        positions: Positions | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Rotate ``q``, ``k`` (and ``v`` with ``rotate_values``) by their positions, ``0 ..
+        L-1`` or the keyword-only ``positions`` of the queries and keys alike (self-attention)."""
         self._check(q, "q")
         self._check(k, "k")
         a = self._attention_scale()
-        q, k = self.rotate_one(q, a), self.rotate_one(k, a)
+        q, k = self.rotate_one(q, a, positions), self.rotate_one(k, a, positions)
         if self.rotate_values:
             self._check(v, "v")
-            v = self.rotate_one(v)
+            v = self.rotate_one(v, None, positions)
         return q, k, v
 
     def _scaling_repr(self) -> str:
