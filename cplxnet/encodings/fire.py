@@ -39,8 +39,9 @@ class FireEncoding(PositionalEncoding):
     at any length). Bidirectional attention: the same formula, which reads the distance
     :math:`|i - j|` (the reference code's ``abs``): a key after the query gets the bias of the
     same distance before it, and the normaliser is still that of the query position. The two
-    agree on every key a causal mask keeps, so the encoding takes no ``causal`` flag. With ``Lq != Lk`` the queries are the last ``Lq`` positions
-    (as :class:`~cplxnet.encodings.AlibiEncoding`).
+    agree on every key a causal mask keeps, so the encoding takes no ``causal`` flag. With
+    ``Lq != Lk`` the queries are the last ``Lq`` positions (as
+    :class:`~cplxnet.encodings.AlibiEncoding`).
 
     The bias depends on ``(i, j)``, not on ``q, k`` values: complex and real attention are
     identical. Memory: the MLP runs on the ``Lq x Lk`` normalised distances (its hidden layer

@@ -106,10 +106,7 @@ class KerpleEncoding(PositionalEncoding):
         check_bias_heads(q, k, self.num_heads, type(self).__name__)
         d = distance(q.shape[-2], k.shape[-2], self.causal, q.device).to(q.dtype)  # (Lq, Lk)
         r1, r2 = (r.to(q.dtype)[:, None, None] for r in self.coefficients())  # (H, 1, 1)
-        if self.kind == "log":
-            bias = -r1 * torch.log1p(r2 * d)
-        else:
-            bias = -r1 * d.pow(r2)
+        bias = -r1 * torch.log1p(r2 * d) if self.kind == "log" else -r1 * d.pow(r2)
         return bias.unsqueeze(0)  # (1, H, Lq, Lk)
 
     def extra_repr(self) -> str:

@@ -9,10 +9,10 @@ from .._utils import check_choice, complex_dtype, factory_kwargs, pack, real_dty
 from ._common import (
     Positions,
     cached_rows,
-    rows_at,
     complex_features,
     complex_sinusoid,
     head_width,
+    rows_at,
     sinusoid_angles,
     view_complex,
 )

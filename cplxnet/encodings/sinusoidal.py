@@ -8,10 +8,10 @@ from .._utils import factory_kwargs
 from ._common import (
     Positions,
     cached_rows,
-    rows_at,
     check_sequence,
     complex_features,
     complex_sinusoid,
+    rows_at,
     sinusoid_angles,
     sinusoid_frequencies,
 )
