@@ -56,7 +56,9 @@ class RotaryEncoding(PositionalEncoding):
 
     Scaling past the training length (Hugging Face ``rope_scaling`` semantics,
     :mod:`cplxnet.encodings.rope_scaling`): ``scaling="linear"`` (position interpolation),
-    ``"ntk"`` (base :math:`\cdot s^{D/(D-2)}`) or ``"yarn"`` (NTK-by-parts between ``beta_fast``
+    ``"ntk"`` (base :math:`\cdot s^{D/(D-2)}`: the static NTK-aware change of base; Hugging
+    Face's NTK type, ``"dynamic"``, recomputes the base per length and equals this at one
+    length only) or ``"yarn"`` (NTK-by-parts between ``beta_fast``
     and ``beta_slow`` turns over the training length ``original_max_len``, default ``max_len``)
     with ``factor=s`` change the frequencies :math:`\theta_j`; yarn's attention factor
     :math:`0.1 \ln s + 1` multiplies the rotated queries and keys (the logits by its square),
@@ -73,6 +75,9 @@ class RotaryEncoding(PositionalEncoding):
         factor: scaling factor ``s`` (context extension ratio); 1 without scaling.
         beta_fast, beta_slow: yarn's ramp bounds in turns (default 32 and 1).
         original_max_len: yarn's training length (default ``max_len``).
+        truncate, mscale, mscale_all_dim, attention_factor: yarn's Hugging Face options
+            (:func:`~cplxnet.encodings.rope_scaling.yarn_rope`; default: rounded ramp bounds,
+            factor :math:`0.1 \ln s + 1`).
         max_len: the model's length: initial length of the cached table (it grows on demand),
             and yarn's default training length.
         device, dtype: model dtype (complex by default; real for a real twin).
@@ -93,6 +98,10 @@ class RotaryEncoding(PositionalEncoding):
         beta_fast: float | None = None,
         beta_slow: float | None = None,
         original_max_len: int | None = None,
+        truncate: bool | None = None,
+        mscale: float | None = None,
+        mscale_all_dim: float | None = None,
+        attention_factor: float | None = None,
         max_len: int = 512,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
@@ -106,7 +115,11 @@ class RotaryEncoding(PositionalEncoding):
         self.features = complex_features(self.head_dim, self.complex_model, owner, "head width")
         self.base, self.rotate_values = float(base), bool(rotate_values)
         self.layout = check_choice(layout, LAYOUTS, owner, "layout")
-        given = dict(beta_fast=beta_fast, beta_slow=beta_slow, original_max_len=original_max_len)
+        given = dict(
+            beta_fast=beta_fast, beta_slow=beta_slow, original_max_len=original_max_len,
+            truncate=truncate, mscale=mscale, mscale_all_dim=mscale_all_dim,
+            attention_factor=attention_factor,
+        )
         self.scaling_options = {n: v for n, v in given.items() if v is not None}
         #: float64 (features,) rotation frequencies theta_j, and the factor multiplying q and k.
         self.frequencies, self.attention_factor = rope_frequencies(
@@ -208,7 +221,10 @@ class RotaryEncoding(PositionalEncoding):
     def _scaling_repr(self) -> str:
         if self.scaling is None:
             return ""
-        opts = "".join(f", {n}={v:g}" for n, v in self.scaling_options.items())
+        opts = "".join(
+            f", {n}={v}" if isinstance(v, bool) else f", {n}={v:g}"
+            for n, v in self.scaling_options.items()
+        )
         return f", scaling={self.scaling!r}, factor={self.factor:g}{opts}"
 
     def extra_repr(self) -> str:

@@ -75,8 +75,8 @@ class XPosEncoding(RotaryEncoding):
         base: rotation frequency base (10000).
         scale_base: ``B``, the decay length scale (512; ``inf`` disables the decay: rotary).
         gamma: the offset in :math:`\zeta_j` (0.4).
-        layout, scaling, factor, beta_fast, beta_slow, original_max_len, max_len: as for
-            :class:`RotaryEncoding`.
+        layout, scaling, factor, beta_fast, beta_slow, original_max_len, truncate, mscale,
+            mscale_all_dim, attention_factor, max_len: as for :class:`RotaryEncoding`.
         device, dtype: model dtype (complex by default; real for a real twin).
     """
 
@@ -96,6 +96,10 @@ class XPosEncoding(RotaryEncoding):
         beta_fast: float | None = None,
         beta_slow: float | None = None,
         original_max_len: int | None = None,
+        truncate: bool | None = None,
+        mscale: float | None = None,
+        mscale_all_dim: float | None = None,
+        attention_factor: float | None = None,
         max_len: int = 512,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
@@ -115,6 +119,10 @@ class XPosEncoding(RotaryEncoding):
             beta_fast=beta_fast,
             beta_slow=beta_slow,
             original_max_len=original_max_len,
+            truncate=truncate,
+            mscale=mscale,
+            mscale_all_dim=mscale_all_dim,
+            attention_factor=attention_factor,
             max_len=max_len,
             device=device,
             dtype=dtype,
