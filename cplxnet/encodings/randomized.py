@@ -9,7 +9,7 @@ import inspect
 import torch
 
 from .._utils import check_sizes, factory_kwargs
-from ._common import Positions
+from ._common import Positions, head_width
 from .base import PositionalEncoding
 from .registry import create_encoding, register_encoding
 
@@ -82,6 +82,7 @@ class RandomizedEncoding(PositionalEncoding):
         owner = type(self).__name__
         fk = factory_kwargs(device, dtype, owner, allow_real=True)
         super().__init__()
+        head_width(d_model, num_heads, owner)
         check_sizes(owner, max_len=max_len)
         if max_positions is None:
             max_positions = 4 * max_len
