@@ -167,10 +167,12 @@ class RandomizedEncoding(PositionalEncoding):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         if "qk" not in self.base.acts_on:
             return q, k, v
+        if not self.training:
+            return self.base.rotate(q, k, v)
         if q.shape[-2] != k.shape[-2]:
             raise ValueError(
-                f"{type(self).__name__}: randomized positions need self-attention (as many "
-                f"queries as keys), got {q.shape[-2]} queries and {k.shape[-2]} keys"
+                f"{type(self).__name__}: randomized positions in training need as many queries "
+                f"as keys, got {q.shape[-2]} queries and {k.shape[-2]} keys"
             )
         return self.base.rotate(q, k, v, positions=self._current(q.shape[-2], q.device))
 

@@ -134,3 +134,15 @@ def test_options_and_refusals():
     enc = create_encoding("randomized", max_positions=8, **CTX).train()
     with pytest.raises(ValueError, match="9 tokens need max_positions >= 9"):
         enc.encode_input(torch.zeros(1, 9, 8, dtype=torch.complex64))
+
+
+def test_evaluation_leaves_unequal_lengths_to_the_base():
+    """At evaluation the base's own rotate runs (whatever it does with Lq != Lk); in training
+    the drawn positions are those of one sequence, so the lengths must agree."""
+    enc = build("rotary", torch.complex128).eval()
+    q = torch.randn(1, 2, 1, 4, dtype=torch.complex128)
+    k = torch.randn(1, 2, 5, 4, dtype=torch.complex128)
+    for a, b in zip(enc.rotate(q, k, k), enc.base.rotate(q, k, k)):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="in training need as many queries as keys"):
+        enc.train().rotate(q, k, k)
