@@ -187,3 +187,23 @@ def test_no_n_n_d_tensor(name, kind):
     bound = {"kerple": B * H * L * L, "fire": max(B * H, 32) * L * L}
     bound["cope"] = B * H * L * max(L, 64)  # gates, and q @ E^T of the 64 position embeddings
     assert mode.max <= bound[name], mode.max
+
+
+def test_complextorchs_cope_is_a_learned_absolute_rotor_not_contextual():
+    """complextorch.nn.CoPE (2.1.1) multiplies x_n by e^{i(w n + phi)} with learned w, phi: at its
+    init (RoPE frequencies, phi = 0) it is cplxnet's ``multiplicative`` sinusoidal rotor on the
+    embeddings, position-only. So it has no weights in common with Golovneva et al.'s CoPE to
+    compare: cplxnet's ``cope`` is contextual (a logit at (i, j) moves when a key between j and i
+    changes, although neither q_i nor k_j does), the rotor is not."""
+    ct = pytest.importorskip("complextorch.nn")
+    x = torch.randn(2, 7, 6, dtype=torch.complex64)
+    ours = create_encoding("multiplicative", d_model=6, dtype=torch.complex64)
+    torch.testing.assert_close(ct.CoPE(6)(x), ours.encode_input(x))
+    enc = CopeEncoding(8, 2, causal=True, dtype=torch.float64)
+    randomize(enc)
+    q = torch.randn(1, 2, 6, 4, dtype=torch.float64)
+    k = torch.randn(1, 2, 6, 4, dtype=torch.float64)
+    before = enc.logits_bias(q, k)[0, :, 5, 1]
+    k2 = k.clone()
+    k2[:, :, 3] += 1.0  # a key between j = 1 and i = 5
+    assert not torch.allclose(enc.logits_bias(q, k2)[0, :, 5, 1], before)
