@@ -10,11 +10,15 @@ from .base import *  # noqa: F403
 from .combined import *  # noqa: F403
 from .complex_order import *  # noqa: F403
 from .complex_vanilla import *  # noqa: F403
+from .cope import *  # noqa: F403
 from .deberta import *  # noqa: F403
+from .fire import *  # noqa: F403
 from .floater import *  # noqa: F403
 from .hierarchical import *  # noqa: F403
+from .kerple import *  # noqa: F403
 from .multiplicative import *  # noqa: F403
 from .none import *  # noqa: F403
+from .randomized import *  # noqa: F403
 from .registry import *  # noqa: F403
 from .rope_scaling import *  # noqa: F403
 from .rotary import *  # noqa: F403

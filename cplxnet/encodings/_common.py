@@ -6,6 +6,8 @@ Private to :mod:`cplxnet.encodings`; everything here works for complex and real 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 
@@ -120,9 +122,25 @@ def check_ids(ids: torch.Tensor, num: int, owner: str) -> None:
         raise IndexError(f"{owner}: token id {bad} out of range for vocab_size={num}")
 
 
-def relative_index(lq: int, lk: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """``(Lq, Lk)`` long tensor of ``i - j`` (query position minus key position)."""
-    i = torch.arange(lq, device=device)
+def query_positions(
+    lq: int, lk: int, device: torch.device | str | None = None, *, at_end: bool = True
+) -> torch.Tensor:
+    """``(Lq,)`` long positions of the queries among keys at ``0 .. Lk-1``.
+
+    ``at_end=True``: the queries are the last ``Lq`` positions, ``Lk - Lq .. Lk - 1`` (a decoder
+    whose ``Lq`` new tokens follow ``Lk - Lq`` cached keys; x-transformers' convention);
+    ``at_end=False``: ``0 .. Lq - 1``. Both agree when ``Lq == Lk``.
+    """
+    start = lk - lq if at_end else 0
+    return torch.arange(start, start + lq, device=device)
+
+
+def relative_index(
+    lq: int, lk: int, device: torch.device | str | None = None, *, at_end: bool = False
+) -> torch.Tensor:
+    """``(Lq, Lk)`` long tensor of ``i - j`` (query position minus key position), with the query
+    positions of :func:`query_positions` (``at_end=False``: query ``i`` at position ``i``)."""
+    i = query_positions(lq, lk, device, at_end=at_end)
     j = torch.arange(lk, device=device)
     return i[:, None] - j[None, :]
 
@@ -141,6 +159,31 @@ def glorot_(t: torch.Tensor) -> torch.Tensor:
         return t.uniform_(-bound, bound)
 
 
+class Positions(NamedTuple):
+    """Positions other than ``0 .. L-1`` for the rows of a position table: ``index`` is an
+    ``(L,)`` long tensor of positions, all below ``count`` (a Python int, so that the table can
+    be sized without reading the tensor). :class:`~cplxnet.encodings.RandomizedEncoding` passes
+    them to the hooks of the encoding it wraps (``positions=``)."""
+
+    index: torch.Tensor
+    count: int
+
+
+def rows_at(
+    table: Callable[[int], torch.Tensor], length: int, positions: Positions | None
+) -> torch.Tensor:
+    """The rows of ``table(n)`` (the first ``n`` positions) at ``0 .. length-1``, or at
+    ``positions.index`` when given."""
+    if positions is None:
+        return table(length)
+    if positions.index.shape != (length,):
+        raise ValueError(
+            f"positions: expected {length} positions (one per token), got "
+            f"{tuple(positions.index.shape)}"
+        )
+    return table(positions.count)[positions.index]
+
+
 def cached_rows(module: torch.nn.Module, attr: str, length: int, build) -> torch.Tensor:
     """First ``length`` rows of the non-persistent buffer ``attr`` of ``module``, rebuilt (at
     least doubled) with ``build(n, device)`` when it is too short. The buffer follows
@@ -150,3 +193,21 @@ def cached_rows(module: torch.nn.Module, attr: str, length: int, build) -> torch
         buf = build(max(length, 2 * buf.shape[0]), buf.device)
         setattr(module, attr, buf)
     return buf[:length]
+
+
+def check_bias_heads(q: torch.Tensor, k: torch.Tensor, num_heads: int, owner: str) -> None:
+    """``q (B, H, Lq, P)`` and ``k (B, H, Lk, P)`` of ``num_heads`` heads, for a bias that reads
+    only their shapes."""
+    if q.dim() != 4 or k.dim() != 4 or q.shape[1] != num_heads or k.shape[1] != num_heads:
+        raise ValueError(
+            f"{owner}: expected q, k of shape (B, {num_heads}, L, P), got {tuple(q.shape)}, "
+            f"{tuple(k.shape)}"
+        )
+
+
+def distance(lq: int, lk: int, causal: bool, device=None) -> torch.Tensor:
+    """``(Lq, Lk)`` long distance between query ``i`` (queries at the end of the keys,
+    :func:`query_positions`) and key ``j``: ``max(i - j, 0)`` when ``causal`` (keys after the
+    query are masked; 0 keeps every formula finite there), else ``|i - j|``."""
+    rel = relative_index(lq, lk, device, at_end=True)
+    return rel.clamp(min=0) if causal else rel.abs()

@@ -45,6 +45,11 @@ class AlibiEncoding(PositionalEncoding):
     :math:`m_h j`, which differs by :math:`m_h i`, a constant per row that the softmax ignores).
     Bidirectional (default): the symmetric :math:`-m_h |i - j|`, the usual encoder form.
 
+    Queries and keys of different lengths (``Lq != Lk``): the queries are the *last* ``Lq``
+    positions, ``i = Lk - Lq .. Lk - 1`` (x-transformers' convention, what a decoder with a key
+    cache needs: one new query after ``Lk - 1`` cached keys sits at position ``Lk - 1``). Press
+    et al.'s code only ever sees ``Lq == Lk``, where both conventions agree.
+
     Added after the content scale, as the reference implementation (fairseq adds it to the
     scaled scores). No parameters; the bias does not depend on ``q, k`` values, so complex and
     real attention are identical. Any length; memory: one ``(1, H, Lq, Lk)`` bias, never more.
@@ -87,7 +92,7 @@ class AlibiEncoding(PositionalEncoding):
                 f"{type(self).__name__}: expected q, k of shape (B, {self.num_heads}, L, P), got "
                 f"{tuple(q.shape)}, {tuple(k.shape)}"
             )
-        rel = relative_index(q.shape[-2], k.shape[-2], q.device)  # i - j
+        rel = relative_index(q.shape[-2], k.shape[-2], q.device, at_end=True)  # i - j
         dist = rel if self.causal else rel.abs()
         slopes = self.slopes.to(device=q.device, dtype=q.dtype)
         return (-slopes[:, None, None] * dist.to(q.dtype)).unsqueeze(0)  # (1, H, Lq, Lk)

@@ -126,6 +126,16 @@ class PositionalEncoding(HasDtype, nn.Module):
     def value_term(self, weights: torch.Tensor) -> torch.Tensor | None:
         return None
 
+    def logits_operands(
+        self, q: torch.Tensor, k: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The packed ``q, k`` that *other* encodings' logits terms read, given the packed
+        ``q, k`` this ("qk") encoding rotated (a combination passes them on,
+        :class:`~cplxnet.encodings.combined.CombinedEncoding`). The default passes them as
+        they are; xPos removes its window-centred scale, so that a relative term that reads
+        ``q`` or ``k`` alone depends on positions only, not on the window length."""
+        return q, k
+
     @property
     def has_value_term(self) -> bool:
         return "values" in self.acts_on

@@ -55,8 +55,11 @@ class CombinedEncoding(PositionalEncoding):
 
     * ``embed``, ``encode_input``, ``layer_input``, ``rotate``: the hook of the one member acting
       on that site ("token", "input", "layer", "qk"); the others' hooks are no-ops there;
-    * ``logits_bias``: the sum of the members' biases (each computed from the same ``q, k``, after
-      the "qk" member's rotation, as attention passes them);
+    * ``logits_bias``: the sum of the members' biases, each computed from the same ``q, k``: those
+      attention passes (rotated by the "qk" member) seen through that member's
+      :meth:`~cplxnet.encodings.base.PositionalEncoding.logits_operands` (xPos's rotation
+      without its window-centred scale, so that e.g. xpos+shaw keeps the prefix property: the
+      logits at ``t`` do not depend on the window length);
     * ``value_term``: the sum of the members' value terms;
     * ``logit_scale``: that of the one member that changes the content scale (DeBERTa, TUPE), or
       1. Each member scales its own terms by its own :meth:`content_scale`.
@@ -153,6 +156,11 @@ class CombinedEncoding(PositionalEncoding):
         return (q, k, v) if member is None else member.rotate(q, k, v)
 
     def logits_bias(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | None:
+        if not self._at["logits"]:
+            return None
+        rotating = self._one("qk")
+        if rotating is not None:
+            q, k = rotating.logits_operands(q, k)
         return _sum(m.logits_bias(q, k) for m in self._at["logits"])
 
     def value_term(self, weights: torch.Tensor) -> torch.Tensor | None:

@@ -12,7 +12,7 @@ from torch import nn
 from .. import functional as CF
 from .._utils import check_choice, factory_kwargs, real_dtype
 from ..init import check_word_init, word_init_
-from ._common import check_ids, complex_features, sinusoid_frequencies
+from ._common import Positions, check_ids, complex_features, sinusoid_frequencies
 from .base import PositionalEncoding
 from .registry import register_encoding
 
@@ -189,13 +189,19 @@ class ComplexOrderEncoding(PositionalEncoding):
 
     # ----------------------------------------------------------------------------------------
 
-    def embed(self, ids: torch.Tensor) -> torch.Tensor:  # (B, L) -> (B, L, D)
+    def embed(
+        self, ids: torch.Tensor, *, positions: Positions | None = None
+    ) -> torch.Tensor:  # (B, L) -> (B, L, D)
+        """The word embeddings at positions ``0 .. L-1`` (or the keyword-only ``positions``)."""
         check_ids(ids, self.vocab_size, type(self).__name__)
         B, L = ids.shape
         n = self.features
         r = self._lookup(self.amplitude_weight, ids)  # (B, L, n), (B, L, 1) or (n,)
         w = theta = None
-        pos = torch.arange(L, device=ids.device, dtype=self.amplitude_weight.dtype)[:, None]
+        if positions is None:
+            pos = torch.arange(L, device=ids.device, dtype=self.amplitude_weight.dtype)[:, None]
+        else:
+            pos = positions.index.to(self.amplitude_weight.dtype)[:, None]
         if self.frequency_weight is not None:
             w = self._lookup(self.frequency_weight, ids)
         if self.phase_weight is not None:

@@ -78,7 +78,7 @@ def register_encoding(cls: type[PositionalEncoding]) -> type[PositionalEncoding]
 _ORDER = (
     "none", "trainable", "hierarchical", "sinusoidal", "floater", "multiplicative",
     "complex-order", "complex-vanilla", "rotary", "xpos", "shaw", "xl", "t5", "alibi",
-    "deberta", "tupe",
+    "deberta", "tupe", "kerple", "fire", "cope", "randomized",
 )  # fmt: skip
 
 

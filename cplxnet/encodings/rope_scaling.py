@@ -9,9 +9,14 @@ each multiplied (so the logits by its square; Hugging Face multiplies ``cos`` an
 
 * no scaling: :math:`\theta_j = b^{-2j/\text{dim}}`, factor 1 (:func:`default_rope`);
 * ``"linear"``: :math:`\theta_j / s` (position interpolation), factor 1;
-* ``"ntk"``: the base becomes :math:`b\, s^{\text{dim}/(\text{dim}-2)}`, factor 1;
+* ``"ntk"``: the base becomes :math:`b\, s^{\text{dim}/(\text{dim}-2)}`, factor 1: the *static*
+  NTK-aware change of base. Hugging Face has no ``rope_scaling`` type of that name; its
+  NTK-aware type, ``"dynamic"``, recomputes the base at each length ``L`` past the training
+  length ``L_0`` as :math:`b\,(sL/L_0 - (s - 1))^{\text{dim}/(\text{dim}-2)}`, which equals
+  this one only at :math:`L = L_0 (2s - 1)/s`;
 * ``"yarn"``: NTK-by-parts, :math:`\theta_j ((1-\gamma_j)/s + \gamma_j)`, factor
-  :math:`0.1 \ln s + 1`.
+  :math:`0.1 \ln s + 1`; Hugging Face's options ``truncate``, ``mscale``, ``mscale_all_dim``
+  and ``attention_factor`` are accepted with its semantics (:func:`yarn_rope`).
 
 References: position interpolation, Chen et al., "Extending Context Window of Large Language
 Models via Positional Interpolation", 2023; NTK-aware scaling, bloc97, "NTK-Aware Scaled RoPE"
@@ -81,6 +86,10 @@ def yarn_rope(
     original_max_len: int,
     beta_fast: float = 32.0,
     beta_slow: float = 1.0,
+    truncate: bool = True,
+    mscale: float | None = None,
+    mscale_all_dim: float | None = None,
+    attention_factor: float | None = None,
 ) -> tuple[torch.Tensor, float]:
     r"""YaRN (Peng et al. 2023): NTK-by-parts interpolation and the attention temperature.
 
@@ -95,6 +104,13 @@ def yarn_rope(
     The attention factor :math:`\sqrt{1/t} = 0.1 \ln s + 1` (1 for ``s <= 1``) multiplies the
     queries and the keys, so the logits are multiplied by :math:`1/t` (the paper's Eq. and
     Hugging Face, which multiplies ``cos`` and ``sin`` by it).
+
+    Hugging Face's options, with its semantics (``_compute_yarn_parameters``): ``truncate=False``
+    keeps the ramp bounds ``d(beta_fast)``, ``d(beta_slow)`` unrounded (still clamped to
+    ``[0, dim - 1]``); with ``mscale`` and ``mscale_all_dim`` both nonzero the factor is
+    :math:`m(s, \text{mscale}) / m(s, \text{mscale\_all\_dim})` with
+    :math:`m(s, a) = 0.1\, a \ln s + 1` (1 for ``s <= 1``; DeepSeek's form); an explicit
+    ``attention_factor`` replaces the factor.
     """
     owner = "yarn_rope"
     s = _check_factor(factor, owner)
@@ -115,14 +131,39 @@ def yarn_rope(
     def correction_dim(rotations: float) -> float:
         return dim * math.log(original_max_len / (rotations * 2 * math.pi)) / (2 * math.log(base))
 
-    low = max(math.floor(correction_dim(beta_fast)), 0)
-    high = min(math.ceil(correction_dim(beta_slow)), dim - 1)
+    if not isinstance(truncate, bool):
+        raise TypeError(f"{owner}: truncate must be True or False, got {truncate!r}")
+    for what, value in (("mscale", mscale), ("mscale_all_dim", mscale_all_dim)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+        ):
+            raise ValueError(f"{owner}: {what} must be a finite number, got {value!r}")
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
     if low == high:
         high += 0.001  # as the reference: avoid dividing by zero
     ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
     keep = 1 - ramp  # gamma_j: 1 keeps the frequency, 0 interpolates it
     theta, _ = default_rope(dim, base)
-    attention = 0.1 * math.log(s) + 1.0 if s > 1 else 1.0
+    def mscale_of(a: float) -> float:
+        return 0.1 * a * math.log(s) + 1.0 if s > 1 else 1.0
+
+    if attention_factor is not None:
+        if isinstance(attention_factor, bool) or not isinstance(attention_factor, (int, float)) or (
+            not (math.isfinite(attention_factor) and attention_factor > 0)
+        ):
+            raise ValueError(
+                f"{owner}: attention_factor must be a finite positive number, got "
+                f"{attention_factor!r}"
+            )
+        attention = float(attention_factor)
+    elif mscale and mscale_all_dim:
+        attention = mscale_of(mscale) / mscale_of(mscale_all_dim)
+    else:
+        attention = mscale_of(1.0)
     return theta * ((1 - keep) / s + keep), attention
 
 

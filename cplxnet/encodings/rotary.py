@@ -7,10 +7,12 @@ import torch
 
 from .._utils import check_choice, complex_dtype, factory_kwargs, pack, real_dtype
 from ._common import (
+    Positions,
     cached_rows,
     complex_features,
     complex_sinusoid,
     head_width,
+    rows_at,
     sinusoid_angles,
     view_complex,
 )
@@ -54,7 +56,9 @@ class RotaryEncoding(PositionalEncoding):
 
     Scaling past the training length (Hugging Face ``rope_scaling`` semantics,
     :mod:`cplxnet.encodings.rope_scaling`): ``scaling="linear"`` (position interpolation),
-    ``"ntk"`` (base :math:`\cdot s^{D/(D-2)}`) or ``"yarn"`` (NTK-by-parts between ``beta_fast``
+    ``"ntk"`` (base :math:`\cdot s^{D/(D-2)}`: the static NTK-aware change of base; Hugging
+    Face's NTK type, ``"dynamic"``, recomputes the base per length and equals this at one
+    length only) or ``"yarn"`` (NTK-by-parts between ``beta_fast``
     and ``beta_slow`` turns over the training length ``original_max_len``, default ``max_len``)
     with ``factor=s`` change the frequencies :math:`\theta_j`; yarn's attention factor
     :math:`0.1 \ln s + 1` multiplies the rotated queries and keys (the logits by its square),
@@ -71,6 +75,9 @@ class RotaryEncoding(PositionalEncoding):
         factor: scaling factor ``s`` (context extension ratio); 1 without scaling.
         beta_fast, beta_slow: yarn's ramp bounds in turns (default 32 and 1).
         original_max_len: yarn's training length (default ``max_len``).
+        truncate, mscale, mscale_all_dim, attention_factor: yarn's Hugging Face options
+            (:func:`~cplxnet.encodings.rope_scaling.yarn_rope`; default: rounded ramp bounds,
+            factor :math:`0.1 \ln s + 1`).
         max_len: the model's length: initial length of the cached table (it grows on demand),
             and yarn's default training length.
         device, dtype: model dtype (complex by default; real for a real twin).
@@ -91,6 +98,10 @@ class RotaryEncoding(PositionalEncoding):
         beta_fast: float | None = None,
         beta_slow: float | None = None,
         original_max_len: int | None = None,
+        truncate: bool | None = None,
+        mscale: float | None = None,
+        mscale_all_dim: float | None = None,
+        attention_factor: float | None = None,
         max_len: int = 512,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
@@ -104,7 +115,11 @@ class RotaryEncoding(PositionalEncoding):
         self.features = complex_features(self.head_dim, self.complex_model, owner, "head width")
         self.base, self.rotate_values = float(base), bool(rotate_values)
         self.layout = check_choice(layout, LAYOUTS, owner, "layout")
-        given = dict(beta_fast=beta_fast, beta_slow=beta_slow, original_max_len=original_max_len)
+        given = dict(
+            beta_fast=beta_fast, beta_slow=beta_slow, original_max_len=original_max_len,
+            truncate=truncate, mscale=mscale, mscale_all_dim=mscale_all_dim,
+            attention_factor=attention_factor,
+        )
         self.scaling_options = {n: v for n, v in given.items() if v is not None}
         #: float64 (features,) rotation frequencies theta_j, and the factor multiplying q and k.
         self.frequencies, self.attention_factor = rope_frequencies(
@@ -154,22 +169,27 @@ class RotaryEncoding(PositionalEncoding):
             )
 
     def rotate_one(
-        self, x: torch.Tensor, scale: torch.Tensor | float | None = None
+        self,
+        x: torch.Tensor,
+        scale: torch.Tensor | float | None = None,
+        positions: Positions | None = None,
     ) -> torch.Tensor:
-        """Rotate ``x (..., L, Dh)`` by its positions ``0 .. L-1``: ``x * e^{i m theta} * scale``.
+        """Rotate ``x (..., L, Dh)`` by its positions ``m``: ``x * e^{i m theta} * scale``.
 
         ``scale`` is a real ``(L, features)`` tensor or a number multiplying each complex
-        feature (its modulus; ``None``: 1).
+        feature (its modulus; ``None``: 1). The positions are ``0 .. L-1``, or ``positions``
+        (:class:`~cplxnet.encodings._common.Positions`).
         """
         L = x.shape[-2]
         if self._half:
-            c = cached_rows(self, "_cos", L, self._build_cos).to(x.dtype)  # (L, Dh/2)
-            s = cached_rows(self, "_sin", L, self._build_sin).to(x.dtype)
+            c = rows_at(lambda n: cached_rows(self, "_cos", n, self._build_cos), L, positions)
+            s = rows_at(lambda n: cached_rows(self, "_sin", n, self._build_sin), L, positions)
+            c, s = c.to(x.dtype), s.to(x.dtype)  # (L, Dh/2)
             if scale is not None:
                 c, s = c * scale, s * scale
             x1, x2 = x[..., : self.features], x[..., self.features :]
             return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
-        f = cached_rows(self, "_freqs", L, self._build)  # (L, Dh) complex
+        f = rows_at(lambda n: cached_rows(self, "_freqs", n, self._build), L, positions)
         if scale is not None:
             f = f * scale
         if x.is_complex():
@@ -180,21 +200,31 @@ class RotaryEncoding(PositionalEncoding):
         return None if self.attention_factor == 1.0 else self.attention_factor
 
     def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        *,
+        positions: Positions | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Rotate ``q``, ``k`` (and ``v`` with ``rotate_values``) by their positions, ``0 ..
+        L-1`` or the keyword-only ``positions`` of the queries and keys alike (self-attention)."""
         self._check(q, "q")
         self._check(k, "k")
         a = self._attention_scale()
-        q, k = self.rotate_one(q, a), self.rotate_one(k, a)
+        q, k = self.rotate_one(q, a, positions), self.rotate_one(k, a, positions)
         if self.rotate_values:
             self._check(v, "v")
-            v = self.rotate_one(v)
+            v = self.rotate_one(v, None, positions)
         return q, k, v
 
     def _scaling_repr(self) -> str:
         if self.scaling is None:
             return ""
-        opts = "".join(f", {n}={v:g}" for n, v in self.scaling_options.items())
+        opts = "".join(
+            f", {n}={v}" if isinstance(v, bool) else f", {n}={v:g}"
+            for n, v in self.scaling_options.items()
+        )
         return f", scaling={self.scaling!r}, factor={self.factor:g}{opts}"
 
     def extra_repr(self) -> str:

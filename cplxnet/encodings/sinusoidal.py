@@ -6,10 +6,12 @@ import torch
 
 from .._utils import factory_kwargs
 from ._common import (
+    Positions,
     cached_rows,
     check_sequence,
     complex_features,
     complex_sinusoid,
+    rows_at,
     sinusoid_angles,
     sinusoid_frequencies,
 )
@@ -90,9 +92,12 @@ class SinusoidalEncoding(PositionalEncoding):
         """The encodings ``p_0 .. p_{length-1}``, ``(length, d_model)`` in the model dtype."""
         return cached_rows(self, "_table", length, self._build)
 
-    def encode_input(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, D) -> (B, L, D)
+    def encode_input(
+        self, x: torch.Tensor, *, positions: Positions | None = None
+    ) -> torch.Tensor:  # (B, L, D) -> (B, L, D)
+        """``x + p`` at positions ``0 .. L-1`` (or the keyword-only ``positions``)."""
         check_sequence(x, self.d_model, self.complex_model, type(self).__name__)
-        return x + self.table(x.shape[1]).to(x.dtype)
+        return x + rows_at(self.table, x.shape[1], positions).to(x.dtype)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, base={self.base:g}, dtype={self.dtype}"

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from .._utils import check_choice, check_sizes, factory_kwargs
-from ._common import check_sequence, normal_
+from ._common import Positions, check_sequence, normal_, rows_at
 from .base import PositionalEncoding
 from .registry import register_encoding
 
@@ -118,9 +118,12 @@ class TrainableEncoding(PositionalEncoding):
             )
         return hierarchical_positions(self.weight, length, self.alpha)
 
-    def encode_input(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, D) -> (B, L, D)
+    def encode_input(
+        self, x: torch.Tensor, *, positions: Positions | None = None
+    ) -> torch.Tensor:  # (B, L, D) -> (B, L, D)
+        """``x + p`` at positions ``0 .. L-1`` (or the keyword-only ``positions``)."""
         check_sequence(x, self.d_model, self.complex_model, type(self).__name__)
-        return x + self.table(x.shape[1])
+        return x + rows_at(self.table, x.shape[1], positions)
 
     def extra_repr(self) -> str:
         return (

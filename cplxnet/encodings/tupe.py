@@ -42,9 +42,14 @@ class TupeEncoding(PositionalEncoding):
     The positional term is recomputed at each attention call: it costs ``H L^2 Dh`` plus two
     ``L x d_model x d_model`` products, ``1/B`` of the content score, and a cache shared by the
     layers of one forward would have to know where a forward starts (a graph kept from an earlier
-    forward cannot be backpropagated twice). Not implemented: the paper's untying of the
-    ``[CLS]`` position (the zoo pools by mean, it has no ``[CLS]``), and the LayerNorm the
-    released code applies to ``p`` before the projections.
+    forward cannot be backpropagated twice).
+
+    Left out of the official code (``guolinke/TUPE``), so this is the paper's Eq. 6/7 and not
+    that code: the untying of the ``[CLS]`` position (the paper's Eq. 8 replaces the ``[CLS]``
+    row and column of the positional term by learned scalars; the zoo pools by mean and has no
+    ``[CLS]``), the LayerNorm the code applies to ``p`` before the projections, and the biases
+    of the code's ``U^Q``, ``U^K`` linear layers (here :math:`p U^Q`, :math:`p U^K` have no
+    bias).
 
     Memory: ``(H, Lq, Dh)`` and ``(H, Lk, Dh)`` projected positions and the ``(1, H, Lq, Lk)``
     term; never ``(L, L, Dh)``. Lengths up to ``max_len`` (the rows of ``p``).

@@ -59,6 +59,12 @@ class XPosEncoding(RotaryEncoding):
     cancel in every score and keep both factors near 1 for long inputs (no overflow of
     :math:`\zeta^{-n/B}`). The rotation uses the positions ``0 .. L-1``.
 
+    Combined with a relative encoding that reads ``q`` or ``k`` alone (``xpos+shaw``, ``xl``,
+    ``deberta``, ``cope``), the centring would reach that term (it does not cancel there, and
+    ``c`` depends on the window length): :meth:`logits_operands` gives those terms the rotated
+    queries and keys *without* the modulus (as ``rotary+shaw``), so a causal decoder's logits at
+    ``t`` do not depend on the window length. The content score keeps the decay.
+
     Rotary scaling (``scaling``, ``factor``, ...) changes :math:`\theta_j` and multiplies q and k by
     the attention factor exactly as for :class:`RotaryEncoding`; the decay :math:`\zeta` is kept.
     Values are not rotated. Real heads are complex numbers through the layout, as rotary.
@@ -69,8 +75,8 @@ class XPosEncoding(RotaryEncoding):
         base: rotation frequency base (10000).
         scale_base: ``B``, the decay length scale (512; ``inf`` disables the decay: rotary).
         gamma: the offset in :math:`\zeta_j` (0.4).
-        layout, scaling, factor, beta_fast, beta_slow, original_max_len, max_len: as for
-            :class:`RotaryEncoding`.
+        layout, scaling, factor, beta_fast, beta_slow, original_max_len, truncate, mscale,
+            mscale_all_dim, attention_factor, max_len: as for :class:`RotaryEncoding`.
         device, dtype: model dtype (complex by default; real for a real twin).
     """
 
@@ -90,6 +96,10 @@ class XPosEncoding(RotaryEncoding):
         beta_fast: float | None = None,
         beta_slow: float | None = None,
         original_max_len: int | None = None,
+        truncate: bool | None = None,
+        mscale: float | None = None,
+        mscale_all_dim: float | None = None,
+        attention_factor: float | None = None,
         max_len: int = 512,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
@@ -109,6 +119,10 @@ class XPosEncoding(RotaryEncoding):
             beta_fast=beta_fast,
             beta_slow=beta_slow,
             original_max_len=original_max_len,
+            truncate=truncate,
+            mscale=mscale,
+            mscale_all_dim=mscale_all_dim,
+            attention_factor=attention_factor,
             max_len=max_len,
             device=device,
             dtype=dtype,
@@ -137,6 +151,21 @@ class XPosEncoding(RotaryEncoding):
         mod = self.modulus(max(lq, lk), c)
         a = self.attention_factor
         return self.rotate_one(q, mod[:lq] * a), self.rotate_one(k, a / mod[:lk]), v
+
+    def _packed_modulus(self, length: int, centre: int) -> torch.Tensor:
+        """``(length, P)`` modulus of each packed real entry: each complex feature's twice
+        (interleaved ``re, im``), or the feature row twice over (real heads, ``half`` layout)."""
+        mod = self.modulus(length, centre)
+        return torch.cat((mod, mod), -1) if self._half else mod.repeat_interleave(2, -1)
+
+    def logits_operands(
+        self, q: torch.Tensor, k: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The packed rotated ``q, k`` without the window-centred modulus (see the class
+        docstring): ``q / zeta^{(m-c)/B}``, ``k * zeta^{(n-c)/B}``."""
+        lq, lk = q.shape[-2], k.shape[-2]
+        mod = self._packed_modulus(max(lq, lk), (max(lq, lk) + 1) // 2).to(q.dtype)
+        return q / mod[:lq], k * mod[:lk]
 
     def extra_repr(self) -> str:
         return (

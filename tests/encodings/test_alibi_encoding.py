@@ -41,8 +41,9 @@ def test_slopes_known_values():
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("causal", [False, True])
 def test_bias_direct(kind, causal):
-    """bias[h, i, j] = -m_h |i - j| (bidirectional) or -m_h (i - j) (causal), for Lq != Lk, and
-    independent of the values of q and k; shape (1, H, Lq, Lk); no parameters."""
+    """bias[h, i, j] = -m_h |p_i - j| (bidirectional) or -m_h (p_i - j) (causal) with the queries
+    at the end of the keys, p_i = Lk - Lq + i, for Lq != Lk, and independent of the values of q
+    and k; shape (1, H, Lq, Lk); no parameters."""
     H, Lq, Lk = 5, 6, 9
     enc = create_encoding("alibi", d_model=2 * H, num_heads=H, causal=causal, dtype=kind)
     assert enc.causal is causal and not list(enc.parameters()) and not enc.state_dict()
@@ -54,9 +55,26 @@ def test_bias_direct(kind, causal):
     for h in range(H):
         for i in range(Lq):
             for j in range(Lk):
-                ref[0, h, i, j] = -m[h] * ((i - j) if causal else abs(i - j))
+                p = Lk - Lq + i
+                ref[0, h, i, j] = -m[h] * ((p - j) if causal else abs(p - j))
     torch.testing.assert_close(bias, ref)
     torch.testing.assert_close(enc.logits_bias(3 * q + 1, -k), ref)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_queries_are_aligned_with_the_end_of_the_keys(causal):
+    """The last Lq rows of the full (L, L) bias are the bias of Lq queries against L keys (what a
+    decoder with a cache of L - Lq keys computes), in x-transformers' convention."""
+    H, L = 4, 9
+    enc = AlibiEncoding(H, causal=causal, dtype=torch.float64)
+    full = enc.logits_bias(torch.randn(1, H, L, 2), torch.randn(1, H, L, 2))
+    for lq in (1, 3, L):
+        tail = enc.logits_bias(torch.randn(1, H, lq, 2), torch.randn(1, H, L, 2))
+        assert torch.equal(tail, full[:, :, L - lq :])
+    m = torch.tensor(reference_slopes(H), dtype=torch.float64)
+    q, k = torch.randn(1, H, 1, 2).double(), torch.randn(1, H, L, 2).double()
+    one = enc.logits_bias(q, k)[0, :, 0]
+    torch.testing.assert_close(one, -m[:, None] * (L - 1 - torch.arange(L)).double())
 
 
 def _mha(kind, heads=4, width=8):

@@ -102,6 +102,11 @@ LOGIT_CASES = [
     ("alibi", {"causal": True}),
     ("deberta", {"max_relative_positions": 2}),
     ("deberta", {"max_relative_positions": 8, "position_buckets": 4, "p2c_index": "paper"}),
+    ("kerple", {"causal": True}),
+    ("kerple", {"kind": "power"}),
+    ("fire", {"threshold": 2.0, "init_c": 0.7}),
+    ("cope", {"causal": True, "npos_max": 3}),
+    ("cope", {"npos_max": 8}),
 ]
 
 
@@ -110,6 +115,10 @@ LOGIT_CASES = [
 def test_logits_site(name, opts, kind):
     """Complex model: q, k are complex128 inputs packed inside; real model: float64 inputs."""
     enc = create_encoding(name, dtype=kind, **CTX, **opts)
+    if name in ("cope", "fire"):  # zero-initialised table / flat MLP: make every term count
+        with torch.no_grad():
+            for p in enc.parameters():
+                p.copy_(torch.randn_like(p).abs() + 0.1)
     q = torch.randn(1, 2, 3, 2, dtype=kind)  # (B, H, Lq, d_model / H)
     k = torch.randn(1, 2, 4, 2, dtype=kind)
     gradcheck_hook(enc, lambda e, q, k: e.logits_bias(pack(q), pack(k)), [q, k])
@@ -126,3 +135,22 @@ def test_shaw_values(kind):
 def test_deberta_layer_input(kind):
     enc = create_encoding("deberta", dtype=kind, absolute_layers=1, **CTX)
     gradcheck_hook(enc, lambda e, x: e.layer_input(x, 2, 3), x_input(kind, 3))
+
+
+@pytest.mark.parametrize("base", ["rotary", "sinusoidal", "trainable", "complex-order"])
+@pytest.mark.parametrize("kind", [C, R])
+def test_randomized_in_training(base, kind):
+    """Positions drawn afresh per call, reseeded so that every gradcheck evaluation sees the
+    same ones."""
+    enc = create_encoding("randomized", base=base, dtype=kind, **CTX).train()
+    ids = torch.tensor([[1, 2, 0], [3, 3, 4]])
+
+    def hooks(e, x, q, k):
+        torch.manual_seed(5)
+        out = e.embed(ids) if "token" in e.base.acts_on else x
+        out = e.encode_input(out)
+        q2, k2, _ = e.rotate(q, k, q)
+        return out, q2, k2
+
+    qk = [torch.randn(1, 2, 3, 2, dtype=kind) for _ in range(2)]
+    gradcheck_hook(enc, hooks, [torch.randn(2, 3, 4, dtype=kind), *qk])

@@ -17,7 +17,7 @@ from cplxnet.encodings import (
 NAMES = (
     "none", "trainable", "hierarchical", "sinusoidal", "floater", "multiplicative",
     "complex-order", "complex-vanilla", "rotary", "xpos", "shaw", "xl", "t5", "alibi",
-    "deberta", "tupe",
+    "deberta", "tupe", "kerple", "fire", "cope", "randomized",
 )  # fmt: skip
 CONTEXT = dict(d_model=8, num_heads=2, vocab_size=11, max_len=16)
 

@@ -171,3 +171,85 @@ def test_bad_scaling_options():
         RotaryEncoding(8, 2, scaling="linear", factor=0.0)
     with pytest.raises(ValueError, match="dim must be an even int >= 4"):
         RotaryEncoding(2, 2, scaling="ntk", factor=2.0)
+
+
+def hf_yarn(dim, base, s, length, truncate=True, mscale=None, mscale_all_dim=None,
+            attention_factor=None):
+    """Hugging Face's ``_compute_yarn_parameters`` (transformers 5.x) transcribed: ramp bounds
+    rounded only with ``truncate``, the factor from mscale / mscale_all_dim or given."""
+    def get_mscale(scale, m=1):
+        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+    if attention_factor is None:
+        if mscale and mscale_all_dim:
+            attention_factor = get_mscale(s, mscale) / get_mscale(s, mscale_all_dim)
+        else:
+            attention_factor = get_mscale(s)
+
+    def d(r):
+        return dim * math.log(length / (r * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = d(32), d(1)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    out = []
+    for j, t in enumerate(theta(dim, base)):
+        extrapolation = 1 - min(max((j - low) / (high - low), 0.0), 1.0)
+        out.append(t / s * (1 - extrapolation) + t * extrapolation)
+    return out, attention_factor
+
+
+@pytest.mark.parametrize(
+    "opts",
+    [
+        dict(truncate=False),
+        dict(mscale=0.707, mscale_all_dim=0.707),
+        dict(mscale=1.0, mscale_all_dim=0.5),
+        dict(mscale=1.0),  # one of the two alone: the default factor, as Hugging Face
+        dict(attention_factor=1.25, truncate=False),
+    ],
+)
+def test_yarn_accepts_hugging_face_options(opts):
+    """Each option matches Hugging Face's rule and changes the result (but mscale alone); the
+    encodings accept them (complex heads of 32 features: rotary width 64)."""
+    ref, ref_a = hf_yarn(64, 10000.0, 8.0, 2048, **opts)
+    f, a = rope_frequencies("yarn", 64, 10000.0, 8.0, original_max_len=2048, **opts)
+    assert f.tolist() == pytest.approx(ref, rel=1e-13) and a == pytest.approx(ref_a, rel=1e-15)
+    default_f, default_a = rope_frequencies("yarn", 64, 10000.0, 8.0, original_max_len=2048)
+    same = f.tolist() == default_f.tolist() and a == default_a
+    assert same == (opts == dict(mscale=1.0))
+    for name in ("rotary", "xpos"):
+        enc = create_encoding(name, d_model=32, num_heads=1, max_len=2048, scaling="yarn",
+                              factor=8.0, **opts)
+        assert enc.frequencies.tolist() == pytest.approx(ref, rel=1e-13)
+        assert enc.attention_factor == pytest.approx(ref_a, rel=1e-15)
+
+
+def test_yarn_options_are_checked_and_belong_to_yarn():
+    with pytest.raises(TypeError, match="truncate must be True or False"):
+        RotaryEncoding(8, 2, scaling="yarn", factor=2.0, truncate="no")
+    with pytest.raises(ValueError, match="mscale must be a finite number"):
+        RotaryEncoding(8, 2, scaling="yarn", factor=2.0, mscale=float("nan"))
+    with pytest.raises(ValueError, match="attention_factor must be a finite positive"):
+        RotaryEncoding(8, 2, scaling="yarn", factor=2.0, attention_factor=0.0)
+    with pytest.raises(ValueError, match="mscale does not apply to scaling='ntk'"):
+        RotaryEncoding(8, 2, scaling="ntk", factor=2.0, mscale=1.0)
+    assert "truncate=False" in repr(RotaryEncoding(8, 2, scaling="yarn", factor=2.0,
+                                                   truncate=False))
+
+
+def test_ntk_is_the_static_base_change_and_equals_hugging_face_dynamic_at_one_length():
+    """Hugging Face's "dynamic" NTK base at length L: b (s L / L0 - (s - 1))^(dim/(dim-2));
+    equal to the static ntk base only at L = L0 (2s - 1) / s."""
+    dim, b, s, L0 = 16, 10000.0, 4.0, 64
+    static, _ = rope_frequencies("ntk", dim, b, s)
+
+    def dynamic(length):
+        return theta(dim, b * (s * length / L0 - (s - 1)) ** (dim / (dim - 2)))
+
+    assert static.tolist() == pytest.approx(dynamic(L0 * (2 * s - 1) / s), rel=1e-12)
+    for length in (L0 * 2, L0 * 4, L0 * 8):
+        assert static.tolist() != pytest.approx(dynamic(length), rel=1e-6)

@@ -1,0 +1,180 @@
+r"""Randomized positional encodings (Ruoss, Delétang, Genewein, Grau-Moya, Csordás, Bennani, Legg,
+Veness, "Randomized Positional Encodings Boost Length Generalization of Transformers", ACL
+2023)."""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+from .._utils import check_sizes, factory_kwargs
+from ._common import Positions, head_width
+from .base import PositionalEncoding
+from .registry import create_encoding, register_encoding
+
+__all__ = ["RandomizedEncoding"]
+
+# the hook of each site the wrapped encoding may act on; each must accept ``positions=``
+_HOOKS = {"token": "embed", "input": "encode_input", "qk": "rotate"}
+
+
+@register_encoding
+class RandomizedEncoding(PositionalEncoding):
+    r"""``randomized``: in training, the wrapped encoding sees a sorted random subset of a
+    larger range of positions; at evaluation, the plain positions.
+
+    .. math::
+        \text{training: } (m_0 < m_1 < \dots < m_{L-1}) = \mathrm{sort}(S),\quad
+        S \subset \{0, \dots, M - 1\},\ |S| = L \text{ uniform};\qquad
+        \text{evaluation: } m_t = t,
+
+    and the wrapped encoding ``base`` is applied at the positions :math:`m_t` instead of ``t``
+    (Ruoss et al. 2023, Section 3: "randomized positional encodings"), so a model trained on
+    length ``L`` has seen positions up to ``M - 1``. ``M = max_positions`` (default 4 times the
+    model's ``max_len``; the paper's ``M`` is 2048 for training lengths up to 40). One subset
+    per forward (shared by the sequences of a batch and by every layer), drawn with
+    ``torch.randperm`` from torch's random number generator on the input's device, so
+    ``torch.manual_seed`` makes a run reproducible.
+
+    ``base``: any registered encoding whose hooks take the keyword ``positions``: ``rotary``
+    (default; its ``rotate``), ``sinusoidal``, ``trainable`` (its ``encode_input``; built with
+    ``max_len = M`` rows) and ``complex-order`` (its ``embed``). Encodings acting on the logits
+    or values (relative schemes) and xPos (its window-centred scale) have no absolute
+    positions to replace and are refused. The base gets the model context and its default
+    options; its parameters are ``base.*`` in the state_dict.
+
+    The subset is drawn by the first hook of a forward that the model calls: ``embed`` when the
+    base acts on the word embedding, else ``encode_input`` (this encoding acts on ``"input"``
+    for that, a no-op there for a rotary base); the attention hooks of every layer then reuse
+    it. A standalone attention layer in training mode (no ``encode_input`` call) draws one
+    subset per call.
+
+    Args:
+        d_model, num_heads, vocab_size, max_len, causal: model context, given to ``base``.
+        base: the wrapped encoding's name.
+        max_positions: ``M``, the range positions are drawn from (``>= max_len``).
+        device, dtype: model dtype.
+
+    Examples::
+
+        >>> from cplxnet.encodings import create_encoding
+        >>> enc = create_encoding("randomized", d_model=8, num_heads=2, max_len=16)
+        >>> enc.max_positions, enc.base.name
+        (64, 'rotary')
+    """
+
+    name = "randomized"
+    acts_on = frozenset({"input", "qk"})
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        vocab_size: int | None = None,
+        max_len: int = 512,
+        causal: bool = False,
+        base: str = "rotary",
+        max_positions: int | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        owner = type(self).__name__
+        fk = factory_kwargs(device, dtype, owner, allow_real=True)
+        super().__init__()
+        head_width(d_model, num_heads, owner)
+        check_sizes(owner, max_len=max_len)
+        if max_positions is None:
+            max_positions = 4 * max_len
+        check_sizes(owner, max_positions=max_positions)
+        if max_positions < max_len:
+            raise ValueError(
+                f"{owner}: max_positions ({max_positions}) must be at least the model's max_len "
+                f"({max_len}): positions are drawn from range(max_positions)"
+            )
+        if not isinstance(base, str) or base == self.name:
+            raise ValueError(f"{owner}: base must be the name of another encoding, got {base!r}")
+        self.max_positions = int(max_positions)
+        self.base = create_encoding(
+            base, d_model=d_model, num_heads=num_heads, vocab_size=vocab_size,
+            max_len=self.max_positions, causal=causal, device=fk["device"], dtype=fk["dtype"],
+        )
+        unusable = sorted(self.base.acts_on - set(_HOOKS))
+        refusing = [
+            s for s in sorted(self.base.acts_on & set(_HOOKS))
+            if "positions" not in inspect.signature(getattr(self.base, _HOOKS[s])).parameters
+        ]
+        if unusable or refusing or not self.base.acts_on:
+            why = (
+                f"it acts on {unusable}, where there are no absolute positions to replace"
+                if unusable
+                else f"its {_HOOKS[refusing[0]]} takes no positions" if refusing
+                else "it acts nowhere"
+            )
+            raise ValueError(
+                f"{owner}: cannot randomize the positions of {base!r}: {why}; wrap an "
+                "absolute or rotary encoding (rotary, sinusoidal, trainable, complex-order)"
+            )
+        self.acts_on = frozenset(self.base.acts_on | {"input"})
+        self.field = self.base.field
+        self.complex_model = self.base.complex_model
+        self._dtype = fk["dtype"]
+        self._drawn: Positions | None = None
+
+    def reset_parameters(self) -> None:
+        self.base.reset_parameters()
+
+    def draw(self, length: int, device: torch.device | str | None = None) -> Positions | None:
+        """Positions for ``length`` tokens: a sorted random subset of ``range(max_positions)``
+        in training mode (kept for the attention hooks of this forward), ``None`` (``0 ..
+        length-1``) in evaluation mode."""
+        self._drawn = None
+        if not self.training:
+            return None
+        if length > self.max_positions:
+            raise ValueError(
+                f"{type(self).__name__}: {length} tokens need max_positions >= {length} (got "
+                f"{self.max_positions}); build it with randomized:max_positions=..."
+            )
+        index = torch.randperm(self.max_positions, device=device)[:length].sort().values
+        self._drawn = Positions(index, self.max_positions)
+        return self._drawn
+
+    def _current(self, length: int, device) -> Positions | None:
+        if not self.training:
+            return None
+        drawn = self._drawn
+        if drawn is None or drawn.index.shape[0] != length:
+            drawn = self.draw(length, device)
+        return drawn
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        if "token" not in self.base.acts_on:
+            return super().embed(ids)  # the base class's error
+        return self.base.embed(ids, positions=self.draw(ids.shape[1], ids.device))
+
+    def encode_input(self, x: torch.Tensor) -> torch.Tensor:
+        if "token" not in self.base.acts_on:
+            positions = self.draw(x.shape[1], x.device)
+        else:
+            positions = self._current(x.shape[1], x.device)
+        if "input" not in self.base.acts_on:
+            return x
+        return self.base.encode_input(x, positions=positions)
+
+    def rotate(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if "qk" not in self.base.acts_on:
+            return q, k, v
+        if not self.training:
+            return self.base.rotate(q, k, v)
+        if q.shape[-2] != k.shape[-2]:
+            raise ValueError(
+                f"{type(self).__name__}: randomized positions in training need as many queries "
+                f"as keys, got {q.shape[-2]} queries and {k.shape[-2]} keys"
+            )
+        return self.base.rotate(q, k, v, positions=self._current(q.shape[-2], q.device))
+
+    def extra_repr(self) -> str:
+        return f"max_positions={self.max_positions}, dtype={self.dtype}"
