@@ -28,6 +28,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "fail",
     "split_list",
+    "RESUME_COMMON",
     "check_resume_options",
     "Option",
     "OPTIONS",
@@ -53,6 +54,11 @@ def fail(message: str, status: int = EXIT_ERROR) -> int:
 def split_list(text: str) -> list[str]:
     """The non-empty, stripped items of a comma-separated list."""
     return [t.strip() for t in text.split(",") if t.strip()]
+
+
+#: The options ``--resume`` accepts for every task (argparse names); a task adds its length
+#: option (classifiers ``--epochs``, language models ``--steps``).
+RESUME_COMMON = frozenset({"resume", "quiet", "threads", "command", "allow_changed_data"})
 
 
 def check_resume_options(args: Any, allowed: Iterable[str], applies: str) -> None:

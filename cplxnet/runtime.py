@@ -11,7 +11,8 @@ import importlib.metadata
 import platform
 import random
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -29,6 +30,7 @@ __all__ = [
     "gather_rng_states",
     "Logger",
     "progress",
+    "on_rank0_first",
 ]
 
 
@@ -37,6 +39,32 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+T = TypeVar("T")
+
+
+def on_rank0_first(first: Callable[[], T], others: Callable[[], T]) -> T:
+    """``first()`` on rank 0 (taking a run folder), then ``others()`` on the other ranks of a
+    data-parallel run; if ``first`` fails, every other rank raises its message as a
+    :class:`RunError` instead of waiting for rank 0 at the next collective. Without a process
+    group: ``first()``."""
+    world, rank = dist_info()
+    if world == 1:
+        return first()
+    result, error = None, None
+    if rank == 0:
+        try:
+            result = first()
+        except Exception as err:  # noqa: BLE001 - passed to the other ranks, then raised
+            error = err
+    message = [None if error is None else str(error)]
+    dist.broadcast_object_list(message, src=0)
+    if error is not None:
+        raise error
+    if message[0] is not None:
+        raise RunError(message[0])
+    return result if rank == 0 else others()
 
 
 def dist_info() -> tuple[int, int]:

@@ -46,6 +46,7 @@ from ..runs import (
     RUN_MARKER,
     RunError,
     RunFolder,
+    append_line,
     atomic_write,
     check_new_run_dir,
     load_checkpoint,
@@ -176,19 +177,23 @@ class LMTask:
         return spec
 
     @classmethod
-    def from_spec(cls, spec: dict[str, Any], vocab: TokenVocab | None = None) -> LMTask:
+    def from_spec(
+        cls, spec: dict[str, Any], vocab: TokenVocab | None = None, *, allow_changed: bool = False
+    ) -> LMTask:
+        """The task of a run's ``spec``; a training text that changed since (another SHA-256)
+        is a :class:`RunError` unless ``allow_changed``."""
         source = spec.get("path", spec["source"])
         digest = spec.get("sha256")
         if digest is not None:
             fix = (
-                "restore the file as it was, or train a new run on the text as it is now "
-                "(--force, or another --run-dir)"
+                "restore the file as it was, pass --allow-changed-data to resume on the text as "
+                "it is now, or train a new run on it (--force, or another --run-dir)"
             )
             if not os.path.isfile(source):
                 raise RunError(f"the training text {source} is gone, so the run's splits cannot "
                                f"be rebuilt; {fix}")  # fmt: skip
             now = file_sha256(source)
-            if now != digest:
+            if now != digest and not allow_changed:
                 raise RunError(
                     f"the training text {source} changed since the run started (recorded sha256 "
                     f"{digest[:12]}..., now {now[:12]}...), so its splits cannot be rebuilt; {fix}"
@@ -333,7 +338,7 @@ def train_lm(
         "versions": versions(),
         "created": datetime.datetime.now().isoformat(timespec="seconds"),
     }
-    folder = RunFolder(run_dir, force)
+    folder = RunFolder(run_dir, force)  # its lock first: one owner at a time
     try:
         write_json(os.path.join(folder.path, "config.json"), run_config)
         task.vocab.save(os.path.join(folder.path, "vocab.json"))
@@ -341,6 +346,7 @@ def train_lm(
         return _fit(model, task, folder, options, quiet, callback, state=None)
     finally:
         folder.abort()  # before the first checkpoint: remove what this run wrote (else a no-op)
+        folder.release()
 
 
 def resume_lm(
@@ -349,12 +355,31 @@ def resume_lm(
     steps: int | None = None,
     quiet: bool = False,
     callback: Callable[[int, dict], None] | None = None,
+    allow_changed_data: bool = False,
 ) -> dict:
     """Continue an interrupted language-model run from ``checkpoint.pt``; ``steps`` raises the
     planned number of steps (to extend a finished run). The result equals an uninterrupted run's.
+    A training text whose SHA-256 differs from the one recorded at the start is an error unless
+    ``allow_changed_data`` (the run then continues on the changed text, split as it is now, with
+    the run's vocabulary).
     """
     if not os.path.isdir(run_dir):
         raise RunError(f"run folder {run_dir} not found; give the folder of an earlier run")
+    folder = RunFolder.existing(run_dir)  # this process owns the folder before it reads it
+    try:
+        return _resume(folder, steps, quiet, callback, allow_changed_data)
+    finally:
+        folder.release()
+
+
+def _resume(
+    folder: RunFolder,
+    steps: int | None,
+    quiet: bool,
+    callback: Callable[[int, dict], None] | None,
+    allow_changed_data: bool,
+) -> dict:
+    run_dir = folder.path
     # Everything is checked before the folder changes: a bad input leaves the run as it was.
     run_config, config, options = load_lm_config(
         run_dir, other_task="resume it without --task lm"
@@ -381,7 +406,7 @@ def resume_lm(
             f"pass --steps N with N > {state['step']} to train it for more steps"
         )
     vocab = TokenVocab.load(os.path.join(run_dir, "vocab.json"))
-    task = LMTask.from_spec(run_config["data"], vocab)
+    task = LMTask.from_spec(run_config["data"], vocab, allow_changed=allow_changed_data)
     model = build_lm_model(config, run_dir)
     load_weights(model, state["model"], ckpt)  # the weights fit this run's model
     try:  # and so does the optimiser state (a dry load into a throwaway optimiser)
@@ -396,7 +421,7 @@ def resume_lm(
         os.remove(os.path.join(run_dir, "results.json"))
     write_json(os.path.join(run_dir, "config.json"), run_config)
     _logger(quiet)(f"resuming {run_dir} after step {state['step']} of {options.steps}")
-    return _fit(model, task, RunFolder.existing(run_dir), options, quiet, callback, state=state)
+    return _fit(model, task, folder, options, quiet, callback, state=state)
 
 
 #: The entries of checkpoint.pt and their types (checked by :func:`resume_lm`).
@@ -540,8 +565,7 @@ def _fit(
             if folder.note:
                 log(folder.note)
                 folder.note = ""
-            with open(path(run_dir, "metrics.jsonl"), "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(metrics) + "\n")
+            append_line(path(run_dir, "metrics.jsonl"), json.dumps(metrics))
             if not quiet:
                 scores = "  ".join(f"dev {k} {v:.4f}" for k, v in dev.items())
                 bar.write(f"step {step}/{options.steps}  train loss {metrics['train_loss']:.4f}  "
