@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from .cli_evaluate import add_evaluate_command, add_predict_command, cmd_evaluate, cmd_predict
 from .cli_options import EXIT_ERROR, EXIT_INTERRUPTED, CLIError, fail
 from .cli_train import add_train_command, cmd_train
+from .runtime import sigterm_as_interrupt
 
 __all__ = ["main", "build_parser", "CLIError", "EXIT_ERROR", "EXIT_INTERRUPTED"]
 
@@ -75,6 +76,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
 
+    with sigterm_as_interrupt():  # SIGTERM ends a command as Ctrl-C does
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     distributed = False
     try:
         import torch

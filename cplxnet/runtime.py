@@ -7,11 +7,14 @@ Shared by the classification engine (:mod:`cplxnet.train`) and the language-mode
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import platform
 import random
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import numpy as np
@@ -31,6 +34,7 @@ __all__ = [
     "Logger",
     "progress",
     "on_rank0_first",
+    "sigterm_as_interrupt",
 ]
 
 
@@ -65,6 +69,27 @@ def on_rank0_first(first: Callable[[], T], others: Callable[[], T]) -> T:
     if message[0] is not None:
         raise RunError(message[0])
     return result if rank == 0 else others()
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While the block runs, SIGTERM (``kill PID``, a batch system ending a job) raises
+    :class:`KeyboardInterrupt` in the main thread, as Ctrl-C does, so that what a command holds
+    is let go as on Ctrl-C: ``cplxnet compare`` ends its ``--jobs`` workers and removes its
+    ``.lock``, a run removes an unfinished new folder and its lock. Outside the main thread
+    (where no handler can be set) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def dist_info() -> tuple[int, int]:
