@@ -55,6 +55,7 @@ __all__ = [
     "is_run_folder",
     "check_replaceable",
     "check_new_run_dir",
+    "run_task",
     "remove_run_files",
     "RunFolder",
     "run_lock",
@@ -383,14 +384,14 @@ def _exists_message(path: str) -> str:
             f"run folder {path} already exists; continue its unfinished run with --resume "
             f"{path}, pass --force to replace it, or choose another --run-dir"
         )
-    longer = "--steps" if _run_task(path) == "lm" else "--epochs"
+    longer = "--steps" if run_task(path) == "lm" else "--epochs"
     return (
         f"run folder {path} already exists; pass --force to replace it (with --resume {path} "
         f"{longer} N to train it longer), or choose another --run-dir"
     )
 
 
-def _run_task(path: str) -> str:
+def run_task(path: str) -> str:
     """The ``task`` of a run folder's config.json (``"lm"`` or ``"classify"``, the default)."""
     try:
         config = read_json(os.path.join(path, "config.json"))
@@ -529,11 +530,10 @@ class RunFolder:
 
     def abort(self) -> None:
         """Remove what this run wrote, if it has not been promoted: its files, its folder and the
-        parent folders it created (each only if empty); then let the folder go."""
-        if self._promoted:
-            return
-        removed = os.path.isdir(self.path) and remove_run_files(self.path)
-        self.release()  # the lock file is in the parent folder
+        parent folders it created (each only if empty); in any case, let the folder go
+        (:meth:`release`)."""
+        removed = not self._promoted and os.path.isdir(self.path) and remove_run_files(self.path)
+        self.release()  # first: the lock file is in the parent folder
         if removed:
             self._remove_made_parents()
 

@@ -52,6 +52,7 @@ from ..runs import (
     load_checkpoint,
     load_weights,
     read_run_config,
+    run_task,
     save_checkpoint,
     write_json,
 )
@@ -177,23 +178,19 @@ class LMTask:
         return spec
 
     @classmethod
-    def from_spec(
-        cls, spec: dict[str, Any], vocab: TokenVocab | None = None, *, allow_changed: bool = False
-    ) -> LMTask:
-        """The task of a run's ``spec``; a training text that changed since (another SHA-256)
-        is a :class:`RunError` unless ``allow_changed``."""
+    def from_spec(cls, spec: dict[str, Any], vocab: TokenVocab | None = None) -> LMTask:
         source = spec.get("path", spec["source"])
         digest = spec.get("sha256")
         if digest is not None:
             fix = (
-                "restore the file as it was, pass --allow-changed-data to resume on the text as "
-                "it is now, or train a new run on it (--force, or another --run-dir)"
+                "restore the file as it was, or train a new run on the text as it is now "
+                "(--force, or another --run-dir; to resume on it: --allow-changed-data)"
             )
             if not os.path.isfile(source):
                 raise RunError(f"the training text {source} is gone, so the run's splits cannot "
                                f"be rebuilt; {fix}")  # fmt: skip
             now = file_sha256(source)
-            if now != digest and not allow_changed:
+            if now != digest:
                 raise RunError(
                     f"the training text {source} changed since the run started (recorded sha256 "
                     f"{digest[:12]}..., now {now[:12]}...), so its splits cannot be rebuilt; {fix}"
@@ -258,14 +255,7 @@ def make_task(source: str, tokens: str = "char", context: int = 64) -> LMTask:
 
 def is_lm_run(run_dir: str) -> bool:
     """True if ``run_dir`` holds a language-model run (its config.json says ``"task": "lm"``)."""
-    path = os.path.join(run_dir, "config.json")
-    if not os.path.isfile(path):
-        return False
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh).get("task") == "lm"
-    except (OSError, ValueError, AttributeError):
-        return False
+    return run_task(run_dir) == "lm"
 
 
 def _fit_config(config: Any, task: LMTask) -> Any:
@@ -345,8 +335,7 @@ def train_lm(
         _logger(quiet)(task.summary())
         return _fit(model, task, folder, options, quiet, callback, state=None)
     finally:
-        folder.abort()  # before the first checkpoint: remove what this run wrote (else a no-op)
-        folder.release()
+        folder.abort()  # before the first checkpoint: remove what this run wrote; let it go
 
 
 def resume_lm(
@@ -359,27 +348,19 @@ def resume_lm(
 ) -> dict:
     """Continue an interrupted language-model run from ``checkpoint.pt``; ``steps`` raises the
     planned number of steps (to extend a finished run). The result equals an uninterrupted run's.
-    A training text whose SHA-256 differs from the one recorded at the start is an error unless
-    ``allow_changed_data`` (the run then continues on the changed text, split as it is now, with
-    the run's vocabulary).
+    A changed training text (SHA-256) is an error unless ``allow_changed_data``.
     """
     if not os.path.isdir(run_dir):
         raise RunError(f"run folder {run_dir} not found; give the folder of an earlier run")
     folder = RunFolder.existing(run_dir)  # this process owns the folder before it reads it
     try:
-        return _resume(folder, steps, quiet, callback, allow_changed_data)
+        return _resume(run_dir, folder, steps, quiet, callback, allow_changed_data)
     finally:
         folder.release()
 
 
-def _resume(
-    folder: RunFolder,
-    steps: int | None,
-    quiet: bool,
-    callback: Callable[[int, dict], None] | None,
-    allow_changed_data: bool,
-) -> dict:
-    run_dir = folder.path
+def _resume(run_dir: str, folder: RunFolder, steps: int | None, quiet: bool,
+            callback: Callable[[int, dict], None] | None, allow_changed: bool) -> dict:  # fmt: skip
     # Everything is checked before the folder changes: a bad input leaves the run as it was.
     run_config, config, options = load_lm_config(
         run_dir, other_task="resume it without --task lm"
@@ -406,7 +387,8 @@ def _resume(
             f"pass --steps N with N > {state['step']} to train it for more steps"
         )
     vocab = TokenVocab.load(os.path.join(run_dir, "vocab.json"))
-    task = LMTask.from_spec(run_config["data"], vocab, allow_changed=allow_changed_data)
+    spec = {k: v for k, v in run_config["data"].items() if not allow_changed or k != "sha256"}
+    task = LMTask.from_spec(spec, vocab)
     model = build_lm_model(config, run_dir)
     load_weights(model, state["model"], ckpt)  # the weights fit this run's model
     try:  # and so does the optimiser state (a dry load into a throwaway optimiser)
