@@ -14,7 +14,9 @@ Examples::
     torchrun --nproc_per_node=2 -m cplxnet train --data trec   # data-parallel on CPU (gloo)
 
 Every expected problem (a bad file, an unknown name, an existing run folder, ...) ends the
-command with one ``cplxnet: error: ...`` line on stderr and exit status 1, never a traceback.
+command with one ``cplxnet: error: ...`` line on stderr and exit status 1, never a traceback
+(under torchrun the launcher adds its own report: see :func:`cplxnet.cli_options.fail`). SIGTERM
+ends a command as Ctrl-C does (exit status 130).
 """
 
 from __future__ import annotations
@@ -37,9 +39,7 @@ class _Parser(argparse.ArgumentParser):
     by rank 0 only under torchrun."""
 
     def error(self, message: str):  # type: ignore[override]
-        if int(os.environ.get("RANK", "0")) == 0:
-            print(f"cplxnet: error: {message}; see {self.prog} --help", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(fail(f"{message}; see {self.prog} --help", 2))
 
 
 def build_parser() -> argparse.ArgumentParser:
