@@ -7,7 +7,12 @@ holds only the files of :data:`RUN_FILES` (and, while one is being written, a te
 starting with ``.tmp-``). cplxnet replaces or removes a folder only when both hold, and never the
 current folder or a folder containing it:
 
-* a new run goes into a folder that does not exist yet (:class:`RunFolder`);
+* one process owns a run folder at a time: a new run, ``--force`` and ``--resume`` hold its lock
+  (:func:`run_lock`, the file ``.NAME.lock`` beside it) from before their first change to their
+  end, and a second such command is refused with one line naming the owner; ``evaluate`` and
+  ``predict`` only read and take no lock;
+* a new run goes into a folder that does not exist yet, or that holds only cplxnet's temporary
+  files (a run killed before it wrote its config.json) (:class:`RunFolder`);
 * ``force=True`` (``--force``) on an existing run trains into a new sibling folder
   ``.<name>.new-*`` and puts it in place of the old run once it has written its first
   checkpoint; until then the old run is untouched, and a failure removes only the new folder;
@@ -15,7 +20,9 @@ current folder or a folder containing it:
   cplxnet did not write is never deleted (:func:`remove_run_files`).
 
 Every file is written through :func:`atomic_write` (a temporary file in the same folder, then
-``os.replace``), with the permissions the process umask gives a new file.
+``os.replace``; ``metrics.jsonl`` is appended by :func:`append_line`), with the permissions the
+process umask gives a new file; a full disk is a one-line :class:`RunError` naming the folder
+("no space left on device"), and the files written before stay as they were.
 """
 
 from __future__ import annotations
