@@ -14,7 +14,9 @@ Examples::
     torchrun --nproc_per_node=2 -m cplxnet train --data trec   # data-parallel on CPU (gloo)
 
 Every expected problem (a bad file, an unknown name, an existing run folder, ...) ends the
-command with one ``cplxnet: error: ...`` line on stderr and exit status 1, never a traceback.
+command with one ``cplxnet: error: ...`` line on stderr and exit status 1, never a traceback
+(under torchrun the launcher adds its own report: see :func:`cplxnet.cli_options.fail`). SIGTERM
+ends a command as Ctrl-C does (exit status 130).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Sequence
 from .cli_evaluate import add_evaluate_command, add_predict_command, cmd_evaluate, cmd_predict
 from .cli_options import EXIT_ERROR, EXIT_INTERRUPTED, CLIError, fail
 from .cli_train import add_train_command, cmd_train
+from .runtime import sigterm_as_interrupt
 
 __all__ = ["main", "build_parser", "CLIError", "EXIT_ERROR", "EXIT_INTERRUPTED"]
 
@@ -36,9 +39,7 @@ class _Parser(argparse.ArgumentParser):
     by rank 0 only under torchrun."""
 
     def error(self, message: str):  # type: ignore[override]
-        if int(os.environ.get("RANK", "0")) == 0:
-            print(f"cplxnet: error: {message}; see {self.prog} --help", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(fail(f"{message}; see {self.prog} --help", 2))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,6 +76,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
 
+    with sigterm_as_interrupt():  # SIGTERM ends a command as Ctrl-C does
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     distributed = False
     try:
         import torch

@@ -12,8 +12,11 @@ budget), and the help texts quote those defaults.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import sys
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +31,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "fail",
     "split_list",
+    "RESUME_COMMON",
     "check_resume_options",
     "Option",
     "OPTIONS",
@@ -44,15 +48,35 @@ class CLIError(Exception):
 
 def fail(message: str, status: int = EXIT_ERROR) -> int:
     """Print ``cplxnet: error: <message>`` as one line on stderr (on the first rank only under
-    torchrun) and return ``status``."""
+    torchrun) and return ``status``.
+
+    Under ``torchrun`` every rank also writes the line to the error file torchrun names in
+    ``TORCHELASTIC_ERROR_FILE``. When a rank exits non-zero, torchrun itself then prints, after
+    cplxnet's line, its own report: a Python traceback of the torchrun process ending in
+    ``torch.distributed.elastic.multiprocessing.errors.ChildFailedError`` and a summary whose
+    "Root Cause" names the first failed rank and its exit code, with ``traceback : cplxnet:
+    error: ...`` (the line from the error file; without it torchrun prints "To enable
+    traceback see: ..."); ranks that torchrun stopped are listed with ``exitcode : -15``
+    (SIGTERM). That report comes from torchrun's own process and cannot be turned off from
+    cplxnet; the training ranks print no traceback."""
+    line = f"cplxnet: error: {' '.join(message.splitlines())}"
     if int(os.environ.get("RANK", "0")) == 0:
-        print(f"cplxnet: error: {' '.join(message.splitlines())}", file=sys.stderr)
+        print(line, file=sys.stderr)
+    error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if error_file:
+        with contextlib.suppress(OSError), open(error_file, "w", encoding="utf-8") as fh:
+            json.dump({"message": line, "timestamp": int(time.time())}, fh)
     return status
 
 
 def split_list(text: str) -> list[str]:
     """The non-empty, stripped items of a comma-separated list."""
     return [t.strip() for t in text.split(",") if t.strip()]
+
+
+#: The options ``--resume`` accepts for every task (argparse names); a task adds its length
+#: option (classifiers ``--epochs``, language models ``--steps``).
+RESUME_COMMON = frozenset({"resume", "quiet", "threads", "command", "allow_changed_data"})
 
 
 def check_resume_options(args: Any, allowed: Iterable[str], applies: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ._argtypes import float_value, positive_int
 from .cli_model import model_config
-from .cli_options import CLIError, add_options, check_resume_options
+from .cli_options import RESUME_COMMON, CLIError, add_options, check_resume_options
 from .train_options import TrainOptions
 
 __all__ = ["add_train_command", "RESUME_OK", "train_options", "default_run_dir", "cmd_train"]
@@ -123,7 +123,7 @@ def add_train_command(sub: Any) -> argparse.ArgumentParser:
 
 
 # --force is not among them: resuming never overwrites a run, so it is an error, not ignored
-RESUME_OK = {"resume", "epochs", "quiet", "threads", "command", "allow_changed_data"}
+RESUME_OK = RESUME_COMMON | {"epochs"}
 
 
 def train_options(preset: str | None, given: dict[str, Any], zoo: Any) -> TrainOptions:

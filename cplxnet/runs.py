@@ -7,7 +7,12 @@ holds only the files of :data:`RUN_FILES` (and, while one is being written, a te
 starting with ``.tmp-``). cplxnet replaces or removes a folder only when both hold, and never the
 current folder or a folder containing it:
 
-* a new run goes into a folder that does not exist yet (:class:`RunFolder`);
+* one process owns a run folder at a time: a new run, ``--force`` and ``--resume`` hold its lock
+  (:func:`run_lock`, the file ``.NAME.lock`` beside it) from before their first change to their
+  end, and a second such command is refused with one line naming the owner; ``evaluate`` and
+  ``predict`` only read and take no lock;
+* a new run goes into a folder that does not exist yet, or that holds only cplxnet's temporary
+  files (a run killed before it wrote its config.json) (:class:`RunFolder`);
 * ``force=True`` (``--force``) on an existing run trains into a new sibling folder
   ``.<name>.new-*`` and puts it in place of the old run once it has written its first
   checkpoint; until then the old run is untouched, and a failure removes only the new folder;
@@ -15,22 +20,27 @@ current folder or a folder containing it:
   cplxnet did not write is never deleted (:func:`remove_run_files`).
 
 Every file is written through :func:`atomic_write` (a temporary file in the same folder, then
-``os.replace``), with the permissions the process umask gives a new file.
+``os.replace``; ``metrics.jsonl`` is appended by :func:`append_line`), with the permissions the
+process umask gives a new file; a full disk is a one-line :class:`RunError` naming the folder
+("no space left on device"), and the files written before stay as they were.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
 import secrets
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
 
 from .data.io import clip
+from .folder_lock import FolderLock, lock_holder
 
 __all__ = [
     "RUN_FORMAT",
@@ -39,6 +49,7 @@ __all__ = [
     "TEMP_PREFIX",
     "RunError",
     "atomic_write",
+    "append_line",
     "write_json",
     "read_json",
     "read_run_config",
@@ -51,8 +62,10 @@ __all__ = [
     "is_run_folder",
     "check_replaceable",
     "check_new_run_dir",
+    "run_task",
     "remove_run_files",
     "RunFolder",
+    "run_lock",
     "check_model_memory",
 ]
 
@@ -92,20 +105,61 @@ def atomic_write(path: str, write: Callable[[Any], None], binary: bool = False) 
     place, so a crash never leaves a half-written file under ``path``. The file gets the
     permissions of a newly created file (``0o666`` less the umask)."""
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix="-" + os.path.basename(path), dir=folder)
+    with _disk_errors(path):
+        fd, tmp = tempfile.mkstemp(
+            prefix=TEMP_PREFIX, suffix="-" + os.path.basename(path), dir=folder
+        )
+        try:
+            os.fchmod(fd, 0o666 & ~_umask())  # mkstemp creates 0600
+            with os.fdopen(
+                fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})
+            ) as fh:
+                write(fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            raise
+
+
+def append_line(path: str, line: str) -> None:
+    """Append ``line`` and a newline to ``path`` (``metrics.jsonl``); a full disk is a
+    :class:`RunError` as in :func:`atomic_write`."""
+    with _disk_errors(path), open(path, "a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
+
+
+def _disk_full(err: BaseException) -> bool:
+    """True for the error of a write to a full disk: ``OSError(ENOSPC)`` (or ``EDQUOT``), also
+    when ``torch.save`` wraps it in its ``RuntimeError`` ("unexpected pos ...")."""
+    seen = 0
+    while err is not None and seen < 8:
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if isinstance(err, RuntimeError) and "unexpected pos" in str(err):
+            return True  # torch's zip writer after a short write (its cause is not kept)
+        err = err.__cause__ or err.__context__
+        seen += 1
+    return False
+
+
+@contextlib.contextmanager
+def _disk_errors(path: str) -> Iterator[None]:
+    """Turn a write to a full disk into a one-line :class:`RunError` naming the file's folder."""
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp creates 0600
-        with os.fdopen(
-            fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})
-        ) as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+        yield
+    except Exception as err:
+        if not _disk_full(err):
+            raise
+        folder = os.path.dirname(os.path.abspath(path))
+        raise RunError(
+            f"no space left on device: writing {os.path.basename(path)} in {folder} failed; the "
+            "files written before it are kept as they were (a run keeps its last good "
+            "checkpoint): free space on that disk, then run the command again (--resume "
+            "continues a run that has a checkpoint)"
+        ) from None
 
 
 def write_json(path: str, obj: Any, *, indent: int | None = 2) -> None:
@@ -134,6 +188,13 @@ def read_json(path: str) -> Any:
 
 def read_run_config(run_dir: str) -> dict:
     """A run folder's ``config.json``; a file without the cplxnet marker is a :class:`RunError`."""
+    leftover = only_temporary_files(run_dir)
+    if leftover:
+        raise RunError(
+            _leftover_message(run_dir, leftover) + ", so there is nothing to resume or score; "
+            "start the run again with the command that made it, without --resume (it replaces "
+            "the folder)"
+        )
     config = read_json(os.path.join(run_dir, "config.json"))
     if not isinstance(config, dict) or RUN_MARKER not in config:
         raise RunError(
@@ -245,8 +306,35 @@ def is_run_folder(path: str) -> bool:
     return isinstance(config, dict) and isinstance(config.get(RUN_MARKER), int)
 
 
+def _temporary(name: str) -> bool:
+    """A temporary file of :func:`atomic_write` for one of the :data:`RUN_FILES`."""
+    return name.startswith(TEMP_PREFIX) and name.endswith(tuple("-" + f for f in RUN_FILES))
+
+
 def _own_entry(name: str) -> bool:
-    return name in RUN_FILES or name.startswith(TEMP_PREFIX)
+    return name in RUN_FILES or _temporary(name)
+
+
+def only_temporary_files(path: str) -> list[str]:
+    """The files of ``path`` if it is a folder holding nothing but cplxnet's temporary files (a
+    run killed before it wrote its ``config.json``), else ``[]``."""
+    if os.path.islink(path) or not os.path.isdir(path):
+        return []
+    entries = sorted(os.listdir(path))
+    if entries and all(
+        _temporary(e) and os.path.isfile(os.path.join(path, e)) and not os.path.islink(
+            os.path.join(path, e)) for e in entries
+    ):  # fmt: skip
+        return entries
+    return []
+
+
+def _leftover_message(path: str, entries: list[str]) -> str:
+    shown = ", ".join(entries[:2]) + (f" and {len(entries) - 2} more" if len(entries) > 2 else "")
+    return (
+        f"{path} holds only temporary files of a cplxnet run that stopped before it wrote its "
+        f"config.json ({shown})"
+    )
 
 
 def check_replaceable(path: str) -> None:
@@ -263,7 +351,7 @@ def check_replaceable(path: str) -> None:
             "runs/NAME"
         )
     entries = sorted(os.listdir(path))
-    if not entries:
+    if not entries or only_temporary_files(path):
         return
     if not is_run_folder(path):
         why = (
@@ -303,14 +391,14 @@ def _exists_message(path: str) -> str:
             f"run folder {path} already exists; continue its unfinished run with --resume "
             f"{path}, pass --force to replace it, or choose another --run-dir"
         )
-    longer = "--steps" if _run_task(path) == "lm" else "--epochs"
+    longer = "--steps" if run_task(path) == "lm" else "--epochs"
     return (
         f"run folder {path} already exists; pass --force to replace it (with --resume {path} "
         f"{longer} N to train it longer), or choose another --run-dir"
     )
 
 
-def _run_task(path: str) -> str:
+def run_task(path: str) -> str:
     """The ``task`` of a run folder's config.json (``"lm"`` or ``"classify"``, the default)."""
     try:
         config = read_json(os.path.join(path, "config.json"))
@@ -321,13 +409,43 @@ def _run_task(path: str) -> str:
 
 
 def check_new_run_dir(path: str, force: bool) -> None:
-    """Raise :class:`RunError` unless a new run may be written to ``path`` (it does not exist,
-    or ``force`` and :func:`check_replaceable`). Touches nothing."""
-    if not os.path.lexists(path):
+    """Raise :class:`RunError` unless a new run may be written to ``path``: no other process
+    holds it (:func:`run_lock`) and it does not exist, or holds only cplxnet's temporary files
+    (:func:`only_temporary_files`), or ``force`` and :func:`check_replaceable`. Touches
+    nothing."""
+    holder = lock_holder(_lock_path(path))
+    if holder is not None:
+        raise RunError(_in_use_message(path, holder))
+    _check_target(path, force)
+
+
+def _check_target(path: str, force: bool) -> None:
+    if not os.path.lexists(path) or only_temporary_files(path):
         return
     if not force:
         raise RunError(_exists_message(path))
     check_replaceable(path)
+
+
+_IN_USE_FIX = "wait for it to end, or choose another --run-dir"
+
+
+def _in_use_message(path: str, holder: str) -> str:
+    return f"{path} is in use by another cplxnet process ({holder}); {_IN_USE_FIX}"
+
+
+def _lock_path(path: str) -> str:
+    parent, name = os.path.split(os.path.abspath(path))
+    return os.path.join(parent, f".{name}.lock")
+
+
+def run_lock(path: str) -> FolderLock:
+    """The lock of the run folder ``path``: the file ``.NAME.lock`` beside it (it outlives the
+    folder's replacement by ``--force``, and it exists before the folder does). Every command
+    that writes or removes a run folder (a new run, ``--force``, ``--resume``) holds it from
+    before its first change to its end; reading (``evaluate``, ``predict``) needs no lock.
+    See :class:`cplxnet.folder_lock.FolderLock`."""
+    return FolderLock(_lock_path(path), path, "cplxnet process", _IN_USE_FIX, RunError)
 
 
 def remove_run_files(path: str) -> bool:
@@ -344,44 +462,58 @@ def remove_run_files(path: str) -> bool:
 
 
 class RunFolder:
-    """Where a new run writes: :attr:`path` (the folder to write now) and :attr:`final` (the run
-    folder asked for).
+    """Where a run writes: :attr:`path` (the folder to write now) and :attr:`final` (the run
+    folder asked for), owned by this process (:func:`run_lock`) until :meth:`release`.
 
-    A new folder is created in place. With ``force`` an existing run folder (see
-    :func:`check_replaceable`) is kept until the new run calls :meth:`promote` after writing its
+    The lock is taken before anything is written or removed, and the folder is checked again
+    under it (:func:`check_new_run_dir`). A new folder is created in place. A folder holding only
+    cplxnet's temporary files, or with ``force`` an existing run folder (see
+    :func:`check_replaceable`), is kept until the new run calls :meth:`promote` after writing its
     first checkpoint; until then the run writes into a new sibling folder. :meth:`abort` (a
     failure before :meth:`promote`) removes only what this run wrote.
     """
 
     def __init__(self, final: str, force: bool = False) -> None:
-        check_new_run_dir(final, force)
+        _check_target(final, force)  # fail before making anything
         self.final = final
         self.note = ""
-        self._replacing = os.path.lexists(final)
         self._promoted = False
         self._made_parents: list[str] = []  # folders above ``final`` this run created
-        if self._replacing:
-            parent = os.path.dirname(os.path.abspath(final))
-            name = os.path.basename(os.path.abspath(final))
-            self.path = tempfile.mkdtemp(prefix=f".{name}.new-", dir=parent)
-            os.chmod(self.path, 0o777 & ~_umask())  # mkdtemp creates 0700
-        else:
-            parent = os.path.dirname(os.path.abspath(final))
-            while not os.path.lexists(parent):
-                self._made_parents.append(parent)
-                parent = os.path.dirname(parent)
-            os.makedirs(final)
-            self.path = final
+        parent = os.path.dirname(os.path.abspath(final))
+        while not os.path.lexists(parent):
+            self._made_parents.append(parent)
+            parent = os.path.dirname(parent)
+        os.makedirs(os.path.dirname(os.path.abspath(final)), exist_ok=True)
+        lock = _lock_path(final)
+        self._lock: FolderLock | None = run_lock(final)
+        try:
+            self._lock.acquire()
+            _check_target(final, force)  # again: another run may have made it meanwhile
+            self._replacing = os.path.lexists(final)
+            if self._replacing:
+                name = os.path.basename(os.path.abspath(final))
+                self.path = tempfile.mkdtemp(prefix=f".{name}.new-", dir=os.path.dirname(lock))
+                os.chmod(self.path, 0o777 & ~_umask())  # mkdtemp creates 0700
+            else:
+                os.mkdir(final)
+                self.path = final
+        except BaseException:
+            self.release()
+            self._remove_made_parents()
+            raise
 
     @classmethod
-    def existing(cls, path: str) -> RunFolder:
-        """An existing run folder written in place (``--resume``, ranks other than 0)."""
+    def existing(cls, path: str, *, lock: bool = True) -> RunFolder:
+        """An existing run folder written in place (``--resume``), held by this process from
+        now on; ``lock=False`` for the ranks other than 0 of a data-parallel run, which write
+        nothing."""
         folder = cls.__new__(cls)
         folder.final = folder.path = path
         folder.note = ""
         folder._replacing = False
         folder._promoted = True
         folder._made_parents = []
+        folder._lock = run_lock(path).acquire() if lock else None
         return folder
 
     @property
@@ -395,8 +527,7 @@ class RunFolder:
         self._promoted = True
         if not self._replacing:
             return
-        parent = os.path.dirname(os.path.abspath(self.final))
-        name = os.path.basename(os.path.abspath(self.final))
+        parent, name = os.path.split(os.path.abspath(self.final))
         old = os.path.join(parent, f".{name}.old-{secrets.token_hex(4)}")
         os.rename(self.final, old)
         os.rename(self.path, self.final)
@@ -406,13 +537,25 @@ class RunFolder:
 
     def abort(self) -> None:
         """Remove what this run wrote, if it has not been promoted: its files, its folder and the
-        parent folders it created (each only if empty)."""
-        if not self._promoted and os.path.isdir(self.path) and remove_run_files(self.path):
-            for folder in self._made_parents:  # deepest first
-                try:
-                    os.rmdir(folder)
-                except OSError:
-                    break
+        parent folders it created (each only if empty); in any case, let the folder go
+        (:meth:`release`)."""
+        removed = not self._promoted and os.path.isdir(self.path) and remove_run_files(self.path)
+        self.release()  # first: the lock file is in the parent folder
+        if removed:
+            self._remove_made_parents()
+
+    def _remove_made_parents(self) -> None:
+        for folder in self._made_parents:  # deepest first
+            try:
+                os.rmdir(folder)
+            except OSError:
+                break
+
+    def release(self) -> None:
+        """Let the folder go (another command may write it from now on)."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
 
 # ------------------------------------------------------------------------------------------------

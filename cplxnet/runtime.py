@@ -7,11 +7,15 @@ Shared by the classification engine (:mod:`cplxnet.train`) and the language-mode
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import platform
 import random
+import signal
 import sys
-from typing import Any
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -29,6 +33,8 @@ __all__ = [
     "gather_rng_states",
     "Logger",
     "progress",
+    "on_rank0_first",
+    "sigterm_as_interrupt",
 ]
 
 
@@ -37,6 +43,53 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+T = TypeVar("T")
+
+
+def on_rank0_first(first: Callable[[], T], others: Callable[[], T]) -> T:
+    """``first()`` on rank 0 (taking a run folder), then ``others()`` on the other ranks of a
+    data-parallel run; if ``first`` fails, every other rank raises its message as a
+    :class:`RunError` instead of waiting for rank 0 at the next collective. Without a process
+    group: ``first()``."""
+    world, rank = dist_info()
+    if world == 1:
+        return first()
+    result, error = None, None
+    if rank == 0:
+        try:
+            result = first()
+        except Exception as err:  # noqa: BLE001 - passed to the other ranks, then raised
+            error = err
+    message = [None if error is None else str(error)]
+    dist.broadcast_object_list(message, src=0)
+    if error is not None:
+        raise error
+    if message[0] is not None:
+        raise RunError(message[0])
+    return result if rank == 0 else others()
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While the block runs, SIGTERM (``kill PID``, a batch system ending a job) raises
+    :class:`KeyboardInterrupt` in the main thread, as Ctrl-C does, so that what a command holds
+    is let go as on Ctrl-C: ``cplxnet compare`` ends its ``--jobs`` workers and removes its
+    ``.lock``, a run removes an unfinished new folder and its lock. Outside the main thread
+    (where no handler can be set) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def dist_info() -> tuple[int, int]:

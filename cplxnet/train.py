@@ -74,7 +74,6 @@ from .runs import (
     atomic_write,
     check_data_unchanged,
     check_model_memory,
-    check_new_run_dir,
     data_hashes,
     load_checkpoint,
     read_run_config,
@@ -85,6 +84,7 @@ from .runtime import (
     Logger,
     dist_info,
     gather_rng_states,
+    on_rank0_first,
     progress,
     resolve_zoo,
     rng_state,
@@ -235,10 +235,11 @@ def train(
         "versions": versions(),
         "created": datetime.datetime.now().isoformat(timespec="seconds"),
     }
-    check_new_run_dir(run_dir, force)  # every rank checks before rank 0 creates it
-    if world > 1:
-        dist.barrier()
-    folder = RunFolder(run_dir, force) if rank == 0 else RunFolder.existing(run_dir)
+    # rank 0 checks and takes the folder (its lock first: one owner at a time) and writes it;
+    # the other ranks raise rank 0's error, if any
+    folder = on_rank0_first(
+        lambda: RunFolder(run_dir, force), lambda: RunFolder.existing(run_dir, lock=False)
+    )
     try:
         if rank == 0:
             write_json(os.path.join(folder.path, "config.json"), run_config)
@@ -249,6 +250,8 @@ def train(
     except BaseException:
         folder.abort()  # before the first checkpoint: remove what this run wrote
         raise
+    finally:
+        folder.release()
 
 
 def resume(
@@ -268,10 +271,29 @@ def resume(
     the one recorded at the start is an error unless ``allow_changed_data``.
     """
     zoo = resolve_zoo(zoo)
-    world, rank = dist_info()
-    log = Logger(quiet, rank)
     if not os.path.isdir(run_dir):
         raise RunError(f"run folder {run_dir} not found; give the folder of an earlier run")
+    # rank 0 owns the folder (its lock) before it reads or changes anything
+    folder = on_rank0_first(
+        lambda: RunFolder.existing(run_dir), lambda: RunFolder.existing(run_dir, lock=False)
+    )
+    try:
+        return _resume(folder, epochs, quiet, zoo, callback, allow_changed_data)
+    finally:
+        folder.release()
+
+
+def _resume(
+    folder: RunFolder,
+    epochs: int | None,
+    quiet: bool,
+    zoo: Any,
+    callback: Callable[[int, dict], None] | None,
+    allow_changed_data: bool,
+) -> dict:
+    run_dir = folder.path
+    world, rank = dist_info()
+    log = Logger(quiet, rank)
     run_config = read_run_config(run_dir)
     options = TrainOptions.from_dict(run_config["train"])
     if not os.path.exists(os.path.join(run_dir, "checkpoint.pt")):
@@ -310,7 +332,6 @@ def resume(
             write_json(os.path.join(run_dir, "config.json"), run_config)
         log(f"resuming {run_dir} after epoch {state['epoch']} of {options.epochs}")
 
-    folder = RunFolder.existing(run_dir)
     return _fit(model, data, folder, options, zoo, log, quiet, callback, state=state, start=start)
 
 

@@ -18,7 +18,14 @@ from torch import nn
 
 from .data import PreparedData
 from .metrics import evaluate
-from .runs import RunError, RunFolder, load_checkpoint, load_weights, save_checkpoint
+from .runs import (
+    RunError,
+    RunFolder,
+    append_line,
+    load_checkpoint,
+    load_weights,
+    save_checkpoint,
+)
 from .runtime import Logger, dist_info, set_rng_state
 from .train_options import TrainOptions
 
@@ -155,8 +162,7 @@ def save_epoch(
         },
         os.path.join(path, "checkpoint.pt"),
     )
-    with open(os.path.join(path, "metrics.jsonl"), "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(standing.history[-1]) + "\n")
+    append_line(os.path.join(path, "metrics.jsonl"), json.dumps(standing.history[-1]))
     folder.promote()
     if folder.note:
         log(folder.note)

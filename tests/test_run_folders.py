@@ -168,6 +168,50 @@ def test_a_failure_in_the_first_epoch_leaves_no_stub(toy_file, tmp_path, monkeyp
     assert main(["train", "--data", toy_file, "--run-dir", run, *TINY]) == 0  # no --force needed
 
 
+LM_TINY = ["--task", "lm", "--data", "synthetic:copy", "--context", "4", "--d-model", "8",
+           "--steps", "2", "--eval-every", "2", "--batch-size", "4", "--quiet"]  # fmt: skip
+
+
+def killed_in_its_first_second(folder) -> str:
+    """What a run killed while writing its config.json leaves: only a temporary file."""
+    folder.mkdir()
+    (folder / ".tmp-k2j4x9_q-config.json").write_text('{"cplxnet_run": 1, "mod')
+    return str(folder)
+
+
+@pytest.mark.parametrize("how", ["rerun", "force", "lm-rerun", "lm-force"])
+def test_a_folder_of_only_temporary_files_is_replaced(toy_file, tmp_path, capsys, how):
+    run = killed_in_its_first_second(tmp_path / "run")
+    for argv in (["train", "--resume", run], ["evaluate", run]):
+        err = error_of(capsys, argv)
+        assert "holds only temporary files of a cplxnet run" in err, err
+        assert ".tmp-k2j4x9_q-config.json" in err and "nothing to resume" in err
+        assert "without --resume" in err
+    tiny = LM_TINY if how.startswith("lm") else ["--data", toy_file, *TINY]
+    force = ["--force"] if how.endswith("force") else []
+    assert main(["train", *tiny, "--run-dir", run, *force]) == 0
+    assert runs.is_run_folder(run) and "results.json" in os.listdir(run)
+    assert not [n for n in os.listdir(run) if n.startswith(".tmp-")]
+    assert sorted(os.listdir(tmp_path)) == ["run"]
+
+
+@pytest.mark.parametrize(
+    "extra", [{"notes.txt": "mine"}, {".tmp-mine": "x"}, {".tmp-x-config.json.bak": "x"}],
+    ids=["a-file-of-the-user", "a-tmp-file-not-of-a-run-file", "another-suffix"],
+)  # fmt: skip
+def test_temporary_files_beside_foreign_ones_are_not_replaced(toy_file, tmp_path, capsys, extra):
+    folder = tmp_path / "run"
+    killed_in_its_first_second(folder)
+    for name, text in extra.items():
+        (folder / name).write_text(text)
+    before = snapshot(folder)
+    for force in ([], ["--force"]):
+        err = error_of(capsys, ["train", "--data", toy_file, "--run-dir", str(folder), *TINY,
+                                *force])  # fmt: skip
+        assert "not a cplxnet run" in err and "choose another --run-dir" in err
+    assert snapshot(folder) == before
+
+
 # -- what --resume checks -------------------------------------------------------------------------
 
 

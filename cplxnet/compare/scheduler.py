@@ -4,12 +4,12 @@ tables after each cell and reports progress."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..folder_lock import FolderLock
 from .cells import Cell, CompareError, GridOptions, cell_kind
 from .progress import Eta, fmt_duration
 from .store import ResultStore
@@ -19,48 +19,15 @@ __all__ = [
 ]
 
 
-class _Lock:
-    """``out/.lock`` with our pid: two comparisons never write one folder at once."""
-
-    def __init__(self, out: str) -> None:
-        self.path = os.path.join(out, ".lock")
-
-    def __enter__(self) -> _Lock:
-        for _ in range(2):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                try:
-                    with open(self.path) as fh:
-                        pid = int(fh.read().strip() or 0)
-                except (OSError, ValueError):
-                    pid = 0
-                if pid and _alive(pid):
-                    raise CompareError(
-                        f"{os.path.dirname(self.path)} is in use by another cplxnet compare "
-                        f"(pid {pid}); wait for it or choose another --out (if no comparison is "
-                        f"running, delete {self.path})"
-                    ) from None
-                os.remove(self.path)  # stale lock of a process that is gone
-                continue
-            with os.fdopen(fd, "w") as fh:
-                fh.write(str(os.getpid()))
-            return self
-        raise CompareError(f"cannot lock {self.path}")
-
-    def __exit__(self, *exc: Any) -> None:
-        with contextlib.suppress(OSError):
-            os.remove(self.path)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _lock(out: str) -> FolderLock:
+    """``out/.lock``: two comparisons never write one folder at once."""
+    return FolderLock(
+        os.path.join(out, ".lock"),
+        out,
+        "cplxnet compare",
+        "wait for it or choose another --out",
+        CompareError,
+    )
 
 
 def run_grid(
@@ -96,7 +63,7 @@ def run_grid(
         executor = LocalExecutor(jobs, threads)
     store = ResultStore(out)
     os.makedirs(out, exist_ok=True)
-    with _Lock(out):
+    with _lock(out):
         done = store.load()
         store.check_presets(cells, options, done)
         store.check_options(options)

@@ -26,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(max(1, args.threads))
+    from ..runtime import sigterm_as_interrupt
     from .cells import Cell, GridOptions
     from .runner import run_cell
 
@@ -33,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
         options = GridOptions.from_dict(json.load(fh)["options"])
     cell = Cell.from_dict(json.loads(args.cell))
     try:
-        row = run_cell(cell, args.out, options, keep_runs=args.keep_runs)
+        with sigterm_as_interrupt():  # the parent ends its workers with SIGTERM
+            row = run_cell(cell, args.out, options, keep_runs=args.keep_runs)
     except KeyboardInterrupt:
         return 130
     print(json.dumps({k: row.get(k) for k in ("cell_id", "status", "error", "seconds")}))

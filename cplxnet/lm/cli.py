@@ -23,7 +23,7 @@ from typing import Any
 
 from .._argtypes import float_value, non_negative_int, positive_int, seed_int
 from ..cli_model import apply_sets, encoding_overrides
-from ..cli_options import check_resume_options
+from ..cli_options import RESUME_COMMON, check_resume_options
 from ..runs import check_new_run_dir
 
 __all__ = [
@@ -47,7 +47,7 @@ _LM_ONLY = ("tokens", "context", "steps", "eval_every")
 def lm_only_options(args: argparse.Namespace) -> list[str]:
     """The language-model options given on a ``train`` command line (``--context``, ...)."""
     return _given(args, _LM_ONLY)
-_RESUME_OK = {"resume", "steps", "quiet", "threads", "command", "task"}
+_RESUME_OK = RESUME_COMMON | {"steps", "task"}
 SYNTHETIC_CONTEXT = 16
 
 
@@ -209,8 +209,11 @@ def cmd_train(args: argparse.Namespace, error: type[Exception]) -> int:
     from .train import LMOptions, make_task, resume_lm, train_lm
 
     if args.resume is not None:
-        check_resume_options(args, _RESUME_OK, "--steps, --quiet and --threads")
-        resume_lm(args.resume, steps=args.steps, quiet=args.quiet)
+        check_resume_options(
+            args, _RESUME_OK, "--steps, --allow-changed-data, --quiet and --threads"
+        )
+        resume_lm(args.resume, steps=args.steps, quiet=args.quiet,
+                  allow_changed_data=args.allow_changed_data)  # fmt: skip
         return 0
     import torch.distributed as dist
 

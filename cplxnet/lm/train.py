@@ -46,11 +46,13 @@ from ..runs import (
     RUN_MARKER,
     RunError,
     RunFolder,
+    append_line,
     atomic_write,
     check_new_run_dir,
     load_checkpoint,
     load_weights,
     read_run_config,
+    run_task,
     save_checkpoint,
     write_json,
 )
@@ -182,7 +184,7 @@ class LMTask:
         if digest is not None:
             fix = (
                 "restore the file as it was, or train a new run on the text as it is now "
-                "(--force, or another --run-dir)"
+                "(--force, or another --run-dir; to resume on it: --allow-changed-data)"
             )
             if not os.path.isfile(source):
                 raise RunError(f"the training text {source} is gone, so the run's splits cannot "
@@ -253,14 +255,7 @@ def make_task(source: str, tokens: str = "char", context: int = 64) -> LMTask:
 
 def is_lm_run(run_dir: str) -> bool:
     """True if ``run_dir`` holds a language-model run (its config.json says ``"task": "lm"``)."""
-    path = os.path.join(run_dir, "config.json")
-    if not os.path.isfile(path):
-        return False
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh).get("task") == "lm"
-    except (OSError, ValueError, AttributeError):
-        return False
+    return run_task(run_dir) == "lm"
 
 
 def _fit_config(config: Any, task: LMTask) -> Any:
@@ -333,14 +328,14 @@ def train_lm(
         "versions": versions(),
         "created": datetime.datetime.now().isoformat(timespec="seconds"),
     }
-    folder = RunFolder(run_dir, force)
+    folder = RunFolder(run_dir, force)  # its lock first: one owner at a time
     try:
         write_json(os.path.join(folder.path, "config.json"), run_config)
         task.vocab.save(os.path.join(folder.path, "vocab.json"))
         _logger(quiet)(task.summary())
         return _fit(model, task, folder, options, quiet, callback, state=None)
     finally:
-        folder.abort()  # before the first checkpoint: remove what this run wrote (else a no-op)
+        folder.abort()  # before the first checkpoint: remove what this run wrote; let it go
 
 
 def resume_lm(
@@ -349,12 +344,23 @@ def resume_lm(
     steps: int | None = None,
     quiet: bool = False,
     callback: Callable[[int, dict], None] | None = None,
+    allow_changed_data: bool = False,
 ) -> dict:
     """Continue an interrupted language-model run from ``checkpoint.pt``; ``steps`` raises the
     planned number of steps (to extend a finished run). The result equals an uninterrupted run's.
+    A changed training text (SHA-256) is an error unless ``allow_changed_data``.
     """
     if not os.path.isdir(run_dir):
         raise RunError(f"run folder {run_dir} not found; give the folder of an earlier run")
+    folder = RunFolder.existing(run_dir)  # this process owns the folder before it reads it
+    try:
+        return _resume(run_dir, folder, steps, quiet, callback, allow_changed_data)
+    finally:
+        folder.release()
+
+
+def _resume(run_dir: str, folder: RunFolder, steps: int | None, quiet: bool,
+            callback: Callable[[int, dict], None] | None, allow_changed: bool) -> dict:  # fmt: skip
     # Everything is checked before the folder changes: a bad input leaves the run as it was.
     run_config, config, options = load_lm_config(
         run_dir, other_task="resume it without --task lm"
@@ -381,7 +387,8 @@ def resume_lm(
             f"pass --steps N with N > {state['step']} to train it for more steps"
         )
     vocab = TokenVocab.load(os.path.join(run_dir, "vocab.json"))
-    task = LMTask.from_spec(run_config["data"], vocab)
+    spec = {k: v for k, v in run_config["data"].items() if not allow_changed or k != "sha256"}
+    task = LMTask.from_spec(spec, vocab)
     model = build_lm_model(config, run_dir)
     load_weights(model, state["model"], ckpt)  # the weights fit this run's model
     try:  # and so does the optimiser state (a dry load into a throwaway optimiser)
@@ -396,7 +403,7 @@ def resume_lm(
         os.remove(os.path.join(run_dir, "results.json"))
     write_json(os.path.join(run_dir, "config.json"), run_config)
     _logger(quiet)(f"resuming {run_dir} after step {state['step']} of {options.steps}")
-    return _fit(model, task, RunFolder.existing(run_dir), options, quiet, callback, state=state)
+    return _fit(model, task, folder, options, quiet, callback, state=state)
 
 
 #: The entries of checkpoint.pt and their types (checked by :func:`resume_lm`).
@@ -540,8 +547,7 @@ def _fit(
             if folder.note:
                 log(folder.note)
                 folder.note = ""
-            with open(path(run_dir, "metrics.jsonl"), "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(metrics) + "\n")
+            append_line(path(run_dir, "metrics.jsonl"), json.dumps(metrics))
             if not quiet:
                 scores = "  ".join(f"dev {k} {v:.4f}" for k, v in dev.items())
                 bar.write(f"step {step}/{options.steps}  train loss {metrics['train_loss']:.4f}  "

@@ -9,6 +9,7 @@ from torch.nn.modules.utils import _pair, _single
 from .. import functional as CF
 from .. import init as cinit
 from .._utils import HasDtype, check_choice, check_dtype, factory_kwargs
+from .dropin import TorchCounterpart
 
 __all__ = ["Conv1d", "Conv2d"]
 
@@ -145,7 +146,7 @@ class _ConvNd(HasDtype, nn.Module):
         return s + f", dtype={self.dtype}"
 
 
-class Conv1d(_ConvNd):
+class Conv1d(TorchCounterpart, _ConvNd, torch_class=nn.Conv1d):
     r"""Complex 1-D convolution ``(B, C_in, L) -> (B, C_out, L_out)`` (see
     :func:`cplxnet.functional.conv1d`); arguments as ``torch.nn.Conv1d``.
 
@@ -159,7 +160,7 @@ class Conv1d(_ConvNd):
     _conv = staticmethod(CF.conv1d)
 
 
-class Conv2d(_ConvNd):
+class Conv2d(TorchCounterpart, _ConvNd, torch_class=nn.Conv2d):
     r"""Complex 2-D convolution ``(B, C_in, H, W) -> (B, C_out, H_out, W_out)``; see
     :class:`Conv1d` (same initialisation and arguments as ``torch.nn.Conv2d``)."""
 

@@ -8,11 +8,12 @@ from torch import nn
 from .. import functional as CF
 from .._utils import HasDtype, check_indices, factory_kwargs, real_dtype
 from ..init import check_word_init, word_init_
+from .dropin import TorchCounterpart
 
 __all__ = ["Embedding"]
 
 
-class Embedding(HasDtype, nn.Module):
+class Embedding(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.Embedding):
     r"""A table of ``num_embeddings`` complex vectors of size ``embedding_dim``.
 
     The table is stored **real-packed**: the parameter ``packed_weight`` is the real

@@ -16,6 +16,7 @@ from .._utils import (
     factory_kwargs,
     real_dtype,
 )
+from .dropin import TorchCounterpart
 
 __all__ = ["Linear", "WEIGHT_FIELDS"]
 
@@ -24,7 +25,7 @@ __all__ = ["Linear", "WEIGHT_FIELDS"]
 WEIGHT_FIELDS: tuple[str, ...] = ("complex", "real")
 
 
-class Linear(HasDtype, nn.Module):
+class Linear(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.Linear):
     r"""Complex affine map :math:`y = x W^T + b` (see :func:`cplxnet.functional.linear`).
 
     Args:

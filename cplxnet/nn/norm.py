@@ -18,6 +18,7 @@ from .._utils import (
     factory_kwargs,
     real_dtype,
 )
+from .dropin import TorchCounterpart
 
 __all__ = ["LayerNorm", "BatchNorm1d", "RMSNorm"]
 
@@ -124,7 +125,7 @@ class LayerNorm(HasDtype, nn.Module):
         )
 
 
-class BatchNorm1d(HasDtype, nn.Module):
+class BatchNorm1d(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.BatchNorm1d):
     r"""Complex whitening batch normalisation (Trabelsi et al., "Deep Complex Networks", ICLR
     2018, Sec. 3.5) of a ``(B, C)`` or ``(B, C, L)`` input, per channel.
 

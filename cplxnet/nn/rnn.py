@@ -26,6 +26,7 @@ from .._utils import (
     real_dtype,
 )
 from ..functional.rnn import GATES, lengths_from_padding_mask
+from .dropin import TorchCounterpart
 
 __all__ = ["LSTM", "GRU", "UnitaryRNNCell", "UnitaryRNN"]
 
@@ -259,7 +260,7 @@ class _FusedRNNBase(_StackedRNN):
         return _stack_repr(self, f", gate={self.gate!r}", self.bias)
 
 
-class LSTM(_FusedRNNBase):
+class LSTM(TorchCounterpart, _FusedRNNBase, torch_class=nn.LSTM):
     r"""Complex multi-layer LSTM with split (bounded, default) or analytic gates.
 
     ``gate="split"``: :math:`\sigma`/:math:`\tanh` on real and imaginary parts separately and
@@ -323,7 +324,7 @@ class LSTM(_FusedRNNBase):
         return self._run(x, lengths, hx, padding_mask)
 
 
-class GRU(_FusedRNNBase):
+class GRU(TorchCounterpart, _FusedRNNBase, torch_class=nn.GRU):
     r"""Complex multi-layer GRU with split (bounded, default) or analytic gates.
 
     torch's GRU equations (gates r, z, n; :math:`n = \tanh(W_{in}x + b_{in} + r \odot

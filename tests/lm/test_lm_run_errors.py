@@ -280,3 +280,23 @@ def test_changed_or_missing_training_text_says_what_to_do(text_file, tmp_path, c
         err = error_of(capsys, argv)
         assert how in err and "restore the file as it was" in err and "--force" in err
     assert snapshot(run) == before
+
+
+def test_resume_on_a_changed_text_with_allow_changed_data(text_file, tmp_path, capsys):
+    """One set of resume options for every task: --allow-changed-data continues a language-model
+    run on its changed training text as it does a classifier's; a text that is gone still
+    cannot be split."""
+    text = tmp_path / "t.txt"
+    shutil.copy(text_file, text)
+    run = str(tmp_path / "r")
+    assert main(["train", "--data", str(text), "--context", "8", "--run-dir", run, *TINY]) == 0
+    text.write_text(text.read_text(encoding="utf-8") + "a rose again\n", encoding="utf-8")
+    err = error_of(capsys, ["train", "--resume", run, "--steps", "6", "--quiet"])
+    assert "changed" in err and "--allow-changed-data" in err
+    argv = ["train", "--resume", run, "--steps", "6", "--quiet", "--allow-changed-data"]
+    assert main(argv) == 0
+    with open(os.path.join(run, "results.json"), encoding="utf-8") as fh:
+        assert json.load(fh)["steps"] == 6
+    text.unlink()
+    err = error_of(capsys, [*argv[:4], "8", *argv[5:]])
+    assert str(text) in err and ("is gone" in err or "no such file" in err)

@@ -1,0 +1,82 @@
+"""A ``cplxnet compare --jobs N`` parent ended by SIGTERM (``kill PID``, a batch system's time
+limit) ends its workers with it and removes its ``.lock``, as Ctrl-C does; the cells that were
+running are left to run again."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# the parent, with workers that only record their pid and wait (exec keeps the pid)
+PARENT = """
+import sys
+sys.executable = sys.argv[1]
+from cplxnet.cli import main
+sys.exit(main(["compare", "--data", "synthetic", "--families", "fasttext", "--encodings",
+               "none,complex-order,sinusoidal", "--seeds", "1", "--epochs", "1", "--set",
+               "d_model=8", "--synthetic-size", "40", "--synthetic-vocab", "5", "--train-len",
+               "6", "--threads", "1", "--jobs", "2", "--out", sys.argv[2]]))
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as fh:  # a zombie has ended: its parent has not reaped it
+        return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _wait(condition, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+def test_sigterm_ends_the_workers_and_removes_the_lock(tmp_path):
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    worker = tmp_path / "worker"
+    worker.write_text(f"#!/bin/sh\necho $$ > {pids}/$$\nexec sleep 120\n")
+    worker.chmod(0o755)
+    out = tmp_path / "out"
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))  # fmt: skip
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, str(worker), str(out)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    workers: list[int] = []
+    try:
+        assert _wait(lambda: len(os.listdir(pids)) == 2, 120), "the workers did not start"
+        time.sleep(0.2)  # each has written its pid
+        workers = [int(name) for name in os.listdir(pids)]
+        assert all(_alive(pid) for pid in workers)
+        assert (out / ".lock").exists()
+        parent.send_signal(signal.SIGTERM)
+        stdout, stderr = parent.communicate(timeout=60)
+        assert parent.returncode == 130, stderr
+        assert stderr.strip().splitlines()[-1].startswith("cplxnet: error: interrupted"), stderr
+        assert "Traceback" not in stderr
+        assert _wait(lambda: not any(_alive(pid) for pid in workers), 30), "orphaned workers"
+        assert not (out / ".lock").exists()
+        cells = out / "cells"  # nothing recorded: both cells run again next time
+        assert not cells.exists() or not os.listdir(cells)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        for pid in workers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

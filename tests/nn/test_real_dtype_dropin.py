@@ -1,0 +1,154 @@
+"""Every cplxnet.nn layer with a torch counterpart, built with a real ``dtype``, is a drop-in for
+it: the same state_dict keys and shapes, torch's state_dict loads (strict), and on the same real
+input the same output and input gradient (in training and in eval mode, so normalisation
+layers' running statistics are compared too), positional arguments included.
+
+One row per case of :data:`CASES`: ``(cplxnet class, torch class, positional arguments,
+keyword arguments, input shape)``. A layer added to cplxnet.nn with a torch counterpart gets a
+row here; :func:`test_every_layer_with_a_torch_counterpart_has_a_row` fails until it has one.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+from torch import nn
+
+import cplxnet.nn as cnn
+
+DT = torch.float64
+
+CASES = [
+    (cnn.Linear, nn.Linear, (5, 3), {}, (2, 4, 5)),
+    (cnn.Linear, nn.Linear, (5, 3, False), {}, (4, 5)),
+    (cnn.Conv1d, nn.Conv1d, (4, 6, 3), {}, (2, 4, 9)),
+    (cnn.Conv1d, nn.Conv1d, (4, 6, 3, 2, 1, 2, 2, False), {}, (2, 4, 11)),
+    (cnn.Conv1d, nn.Conv1d, (4, 6, 3), {"padding": "same", "padding_mode": "reflect"}, (4, 9)),
+    (cnn.Conv2d, nn.Conv2d, (3, 4, (3, 2)), {}, (2, 3, 7, 6)),
+    (cnn.Conv2d, nn.Conv2d, (4, 4, 3, 1, 1, 1, 4, True, "circular"), {}, (2, 4, 6, 6)),
+    (cnn.Embedding, nn.Embedding, (11, 4), {}, "ids"),
+    (cnn.Embedding, nn.Embedding, (11, 4, 0), {}, "ids"),
+    (cnn.LSTM, nn.LSTM, (4, 5), {}, (6, 2, 4)),
+    (cnn.LSTM, nn.LSTM, (4, 5, 2, True, True, 0.0, True), {}, (2, 6, 4)),
+    (cnn.LSTM, nn.LSTM, (4, 5), {"proj_size": 3, "batch_first": True}, (2, 6, 4)),
+    (cnn.GRU, nn.GRU, (4, 5), {}, (6, 2, 4)),
+    (cnn.GRU, nn.GRU, (4, 5, 2, False, True, 0.0, True), {}, (2, 6, 4)),
+    (cnn.BatchNorm1d, nn.BatchNorm1d, (4,), {}, (5, 4)),
+    (cnn.BatchNorm1d, nn.BatchNorm1d, (4, 1e-3, 0.2, True, True), {}, (5, 4, 3)),
+    (cnn.BatchNorm1d, nn.BatchNorm1d, (4, 1e-5, None, False, False), {}, (5, 4)),
+    (cnn.LayerNorm, nn.LayerNorm, (4,), {}, (2, 3, 4)),
+    (cnn.LayerNorm, nn.LayerNorm, ((3, 4),), {"eps": 1e-3, "bias": False}, (2, 3, 4)),
+    (cnn.RMSNorm, nn.RMSNorm, (4,), {"eps": 1e-6}, (2, 3, 4)),
+    (cnn.MultiheadAttention, nn.MultiheadAttention, (4, 2), {"batch_first": True}, (2, 3, 4)),
+    (cnn.TransformerEncoderLayer, nn.TransformerEncoderLayer, (4, 2, 8, 0.0), {}, (3, 2, 4)),
+]
+
+#: cplxnet.nn classes with a torch.nn namesake that take no ``dtype`` (no parameters of their
+#: own, or built from layers that do), each with the reason it has no row above.
+NO_DTYPE = {
+    "Dropout": "no parameters; real inputs go through torch's dropout",
+    "TransformerEncoder": "built from a TransformerEncoderLayer, which has rows",
+}
+
+
+def _ids(case) -> str:
+    return f"{case[0].__name__}{case[2]}{case[3] or ''}"
+
+
+def _randomize(module: nn.Module) -> None:
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn_like(p) * 0.5)
+
+
+def _input(shape, torch_layer: nn.Module) -> torch.Tensor:
+    if shape == "ids":
+        return torch.randint(0, torch_layer.num_embeddings, (3, 5))
+    return torch.randn(shape, dtype=DT, requires_grad=True)
+
+
+def _flat(out) -> list[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    return [t for item in out if item is not None for t in _flat(item)]
+
+
+@pytest.mark.parametrize(("ours", "theirs", "args", "kwargs", "shape"), CASES, ids=map(_ids, CASES))
+def test_a_real_dtype_layer_is_torchs(ours, theirs, args, kwargs, shape):
+    torch.manual_seed(0)
+    t = theirs(*args, **kwargs, dtype=DT)
+    m = ours(*args, **kwargs, dtype=DT)
+    _randomize(t)
+    assert {k: (v.shape, v.dtype) for k, v in m.state_dict().items()} == {
+        k: (v.shape, v.dtype) for k, v in t.state_dict().items()
+    }
+    m.load_state_dict(t.state_dict())  # strict
+    for train in (True, False):
+        m.train(train)
+        t.train(train)
+        x = _input(shape, t)
+        xs = (x, x, x) if theirs is nn.MultiheadAttention else (x,)
+        got, want = _flat(m(*xs)), _flat(t(*xs))
+        assert len(got) == len(want)
+        for a, b in zip(got, want):
+            assert not a.is_complex()
+            torch.testing.assert_close(a, b)
+        if x.requires_grad:
+            loss = sum((o * torch.randn_like(o)).sum() for o in want)
+            (g_want,) = torch.autograd.grad(loss, x)
+            torch.manual_seed(1)
+            got = _flat(m(*xs))
+            torch.manual_seed(1)
+            want = _flat(t(*xs))
+            weights = [torch.randn_like(o) for o in want]
+            (g1,) = torch.autograd.grad(sum((o * w).sum() for o, w in zip(got, weights)), x)
+            (g2,) = torch.autograd.grad(sum((o * w).sum() for o, w in zip(want, weights)), x)
+            torch.testing.assert_close(g1, g2)
+            del g_want
+        # running statistics (normalisation) moved alike
+        for (k, a), (_, b) in zip(m.state_dict().items(), t.state_dict().items()):
+            torch.testing.assert_close(a, b, msg=k)
+
+
+def test_every_layer_with_a_torch_counterpart_has_a_row():
+    covered = {case[0].__name__ for case in CASES}
+    for name, cls in vars(cnn).items():
+        if not (inspect.isclass(cls) and issubclass(cls, nn.Module)) or not hasattr(nn, name):
+            continue
+        if "dtype" not in inspect.signature(cls.__init__).parameters:
+            assert name in NO_DTYPE, f"{name} has a torch counterpart: add a row to CASES"
+            continue
+        assert name in covered, f"{name} has a torch counterpart: add a row to CASES"
+
+
+def test_the_complex_default_is_unchanged():
+    """A real dtype is the drop-in; the default (and any complex dtype) builds the complex
+    layer."""
+    for ours, theirs, args, _, _ in CASES:
+        m = ours(*args)
+        assert m.dtype.is_complex and not isinstance(m, theirs), ours.__name__
+        m = ours(*args, dtype=torch.complex128)
+        assert m.dtype == torch.complex128 and not isinstance(m, theirs), ours.__name__
+
+
+def test_a_real_layer_is_both_classes_copies_pickles_and_refuses_complex_only_options():
+    import copy
+    import io
+    import pickle
+
+    m = cnn.Linear(5, 3, dtype=DT)
+    assert isinstance(m, cnn.Linear) and isinstance(m, nn.Linear) and m.dtype == DT
+    assert repr(m) == repr(nn.Linear(5, 3, dtype=DT))
+    x = torch.randn(2, 5, dtype=DT)
+    for twin in (copy.deepcopy(m), pickle.loads(pickle.dumps(m))):
+        assert type(twin) is type(m)
+        torch.testing.assert_close(twin(x), m(x))
+    buffer = io.BytesIO()
+    torch.save(m.state_dict(), buffer)
+    assert m.float().dtype == torch.float32  # torch's conversions, as torch's layer
+    with pytest.raises(TypeError, match=r"^Linear: weight_field applies to the complex layer only"):
+        cnn.Linear(5, 3, weight_field="real", dtype=DT)
+    with pytest.raises(TypeError, match=r"^Embedding: init applies to the complex layer only"):
+        cnn.Embedding(5, 3, init="uniform", dtype=DT)
