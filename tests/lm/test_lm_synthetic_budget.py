@@ -74,6 +74,7 @@ def test_synthetic_test_costs_one_forward_per_batch_and_reports_progress():
             self.anchor = nn.Parameter(torch.zeros(()))
             self.calls = 0
             self.tokens = 0
+            self.largest = 0
 
         def unsupported_length(self, n: int) -> None:
             return None
@@ -81,6 +82,7 @@ def test_synthetic_test_costs_one_forward_per_batch_and_reports_progress():
         def forward(self, ids, padding_mask=None):
             self.calls += 1
             self.tokens += ids.numel()
+            self.largest = max(self.largest, ids.numel())
             return torch.zeros(*ids.shape, len(task.vocab))
 
     model = Counting()
@@ -90,4 +92,5 @@ def test_synthetic_test_costs_one_forward_per_batch_and_reports_progress():
     assert all(entry["n"] == 100 for entry in test.values())
     assert model.calls <= 3 + 7 + 13, model.calls
     assert model.tokens <= 3 * 100 * (8 * 64 + 1)
+    assert model.largest <= LMOptions().batch_tokens  # batched: memory bounded too
     assert len(lines) == 3 and all("100 prompts" in line for line in lines)
