@@ -202,6 +202,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     lm_only = lm_cli.lm_only_options(args)
     if lm_only:
         raise CLIError(f"{', '.join(lm_only)} apply to language models; add --task lm")
+    if args.resume is None and (args.data or "").startswith("synthetic:"):
+        raise CLIError(f"--data {args.data} is a language-model task; add --task lm")
 
     if args.resume is not None:
         check_resume_options(

@@ -25,7 +25,7 @@ import os
 from typing import Any
 
 from .._argtypes import non_negative_int, positive_int
-from ..cli_options import add_options
+from ..cli_options import LM_FLAGS, add_options
 from ..cli_options import fail as _fail
 from ..cli_options import split_list as _split_list
 from .command import DEFAULT_FAMILIES, executor_from_args, run_and_report
@@ -196,26 +196,7 @@ def add_subcommands(sub: Any) -> None:
     )
 
     lm = c.add_argument_group("language models (--task lm)")
-    lm.add_argument(
-        "--tokens", choices=("char", "word"), default=None, help="text tokens (default char)"
-    )
-    lm.add_argument(
-        "--context",
-        type=positive_int,
-        default=None,
-        metavar="L",
-        help="training length (default 64; synthetic tasks: the longest prompt, 16)",
-    )
-    lm.add_argument(
-        "--steps", type=positive_int, default=None, help="optimiser steps (default 2000)"
-    )
-    lm.add_argument(
-        "--eval-every",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="score dev and checkpoint every N steps (default 250)",
-    )
+    add_options(lm, "compare", LM_FLAGS)
 
     x = c.add_argument_group("length extrapolation")
     x.add_argument(
@@ -279,10 +260,11 @@ def _train_len(text: str | None) -> Any:
 
 def options_from_args(args: argparse.Namespace) -> Any:
     """The :class:`~cplxnet.compare.grid.GridOptions` of the command line."""
+    from ..train_options import TrainOptions
     from .grid import GridOptions, parse_presets, parse_sets
 
     train = {
-        "epochs": args.epochs if args.epochs is not None else 10,
+        "epochs": args.epochs if args.epochs is not None else TrainOptions.epochs,
         "batch_size": args.batch_size,
         "lr": args.lr,
         "weight_decay": args.weight_decay,
@@ -360,16 +342,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 )
             args.preset = args.preset[0]
         return cmd_compare_lm(args)
-    lm_only = [
-        flag
-        for flag, value in (
-            ("--tokens", args.tokens),
-            ("--context", args.context),
-            ("--steps", args.steps),
-            ("--eval-every", args.eval_every),
-        )
-        if value is not None
-    ]
+    lm_only = [f for f in LM_FLAGS if getattr(args, f[2:].replace("-", "_")) is not None]
     if lm_only:
         return _fail(f"{', '.join(lm_only)} apply to --task lm; add --task lm or drop them")
     out = args.out or ("runs/compare-extrapolate" if args.extrapolate else "runs/compare")

@@ -29,6 +29,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..cli_options import LM_PRESET
 from .cells import Cell, CellKind, CompareError, GridOptions, data_slug
 from .specs import EncodingSpec, numbers_for, parse_encodings, parse_numbers
 
@@ -43,11 +44,12 @@ __all__ = [
     "lm_rows_to_csv",
     "LM_COLUMNS",
     "cmd_compare_lm",
+    "lm_options_from_args",
 ]
 
 LM_FAMILY = "decoder"
 MODE = "lm"
-DEFAULT_PRESET = "lm-char"
+DEFAULT_PRESET = LM_PRESET
 FIELD_SUFFIX = re.compile(r"@(real|complex|both|natural)$")
 LM_COLUMNS = (
     "data",
@@ -362,68 +364,81 @@ KIND = CellKind(
 # the command
 
 
+def lm_options_from_args(args: argparse.Namespace) -> tuple[list[str], GridOptions]:
+    """The datasets and the :class:`GridOptions` of a ``compare --task lm`` command line, checked
+    as ``train --task lm`` checks them (:func:`cplxnet.lm.cli.check_lm_sets`)."""
+    from ..cli_options import split_list
+    from ..lm.cli import check_lm_sets, default_context
+    from .cells import parse_sets
+    from .command import DEFAULT_FAMILIES
+
+    wrong = [
+        flag
+        for flag, bad in (
+            ("--families", args.families not in (DEFAULT_FAMILIES, LM_FAMILY)),
+            ("--folds", str(args.folds).strip().lower() not in ("quick", "none", "")),
+            ("--extrapolate", args.extrapolate),
+            ("--epochs", args.epochs is not None),
+            ("--patience", args.patience is not None),
+            ("--max-steps", args.max_steps is not None),
+            ("--dense", args.dense),
+            ("--vectors", args.vectors is not None),
+            ("--limit", args.limit is not None),
+            ("--max-len", args.max_len is not None),
+            ("--min-freq", args.min_freq is not None),
+            ("--max-vocab", args.max_vocab is not None),
+            ("--clean", bool(args.clean)),
+            ("--split-seed", args.split_seed is not None),
+        )
+        if bad
+    ]
+    if wrong:
+        raise CompareError(
+            f"{', '.join(wrong)} apply to classification grids, not to --task lm; drop them "
+            "(a language model trains --steps at --context L on a contiguous 90/5/5 split)"
+        )
+    datas = split_list(args.data or "mr")
+    if not datas:
+        raise CompareError("--data: nothing given; give mr, trec, a text file or synthetic:copy")
+    synthetic = [d.startswith("synthetic:") for d in datas]
+    if any(synthetic) and not all(synthetic):
+        raise CompareError(
+            "--data mixes text and synthetic tasks; their contexts differ, so run them "
+            "into separate --out folders"
+        )
+    if all(synthetic) and args.tokens is not None:
+        raise CompareError("--tokens applies to text; a synthetic task has its own symbols")
+    check_lm_sets(args.sets or (), CompareError)
+    options = lm_grid_options(
+        preset=args.preset or DEFAULT_PRESET,
+        tokens=args.tokens or "char",
+        context=args.context or default_context(args.preset, all(synthetic)),
+        train={
+            "steps": args.steps,
+            "batch_size": args.batch_size,
+            "lr": args.lr,
+            "weight_decay": args.weight_decay,
+            "clip_norm": args.clip_norm,
+            "eval_every": args.eval_every,
+        },
+        sets=parse_sets(args.sets),
+        real_width=args.real_width or "flops",
+    )
+    return datas, options
+
+
 def cmd_compare_lm(args: argparse.Namespace) -> int:
     """``cplxnet compare --task lm``: expand, run and report the language-model grid."""
-    from ..cli_options import fail, split_list
+    from ..cli_options import fail
     from ..data import DataError
-    from ..lm.cli import SYNTHETIC_CONTEXT
     from ..runs import RunError
-    from .cells import parse_seeds, parse_sets
-    from .command import DEFAULT_FAMILIES, executor_from_args, run_and_report
+    from .cells import parse_seeds
+    from .command import executor_from_args, run_and_report
     from .lm_report import render_lm_report
 
     out = args.out or "runs/compare-lm"
     try:
-        wrong = [
-            flag
-            for flag, bad in (
-                ("--families", args.families not in (DEFAULT_FAMILIES, LM_FAMILY)),
-                ("--folds", str(args.folds).strip().lower() not in ("quick", "none", "")),
-                ("--extrapolate", args.extrapolate),
-                ("--epochs", args.epochs is not None),
-                ("--patience", args.patience is not None),
-                ("--max-steps", args.max_steps is not None),
-                ("--dense", args.dense),
-                ("--vectors", args.vectors is not None),
-                ("--limit", args.limit is not None),
-                ("--max-len", args.max_len is not None),
-                ("--min-freq", args.min_freq is not None),
-                ("--max-vocab", args.max_vocab is not None),
-                ("--clean", bool(args.clean)),
-                ("--split-seed", args.split_seed is not None),
-            )
-            if bad
-        ]
-        if wrong:
-            raise CompareError(
-                f"{', '.join(wrong)} apply to classification grids, not to --task lm; drop them "
-                "(a language model trains --steps at --context L on a contiguous 90/5/5 split)"
-            )
-        datas = split_list(args.data or "mr")
-        synthetic = [d.startswith("synthetic:") for d in datas]
-        if any(synthetic) and not all(synthetic):
-            raise CompareError(
-                "--data mixes text and synthetic tasks; their contexts differ, so run them "
-                "into separate --out folders"
-            )
-        if all(synthetic) and args.tokens is not None:
-            raise CompareError("--tokens applies to text; a synthetic task has its own symbols")
-        context = args.context or (SYNTHETIC_CONTEXT if all(synthetic) else 64)
-        options = lm_grid_options(
-            preset=args.preset or DEFAULT_PRESET,
-            tokens=args.tokens or "char",
-            context=context,
-            train={
-                "steps": args.steps,
-                "batch_size": args.batch_size,
-                "lr": args.lr,
-                "weight_decay": args.weight_decay,
-                "clip_norm": args.clip_norm,
-                "eval_every": args.eval_every,
-            },
-            sets=parse_sets(args.sets),
-            real_width=args.real_width or "flops",
-        )
+        datas, options = lm_options_from_args(args)
         cells, notes = expand_lm_grid(
             datas,
             parse_lm_encodings(args.encodings, parse_numbers(args.number)),

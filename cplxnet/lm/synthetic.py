@@ -31,12 +31,14 @@ from torch import nn
 
 from .data import TokenVocab
 
-__all__ = ["TASKS", "SyntheticTask", "IGNORE"]
+__all__ = ["TASKS", "SyntheticTask", "IGNORE", "SYNTHETIC_CONTEXT"]
 
 TASKS = ("copy", "reverse")
 IGNORE = -100  # target id that the loss ignores (cross_entropy's ignore_index)
 SEP, EOS = "<sep>", "<eos>"
 DEV_SEED, TEST_SEED = 7_919, 104_729
+#: The default longest training prompt ``L`` of a synthetic task on the command line.
+SYNTHETIC_CONTEXT = 16
 
 
 class SyntheticTask:

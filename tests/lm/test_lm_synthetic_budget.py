@@ -42,7 +42,8 @@ class FlawedOracle(nn.Module):
                 answer = self.task.answer(prompt).tolist() + [self.task.eos]
                 right = answer[j] if j < len(answer) else self.task.eos
                 wrong = sum((k + 1) * v for k, v in enumerate(prefix)) % self.modulus == 0
-                guess = self.task.first_symbol + (right + 1) % self.task.alphabet if wrong else right
+                other = self.task.first_symbol + (right + 1) % self.task.alphabet
+                guess = other if wrong else right
                 logits[b, t, guess] = 1.0
         return logits
 
