@@ -321,6 +321,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
 def cmd_compare(args: argparse.Namespace) -> int:
     from ..data import DataError
     from ..train import RunError
+    from .expand import check_datas
     from .grid import (
         CompareError,
         cell_preset,
@@ -353,18 +354,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
             from .synthetic import length_bins
 
             length_bins(16, tuple(options.extrapolate["factors"]))  # validate the factors
-        datas = _split_list(
-            args.data or ("synthetic,mr,trec" if args.extrapolate else DEFAULT_DATA)
-        )
+        default = "synthetic,mr,trec" if args.extrapolate else DEFAULT_DATA
+        datas = _split_list(default if args.data is None else args.data)
+        mode = "extrapolate" if args.extrapolate else "grid"
+        seeds, folds = parse_seeds(args.seeds), parse_folds(args.folds)
+        encodings, numbers = parse_encodings(args.encodings), parse_numbers(args.number)
+        check_datas(datas, folds, options, mode=mode)  # as cplxnet train reads them
         cells, notes = expand_grid(
-            datas,
-            _split_list(args.families),
-            parse_encodings(args.encodings),
-            parse_numbers(args.number),
-            parse_seeds(args.seeds),
-            parse_folds(args.folds),
-            options,
-            mode="extrapolate" if args.extrapolate else "grid",
+            datas, _split_list(args.families), encodings, numbers, seeds, folds, options, mode=mode
         )
 
         def describe(cell: Any) -> str:

@@ -10,19 +10,25 @@ from collections.abc import Sequence
 from typing import Any
 
 from .cells import (
+    MAX_CELLS,
+    MAX_CONFIGURATIONS,
     PRESET_NUMBERS,
     REAL_WIDTHS,
+    SYNTHETIC,
     Cell,
     CompareError,
     GridOptions,
     cell_preset,
+    check_count,
     has_own_test,
     preset_key,
     preset_label,
+    split_spec,
 )
 from .specs import EncodingSpec, numbers_for
 
 __all__ = [
+    "check_datas",
     "cell_config",
     "check_combination",
     "expand_grid",
@@ -61,6 +67,29 @@ def cell_config(
     if number == "real":
         config = models.real_twin(config, match=REAL_WIDTHS[options.real_width])
     return config
+
+
+def check_datas(
+    datas: Sequence[str], folds: Sequence[int | None], options: GridOptions, *, mode: str = "grid"
+) -> None:
+    """Read and split every data file of the grid as ``cplxnet train`` does (the same
+    :class:`~cplxnet.data.DataError` for a missing, empty, binary or too short file), before any
+    cell runs; a language-model task (``synthetic:copy``) is an error saying to add ``--task lm``.
+    Bundled data and the synthetic task are not read."""
+    from ..data import BUNDLED, load_dataset, load_splits
+
+    if not datas:
+        raise CompareError("--data: nothing given; give mr, trec, synthetic or data files")
+    for data in dict.fromkeys(datas):
+        if data.startswith(SYNTHETIC + ":"):
+            raise CompareError(f"--data {data} is a language-model task; add --task lm")
+        if data == SYNTHETIC or data in BUNDLED:
+            continue
+        if mode != "grid":  # the extrapolation grid splits a file by length
+            load_dataset(data)
+            continue
+        for fold in [None] if has_own_test(data) else dict.fromkeys(folds):
+            load_splits(split_spec(data, fold, options))
 
 
 def _check_option_types(encoding: EncodingSpec) -> None:
@@ -166,6 +195,15 @@ def expand_grid(
     """
     import cplxnet.models as models
 
+    for what, axis in (("--data", datas), ("--families", families), ("--seeds", seeds)):
+        if not axis:
+            raise CompareError(f"{what}: nothing given")
+    per_family = sum(len(numbers_for(s, numbers)) for s in encodings)
+    configurations = len(families) * len(datas) * per_family
+    check_count(
+        "datasets x families x encodings x number fields", configurations, MAX_CONFIGURATIONS,
+        "MAX_CONFIGURATIONS",
+    )  # fmt: skip
     for family in families:
         if family not in models.FAMILIES:
             raise CompareError(f"unknown family {family!r}; families: {', '.join(models.FAMILIES)}")
@@ -219,6 +257,8 @@ def expand_grid(
             )
         ):
             notes.append(f"--preset {preset_label(key)}={entry['preset']} matches no cell")
+    per_seed = sum(len(valid) * (1 if has_own_test(d) else len(folds)) for d in datas)
+    check_count("the number of cells", per_seed * len(seeds), MAX_CELLS, "MAX_CELLS")
     cells: list[Cell] = []
     for seed in seeds:
         for data in datas:

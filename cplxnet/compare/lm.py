@@ -30,7 +30,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..cli_options import LM_PRESET
-from .cells import Cell, CellKind, CompareError, GridOptions, data_slug
+from .cells import (
+    MAX_CELLS,
+    MAX_CONFIGURATIONS,
+    Cell,
+    CellKind,
+    CompareError,
+    GridOptions,
+    check_count,
+    data_slug,
+)
 from .specs import EncodingSpec, numbers_for, parse_encodings, parse_numbers
 
 __all__ = [
@@ -164,12 +173,14 @@ def expand_lm_grid(
     cannot be built (a bad option) raises :class:`CompareError`."""
     import cplxnet.models as zoo
 
-    from ..lm.train import SYNTHETIC_PREFIX
+    from ..lm.train import SYNTHETIC_PREFIX, make_task
 
-    for data in datas:
-        if data.startswith(SYNTHETIC_PREFIX) or data in ("mr", "trec"):
-            continue
-        if not os.path.isfile(data):
+    check_count("--data: the number of datasets x encodings", len(datas) * len(encodings),
+                MAX_CONFIGURATIONS, "MAX_CONFIGURATIONS")  # fmt: skip
+    for data in dict.fromkeys(datas):  # read and checked as cplxnet train --task lm does
+        if data.startswith(SYNTHETIC_PREFIX) or data in ("mr", "trec") or os.path.isfile(data):
+            make_task(data, options.lm.get("tokens", "char"), int(options.lm.get("context", 64)))
+        else:
             raise CompareError(
                 f"--data {data}: no such file; give a UTF-8 text file, mr, trec, "
                 "synthetic:copy or synthetic:reverse"
@@ -187,6 +198,8 @@ def expand_lm_grid(
             except (TypeError, ValueError, KeyError) as err:
                 raise CompareError(f"decoder with {spec.label} ({number}): {err}") from None
             configs.append((spec, number))
+    check_count("the number of cells", len(seeds) * len(datas) * len(configs), MAX_CELLS,
+                "MAX_CELLS")  # fmt: skip
     cells = [
         Cell(data, None, LM_FAMILY, spec, number, seed, MODE)
         for seed in seeds
@@ -397,7 +410,7 @@ def lm_options_from_args(args: argparse.Namespace) -> tuple[list[str], GridOptio
             f"{', '.join(wrong)} apply to classification grids, not to --task lm; drop them "
             "(a language model trains --steps at --context L on a contiguous 90/5/5 split)"
         )
-    datas = split_list(args.data or "mr")
+    datas = split_list("mr" if args.data is None else args.data)
     if not datas:
         raise CompareError("--data: nothing given; give mr, trec, a text file or synthetic:copy")
     synthetic = [d.startswith("synthetic:") for d in datas]

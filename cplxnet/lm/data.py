@@ -223,7 +223,7 @@ def prepare_lm_data(
     n = len(pieces)
     unit = "characters" if tokens == "char" else "words"
     most = max_context(n)
-    fix = f"--context {most} or less" if most >= 1 else "more text (no context fits)"
+    fix = f"--context {most} or less" if most >= 1 else "a longer text (no context fits in it)"
     if context + 1 > n:
         raise DataError(
             f"--context {context} is larger than the data: {source} has {n:,} {unit}; choose "
