@@ -86,12 +86,12 @@ def _parse_int_list(text: str, what: str, limit: int, name: str | None = None) -
                 if b < a:
                     raise CompareError(f"{what}: empty range {item!r}")
                 count += b - a + 1
-                check_count(f"{what} {text.strip()}: the number of values", count, limit, name)
+                check_count(f"{what}: the values of {text.strip()!r}", count, limit, name)
                 out += list(range(a, b + 1))
             else:
                 out.append(int(item))
                 count += 1
-                check_count(f"{what} {text.strip()}: the number of values", count, limit, name)
+                check_count(f"{what}: the values of {text.strip()!r}", count, limit, name)
         except ValueError:
             raise CompareError(
                 f"{what}: expected integers or ranges like 0-4, got {item!r}"

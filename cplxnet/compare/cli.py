@@ -65,6 +65,58 @@ DATA_FLAGS = (
 )
 
 
+def _checked(parse: Any, flag: str) -> Any:
+    """An argparse ``type=`` that checks a value with ``parse`` (the parser the command uses)
+    and keeps the text: a bad value is a usage error naming ``flag`` (exit status 2)."""
+
+    def check(text: str) -> str:
+        from .cells import CompareError
+
+        try:
+            parse(text)
+        except (CompareError, ValueError) as err:
+            message = str(err)
+            prefix = f"{flag}: "
+            raise argparse.ArgumentTypeError(
+                message[len(prefix) :] if message.startswith(prefix) else message
+            ) from None
+        return text
+
+    check.__name__ = flag.lstrip("-")
+    return check
+
+
+def _families(text: str) -> list[str]:
+    import cplxnet.models as models
+
+    known = [*models.FAMILIES, *models.LM_FAMILIES]
+    families = _split_list(text)
+    if not families:
+        raise ValueError(f"nothing given; families: {', '.join(known)}")
+    for family in families:
+        if family not in known:
+            raise ValueError(f"unknown family {family!r}; families: {', '.join(known)}")
+    return families
+
+
+def _seeds(text: str) -> Any:
+    from .cells import parse_seeds
+
+    return parse_seeds(text)
+
+
+def _folds(text: str) -> Any:
+    from .cells import parse_folds
+
+    return parse_folds(text)
+
+
+def _numbers(text: str) -> Any:
+    from .specs import parse_numbers
+
+    return parse_numbers(text)
+
+
 def add_subcommands(sub: Any) -> None:
     """Add the ``compare`` and ``report`` parsers to the subparsers of ``cplxnet``."""
     c = sub.add_parser(
@@ -101,18 +153,30 @@ def add_subcommands(sub: Any) -> None:
         help=f"datasets: mr, trec, synthetic or files (default {DEFAULT_DATA}; with "
         "--extrapolate: synthetic,mr,trec)",
     )
-    g.add_argument("--families", default=DEFAULT_FAMILIES, help=f"default {DEFAULT_FAMILIES}")
+    g.add_argument(
+        "--families",
+        default=DEFAULT_FAMILIES,
+        type=_checked(_families, "--families"),
+        help=f"default {DEFAULT_FAMILIES}",
+    )
     g.add_argument("--encodings", default=DEFAULT_ENCODINGS, help=f"default {DEFAULT_ENCODINGS}")
     g.add_argument(
         "--number",
         default="natural",
+        type=_checked(_numbers, "--number"),
         help="number field: natural (default: complex for complex-* encodings, real for the "
         "others, as the paper's Table 2), real, complex, or both",
     )
-    g.add_argument("--seeds", default="3", help="N (seeds 0..N-1) or a list/range (default 3)")
+    g.add_argument(
+        "--seeds",
+        default="3",
+        type=_checked(_seeds, "--seeds"),
+        help="N (seeds 0..N-1) or a list/range (default 3)",
+    )
     g.add_argument(
         "--folds",
         default="quick",
+        type=_checked(_folds, "--folds"),
         help="MR and files: quick (one 80/10/10 split, default), all (10-fold CV), or CV test "
         "folds 0..9 such as 3 or 0-4 (numbered as cplxnet train --fold); TREC always uses its "
         "official test set",

@@ -204,6 +204,10 @@ def expand_grid(
         "datasets x families x encodings x number fields", configurations, MAX_CONFIGURATIONS,
         "MAX_CONFIGURATIONS",
     )  # fmt: skip
+    splits = sum(1 if has_own_test(d) else len(folds) for d in datas)  # data x folds
+    upper = len(seeds) * splits * len(families) * per_family  # before any skipped combination
+    check_count("the number of cells (seeds x folds x configurations)", upper, MAX_CELLS,
+                "MAX_CELLS")  # fmt: skip
     for family in families:
         if family not in models.FAMILIES:
             raise CompareError(f"unknown family {family!r}; families: {', '.join(models.FAMILIES)}")
@@ -257,8 +261,6 @@ def expand_grid(
             )
         ):
             notes.append(f"--preset {preset_label(key)}={entry['preset']} matches no cell")
-    per_seed = sum(len(valid) * (1 if has_own_test(d) else len(folds)) for d in datas)
-    check_count("the number of cells", per_seed * len(seeds), MAX_CELLS, "MAX_CELLS")
     cells: list[Cell] = []
     for seed in seeds:
         for data in datas:
