@@ -25,7 +25,13 @@ from .cells import (
     preset_label,
     split_spec,
 )
-from .specs import EncodingSpec, numbers_for
+from .specs import (
+    EncodingSpec,
+    check_field_values,
+    check_option_values,
+    field_defaults,
+    numbers_for,
+)
 
 __all__ = [
     "check_datas",
@@ -93,29 +99,11 @@ def check_datas(
 
 
 def _check_option_types(encoding: EncodingSpec) -> None:
-    """An option whose default is a bool must be true/false, a number must be a number (the
-    encodings themselves accept e.g. any truthy value for a flag)."""
-    import inspect
-
-    from ..encodings import encoding_option_parameters
-
-    params = encoding_option_parameters(encoding.name)
-    for key, value in encoding.options.items():
-        p = params.get(key)
-        if p is None or p.default is inspect.Parameter.empty or p.default is None:
-            continue
-        default = p.default
-        if isinstance(default, bool):
-            ok = isinstance(value, bool)
-        elif isinstance(default, (int, float)):
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        else:
-            ok = True
-        if not ok:
-            kind = "true or false" if isinstance(default, bool) else "a number"
-            raise CompareError(
-                f"encoding {encoding.label}: option {key} must be {kind}, got {value!r}"
-            )
+    """The option values of ``encoding`` (:func:`cplxnet.compare.specs.check_option_values`)."""
+    try:
+        check_option_values(encoding)
+    except ValueError as err:
+        raise CompareError(str(err)) from None
 
 
 def check_combination(
@@ -220,6 +208,12 @@ def expand_grid(
     for family in options.sets:
         if family != "*" and family not in models.FAMILIES:
             raise CompareError(f"--set {family}.*: unknown family {family!r}")
+    for family in families:  # each value as its field is (--set num_filters=abc: one line)
+        fields = {**options.sets.get("*", {}), **options.sets.get(family, {})}
+        try:
+            check_field_values(field_defaults(models.CONFIG_CLASSES[family]), fields, "--set")
+        except ValueError as err:
+            raise CompareError(str(err)) from None
     if options.presets and mode != "grid":
         raise CompareError("--preset applies to the classification grid; drop it or --extrapolate")
     # with presets a combination is also built with each dataset's preset (errors name it)

@@ -40,7 +40,15 @@ from .cells import (
     check_count,
     data_slug,
 )
-from .specs import EncodingSpec, numbers_for, parse_encodings, parse_numbers
+from .specs import (
+    EncodingSpec,
+    check_field_values,
+    check_option_values,
+    field_defaults,
+    numbers_for,
+    parse_encodings,
+    parse_numbers,
+)
 
 __all__ = [
     "KIND",
@@ -185,12 +193,18 @@ def expand_lm_grid(
                 f"--data {data}: no such file; give a UTF-8 text file, mr, trec, "
                 "synthetic:copy or synthetic:reverse"
             )
+    fields = {**options.sets.get("*", {}), **options.sets.get(LM_FAMILY, {})}
+    try:
+        check_field_values(field_defaults(zoo.CONFIG_CLASSES[LM_FAMILY]), fields, "--set")
+    except ValueError as err:
+        raise CompareError(str(err)) from None
     configs: list[tuple[EncodingSpec, str]] = []
     for spec, numbers in encodings:
         for number in numbers:
             if (spec.canonical, number) in {(s.canonical, n) for s, n in configs}:
                 continue
             try:
+                check_option_values(spec)  # rotary:base=abc: one line naming the option
                 config = lm_cell_config(spec, number, options)
                 zoo.build_model(dataclasses.replace(config, vocab_size=8))
                 if spec.model:

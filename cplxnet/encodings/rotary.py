@@ -8,6 +8,7 @@ import torch
 from .._utils import check_choice, complex_dtype, factory_kwargs, pack, real_dtype
 from ._common import (
     cached_rows,
+    check_base,
     complex_features,
     complex_sinusoid,
     head_width,
@@ -102,7 +103,7 @@ class RotaryEncoding(PositionalEncoding):
         self.head_dim = head_width(d_model, num_heads, owner)
         self.complex_model = fk["dtype"].is_complex
         self.features = complex_features(self.head_dim, self.complex_model, owner, "head width")
-        self.base, self.rotate_values = float(base), bool(rotate_values)
+        self.base, self.rotate_values = check_base(base, owner), bool(rotate_values)
         self.layout = check_choice(layout, LAYOUTS, owner, "layout")
         given = dict(beta_fast=beta_fast, beta_slow=beta_slow, original_max_len=original_max_len)
         self.scaling_options = {n: v for n, v in given.items() if v is not None}
