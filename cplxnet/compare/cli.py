@@ -108,6 +108,8 @@ def _seeds(text: str) -> Any:
 def _folds(text: str) -> Any:
     from .cells import parse_folds
 
+    if not text.strip():
+        raise ValueError("nothing given; use quick, all or test folds such as 3 or 0-4")
     return parse_folds(text)
 
 
