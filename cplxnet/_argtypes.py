@@ -7,10 +7,18 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["positive_int", "non_negative_int", "seed_int", "float_value"]
+__all__ = [
+    "positive_int",
+    "non_negative_int",
+    "seed_int",
+    "float_value",
+    "probability",
+]
 
 #: The largest seed every generator takes (torch, NumPy and Python all accept 0..2**63-1).
 MAX_SEED = 2**63 - 1
+#: The largest count an option takes (an int64; larger is a typo, not a plan).
+MAX_COUNT = 2**63 - 1
 
 
 def positive_int(text: str) -> int:
@@ -21,6 +29,8 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    if value > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"expected at most 2**63-1, got {_clip(text)}")
     return value
 
 
@@ -32,6 +42,8 @@ def non_negative_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    if value > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"expected at most 2**63-1, got {_clip(text)}")
     return value
 
 
@@ -53,7 +65,15 @@ def float_value(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {_clip(text)}") from None
     if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text}")
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {_clip(text)}")
+    return value
+
+
+def probability(text: str) -> float:
+    """A dropout probability: a number in [0, 1)."""
+    value = float_value(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1), got {_clip(text)}")
     return value
 
 

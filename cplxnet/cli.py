@@ -1,5 +1,6 @@
 """The ``cplxnet`` command: ``train``, ``evaluate`` and ``predict`` text classifiers; language
-models with ``train --task lm``, ``evaluate`` and ``generate`` (:mod:`cplxnet.lm.cli`).
+models with ``train --task lm``, ``evaluate`` and ``generate`` (:mod:`cplxnet.lm.cli`); grids of
+runs comparing encodings with ``compare`` and ``report`` (:mod:`cplxnet.compare.cli`).
 
 Examples::
 
@@ -38,6 +39,19 @@ class _Parser(argparse.ArgumentParser):
     """argparse with usage errors as one ``cplxnet: error: ...`` line (exit status 2), printed
     by rank 0 only under torchrun."""
 
+    #: Options may come before or after the positional arguments (``predict RUN --json TEXT``).
+    intermixed = False
+    _inside = False
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        if not self.intermixed or self._inside:
+            return super().parse_known_args(args, namespace)
+        self._inside = True  # parse_known_intermixed_args calls parse_known_args twice
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._inside = False
+
     def error(self, message: str):  # type: ignore[override]
         sys.exit(fail(f"{message}; see {self.prog} --help", 2))
 
@@ -45,7 +59,9 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="cplxnet",
-        description="Train, evaluate and apply complex-valued (or real) text classifiers.",
+        description="Train, evaluate and apply complex-valued (or real) text classifiers "
+        "(train, evaluate, predict) and causal language models (train --task lm, evaluate, "
+        "generate); compare positional encodings over a grid of runs (compare, report).",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

@@ -41,6 +41,7 @@ def add_evaluate_command(sub: Any) -> None:
 def add_predict_command(sub: Any) -> None:
     """Add the ``predict`` parser to the subparsers of ``cplxnet``."""
     p = sub.add_parser("predict", help="label texts with a run's best checkpoint")
+    p.intermixed = True  # options before or after the texts (cplxnet.cli's parser)
     p.add_argument("run", metavar="RUN", help="a run folder")
     p.add_argument("texts", nargs="*", metavar="TEXT", help="texts to classify")
     p.add_argument("--file", default=None, help="a UTF-8 file with one text per line")

@@ -26,10 +26,11 @@ SET_RESERVED = {
 def encoding_overrides(text: str) -> dict[str, Any]:
     """Config fields of ``--encoding NAME[:option=value...]`` (parsed as ``cplxnet compare``
     does: a name, a ``+`` combination or a Complex Order variant, with its options)."""
-    from .compare.specs import parse_encoding
+    from .compare.specs import check_option_values, parse_encoding
 
     try:
         spec = parse_encoding(text)
+        check_option_values(spec)  # rotary:base=abc names the option here, not at build time
     except ValueError as err:
         raise CLIError(str(err)) from None
     return {**spec.model, "encoding": spec.name, "encoding_options": dict(spec.options)}
@@ -37,7 +38,7 @@ def encoding_overrides(text: str) -> dict[str, Any]:
 
 def apply_sets(config: Any, items: Sequence[str], zoo: Any) -> Any:
     """``config`` with the ``--set`` fields (``field=value`` or ``family.field=value``)."""
-    from .compare.specs import parse_sets
+    from .compare.specs import check_field_values, field_defaults, parse_sets
 
     try:
         sets = parse_sets(items, SET_RESERVED)
@@ -50,14 +51,10 @@ def apply_sets(config: Any, items: Sequence[str], zoo: Any) -> Any:
             f"{config.family}.FIELD=VALUE or FIELD=VALUE"
         )
     fields = {**sets.get("*", {}), **sets.get(config.family, {})}
-    defaults = {f.name: f.default for f in dataclasses.fields(config) if f.init}
-    for key, value in fields.items():
-        default = defaults.get(key)
-        if isinstance(default, bool) and not isinstance(value, bool):
-            raise CLIError(f"--set {key}={value}: expected true or false")
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if isinstance(default, (int, float)) and not isinstance(default, bool) and not number:
-            raise CLIError(f"--set {key}={value}: expected a number")
+    try:
+        check_field_values(field_defaults(type(config)), fields, "--set")
+    except ValueError as err:
+        raise CLIError(str(err)) from None
     current = config.to_dict()
     current.pop("family")
     return zoo.make_config(config.family, **{**current, **fields})

@@ -23,6 +23,9 @@ from typing import Any
 
 from ._argtypes import float_value, non_negative_int, positive_int, seed_int
 from .data import DataSpec
+from .lm.synthetic import SYNTHETIC_CONTEXT
+from .lm.train import LMOptions
+from .models.presets import LM_PRESET_TRAINING
 from .train_options import TrainOptions
 
 __all__ = [
@@ -36,6 +39,8 @@ __all__ = [
     "Option",
     "OPTIONS",
     "add_options",
+    "LM_FLAGS",
+    "LM_PRESET",
 ]
 
 # exit statuses; usage errors exit with argparse's 2
@@ -118,6 +123,13 @@ class Option:
 
 _TO = TrainOptions
 _DS = DataSpec
+_LO = LMOptions
+#: The default preset of a language model (``train --task lm``, ``compare --task lm``).
+LM_PRESET = "lm-char"
+_LM = {**{"context": 64}, **LM_PRESET_TRAINING.get(LM_PRESET, {})}
+_MULTIPLES = [f"{m}L" if m != 1 else "L" for m in _LO.eval_multiples]
+#: The language-model options of ``train --task lm`` and ``compare --task lm``.
+LM_FLAGS = ("--tokens", "--context", "--steps", "--eval-every")
 
 _OPTION_LIST: tuple[Option, ...] = (
     # -- data ------------------------------------------------------------------------------------
@@ -254,6 +266,38 @@ _OPTION_LIST: tuple[Option, ...] = (
                 "(cnn.num_filters=64); repeatable",
             },
         },
+    ),
+    # -- language models (--task lm) -----------------------------------------------------------
+    Option(
+        "--tokens",
+        "tokens of a text stream: characters (default; scored in bits per character) or "
+        "whitespace-separated words (scored in perplexity)",
+        {"choices": ("char", "word")},
+    ),
+    Option(
+        "--context",
+        f"training length L (default {_LM['context']}; synthetic tasks: the longest training "
+        f"prompt, default {SYNTHETIC_CONTEXT}); the test is scored at "
+        f"{', '.join(_MULTIPLES[:-1])} and {_MULTIPLES[-1]}",
+        {"type": positive_int, "metavar": "L"},
+    ),
+    Option(
+        "--steps",
+        f"optimiser steps (default: the preset's, {_LM.get('steps', _LO.steps)} for {LM_PRESET})",
+        {"type": positive_int},
+        per_command={
+            "train": {
+                "help": f"optimiser steps (default: the preset's, "
+                f"{_LM.get('steps', _LO.steps)} for {LM_PRESET}; --epochs N instead: N passes "
+                "over the training tokens)"
+            }
+        },
+    ),
+    Option(
+        "--eval-every",
+        f"score dev and save a checkpoint every N steps (default "
+        f"{_LM.get('eval_every', _LO.eval_every)})",
+        {"type": positive_int, "metavar": "N"},
     ),
     # -- process ---------------------------------------------------------------------------------
     Option(

@@ -8,7 +8,7 @@ import datetime
 import os
 from typing import Any
 
-from ._argtypes import float_value, positive_int
+from ._argtypes import positive_int, probability
 from .cli_model import model_config
 from .cli_options import RESUME_COMMON, CLIError, add_options, check_resume_options
 from .train_options import TrainOptions
@@ -85,7 +85,7 @@ def add_train_command(sub: Any) -> argparse.ArgumentParser:
     )
     number.add_argument("--real", dest="complex", action="store_false", help="the real-valued twin")
     m.add_argument("--d-model", type=positive_int, default=None, help="model width")
-    m.add_argument("--dropout", type=float_value, default=None, help="dropout probability")
+    m.add_argument("--dropout", type=probability, default=None, help="dropout probability")
     add_options(m, "train", ("--vectors",))
 
     add_options(t.add_argument_group("training"), "train", TRAINING_FLAGS)
@@ -202,6 +202,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     lm_only = lm_cli.lm_only_options(args)
     if lm_only:
         raise CLIError(f"{', '.join(lm_only)} apply to language models; add --task lm")
+    if args.resume is None and (args.data or "").startswith("synthetic:"):
+        raise CLIError(f"--data {args.data} is a language-model task; add --task lm")
 
     if args.resume is not None:
         check_resume_options(

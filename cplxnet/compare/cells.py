@@ -20,6 +20,10 @@ from .specs import EncodingSpec
 __all__ = [
     "REAL_WIDTHS",
     "SYNTHETIC",
+    "MAX_SEEDS",
+    "MAX_CONFIGURATIONS",
+    "MAX_CELLS",
+    "check_count",
     "CompareError",
     "parse_seeds",
     "parse_folds",
@@ -38,6 +42,7 @@ __all__ = [
     "CELL_KINDS",
     "cell_kind",
     "data_spec",
+    "split_spec",
 ]
 
 REAL_WIDTHS = {"same": "width", "params": "params", "flops": "flops"}
@@ -48,8 +53,28 @@ class CompareError(Exception):
     """A problem with the comparison's arguments or output folder (the message says the fix)."""
 
 
-def _parse_int_list(text: str, what: str) -> list[int]:
+#: The most seeds a grid takes (``--seeds``).
+MAX_SEEDS = 1_000
+#: The most configurations (datasets x families x encodings x number fields) a grid checks.
+MAX_CONFIGURATIONS = 10_000
+#: The most cells a grid expands to.
+MAX_CELLS = 100_000
+
+
+def check_count(what: str, count: int, limit: int, name: str | None = None) -> None:
+    """A :class:`CompareError` if ``count`` is above ``limit`` (checked before anything of that
+    size is built); ``name`` is the limit's name in this module, for the message."""
+    if count > limit:
+        where = f" (cplxnet.compare.cells.{name})" if name else ""
+        raise CompareError(
+            f"{what}: {count:,} is more than the limit of {limit:,}{where}; give fewer, or "
+            "split the study into several grids"
+        )
+
+
+def _parse_int_list(text: str, what: str, limit: int, name: str | None = None) -> list[int]:
     out: list[int] = []
+    count = 0
     for item in str(text).split(","):
         item = item.strip()
         if not item:
@@ -60,9 +85,13 @@ def _parse_int_list(text: str, what: str) -> list[int]:
                 a, b = int(m.group(1)), int(m.group(2))
                 if b < a:
                     raise CompareError(f"{what}: empty range {item!r}")
+                count += b - a + 1
+                check_count(f"{what}: the values of {text.strip()!r}", count, limit, name)
                 out += list(range(a, b + 1))
             else:
                 out.append(int(item))
+                count += 1
+                check_count(f"{what}: the values of {text.strip()!r}", count, limit, name)
         except ValueError:
             raise CompareError(
                 f"{what}: expected integers or ranges like 0-4, got {item!r}"
@@ -73,14 +102,25 @@ def _parse_int_list(text: str, what: str) -> list[int]:
 
 
 def parse_seeds(text: str | int) -> list[int]:
-    """``5`` -> seeds 0..4; ``0,3,7`` or ``10-14`` -> those seeds."""
+    """``5`` -> seeds 0..4; ``0,3,7`` or ``10-14`` -> those seeds (each a seed of ``cplxnet
+    train --seed``, 0..2**63-1; at most :data:`MAX_SEEDS` of them)."""
+    from .._argtypes import MAX_SEED
+
     text = str(text).strip()
     if re.fullmatch(r"\d+", text):
         n = int(text)
         if n < 1:
             raise CompareError("--seeds: need at least one seed")
+        check_count("--seeds: the number of seeds", n, MAX_SEEDS, "MAX_SEEDS")
         return list(range(n))
-    return _parse_int_list(text, "--seeds")
+    seeds = _parse_int_list(text, "--seeds", MAX_SEEDS, "MAX_SEEDS")
+    bad = [s for s in seeds if not 0 <= s <= MAX_SEED]
+    if bad:
+        raise CompareError(
+            f"--seeds: seed {bad[0]} is out of range; seeds are 0..2**63-1 (as cplxnet train "
+            "--seed), e.g. --seeds 3 or --seeds 0-4"
+        )
+    return seeds
 
 
 def parse_folds(text: str, num_folds: int = 10) -> list[int | None]:
@@ -91,7 +131,7 @@ def parse_folds(text: str, num_folds: int = 10) -> list[int | None]:
         return [None]
     if text == "all":
         return list(range(num_folds))
-    folds = _parse_int_list(text, "--folds")
+    folds = _parse_int_list(text, "--folds", num_folds)
     bad = [f for f in folds if not 0 <= f < num_folds]
     if bad:
         raise CompareError(
@@ -407,10 +447,14 @@ def cell_kind(mode: str) -> CellKind | None:
 def data_spec(cell: Cell, options: GridOptions) -> Any:
     """The :class:`cplxnet.data.DataSpec` of a cell: its dataset and fold (``cv`` with a fold,
     else the quick split) with the grid's data options."""
+    return split_spec(cell.data, cell.fold, options)
+
+
+def split_spec(data: str, fold: int | None, options: GridOptions) -> Any:
+    """The :class:`cplxnet.data.DataSpec` of dataset ``data`` and ``fold`` (see
+    :func:`data_spec`)."""
     from ..data import DataSpec
 
     known = {f.name for f in dataclasses.fields(DataSpec)}
     extra = {k: v for k, v in options.data.items() if k in known and v is not None}
-    return DataSpec(
-        data=cell.data, split="cv" if cell.fold is not None else "quick", fold=cell.fold, **extra
-    )
+    return DataSpec(data=data, split="cv" if fold is not None else "quick", fold=fold, **extra)

@@ -25,7 +25,7 @@ import os
 from typing import Any
 
 from .._argtypes import non_negative_int, positive_int
-from ..cli_options import add_options
+from ..cli_options import LM_FLAGS, add_options
 from ..cli_options import fail as _fail
 from ..cli_options import split_list as _split_list
 from .command import DEFAULT_FAMILIES, executor_from_args, run_and_report
@@ -65,6 +65,60 @@ DATA_FLAGS = (
 )
 
 
+def _checked(parse: Any, flag: str) -> Any:
+    """An argparse ``type=`` that checks a value with ``parse`` (the parser the command uses)
+    and keeps the text: a bad value is a usage error naming ``flag`` (exit status 2)."""
+
+    def check(text: str) -> str:
+        from .cells import CompareError
+
+        try:
+            parse(text)
+        except (CompareError, ValueError) as err:
+            message = str(err)
+            prefix = f"{flag}: "
+            raise argparse.ArgumentTypeError(
+                message[len(prefix) :] if message.startswith(prefix) else message
+            ) from None
+        return text
+
+    check.__name__ = flag.lstrip("-")
+    return check
+
+
+def _families(text: str) -> list[str]:
+    import cplxnet.models as models
+
+    known = [*models.FAMILIES, *models.LM_FAMILIES]
+    families = _split_list(text)
+    if not families:
+        raise ValueError(f"nothing given; families: {', '.join(known)}")
+    for family in families:
+        if family not in known:
+            raise ValueError(f"unknown family {family!r}; families: {', '.join(known)}")
+    return families
+
+
+def _seeds(text: str) -> Any:
+    from .cells import parse_seeds
+
+    return parse_seeds(text)
+
+
+def _folds(text: str) -> Any:
+    from .cells import parse_folds
+
+    if not text.strip():
+        raise ValueError("nothing given; use quick, all or test folds such as 3 or 0-4")
+    return parse_folds(text)
+
+
+def _numbers(text: str) -> Any:
+    from .specs import parse_numbers
+
+    return parse_numbers(text)
+
+
 def add_subcommands(sub: Any) -> None:
     """Add the ``compare`` and ``report`` parsers to the subparsers of ``cplxnet``."""
     c = sub.add_parser(
@@ -101,18 +155,30 @@ def add_subcommands(sub: Any) -> None:
         help=f"datasets: mr, trec, synthetic or files (default {DEFAULT_DATA}; with "
         "--extrapolate: synthetic,mr,trec)",
     )
-    g.add_argument("--families", default=DEFAULT_FAMILIES, help=f"default {DEFAULT_FAMILIES}")
+    g.add_argument(
+        "--families",
+        default=DEFAULT_FAMILIES,
+        type=_checked(_families, "--families"),
+        help=f"default {DEFAULT_FAMILIES}",
+    )
     g.add_argument("--encodings", default=DEFAULT_ENCODINGS, help=f"default {DEFAULT_ENCODINGS}")
     g.add_argument(
         "--number",
         default="natural",
+        type=_checked(_numbers, "--number"),
         help="number field: natural (default: complex for complex-* encodings, real for the "
         "others, as the paper's Table 2), real, complex, or both",
     )
-    g.add_argument("--seeds", default="3", help="N (seeds 0..N-1) or a list/range (default 3)")
+    g.add_argument(
+        "--seeds",
+        default="3",
+        type=_checked(_seeds, "--seeds"),
+        help="N (seeds 0..N-1) or a list/range (default 3)",
+    )
     g.add_argument(
         "--folds",
         default="quick",
+        type=_checked(_folds, "--folds"),
         help="MR and files: quick (one 80/10/10 split, default), all (10-fold CV), or CV test "
         "folds 0..9 such as 3 or 0-4 (numbered as cplxnet train --fold); TREC always uses its "
         "official test set",
@@ -196,26 +262,7 @@ def add_subcommands(sub: Any) -> None:
     )
 
     lm = c.add_argument_group("language models (--task lm)")
-    lm.add_argument(
-        "--tokens", choices=("char", "word"), default=None, help="text tokens (default char)"
-    )
-    lm.add_argument(
-        "--context",
-        type=positive_int,
-        default=None,
-        metavar="L",
-        help="training length (default 64; synthetic tasks: the longest prompt, 16)",
-    )
-    lm.add_argument(
-        "--steps", type=positive_int, default=None, help="optimiser steps (default 2000)"
-    )
-    lm.add_argument(
-        "--eval-every",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="score dev and checkpoint every N steps (default 250)",
-    )
+    add_options(lm, "compare", LM_FLAGS)
 
     x = c.add_argument_group("length extrapolation")
     x.add_argument(
@@ -279,10 +326,11 @@ def _train_len(text: str | None) -> Any:
 
 def options_from_args(args: argparse.Namespace) -> Any:
     """The :class:`~cplxnet.compare.grid.GridOptions` of the command line."""
+    from ..train_options import TrainOptions
     from .grid import GridOptions, parse_presets, parse_sets
 
     train = {
-        "epochs": args.epochs if args.epochs is not None else 10,
+        "epochs": args.epochs if args.epochs is not None else TrainOptions.epochs,
         "batch_size": args.batch_size,
         "lr": args.lr,
         "weight_decay": args.weight_decay,
@@ -339,6 +387,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
 def cmd_compare(args: argparse.Namespace) -> int:
     from ..data import DataError
     from ..train import RunError
+    from .expand import check_datas
     from .grid import (
         CompareError,
         cell_preset,
@@ -360,16 +409,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 )
             args.preset = args.preset[0]
         return cmd_compare_lm(args)
-    lm_only = [
-        flag
-        for flag, value in (
-            ("--tokens", args.tokens),
-            ("--context", args.context),
-            ("--steps", args.steps),
-            ("--eval-every", args.eval_every),
-        )
-        if value is not None
-    ]
+    lm_only = [f for f in LM_FLAGS if getattr(args, f[2:].replace("-", "_")) is not None]
     if lm_only:
         return _fail(f"{', '.join(lm_only)} apply to --task lm; add --task lm or drop them")
     out = args.out or ("runs/compare-extrapolate" if args.extrapolate else "runs/compare")
@@ -380,18 +420,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
             from .synthetic import length_bins
 
             length_bins(16, tuple(options.extrapolate["factors"]))  # validate the factors
-        datas = _split_list(
-            args.data or ("synthetic,mr,trec" if args.extrapolate else DEFAULT_DATA)
-        )
+        default = "synthetic,mr,trec" if args.extrapolate else DEFAULT_DATA
+        datas = _split_list(default if args.data is None else args.data)
+        mode = "extrapolate" if args.extrapolate else "grid"
+        seeds, folds = parse_seeds(args.seeds), parse_folds(args.folds)
+        encodings, numbers = parse_encodings(args.encodings), parse_numbers(args.number)
+        check_datas(datas, folds, options, mode=mode)  # as cplxnet train reads them
         cells, notes = expand_grid(
-            datas,
-            _split_list(args.families),
-            parse_encodings(args.encodings),
-            parse_numbers(args.number),
-            parse_seeds(args.seeds),
-            parse_folds(args.folds),
-            options,
-            mode="extrapolate" if args.extrapolate else "grid",
+            datas, _split_list(args.families), encodings, numbers, seeds, folds, options, mode=mode
         )
 
         def describe(cell: Any) -> str:

@@ -10,19 +10,31 @@ from collections.abc import Sequence
 from typing import Any
 
 from .cells import (
+    MAX_CELLS,
+    MAX_CONFIGURATIONS,
     PRESET_NUMBERS,
     REAL_WIDTHS,
+    SYNTHETIC,
     Cell,
     CompareError,
     GridOptions,
     cell_preset,
+    check_count,
     has_own_test,
     preset_key,
     preset_label,
+    split_spec,
 )
-from .specs import EncodingSpec, numbers_for
+from .specs import (
+    EncodingSpec,
+    check_field_values,
+    check_option_values,
+    field_defaults,
+    numbers_for,
+)
 
 __all__ = [
+    "check_datas",
     "cell_config",
     "check_combination",
     "expand_grid",
@@ -63,30 +75,35 @@ def cell_config(
     return config
 
 
-def _check_option_types(encoding: EncodingSpec) -> None:
-    """An option whose default is a bool must be true/false, a number must be a number (the
-    encodings themselves accept e.g. any truthy value for a flag)."""
-    import inspect
+def check_datas(
+    datas: Sequence[str], folds: Sequence[int | None], options: GridOptions, *, mode: str = "grid"
+) -> None:
+    """Read and split every data file of the grid as ``cplxnet train`` does (the same
+    :class:`~cplxnet.data.DataError` for a missing, empty, binary or too short file), before any
+    cell runs; a language-model task (``synthetic:copy``) is an error saying to add ``--task lm``.
+    Bundled data and the synthetic task are not read."""
+    from ..data import BUNDLED, load_dataset, load_splits
 
-    from ..encodings import encoding_option_parameters
-
-    params = encoding_option_parameters(encoding.name)
-    for key, value in encoding.options.items():
-        p = params.get(key)
-        if p is None or p.default is inspect.Parameter.empty or p.default is None:
+    if not datas:
+        raise CompareError("--data: nothing given; give mr, trec, synthetic or data files")
+    for data in dict.fromkeys(datas):
+        if data.startswith(SYNTHETIC + ":"):
+            raise CompareError(f"--data {data} is a language-model task; add --task lm")
+        if data == SYNTHETIC or data in BUNDLED:
             continue
-        default = p.default
-        if isinstance(default, bool):
-            ok = isinstance(value, bool)
-        elif isinstance(default, (int, float)):
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        else:
-            ok = True
-        if not ok:
-            kind = "true or false" if isinstance(default, bool) else "a number"
-            raise CompareError(
-                f"encoding {encoding.label}: option {key} must be {kind}, got {value!r}"
-            )
+        if mode != "grid":  # the extrapolation grid splits a file by length
+            load_dataset(data)
+            continue
+        for fold in [None] if has_own_test(data) else dict.fromkeys(folds):
+            load_splits(split_spec(data, fold, options))
+
+
+def _check_option_types(encoding: EncodingSpec) -> None:
+    """The option values of ``encoding`` (:func:`cplxnet.compare.specs.check_option_values`)."""
+    try:
+        check_option_values(encoding)
+    except ValueError as err:
+        raise CompareError(str(err)) from None
 
 
 def check_combination(
@@ -166,6 +183,19 @@ def expand_grid(
     """
     import cplxnet.models as models
 
+    for what, axis in (("--data", datas), ("--families", families), ("--seeds", seeds)):
+        if not axis:
+            raise CompareError(f"{what}: nothing given")
+    per_family = sum(len(numbers_for(s, numbers)) for s in encodings)
+    configurations = len(families) * len(datas) * per_family
+    check_count(
+        "datasets x families x encodings x number fields", configurations, MAX_CONFIGURATIONS,
+        "MAX_CONFIGURATIONS",
+    )  # fmt: skip
+    splits = sum(1 if has_own_test(d) else len(folds) for d in datas)  # data x folds
+    upper = len(seeds) * splits * len(families) * per_family  # before any skipped combination
+    check_count("the number of cells (seeds x folds x configurations)", upper, MAX_CELLS,
+                "MAX_CELLS")  # fmt: skip
     for family in families:
         if family not in models.FAMILIES:
             raise CompareError(f"unknown family {family!r}; families: {', '.join(models.FAMILIES)}")
@@ -178,6 +208,12 @@ def expand_grid(
     for family in options.sets:
         if family != "*" and family not in models.FAMILIES:
             raise CompareError(f"--set {family}.*: unknown family {family!r}")
+    for family in families:  # each value as its field is (--set num_filters=abc: one line)
+        fields = {**options.sets.get("*", {}), **options.sets.get(family, {})}
+        try:
+            check_field_values(field_defaults(models.CONFIG_CLASSES[family]), fields, "--set")
+        except ValueError as err:
+            raise CompareError(str(err)) from None
     if options.presets and mode != "grid":
         raise CompareError("--preset applies to the classification grid; drop it or --extrapolate")
     # with presets a combination is also built with each dataset's preset (errors name it)

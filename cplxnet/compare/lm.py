@@ -29,8 +29,26 @@ import shutil
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .cells import Cell, CellKind, CompareError, GridOptions, data_slug
-from .specs import EncodingSpec, numbers_for, parse_encodings, parse_numbers
+from ..cli_options import LM_PRESET
+from .cells import (
+    MAX_CELLS,
+    MAX_CONFIGURATIONS,
+    Cell,
+    CellKind,
+    CompareError,
+    GridOptions,
+    check_count,
+    data_slug,
+)
+from .specs import (
+    EncodingSpec,
+    check_field_values,
+    check_option_values,
+    field_defaults,
+    numbers_for,
+    parse_encodings,
+    parse_numbers,
+)
 
 __all__ = [
     "KIND",
@@ -43,11 +61,12 @@ __all__ = [
     "lm_rows_to_csv",
     "LM_COLUMNS",
     "cmd_compare_lm",
+    "lm_options_from_args",
 ]
 
 LM_FAMILY = "decoder"
 MODE = "lm"
-DEFAULT_PRESET = "lm-char"
+DEFAULT_PRESET = LM_PRESET
 FIELD_SUFFIX = re.compile(r"@(real|complex|both|natural)$")
 LM_COLUMNS = (
     "data",
@@ -162,22 +181,30 @@ def expand_lm_grid(
     cannot be built (a bad option) raises :class:`CompareError`."""
     import cplxnet.models as zoo
 
-    from ..lm.train import SYNTHETIC_PREFIX
+    from ..lm.train import SYNTHETIC_PREFIX, make_task
 
-    for data in datas:
-        if data.startswith(SYNTHETIC_PREFIX) or data in ("mr", "trec"):
-            continue
-        if not os.path.isfile(data):
+    check_count("--data: the number of datasets x encodings", len(datas) * len(encodings),
+                MAX_CONFIGURATIONS, "MAX_CONFIGURATIONS")  # fmt: skip
+    for data in dict.fromkeys(datas):  # read and checked as cplxnet train --task lm does
+        if data.startswith(SYNTHETIC_PREFIX) or data in ("mr", "trec") or os.path.isfile(data):
+            make_task(data, options.lm.get("tokens", "char"), int(options.lm.get("context", 64)))
+        else:
             raise CompareError(
                 f"--data {data}: no such file; give a UTF-8 text file, mr, trec, "
                 "synthetic:copy or synthetic:reverse"
             )
+    fields = {**options.sets.get("*", {}), **options.sets.get(LM_FAMILY, {})}
+    try:
+        check_field_values(field_defaults(zoo.CONFIG_CLASSES[LM_FAMILY]), fields, "--set")
+    except ValueError as err:
+        raise CompareError(str(err)) from None
     configs: list[tuple[EncodingSpec, str]] = []
     for spec, numbers in encodings:
         for number in numbers:
             if (spec.canonical, number) in {(s.canonical, n) for s, n in configs}:
                 continue
             try:
+                check_option_values(spec)  # rotary:base=abc: one line naming the option
                 config = lm_cell_config(spec, number, options)
                 zoo.build_model(dataclasses.replace(config, vocab_size=8))
                 if spec.model:
@@ -185,6 +212,8 @@ def expand_lm_grid(
             except (TypeError, ValueError, KeyError) as err:
                 raise CompareError(f"decoder with {spec.label} ({number}): {err}") from None
             configs.append((spec, number))
+    check_count("the number of cells", len(seeds) * len(datas) * len(configs), MAX_CELLS,
+                "MAX_CELLS")  # fmt: skip
     cells = [
         Cell(data, None, LM_FAMILY, spec, number, seed, MODE)
         for seed in seeds
@@ -362,68 +391,81 @@ KIND = CellKind(
 # the command
 
 
+def lm_options_from_args(args: argparse.Namespace) -> tuple[list[str], GridOptions]:
+    """The datasets and the :class:`GridOptions` of a ``compare --task lm`` command line, checked
+    as ``train --task lm`` checks them (:func:`cplxnet.lm.cli.check_lm_sets`)."""
+    from ..cli_options import split_list
+    from ..lm.cli import check_lm_sets, default_context
+    from .cells import parse_sets
+    from .command import DEFAULT_FAMILIES
+
+    wrong = [
+        flag
+        for flag, bad in (
+            ("--families", args.families not in (DEFAULT_FAMILIES, LM_FAMILY)),
+            ("--folds", str(args.folds).strip().lower() not in ("quick", "none", "")),
+            ("--extrapolate", args.extrapolate),
+            ("--epochs", args.epochs is not None),
+            ("--patience", args.patience is not None),
+            ("--max-steps", args.max_steps is not None),
+            ("--dense", args.dense),
+            ("--vectors", args.vectors is not None),
+            ("--limit", args.limit is not None),
+            ("--max-len", args.max_len is not None),
+            ("--min-freq", args.min_freq is not None),
+            ("--max-vocab", args.max_vocab is not None),
+            ("--clean", bool(args.clean)),
+            ("--split-seed", args.split_seed is not None),
+        )
+        if bad
+    ]
+    if wrong:
+        raise CompareError(
+            f"{', '.join(wrong)} apply to classification grids, not to --task lm; drop them "
+            "(a language model trains --steps at --context L on a contiguous 90/5/5 split)"
+        )
+    datas = split_list("mr" if args.data is None else args.data)
+    if not datas:
+        raise CompareError("--data: nothing given; give mr, trec, a text file or synthetic:copy")
+    synthetic = [d.startswith("synthetic:") for d in datas]
+    if any(synthetic) and not all(synthetic):
+        raise CompareError(
+            "--data mixes text and synthetic tasks; their contexts differ, so run them "
+            "into separate --out folders"
+        )
+    if all(synthetic) and args.tokens is not None:
+        raise CompareError("--tokens applies to text; a synthetic task has its own symbols")
+    check_lm_sets(args.sets or (), CompareError)
+    options = lm_grid_options(
+        preset=args.preset or DEFAULT_PRESET,
+        tokens=args.tokens or "char",
+        context=args.context or default_context(args.preset, all(synthetic)),
+        train={
+            "steps": args.steps,
+            "batch_size": args.batch_size,
+            "lr": args.lr,
+            "weight_decay": args.weight_decay,
+            "clip_norm": args.clip_norm,
+            "eval_every": args.eval_every,
+        },
+        sets=parse_sets(args.sets),
+        real_width=args.real_width or "flops",
+    )
+    return datas, options
+
+
 def cmd_compare_lm(args: argparse.Namespace) -> int:
     """``cplxnet compare --task lm``: expand, run and report the language-model grid."""
-    from ..cli_options import fail, split_list
+    from ..cli_options import fail
     from ..data import DataError
-    from ..lm.cli import SYNTHETIC_CONTEXT
     from ..runs import RunError
-    from .cells import parse_seeds, parse_sets
-    from .command import DEFAULT_FAMILIES, executor_from_args, run_and_report
+    from .cells import parse_seeds
+    from .command import executor_from_args, run_and_report
     from .lm_report import render_lm_report
 
     out = args.out or "runs/compare-lm"
     try:
-        wrong = [
-            flag
-            for flag, bad in (
-                ("--families", args.families not in (DEFAULT_FAMILIES, LM_FAMILY)),
-                ("--folds", str(args.folds).strip().lower() not in ("quick", "none", "")),
-                ("--extrapolate", args.extrapolate),
-                ("--epochs", args.epochs is not None),
-                ("--patience", args.patience is not None),
-                ("--max-steps", args.max_steps is not None),
-                ("--dense", args.dense),
-                ("--vectors", args.vectors is not None),
-                ("--limit", args.limit is not None),
-                ("--max-len", args.max_len is not None),
-                ("--min-freq", args.min_freq is not None),
-                ("--max-vocab", args.max_vocab is not None),
-                ("--clean", bool(args.clean)),
-                ("--split-seed", args.split_seed is not None),
-            )
-            if bad
-        ]
-        if wrong:
-            raise CompareError(
-                f"{', '.join(wrong)} apply to classification grids, not to --task lm; drop them "
-                "(a language model trains --steps at --context L on a contiguous 90/5/5 split)"
-            )
-        datas = split_list(args.data or "mr")
-        synthetic = [d.startswith("synthetic:") for d in datas]
-        if any(synthetic) and not all(synthetic):
-            raise CompareError(
-                "--data mixes text and synthetic tasks; their contexts differ, so run them "
-                "into separate --out folders"
-            )
-        if all(synthetic) and args.tokens is not None:
-            raise CompareError("--tokens applies to text; a synthetic task has its own symbols")
-        context = args.context or (SYNTHETIC_CONTEXT if all(synthetic) else 64)
-        options = lm_grid_options(
-            preset=args.preset or DEFAULT_PRESET,
-            tokens=args.tokens or "char",
-            context=context,
-            train={
-                "steps": args.steps,
-                "batch_size": args.batch_size,
-                "lr": args.lr,
-                "weight_decay": args.weight_decay,
-                "clip_norm": args.clip_norm,
-                "eval_every": args.eval_every,
-            },
-            sets=parse_sets(args.sets),
-            real_width=args.real_width or "flops",
-        )
+        datas, options = lm_options_from_args(args)
         cells, notes = expand_lm_grid(
             datas,
             parse_lm_encodings(args.encodings, parse_numbers(args.number)),

@@ -27,6 +27,7 @@ variants and any combination with one of them), real models for every other enco
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +45,9 @@ __all__ = [
     "parse_value",
     "parse_sets",
     "is_complex_name",
+    "check_option_values",
+    "check_field_values",
+    "field_defaults",
 ]
 
 NUMBERS = ("complex", "real")
@@ -205,6 +209,7 @@ def parse_encoding(text: str) -> EncodingSpec:
     head, *rest = text.split(":")
     head = head.strip()
     options: dict[str, Any] = {}
+    given: dict[str, str] = {}  # the options written in ``text`` (a variant's own may be replaced)
     model: dict[str, Any] = {}
     if head in VARIANTS:
         name, base, _ = VARIANTS[head]
@@ -225,6 +230,12 @@ def parse_encoding(text: str) -> EncodingSpec:
         key = key.strip()
         if not _NAME.match(key):
             raise ValueError(f"encoding spec {text!r}: bad option name {key!r}")
+        if key in given:
+            raise ValueError(
+                f"encoding spec {text!r}: option {key} is given twice ({given[key].strip()} and "
+                f"{value.strip()}); keep one"
+            )
+        given[key] = value
         options[key] = parse_value(value)
     return EncodingSpec(text, name, options, model)
 
@@ -280,12 +291,74 @@ def parse_sets(
         if not key or not family:
             raise ValueError(f"--set {item!r}: expected key=value or family.key=value")
         parsed = parse_value(value)
-        if isinstance(parsed, str) and re.fullmatch(r"\d+(,\d+)+", parsed):
-            parsed = [int(v) for v in parsed.split(",")]
+        if isinstance(parsed, str) and "," in parsed:  # 3,4,5 (a list of what each item is)
+            parsed = [parse_value(v) for v in parsed.split(",")]
         if reserved and key in reserved:
             raise ValueError(f"--set {key}: {reserved[key]}")
         out.setdefault(family, {})[key] = parsed
     return out
+
+
+def _kind_error(default: Any, value: Any) -> str | None:
+    """What ``value`` should be for a field or option whose default is ``default`` (``None``:
+    it fits): true/false for a flag, a finite number for a number, integers for a tuple of
+    integers (the types the command line can spell)."""
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else "true or false"
+    if isinstance(default, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return "a number"
+        return None if math.isfinite(value) else "a finite number"
+    if isinstance(default, (tuple, list)) and default and all(
+        isinstance(d, int) and not isinstance(d, bool) for d in default
+    ):
+        items = value if isinstance(value, (list, tuple)) else [value]
+        if items and all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+            return None
+        return "integers like 3,4,5"
+    return None
+
+
+def check_option_values(spec: EncodingSpec) -> None:
+    """A ValueError naming the option if a value of ``spec.options`` cannot be what its
+    encoding's default is (:func:`_kind_error`): ``rotary:base=abc``, ``base=nan``,
+    ``phase=maybe``. Options the encoding lacks are left to :func:`create_encoding`."""
+    import inspect
+
+    from cplxnet.encodings import encoding_option_parameters
+
+    params = encoding_option_parameters(spec.name)
+    for key, value in spec.options.items():
+        p = params.get(key)
+        if p is None or p.default is inspect.Parameter.empty or p.default is None:
+            continue
+        kind = _kind_error(p.default, value)
+        if kind is not None:
+            raise ValueError(f"encoding {spec.label}: option {key} must be {kind}, got {value!r}")
+
+
+def field_defaults(config_class: type) -> dict[str, Any]:
+    """``{field: default}`` of a config dataclass (fields with a plain default)."""
+    import dataclasses
+
+    return {
+        f.name: f.default
+        for f in dataclasses.fields(config_class)
+        if f.init and f.default is not dataclasses.MISSING
+    }
+
+
+def check_field_values(defaults: Mapping[str, Any], fields: Mapping[str, Any], flag: str) -> None:
+    """A ValueError naming ``flag KEY=VALUE`` if a model field's value cannot be what its
+    default is (``defaults``: field -> default): ``--set num_filters=abc``,
+    ``--set kernel_sizes=3,x``, ``--set dropout=nan``."""
+    for key, value in fields.items():
+        if key not in defaults:
+            continue
+        kind = _kind_error(defaults[key], value)
+        if kind is not None:
+            shown = ",".join(map(str, value)) if isinstance(value, list) else value
+            raise ValueError(f"{flag} {key}={shown}: expected {kind}")
 
 
 def parse_numbers(text: str) -> tuple[str, ...]:

@@ -45,6 +45,16 @@ def head_width(d_model: int, num_heads: int, owner: str) -> int:
     return d_model // num_heads
 
 
+def check_base(base: float, owner: str) -> float:
+    """``base`` of a frequency ladder :math:`\text{base}^{-j/n}` as a float: a finite number
+    > 0 (0, a negative or a NaN base would give infinite or NaN frequencies)."""
+    if isinstance(base, bool) or not isinstance(base, (int, float)):
+        raise TypeError(f"{owner}: base must be a number, got {base!r}")
+    if not (math.isfinite(base) and base > 0):
+        raise ValueError(f"{owner}: base must be a finite number > 0, got {base!r}")
+    return float(base)
+
+
 def sinusoid_frequencies(n: int, base: float = 10000.0) -> torch.Tensor:
     """``w_j = base^(-j/n)``, ``j < n``, float64: the frequencies of ``n`` complex features.
 

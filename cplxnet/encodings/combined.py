@@ -228,16 +228,37 @@ def member_options(
         if dot and head in by_key and option:
             out[by_key[head]][option] = value
             continue
-        examples = " or ".join(f"{label}.{option or key}=..." for label in labels)
+        hint = _option_hint(labels, option if dot else key)
         if dot and head not in by_key:
             raise TypeError(
                 f"encoding {combo!r}: option {key!r} names no member; members: "
-                f"{', '.join(labels)} (write {examples})"
+                f"{', '.join(labels)}{hint}"
             )
-        raise TypeError(
-            f"encoding {combo!r}: option {key!r} must name its member: write {examples}"
-        )
+        raise TypeError(f"encoding {combo!r}: option {key!r} must name its member{hint}")
     return out
+
+
+def _option_hint(labels: Sequence[str], option: str) -> str:
+    """``": write rotary.base=..."`` for the members that have ``option``; else the closest
+    ``member.option`` names (difflib), else every member option; only options that exist."""
+    import difflib
+
+    from .registry import encoding_option_parameters
+
+    keys: list[str] = []
+    for label in labels:
+        try:
+            keys += [f"{label}.{name}" for name in encoding_option_parameters(label)]
+        except (ValueError, TypeError):  # an unregistered member class: its options are unknown
+            continue
+    having = [k for k in keys if k.rsplit(".", 1)[1] == option]
+    if having:
+        return ": write " + " or ".join(f"{k}=..." for k in having)
+    close = difflib.get_close_matches(option, [k.rsplit(".", 1)[1] for k in keys], n=3)
+    near = [k for k in keys if k.rsplit(".", 1)[1] in close]
+    if near:
+        return f"; no member has {option!r}; did you mean " + " or ".join(near) + "?"
+    return f"; no member has {option!r} (member options: {', '.join(keys) or 'none'})"
 
 
 def create_combined(

@@ -12,7 +12,7 @@ from torch import nn
 from .. import functional as CF
 from .._utils import check_choice, factory_kwargs, real_dtype
 from ..init import check_word_init, word_init_
-from ._common import Positions, check_ids, complex_features, sinusoid_frequencies
+from ._common import Positions, check_base, check_ids, complex_features, sinusoid_frequencies
 from .base import PositionalEncoding
 from .registry import register_encoding
 
@@ -116,7 +116,7 @@ class ComplexOrderEncoding(PositionalEncoding):
         self.amplitude = check_choice(amplitude, SHARING, owner, "amplitude")
         if not isinstance(frequency_init, (int, float)):
             check_choice(frequency_init, FREQUENCY_INITS, owner, "frequency_init")
-        self.frequency_init, self.base = frequency_init, float(base)
+        self.frequency_init, self.base = frequency_init, check_base(base, owner)
         self.vocab_size, self.d_model, self.padding_idx = vocab_size, d_model, padding_idx
         self.phase, self.sparse = bool(phase), bool(sparse)
         self.complex_model = fk["dtype"].is_complex

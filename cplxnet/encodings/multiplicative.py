@@ -8,6 +8,7 @@ from torch import nn
 from .._utils import check_choice, complex_dtype, factory_kwargs, pack
 from ._common import (
     cached_rows,
+    check_base,
     check_sequence,
     complex_features,
     complex_sinusoid,
@@ -65,7 +66,8 @@ class MultiplicativeEncoding(PositionalEncoding):
         fk = factory_kwargs(device, dtype, owner, allow_real=True)
         super().__init__()
         self.kind = check_choice(kind, KINDS, owner, "kind")
-        self.d_model, self.max_len, self.base, self.std = d_model, max_len, float(base), std
+        self.d_model, self.max_len, self.std = d_model, max_len, std
+        self.base = check_base(base, owner)
         self.complex_model = fk["dtype"].is_complex
         self._dtype = fk["dtype"]
         self.features = complex_features(d_model, self.complex_model, owner)

@@ -94,9 +94,20 @@ def get_encoding_class(name: str) -> type[PositionalEncoding]:
         return _REGISTRY[name]
     except (KeyError, TypeError):
         raise ValueError(
-            f"unknown encoding {name!r}; available encodings: "
+            f"unknown encoding {name!r}{_did_you_mean(name)}; available encodings: "
             f"{', '.join(available_encodings())}"
         ) from None
+
+
+def _did_you_mean(name: object, names: Iterable[str] | None = None) -> str:
+    """``" (did you mean 'rotary'?)"`` for the closest registered name (difflib), or ``""``."""
+    import difflib
+
+    if not isinstance(name, str):
+        return ""
+    close = difflib.get_close_matches(name, list(available_encodings() if names is None
+                                                 else names), n=1)  # fmt: skip
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def encoding_members(name: str) -> tuple[str, ...]:
@@ -115,7 +126,7 @@ def encoding_members(name: str) -> tuple[str, ...]:
         if part not in _REGISTRY:
             where = f" in {name!r}" if len(parts) > 1 else ""
             raise ValueError(
-                f"unknown encoding {part!r}{where}; available encodings: "
+                f"unknown encoding {part!r}{where}{_did_you_mean(part)}; available encodings: "
                 f"{', '.join(available_encodings())} (combine them with {_SEPARATOR!r}, e.g. "
                 "complex-order+rotary)"
             )
@@ -224,8 +235,8 @@ def create_encoding(
     if unknown:
         listed = ", ".join(user_options) if user_options else "none"
         raise TypeError(
-            f"encoding {label!r} got unknown option(s) {', '.join(map(repr, unknown))}; "
-            f"its options are: {listed}"
+            f"encoding {label!r} got unknown option(s) {', '.join(map(repr, unknown))}"
+            f"{_did_you_mean(unknown[0], user_options)}; its options are: {listed}"
         )
     kwargs.update({n: v for n, v in defaults.items() if n in user_options})
     kwargs.update(options)

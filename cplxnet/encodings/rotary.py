@@ -9,6 +9,7 @@ from .._utils import check_choice, complex_dtype, factory_kwargs, pack, real_dty
 from ._common import (
     Positions,
     cached_rows,
+    check_base,
     complex_features,
     complex_sinusoid,
     head_width,
@@ -113,7 +114,7 @@ class RotaryEncoding(PositionalEncoding):
         self.head_dim = head_width(d_model, num_heads, owner)
         self.complex_model = fk["dtype"].is_complex
         self.features = complex_features(self.head_dim, self.complex_model, owner, "head width")
-        self.base, self.rotate_values = float(base), bool(rotate_values)
+        self.base, self.rotate_values = check_base(base, owner), bool(rotate_values)
         self.layout = check_choice(layout, LAYOUTS, owner, "layout")
         given = dict(
             beta_fast=beta_fast, beta_slow=beta_slow, original_max_len=original_max_len,

@@ -8,6 +8,7 @@ from .._utils import factory_kwargs
 from ._common import (
     Positions,
     cached_rows,
+    check_base,
     check_sequence,
     complex_features,
     complex_sinusoid,
@@ -71,7 +72,7 @@ class SinusoidalEncoding(PositionalEncoding):
         self.d_model = d_model
         self.complex_model = fk["dtype"].is_complex
         self.features = complex_features(d_model, self.complex_model, owner)
-        self.base = float(base)
+        self.base = check_base(base, owner)
         self._dtype = fk["dtype"]
         self.register_buffer("_table", self._build(128, fk["device"]), persistent=False)
 

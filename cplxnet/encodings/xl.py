@@ -9,6 +9,7 @@ from torch import nn
 from .._utils import factory_kwargs, pack, real_dtype
 from ._common import (
     cached_rows,
+    check_base,
     check_heads,
     complex_features,
     complex_sinusoid,
@@ -68,7 +69,8 @@ class XLEncoding(PositionalEncoding):
         owner = type(self).__name__
         fk = factory_kwargs(device, dtype, owner, allow_real=True)
         super().__init__()
-        self.d_model, self.num_heads, self.base, self.std = d_model, num_heads, float(base), std
+        self.d_model, self.num_heads, self.std = d_model, num_heads, std
+        self.base = check_base(base, owner)
         self.complex_model = fk["dtype"].is_complex
         self._dtype = fk["dtype"]
         dh = head_width(d_model, num_heads, owner)

@@ -19,12 +19,14 @@ import datetime
 import json
 import math
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from .._argtypes import float_value, non_negative_int, positive_int, seed_int
 from ..cli_model import apply_sets, encoding_overrides
-from ..cli_options import RESUME_COMMON, check_resume_options
+from ..cli_options import LM_FLAGS, LM_PRESET, RESUME_COMMON, add_options, check_resume_options
 from ..runs import check_new_run_dir
+from .synthetic import SYNTHETIC_CONTEXT
 
 __all__ = [
     "add_train_arguments",
@@ -33,6 +35,9 @@ __all__ = [
     "cmd_train",
     "cmd_evaluate",
     "cmd_generate",
+    "default_context",
+    "check_lm_sets",
+    "SYNTHETIC_CONTEXT",
 ]
 
 # classifier options that mean nothing for a language model
@@ -41,14 +46,13 @@ _CLASSIFIER_ONLY = (
     "max_len", "min_freq", "max_vocab", "clean", "keep_case", "limit", "vectors", "patience",
     "dense", "max_steps", "compile",
 )  # fmt: skip
-_LM_ONLY = ("tokens", "context", "steps", "eval_every")
+_LM_ONLY = tuple(flag[2:].replace("-", "_") for flag in LM_FLAGS)
 
 
 def lm_only_options(args: argparse.Namespace) -> list[str]:
     """The language-model options given on a ``train`` command line (``--context``, ...)."""
     return _given(args, _LM_ONLY)
 _RESUME_OK = RESUME_COMMON | {"steps", "task"}
-SYNTHETIC_CONTEXT = 16
 
 
 def add_train_arguments(train: argparse.ArgumentParser) -> None:
@@ -65,35 +69,17 @@ def add_train_arguments(train: argparse.ArgumentParser) -> None:
         default=None,
         help="classify (default): a text classifier; lm: a causal language model",
     )
-    g.add_argument(
-        "--tokens",
-        choices=("char", "word"),
-        default=None,
-        help="tokens of a text stream: characters (default; scored in bits per character) or "
-        "whitespace-separated words (scored in perplexity)",
-    )
-    g.add_argument(
-        "--context",
-        type=positive_int,
-        default=None,
-        metavar="L",
-        help="training length L (default 64; synthetic tasks: the longest training prompt, "
-        f"default {SYNTHETIC_CONTEXT}); the test is scored at L, 2L, 4L and 8L",
-    )
-    g.add_argument(
-        "--steps",
-        type=positive_int,
-        default=None,
-        help="optimiser steps (default: the preset's, 1500; --epochs N instead: N passes over "
-        "the training tokens)",
-    )
-    g.add_argument(
-        "--eval-every",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="score dev and save a checkpoint every N steps (default 250)",
-    )
+    add_options(g, "train", LM_FLAGS)
+
+
+def default_context(preset: str | None, synthetic: bool) -> int:
+    """The training context when ``--context`` is not given: the preset's (``lm-char``: 64), or
+    :data:`SYNTHETIC_CONTEXT` for a synthetic task."""
+    import cplxnet.models as zoo
+
+    if synthetic:
+        return SYNTHETIC_CONTEXT
+    return int(zoo.LM_PRESET_TRAINING.get(preset or LM_PRESET, {}).get("context", 64))
 
 
 def add_generate_command(sub: Any) -> None:
@@ -151,7 +137,7 @@ def _given(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
 def _model_config(args: argparse.Namespace, error: type[Exception]) -> tuple[Any, str]:
     import cplxnet.models as zoo
 
-    preset = args.preset or "lm-char"
+    preset = args.preset or LM_PRESET
     if args.model is not None and args.model not in zoo.LM_FAMILIES:
         raise error(
             f"--task lm trains a causal decoder (--model decoder), not {args.model!r}; drop "
@@ -189,11 +175,9 @@ _SET_FROM_DATA = {
 }
 
 
-def _apply_lm_sets(config: Any, items: list[str], error: type[Exception]) -> Any:
-    """``config`` with the ``--set FIELD=VALUE`` fields, parsed and checked as for a classifier
-    (:func:`cplxnet.cli_model.apply_sets`)."""
-    import cplxnet.models as zoo
-
+def check_lm_sets(items: Sequence[str], error: type[Exception]) -> None:
+    """Refuse ``--set`` of the decoder fields the data sets (``max_len``, ``vocab_size``, ...);
+    shared by ``train --task lm`` and ``compare --task lm``."""
     for item in items:
         field = item.split("=", 1)[0].strip().rsplit(".", 1)[-1]
         if field in _SET_FROM_DATA:
@@ -201,6 +185,14 @@ def _apply_lm_sets(config: Any, items: list[str], error: type[Exception]) -> Any
                 f"--set {item}: a language model takes {field} from {_SET_FROM_DATA[field]}; "
                 "drop it"
             )
+
+
+def _apply_lm_sets(config: Any, items: list[str], error: type[Exception]) -> Any:
+    """``config`` with the ``--set FIELD=VALUE`` fields, parsed and checked as for a classifier
+    (:func:`cplxnet.cli_model.apply_sets`)."""
+    import cplxnet.models as zoo
+
+    check_lm_sets(items, error)
     return apply_sets(config, items, zoo)
 
 
@@ -230,7 +222,7 @@ def cmd_train(args: argparse.Namespace, error: type[Exception]) -> int:
     synthetic = source.startswith("synthetic:")
     if synthetic and args.tokens is not None:
         raise error("--tokens applies to text; a synthetic task has its own symbols")
-    context = args.context or (SYNTHETIC_CONTEXT if synthetic else defaults.pop("context", 64))
+    context = args.context or default_context(preset, synthetic)
     defaults.pop("context", None)
     tokens = args.tokens or "char"
     fields = {**defaults, **{k: v for k, v in {
@@ -272,6 +264,12 @@ def cmd_evaluate(args: argparse.Namespace, error: type[Exception]) -> int:
     if getattr(args, "data", None) is not None:
         raise error(
             "a language-model run is scored on its own test part; --data applies to classifiers"
+        )
+    classifier_only = _given(args, ("format", "label_field", "text_field", "max_len"))
+    if classifier_only:
+        raise error(
+            f"{', '.join(classifier_only)} apply to classifier runs; {args.run} is a language "
+            "model: drop them (--context N scores it in windows of N tokens)"
         )
     run = load_lm_run(args.run)
     scores = evaluate_lm_run(run, args.context)

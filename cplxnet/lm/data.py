@@ -29,6 +29,7 @@ __all__ = [
     "UNK",
     "TokenVocab",
     "LMData",
+    "max_context",
     "read_corpus",
     "tokenize",
     "detokenize",
@@ -190,6 +191,12 @@ def _fits(n: int, context: int) -> bool:
     return a >= context + 2 and b - a >= context + 1 and n - b >= context + 1
 
 
+def max_context(n: int) -> int:
+    """The longest context a text of ``n`` tokens holds (:func:`_fits`; below 1: none)."""
+    a, b = _cuts(n)
+    return min(a - 2, b - a - 1, n - b - 1)
+
+
 def min_tokens(context: int) -> int:
     """The fewest tokens a text needs for ``context`` (see :func:`prepare_lm_data`)."""
     n = max(1, int((context + 1) / SPLIT_FRACTIONS[1]) - 2)
@@ -215,17 +222,19 @@ def prepare_lm_data(
     pieces = tokenize(read_corpus(source), tokens)
     n = len(pieces)
     unit = "characters" if tokens == "char" else "words"
+    most = max_context(n)
+    fix = f"--context {most} or less" if most >= 1 else "a longer text (no context fits in it)"
     if context + 1 > n:
         raise DataError(
             f"--context {context} is larger than the data: {source} has {n:,} {unit}; choose "
-            f"--context below {n} (or give more text)"
+            f"{fix} (the dev and test parts, 5% each, must each hold a window of L + 1 tokens)"
         )
     if not _fits(n, context):
         need = min_tokens(context)
         raise DataError(
             f"{source} is too short for --context {context}: it has {n:,} {unit}, and the "
             f"dev and test parts (5% each) must each hold a window of {context + 1} tokens, "
-            f"so it needs at least {need:,}; give a longer text or a smaller --context"
+            f"so it needs at least {need:,}; give a longer text or {fix}"
         )
     a, b = _cuts(n)
     if vocab is None:

@@ -227,7 +227,8 @@ class LMTask:
                            batch_tokens=batch_tokens)  # fmt: skip
         return {"loss": out["loss"], self.metric: out[self.metric]}
 
-    def test(self, model: nn.Module, options: LMOptions) -> dict[str, dict]:
+    def test(self, model: nn.Module, options: LMOptions, log: Callable | None = None) -> dict:
+        """The test entries; ``log`` gets a line per synthetic bin (its prompts and seconds)."""
         if self.synthetic is None:
             lengths = [self.context * m for m in options.eval_multiples]
             return evaluate_lengths(model, self.data.test, lengths, tokens=self.tokens,
@@ -240,7 +241,12 @@ class LMTask:
                 out[name] = {"accuracy": None, NA: reason}
                 continue
             prompts = s.test_prompts(lo, hi)
-            out[name] = {"accuracy": s.accuracy(model, prompts), "n": len(prompts)}
+            t0 = time.perf_counter()
+            accuracy = s.accuracy(model, prompts, options.batch_tokens)
+            out[name] = {"accuracy": accuracy, "n": len(prompts)}
+            if log is not None:
+                log(f"test prompt lengths {name}: {len(prompts)} prompts scored in "
+                    f"{time.perf_counter() - t0:.1f}s")  # fmt: skip
         return out
 
 
@@ -565,7 +571,7 @@ def _fit(
     scorer = copy.deepcopy(model)  # keeps the live model's last state; draws no random numbers
     best_path = path(run_dir, "best.pt")
     load_weights(scorer, load_checkpoint(best_path, keys={"model": dict})["model"], best_path)
-    test = task.test(scorer, options)
+    test = task.test(scorer, options, log)
     results = {
         "task": "lm",
         "data": task.source,
