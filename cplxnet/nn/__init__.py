@@ -12,3 +12,4 @@ from .readout import *  # noqa: F403
 from .rnn import *  # noqa: F403
 from .rnn_cell import *  # noqa: F403
 from .transformer import *  # noqa: F403
+from .transformer_decoder import *  # noqa: F403
