@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
@@ -186,15 +187,36 @@ class TransformerLayerBase(HasDtype, nn.Module):
             )
         return x if self.batch_first else x.transpose(0, 1)
 
+    def _attend(self, attn, names, q, kv, attn_mask, padding_mask, is_causal, encoding):
+        """``attn(q, kv, kv)``'s output; its mask errors name this layer and the layer's mask
+        arguments ``names = (mask, key padding mask)``."""
+        try:
+            return attn(
+                q,
+                kv,
+                kv,
+                key_padding_mask=padding_mask,
+                need_weights=False,
+                attn_mask=attn_mask,
+                is_causal=is_causal,
+                encoding=encoding,
+            )[0]
+        except (TypeError, ValueError) as err:
+            msg = str(err)
+            if msg.startswith("MultiheadAttention: "):
+                msg = f"{type(self).__name__}: " + msg[len("MultiheadAttention: "):]
+                msg = re.sub(r"\bkey_padding_mask\b", names[1], msg)
+                msg = re.sub(r"\battn_mask\b", names[0], msg)
+            raise type(err)(msg) from None
+
+    #: the layer's names of the self-attention's (mask, key padding mask) arguments
+    self_mask_names: ClassVar[tuple[str, str]] = ("src_mask", "src_key_padding_mask")
+
     def _sa_block(self, x, attn_mask, padding_mask, is_causal, encoding) -> torch.Tensor:
-        x = self.self_attn(
-            x,
-            key_padding_mask=padding_mask,
-            need_weights=False,
-            attn_mask=attn_mask,
-            is_causal=is_causal,
-            encoding=encoding,
-        )[0]
+        x = self._attend(
+            self.self_attn, self.self_mask_names, x, x, attn_mask, padding_mask, is_causal,
+            encoding,
+        )
         return self.dropout1(x)
 
     def _ff_block(self, x: torch.Tensor) -> torch.Tensor:

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from .. import init as cinit
-from .._utils import HasDtype, factory_kwargs, real_dtype
+from .._utils import HasDtype, check_dtype, factory_kwargs, real_dtype
 from .attention import MultiheadAttention, check_encoding
 from .linear import Linear
 from .transformer import (
@@ -110,21 +110,16 @@ class TransformerDecoderLayer(TransformerLayerBase):
     #: ``memory_encoding=`` (cross-attention)
     sites: ClassVar[frozenset[str]] = ENCODER_SITES
     memory_sites: ClassVar[frozenset[str]] = CROSS_ATTENTION_SITES
+    self_mask_names = ("tgt_mask", "tgt_key_padding_mask")
 
     def _ff_block(self, x: torch.Tensor) -> torch.Tensor:
         return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
     def _mha_block(self, x, memory, attn_mask, padding_mask, is_causal, encoding):
-        x = self.multihead_attn(
-            x,
-            memory,
-            memory,
-            key_padding_mask=padding_mask,
-            need_weights=False,
-            attn_mask=attn_mask,
-            is_causal=is_causal,
-            encoding=encoding,
-        )[0]
+        x = self._attend(
+            self.multihead_attn, ("memory_mask", "memory_key_padding_mask"), x, memory,
+            attn_mask, padding_mask, is_causal, encoding,
+        )
         return self.dropout2(x)
 
     def forward(
@@ -411,11 +406,12 @@ class Transformer(HasDtype, nn.Module):
         """
         owner = type(self).__name__
         for name, x in (("src", src), ("tgt", tgt)):
-            if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.d_model:
+            check_dtype(x, self.dtype, owner, name)
+            if x.dim() != 3 or x.shape[-1] != self.d_model:
                 layout = "(B, L, " if self.batch_first else "(L, B, "
-                got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
                 raise ValueError(
-                    f"{owner}: expected {name} of shape {layout}{self.d_model}), got {got}"
+                    f"{owner}: expected {name} of shape {layout}{self.d_model}), got "
+                    f"{tuple(x.shape)}"
                 )
         b = 0 if self.batch_first else 1
         if src.shape[b] != tgt.shape[b]:
