@@ -463,3 +463,29 @@ def test_bad_input_is_one_clear_error():
         m(torch.randn(B, S, D, dtype=C), tgt[..., :4])
     with pytest.raises(TypeError, match="Transformer: src must be a complex tensor"):
         m(torch.randn(B, S, D), tgt)
+
+
+def test_transformer_compiles_fullgraph_and_exports_with_padding():
+    m = cnn.Transformer(D, H, 1, 1, 12, batch_first=True, dtype=torch.complex64).eval()
+    src = torch.randn(2, 6, D, dtype=torch.complex64)
+    tgt = torch.randn(2, 4, D, dtype=torch.complex64)
+    spad = torch.zeros(2, 6, dtype=torch.bool)
+    spad[1, 3:] = True
+    kw = {"src_key_padding_mask": spad, "memory_key_padding_mask": spad, "tgt_is_causal": True}
+    want = m(src, tgt, **kw)
+    torch._dynamo.reset()
+    compiled = torch.compile(m, backend="aot_eager", fullgraph=True)
+    torch.testing.assert_close(compiled(src, tgt, **kw), want)
+    s_len = torch.export.Dim("s", min=2, max=64)
+    t_len = torch.export.Dim("t", min=2, max=64)
+    program = torch.export.export(
+        m, (src, tgt), kw,
+        dynamic_shapes={"src": {1: s_len}, "tgt": {1: t_len}, "src_key_padding_mask": {1: s_len},
+                        "memory_key_padding_mask": {1: s_len}, "tgt_is_causal": None},
+    )
+    src, tgt = torch.randn(2, 9, D, dtype=torch.complex64), torch.randn(2, 3, D,
+                                                                          dtype=torch.complex64)
+    spad = torch.zeros(2, 9, dtype=torch.bool)
+    spad[0, 5:] = True
+    kw = {"src_key_padding_mask": spad, "memory_key_padding_mask": spad, "tgt_is_causal": True}
+    torch.testing.assert_close(program.module()(src, tgt, **kw), m(src, tgt, **kw))
