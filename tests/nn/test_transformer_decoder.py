@@ -35,6 +35,8 @@ def _masks(kind: str) -> dict:
         return {}
     if kind == "causal":
         return {"tgt_is_causal": True}
+    if kind == "memory_causal_alone":  # cplxnet takes is_causal without a mask (torch: a hint)
+        return {"memory_is_causal": True}
     if kind == "memory_causal":
         banned = torch.ones(T, S, dtype=torch.bool).triu(1)
         return {"memory_mask": banned, "memory_is_causal": True}
@@ -248,7 +250,7 @@ def _layer_ref(layer, tgt, mem, kw, qk_self=None, bias_self=None, qk_cross=None)
     return n3(x + ff(x))
 
 
-@pytest.mark.parametrize("masks", MASKS)
+@pytest.mark.parametrize("masks", [*MASKS, "memory_causal_alone"])
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_decoder_layer_equals_the_explicit_complex_formula(norm_first, masks):
     layer = cnn.TransformerDecoderLayer(D, H, 12, 0.0, "relu", 1e-5, True, norm_first, dtype=C)
