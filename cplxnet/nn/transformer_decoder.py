@@ -231,9 +231,18 @@ class TransformerDecoder(TransformerStackBase):
         memory_encoding: PositionalEncoding | None = None,
     ) -> torch.Tensor:
         """The layers in turn, then the final norm, as :class:`torch.nn.TransformerDecoder`.
-        Arguments as :meth:`TransformerDecoderLayer.forward` (``tgt_is_causal=None``:
-        ``False``); the encodings are passed to every layer (with ``layer=i``,
-        ``num_layers=n``; layers are called without the keywords when both are ``None``).
+
+        Args:
+            tgt: ``(B, T, D)`` (``(T, B, D)`` for layers built with ``batch_first=False``);
+                memory: ``(B, S, D)`` in the same layout.
+            tgt_mask ``(T, T)``, memory_mask ``(T, S)`` (or ``(B * H, ., .)``, or broadcasting
+                to ``(B, H, ., .)``): bool **True = not allowed to attend**, or real float added.
+            tgt_key_padding_mask ``(B, T)``, memory_key_padding_mask ``(B, S)``: bool
+                **True = padding**, or float (added).
+            tgt_is_causal, memory_is_causal: causal restriction (``None``: ``False``).
+            encoding, memory_encoding: as :meth:`TransformerDecoderLayer.forward`, passed to
+                every layer (with ``layer=i``, ``num_layers=n``; layers are called without the
+                keywords when both are ``None``).
 
         Returns:
             ``(B, T, D)`` in the layout of ``tgt``.
