@@ -88,6 +88,8 @@ class TransformerLayerBase(HasDtype, nn.Module):
     sites: ClassVar[frozenset[str]] = ENCODER_SITES
     #: a cross-attention block ``multihead_attn`` between self-attention and feed-forward
     cross_attention: ClassVar[bool] = False
+    #: the layer's names of the self-attention's (mask, key padding mask) arguments
+    self_mask_names: ClassVar[tuple[str, str]] = ("src_mask", "src_key_padding_mask")
 
     def __init__(
         self,
@@ -208,9 +210,6 @@ class TransformerLayerBase(HasDtype, nn.Module):
                 msg = re.sub(r"\bkey_padding_mask\b", names[1], msg)
                 msg = re.sub(r"\battn_mask\b", names[0], msg)
             raise type(err)(msg) from None
-
-    #: the layer's names of the self-attention's (mask, key padding mask) arguments
-    self_mask_names: ClassVar[tuple[str, str]] = ("src_mask", "src_key_padding_mask")
 
     def _sa_block(self, x, attn_mask, padding_mask, is_causal, encoding) -> torch.Tensor:
         x = self._attend(
