@@ -12,4 +12,5 @@ from .norm import *  # noqa: F403
 from .pooling import *  # noqa: F403
 from .readout import *  # noqa: F403
 from .rnn import *  # noqa: F403
+from .rnn_cell import *  # noqa: F403
 from .rnn_scan import *  # noqa: F403

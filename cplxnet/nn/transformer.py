@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from ..encodings.base import PositionalEncoding
 
 __all__ = ["TransformerEncoderLayer", "TransformerEncoder", "NORMS", "ENCODER_SITES"]
+# build_activation, build_norm, TransformerLayerBase and TransformerStackBase are public for
+# cplxnet.nn.transformer_decoder and not re-exported by cplxnet.nn
 
 NORMS = ("split", "whiten", "rms")
 
@@ -35,7 +38,7 @@ _TORCH_FUNCTIONS = {
 }
 
 
-def _activation(
+def build_activation(
     activation: str | nn.Module | Callable[[torch.Tensor], torch.Tensor],
     width: int,
     fk: dict,
@@ -56,7 +59,7 @@ def _activation(
     return activation_module(activation, width, **fk)
 
 
-def _norm(kind: str, d_model: int, eps: float, bias: bool, fk: dict) -> nn.Module:
+def build_norm(kind: str, d_model: int, eps: float, bias: bool, fk: dict) -> nn.Module:
     """Complex ``LayerNorm(mode=kind)`` / ``RMSNorm``; for a real dtype torch's LayerNorm/RMSNorm
     (the real restriction of both layer-norm modes is the ordinary layer norm)."""
     if fk["dtype"].is_complex:
@@ -72,7 +75,163 @@ def _norm(kind: str, d_model: int, eps: float, bias: bool, fk: dict) -> nn.Modul
 ENCODER_SITES = frozenset({"layer"}) | ATTENTION_SITES
 
 
-class TransformerEncoderLayer(HasDtype, nn.Module):
+class TransformerLayerBase(HasDtype, nn.Module):
+    """Options, submodules and blocks shared by :class:`TransformerEncoderLayer` and
+    :class:`cplxnet.nn.TransformerDecoderLayer`: the checks of torch's arguments, the
+    self-attention ``self_attn``, the feed-forward block ``linear1``/``activation``/``dropout``/
+    ``linear2``, ``num_blocks`` normalisations ``norm1..`` and residual dropouts
+    ``dropout1..`` (torch's names), the input layout and dtype check and the repr. With
+    ``cross_attention`` the layer also has torch's ``multihead_attn`` (same options as
+    ``self_attn``) and three residual blocks instead of two."""
+
+    #: the encoding sites whose hooks ``forward`` calls
+    sites: ClassVar[frozenset[str]] = ENCODER_SITES
+    #: a cross-attention block ``multihead_attn`` between self-attention and feed-forward
+    cross_attention: ClassVar[bool] = False
+    #: the layer's names of the self-attention's (mask, key padding mask) arguments
+    self_mask_names: ClassVar[tuple[str, str]] = ("src_mask", "src_key_padding_mask")
+
+    def __init__(
+        self,
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation: str | nn.Module | Callable[[torch.Tensor], torch.Tensor] = "relu",
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = False,
+        norm_first: bool = False,
+        bias: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        *,
+        norm: str = "split",
+        score: str = "real",
+        projection: str = "complex",
+        attention_dropout: float | None = None,
+    ) -> None:
+        owner = type(self).__name__
+        fk = factory_kwargs(device, dtype, owner, allow_real=True)
+        super().__init__()
+        check_sizes(owner, d_model=d_model, nhead=nhead, dim_feedforward=dim_feedforward)
+        if isinstance(dropout, bool) or not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"{owner}: dropout must be a number in [0, 1], got {dropout!r}")
+        if isinstance(layer_norm_eps, bool) or not layer_norm_eps > 0:
+            raise ValueError(
+                f"{owner}: layer_norm_eps must be a positive number, got {layer_norm_eps!r}"
+            )
+        for name, flag in (("batch_first", batch_first), ("norm_first", norm_first),
+                           ("bias", bias)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{owner}: {name} must be a bool, got {flag!r}")
+        self.norm_kind = check_choice(norm, NORMS, owner, "norm")
+        self.d_model = d_model
+        self.nhead = nhead
+        self._dtype = fk["dtype"]
+        self.batch_first = batch_first
+        self.norm_first = norm_first
+        self.layer_norm_eps = float(layer_norm_eps)  # also read by TransformerEncoder(norm=kind)
+        self.bias = bias
+        attention_dropout = dropout if attention_dropout is None else attention_dropout
+        is_complex = fk["dtype"].is_complex
+        # the feed-forward's weights in the same field as the attention's projections
+        linear = functools.partial(Linear, weight_field=projection) if is_complex else nn.Linear
+        drop = Dropout if is_complex else nn.Dropout
+        attention = functools.partial(
+            MultiheadAttention,
+            d_model,
+            nhead,
+            attention_dropout,
+            bias,
+            batch_first=True,  # the layer transposes once for all its blocks
+            score=score,
+            projection=projection,
+            **fk,
+        )
+        self.self_attn = attention()
+        if self.cross_attention:
+            self.multihead_attn = attention()
+        self.projection = self.self_attn.projection
+        self.linear1 = linear(d_model, dim_feedforward, bias=bias, **fk)
+        self.activation = build_activation(activation, dim_feedforward, fk, owner)
+        self.dropout = drop(dropout)
+        self.linear2 = linear(dim_feedforward, d_model, bias=bias, **fk)
+        blocks = range(1, self._num_blocks() + 1)
+        for i in blocks:
+            setattr(self, f"norm{i}", build_norm(norm, d_model, layer_norm_eps, bias, fk))
+        for i in blocks:
+            setattr(self, f"dropout{i}", drop(dropout))
+
+    @classmethod
+    def _num_blocks(cls) -> int:
+        """Residual blocks: (self-attention, [cross-attention,] feed-forward)."""
+        return 3 if cls.cross_attention else 2
+
+    def reset_parameters(self) -> None:
+        for m in self.children():
+            if hasattr(m, "reset_parameters"):
+                m.reset_parameters()
+
+    def _batch_first(self, x: torch.Tensor, name: str) -> torch.Tensor:
+        """``x`` checked (dtype, ``(., ., d_model)``) and in the layout ``(B, L, D)``."""
+        owner = type(self).__name__
+        if not isinstance(x, torch.Tensor) or x.dtype != self.dtype:
+            got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
+            raise TypeError(
+                f"{owner}: {name} has dtype {got} but the layer is {self.dtype}; convert the "
+                f"{name} with .to({self.dtype}) or build the layer with the {name}'s dtype"
+            )
+        layout = "(B, L, " if self.batch_first else "(L, B, "
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(
+                f"{owner}: expected {name} of shape {layout}{self.d_model}), got "
+                f"{tuple(x.shape)}"
+            )
+        return x if self.batch_first else x.transpose(0, 1)
+
+    def _attend(self, attn, names, q, kv, attn_mask, padding_mask, is_causal, encoding):
+        """``attn(q, kv, kv)``'s output; its mask errors name this layer and the layer's mask
+        arguments ``names = (mask, key padding mask)``."""
+        try:
+            return attn(
+                q,
+                kv,
+                kv,
+                key_padding_mask=padding_mask,
+                need_weights=False,
+                attn_mask=attn_mask,
+                is_causal=is_causal,
+                encoding=encoding,
+            )[0]
+        except (TypeError, ValueError) as err:
+            msg = str(err)
+            if msg.startswith("MultiheadAttention: "):
+                msg = f"{type(self).__name__}: " + msg[len("MultiheadAttention: "):]
+                msg = re.sub(r"\bkey_padding_mask\b", names[1], msg)
+                msg = re.sub(r"\battn_mask\b", names[0], msg)
+            raise type(err)(msg) from None
+
+    def _sa_block(self, x, attn_mask, padding_mask, is_causal, encoding) -> torch.Tensor:
+        x = self._attend(
+            self.self_attn, self.self_mask_names, x, x, attn_mask, padding_mask, is_causal,
+            encoding,
+        )
+        return self.dropout1(x)
+
+    def _ff_block(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.linear2(self.dropout(self.activation(self.linear1(x))))  # (B, L, D)
+        return getattr(self, f"dropout{self._num_blocks()}")(x)
+
+    def extra_repr(self) -> str:
+        s = f"norm_first={self.norm_first}, norm={self.norm_kind!r}"
+        if self.batch_first:
+            s += ", batch_first=True"
+        if self.projection != "complex":
+            s += f", projection={self.projection!r}"
+        return s + f", dtype={self.dtype}"
+
+
+class TransformerEncoderLayer(TransformerLayerBase):
     r"""One Transformer encoder layer: self-attention and a feed-forward block, each with a
     residual connection and a normalisation, post-norm (Vaswani et al., 2017) or pre-norm
     (Xiong et al., "On Layer Normalization in the Transformer Architecture", ICML 2020); a
@@ -126,97 +285,6 @@ class TransformerEncoderLayer(HasDtype, nn.Module):
         attention_dropout: dropout on the attention weights (``None``: ``dropout``, as torch).
     """
 
-    #: the encoding sites whose hooks ``forward`` calls
-    sites: ClassVar[frozenset[str]] = ENCODER_SITES
-
-    def __init__(
-        self,
-        d_model: int,
-        nhead: int,
-        dim_feedforward: int = 2048,
-        dropout: float = 0.1,
-        activation: str | nn.Module | Callable[[torch.Tensor], torch.Tensor] = "relu",
-        layer_norm_eps: float = 1e-5,
-        batch_first: bool = False,
-        norm_first: bool = False,
-        bias: bool = True,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-        *,
-        norm: str = "split",
-        score: str = "real",
-        projection: str = "complex",
-        attention_dropout: float | None = None,
-    ) -> None:
-        owner = type(self).__name__
-        fk = factory_kwargs(device, dtype, owner, allow_real=True)
-        super().__init__()
-        check_sizes(owner, d_model=d_model, nhead=nhead, dim_feedforward=dim_feedforward)
-        if isinstance(dropout, bool) or not 0.0 <= dropout <= 1.0:
-            raise ValueError(f"{owner}: dropout must be a number in [0, 1], got {dropout!r}")
-        if isinstance(layer_norm_eps, bool) or not layer_norm_eps > 0:
-            raise ValueError(
-                f"{owner}: layer_norm_eps must be a positive number, got {layer_norm_eps!r}"
-            )
-        for name, flag in (("batch_first", batch_first), ("norm_first", norm_first),
-                           ("bias", bias)):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{owner}: {name} must be a bool, got {flag!r}")
-        self.norm_kind = check_choice(norm, NORMS, owner, "norm")
-        self.d_model = d_model
-        self.nhead = nhead
-        self._dtype = fk["dtype"]
-        self.batch_first = batch_first
-        self.norm_first = norm_first
-        self.layer_norm_eps = float(layer_norm_eps)  # also read by TransformerEncoder(norm=kind)
-        self.bias = bias
-        attention_dropout = dropout if attention_dropout is None else attention_dropout
-        is_complex = fk["dtype"].is_complex
-        # the feed-forward's weights in the same field as the attention's projections
-        linear = functools.partial(Linear, weight_field=projection) if is_complex else nn.Linear
-        drop = Dropout if is_complex else nn.Dropout
-
-        self.self_attn = MultiheadAttention(
-            d_model,
-            nhead,
-            attention_dropout,
-            bias,
-            batch_first=True,  # the layer transposes once for all its blocks
-            score=score,
-            projection=projection,
-            **fk,
-        )
-        self.projection = self.self_attn.projection
-        self.linear1 = linear(d_model, dim_feedforward, bias=bias, **fk)
-        self.activation = _activation(activation, dim_feedforward, fk, owner)
-        self.dropout = drop(dropout)
-        self.linear2 = linear(dim_feedforward, d_model, bias=bias, **fk)
-        self.norm1 = _norm(norm, d_model, layer_norm_eps, bias, fk)
-        self.norm2 = _norm(norm, d_model, layer_norm_eps, bias, fk)
-        self.dropout1 = drop(dropout)
-        self.dropout2 = drop(dropout)
-
-    def reset_parameters(self) -> None:
-        for m in (self.self_attn, self.linear1, self.linear2, self.norm1, self.norm2):
-            m.reset_parameters()
-        if hasattr(self.activation, "reset_parameters"):
-            self.activation.reset_parameters()
-
-    def _sa_block(self, x, attn_mask, padding_mask, is_causal, encoding) -> torch.Tensor:
-        x = self.self_attn(
-            x,
-            key_padding_mask=padding_mask,
-            need_weights=False,
-            attn_mask=attn_mask,
-            is_causal=is_causal,
-            encoding=encoding,
-        )[0]
-        return self.dropout1(x)
-
-    def _ff_block(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.linear2(self.dropout(self.activation(self.linear1(x))))  # (B, L, D)
-        return self.dropout2(x)
-
     def forward(
         self,
         src: torch.Tensor,
@@ -246,20 +314,7 @@ class TransformerEncoderLayer(HasDtype, nn.Module):
             ``(B, L, D)`` in the layout of ``src``.
         """
         owner = type(self).__name__
-        x = src
-        if not isinstance(x, torch.Tensor) or x.dtype != self.dtype:
-            got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
-            raise TypeError(
-                f"{owner}: input has dtype {got} but the layer is {self.dtype}; convert the input "
-                f"with .to({self.dtype}) or build the layer with the input's dtype"
-            )
-        layout = "(B, L, " if self.batch_first else "(L, B, "
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"{owner}: expected input of shape {layout}{self.d_model}), got {tuple(x.shape)}"
-            )
-        if not self.batch_first:
-            x = x.transpose(0, 1)
+        x = self._batch_first(src, "input")
         if encoding is not None:
             check_encoding(encoding, owner, self.sites)
             x = encoding.layer_input(x, layer, num_layers)
@@ -275,14 +330,6 @@ class TransformerEncoderLayer(HasDtype, nn.Module):
             x = self.norm2(x + self._ff_block(x))
         return x if self.batch_first else x.transpose(0, 1)
 
-    def extra_repr(self) -> str:
-        s = f"norm_first={self.norm_first}, norm={self.norm_kind!r}"
-        if self.batch_first:
-            s += ", batch_first=True"
-        if self.projection != "complex":
-            s += f", projection={self.projection!r}"
-        return s + f", dtype={self.dtype}"
-
 
 def _reset_all(module: nn.Module) -> None:
     for m in module.modules():
@@ -290,7 +337,100 @@ def _reset_all(module: nn.Module) -> None:
             m.reset_parameters()
 
 
-class TransformerEncoder(nn.Module):
+class TransformerStackBase(nn.Module):
+    """``num_layers`` layers in ``self.layers`` and an optional final ``self.norm``: the
+    construction shared by :class:`TransformerEncoder` and :class:`cplxnet.nn.TransformerDecoder`
+    (copies of a layer or a factory, a norm module or kind, :meth:`from_sizes`, the dtype check
+    of the input)."""
+
+    #: the layer class :meth:`from_sizes` builds
+    layer_class: ClassVar[type[nn.Module]]
+    #: the name of the layer argument in error messages (torch's name)
+    layer_argument: ClassVar[str] = "layer"
+
+    def __init__(
+        self,
+        layer: nn.Module | Callable[[int], nn.Module],
+        num_layers: int,
+        norm: nn.Module | str | None = None,
+    ) -> None:
+        owner = type(self).__name__
+        super().__init__()
+        check_sizes(owner, num_layers=num_layers)
+        if isinstance(layer, nn.Module):
+            layers = [layer] + [copy.deepcopy(layer) for _ in range(num_layers - 1)]
+            for clone in layers[1:]:
+                _reset_all(clone)
+        elif callable(layer):
+            layers = [layer(i) for i in range(num_layers)]
+        else:
+            raise TypeError(
+                f"{owner}: {self.layer_argument} must be a layer module or a factory(i) "
+                f"returning one, got {type(layer).__name__}; to build the layers from their "
+                f"sizes use {owner}.from_sizes(d_model, nhead, num_layers, ...)"
+            )
+        self.layers = nn.ModuleList(layers)
+        self.num_layers = num_layers
+        if isinstance(norm, str):
+            first = self.layers[0]
+            if not hasattr(first, "d_model") or not hasattr(first, "dtype"):
+                raise TypeError(
+                    f"{owner}: norm={norm!r} needs layers with d_model and dtype; pass a module"
+                )
+            check_choice(norm, NORMS, owner, "norm")
+            device = next(first.parameters()).device
+            eps = getattr(first, "layer_norm_eps", 1e-5)
+            bias = getattr(first, "bias", True)
+            bias = bias if isinstance(bias, bool) else True  # a layer's bias *parameter*: default
+            fk = {"device": device, "dtype": first.dtype}
+            norm = build_norm(norm, first.d_model, eps, bias, fk)
+        elif norm is not None and not isinstance(norm, nn.Module):
+            raise TypeError(f"{owner}: norm must be None, a module or a kind in {NORMS}")
+        self.norm = norm
+
+    @classmethod
+    def from_sizes(
+        cls,
+        d_model: int,
+        nhead: int,
+        num_layers: int,
+        *,
+        final_norm: nn.Module | str | None = None,
+        **layer_kwargs,
+    ) -> TransformerStackBase:
+        """``num_layers`` independent ``layer_class(d_model, nhead, **layer_kwargs)`` and the
+        final norm ``final_norm`` (``None``, a module or a kind, as ``norm`` of the
+        constructor). ``norm=`` in ``layer_kwargs`` is the layers' normalisation kind."""
+        check_sizes(cls.__name__, num_layers=num_layers)
+        return cls(
+            lambda i: cls.layer_class(d_model, nhead, **layer_kwargs),
+            num_layers,
+            norm=final_norm,
+        )
+
+    def reset_parameters(self) -> None:
+        """Re-initialise every layer (and the final norm) independently."""
+        for m in [*self.layers, self.norm]:
+            if m is not None and hasattr(m, "reset_parameters"):
+                m.reset_parameters()
+
+    def _check_dtype(self, x: torch.Tensor, name: str) -> None:
+        dtype = getattr(self.layers[0], "dtype", None)
+        if isinstance(dtype, torch.dtype) and (
+            not isinstance(x, torch.Tensor) or x.dtype != dtype
+        ):
+            got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
+            raise TypeError(
+                f"{type(self).__name__}: {name} has dtype {got} but the layers are {dtype}; "
+                f"convert the {name} with .to({dtype}) or build the stack with the {name}'s "
+                "dtype"
+            )
+
+    def extra_repr(self) -> str:
+        return f"num_layers={self.num_layers}"
+
+
+class TransformerEncoder(TransformerStackBase):
     r"""A stack of ``num_layers`` encoder layers and an optional final normalisation, a drop-in
     for :class:`torch.nn.TransformerEncoder`: ``TransformerEncoder(encoder_layer, num_layers,
     norm=None)``. The layers are in ``self.layers`` (an ``nn.ModuleList``: state_dict keys
@@ -314,6 +454,8 @@ class TransformerEncoder(nn.Module):
 
     #: the encoding sites whose hooks ``forward`` calls (through the layers)
     sites: ClassVar[frozenset[str]] = ENCODER_SITES
+    layer_class = TransformerEncoderLayer
+    layer_argument = "encoder_layer"
 
     def __init__(
         self,
@@ -323,67 +465,9 @@ class TransformerEncoder(nn.Module):
         enable_nested_tensor: bool = True,
         mask_check: bool = True,
     ) -> None:
-        owner = type(self).__name__
-        super().__init__()
-        check_sizes(owner, num_layers=num_layers)
-        if isinstance(encoder_layer, nn.Module):
-            layers = [encoder_layer] + [copy.deepcopy(encoder_layer) for _ in range(num_layers - 1)]
-            for clone in layers[1:]:
-                _reset_all(clone)
-        elif callable(encoder_layer):
-            layers = [encoder_layer(i) for i in range(num_layers)]
-        else:
-            raise TypeError(
-                f"{owner}: encoder_layer must be a layer module or a factory(i) returning one, "
-                f"got {type(encoder_layer).__name__}; to build the layers from their sizes use "
-                "TransformerEncoder.from_sizes(d_model, nhead, num_layers, ...)"
-            )
-        self.layers = nn.ModuleList(layers)
-        self.num_layers = num_layers
+        super().__init__(encoder_layer, num_layers, norm)
         self.enable_nested_tensor = enable_nested_tensor
         self.mask_check = mask_check
-        if isinstance(norm, str):
-            first = self.layers[0]
-            if not hasattr(first, "d_model") or not hasattr(first, "dtype"):
-                raise TypeError(
-                    f"{owner}: norm={norm!r} needs layers with d_model and dtype; pass a module"
-                )
-            check_choice(norm, NORMS, owner, "norm")
-            device = next(first.parameters()).device
-            eps = getattr(first, "layer_norm_eps", 1e-5)
-            bias = getattr(first, "bias", True)
-            bias = bias if isinstance(bias, bool) else True  # a layer's bias *parameter*: default
-            fk = {"device": device, "dtype": first.dtype}
-            norm = _norm(norm, first.d_model, eps, bias, fk)
-        elif norm is not None and not isinstance(norm, nn.Module):
-            raise TypeError(f"{owner}: norm must be None, a module or a kind in {NORMS}")
-        self.norm = norm
-
-    @classmethod
-    def from_sizes(
-        cls,
-        d_model: int,
-        nhead: int,
-        num_layers: int,
-        *,
-        final_norm: nn.Module | str | None = None,
-        **layer_kwargs,
-    ) -> TransformerEncoder:
-        """``num_layers`` independent ``TransformerEncoderLayer(d_model, nhead, **layer_kwargs)``
-        and the final norm ``final_norm`` (``None``, a module or a kind, as ``norm`` of the
-        constructor). ``norm=`` in ``layer_kwargs`` is the layers' normalisation kind."""
-        check_sizes(cls.__name__, num_layers=num_layers)
-        return cls(
-            lambda i: TransformerEncoderLayer(d_model, nhead, **layer_kwargs),
-            num_layers,
-            norm=final_norm,
-        )
-
-    def reset_parameters(self) -> None:
-        """Re-initialise every layer (and the final norm) independently."""
-        for m in [*self.layers, self.norm]:
-            if m is not None and hasattr(m, "reset_parameters"):
-                m.reset_parameters()
 
     def forward(
         self,
@@ -409,15 +493,7 @@ class TransformerEncoder(nn.Module):
         Returns:
             ``(B, L, D)`` in the layout of ``src``.
         """
-        dtype = getattr(self.layers[0], "dtype", None)
-        if isinstance(dtype, torch.dtype) and (
-            not isinstance(src, torch.Tensor) or src.dtype != dtype
-        ):
-            got = src.dtype if isinstance(src, torch.Tensor) else type(src).__name__
-            raise TypeError(
-                f"{type(self).__name__}: input has dtype {got} but the layers are {dtype}; "
-                f"convert the input with .to({dtype}) or build the encoder with the input's dtype"
-            )
+        self._check_dtype(src, "input")
         n = self.num_layers
         if encoding is not None:
             check_encoding(encoding, type(self).__name__, self.sites)
@@ -434,6 +510,3 @@ class TransformerEncoder(nn.Module):
         if self.norm is not None:
             x = self.norm(x)
         return x
-
-    def extra_repr(self) -> str:
-        return f"num_layers={self.num_layers}"

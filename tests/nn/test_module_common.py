@@ -257,6 +257,10 @@ def test_torch_compile_matches_eager(info):
             torch.testing.assert_close(b, a)
 
 
+#: stacks of layers, without a dtype of their own
+_CONTAINERS = {"TransformerEncoder", "TransformerDecoder"}
+
+
 def test_compile_entries_exist():
     """Linear and at least one activation are compile-tested (attention adds its own entry)."""
     ids = {i.cls.__name__ for i in MODULES if i.compile_backend}
@@ -264,12 +268,14 @@ def test_compile_entries_exist():
     assert module_db.MODULES is MODULES
 
 
-@_params([i for i in MODULES if i.takes_factory_kwargs and i.id != "TransformerEncoder"])
+@_params(
+    [i for i in MODULES if i.takes_factory_kwargs and i.id not in _CONTAINERS]
+)
 @pytest.mark.parametrize("dtype", [None, torch.complex128], ids=["default", "c128"])
 def test_public_dtype_is_the_factory_dtype_and_shown(info, dtype):
     """Every module built for a dtype keeps it one way: the public read-only ``dtype``
-    (cplxnet._utils.HasDtype), shown as ``dtype=`` in its repr. (TransformerEncoder is a
-    container: its layers have the dtype.)"""
+    (cplxnet._utils.HasDtype), shown as ``dtype=`` in its repr. (TransformerEncoder and
+    TransformerDecoder are containers: their layers have the dtype.)"""
     m = make_module(info, dtype)
     want = torch.complex64 if dtype is None else dtype
     assert m.dtype == want
