@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from .._utils import as_complex, check_last_dim, is_tracing, real_dtype
+from .._utils import as_complex, assert_on_device, check_last_dim, is_tracing, real_dtype
 
 __all__: list[str] = []
 
@@ -115,9 +115,15 @@ def check_ids(ids: torch.Tensor, num: int, owner: str) -> None:
         raise TypeError(f"{owner}: ids must be an integer tensor (torch.long), got {got}")
     if ids.dim() != 2:
         raise ValueError(f"{owner}: expected ids of shape (B, L), got {tuple(ids.shape)}")
-    if ids.numel() and not is_tracing() and (int(ids.min()) < 0 or int(ids.max()) >= num):
-        bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
-        raise IndexError(f"{owner}: token id {bad} out of range for vocab_size={num}")
+    if ids.numel() == 0 or is_tracing():  # the range check reads data: eager mode only
+        return
+    lo, hi = torch.aminmax(ids)
+
+    def error() -> IndexError:
+        bad = int(lo) if int(lo) < 0 else int(hi)  # read on the failing path only
+        return IndexError(f"{owner}: token id {bad} out of range for vocab_size={num}")
+
+    assert_on_device((lo >= 0) & (hi < num), error)  # no host read off the CPU
 
 
 def relative_index(lq: int, lk: int, device: torch.device | str | None = None) -> torch.Tensor:
