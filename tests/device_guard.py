@@ -187,9 +187,9 @@ class HostSyncGuard(TorchDispatchMode):
                 for i in indices or ()
             ):
                 return f"aten.{name} with a boolean mask (nonzero)"
-        if name == "repeat_interleave" and func is not aten.repeat_interleave.self_int:
-            if kwargs.get("output_size") is None:
-                return "aten.repeat_interleave without output_size"
+        repeats_tensor = name == "repeat_interleave" and func is not aten.repeat_interleave.self_int
+        if repeats_tensor and kwargs.get("output_size") is None:
+            return "aten.repeat_interleave without output_size"
         if name in ("_to_copy", "copy_", "_copy_from", "to"):
             src = args[1] if name == "copy_" else args[0]
             dst = args[0].device if name == "copy_" else kwargs.get("device")

@@ -41,7 +41,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .._utils import check_choice, is_tracing, pack, real_dtype, unpack
+from .._utils import check_choice, pack, real_dtype, unpack
 
 __all__ = [
     "SCORES",
