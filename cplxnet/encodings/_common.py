@@ -109,7 +109,8 @@ def check_heads(
 
 
 def check_ids(ids: torch.Tensor, num: int, owner: str) -> None:
-    """Integer token ids in ``[0, num)``."""
+    """Integer token ids in ``[0, num)`` (the range checked without a host read: an IndexError
+    on CPU, a device-side assertion on an accelerator)."""
     if not isinstance(ids, torch.Tensor) or ids.is_floating_point() or ids.is_complex():
         got = ids.dtype if isinstance(ids, torch.Tensor) else type(ids).__name__
         raise TypeError(f"{owner}: ids must be an integer tensor (torch.long), got {got}")

@@ -132,7 +132,9 @@ def realify(w: _Tensor) -> _Tensor:
 def lengths_from_padding_mask(padding_mask: _Tensor, owner: str = "lengths_from_padding_mask"):
     """``(B,)`` int64 lengths from a ``(B, L)`` bool padding mask (True marks padding).
 
-    Padding must be at the end of each sequence (a ValueError names ``owner`` otherwise).
+    Padding must be at the end of each sequence: otherwise a ValueError naming ``owner`` on CPU,
+    a device-side assertion on an accelerator (checked without a host read,
+    :func:`cplxnet._utils.assert_on_device`).
     """
     if not isinstance(padding_mask, _Tensor) or padding_mask.dtype != torch.bool:
         got = padding_mask.dtype if isinstance(padding_mask, _Tensor) else type(padding_mask)
