@@ -162,7 +162,8 @@ class HostSyncGuard(TorchDispatchMode):
     def assert_clean(self) -> None:
         if self.found:
             lines = "\n  ".join(dict.fromkeys(self.found))  # unique, in order
-            raise AssertionError(f"{len(self.found)} host read(s) of device data:\n  {lines}")
+            what = "host read(s) of device data or tensor(s) off the device"
+            raise AssertionError(f"{len(self.found)} {what}:\n  {lines}")
 
     def _record(self, what: str) -> None:
         entry = f"{what} at {_where()}"
