@@ -457,6 +457,18 @@ def _gru(d: int, cfg: Config) -> Case:
 # harness
 # ------------------------------------------------------------------------------------------------
 def _time(step: Step, reps: int) -> float:
+    """Seconds per call of ``step`` (mean of ``reps`` calls). On a CUDA default device
+    (``with torch.device("cuda")``, as ``benchmarks/device_check.py`` runs the rows) the calls
+    are timed with CUDA events between two ``torch.cuda.synchronize()``."""
+    if torch.get_default_device().type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(reps):
+            step()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) / 1e3 / reps
     t0 = time.perf_counter()
     for _ in range(reps):
         step()

@@ -6,7 +6,7 @@ stack trace from deep inside torch for a mistake of theirs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
@@ -189,8 +189,10 @@ def check_dtype(x: torch.Tensor, dtype: torch.dtype, owner: str, name: str = "in
 def check_indices(ids: torch.Tensor, num: int, owner: str, name: str = "input") -> None:
     """Raise unless ``ids`` is an integer tensor with every entry in ``[0, num)``.
 
-    Non-integer tensors give a TypeError; out-of-range entries an IndexError quoting the
-    offending value (one min/max reduction over the ids, negligible next to a lookup).
+    Non-integer tensors give a TypeError. The range check is one ``aminmax`` reduction and
+    :func:`assert_on_device`, so it never copies data to the host: on CPU an out-of-range entry is
+    an IndexError quoting the offending value; on an accelerator it is a device-side assertion
+    (as torch's own embedding kernel raises for such an index).
     """
     if not isinstance(ids, torch.Tensor):
         got = type(ids).__name__
@@ -201,13 +203,16 @@ def check_indices(ids: torch.Tensor, num: int, owner: str, name: str = "input") 
         )
     if ids.numel() == 0 or is_tracing():  # the range check reads data: eager mode only
         return
-    lo, hi = int(ids.min()), int(ids.max())
-    if lo < 0 or hi >= num:
-        bad = lo if lo < 0 else hi
-        raise IndexError(
+    lo, hi = torch.aminmax(ids)
+
+    def error() -> IndexError:
+        bad = int(lo) if int(lo) < 0 else int(hi)  # read on the failing path only
+        return IndexError(
             f"{owner}: index {bad} in {name} is out of range for a table of {num} rows "
             f"(valid indices are 0..{num - 1})"
         )
+
+    assert_on_device((lo >= 0) & (hi < num), error)
 
 
 def as_shape(shape: int | Sequence[int], owner: str, name: str = "normalized_shape") -> tuple:
@@ -296,7 +301,7 @@ def as_complex(x: torch.Tensor) -> torch.Tensor:
 
 
 # --- tracing: data-dependent checks run in eager mode only ----------------------------------------
-__all__ += ["is_tracing"]
+__all__ += ["is_tracing", "assert_on_device"]
 
 
 def is_tracing() -> bool:
@@ -307,6 +312,24 @@ def is_tracing() -> bool:
     or fail on a data-dependent guard (``torch.export``). Shape and dtype checks stay on.
     """
     return torch.compiler.is_compiling() or torch.compiler.is_exporting()
+
+
+def assert_on_device(ok: torch.Tensor, error: Callable[[], Exception]) -> None:
+    """Raise ``error()`` unless the one-element bool tensor ``ok`` is True, without reading
+    ``ok`` on the host (``torch._assert_async``).
+
+    On CPU the check is immediate and raises ``error()`` (a clear message naming the owner). On
+    an accelerator it is a device-side assertion: the stream is never stalled for it, and a
+    False value makes a later synchronising call fail with torch's "device-side assert
+    triggered" error (the behaviour of torch's own indexing kernels for an out-of-range index).
+    Skipped while tracing (:func:`is_tracing`), like every check that reads tensor data.
+    """
+    if is_tracing():
+        return
+    try:
+        torch._assert_async(ok)
+    except RuntimeError:  # CPU: the assertion ran synchronously
+        raise error() from None
 
 
 class _Parts(torch.autograd.Function):

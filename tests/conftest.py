@@ -1,5 +1,5 @@
 """Shared test setup: deterministic seeds, one thread per test process, helpers on sys.path,
-and the accuracy benchmark script as a module."""
+the ``--device`` option (the ``device`` fixture) and the accuracy benchmark script as a module."""
 
 import importlib.util
 import os
@@ -10,6 +10,24 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 torch.set_num_threads(1)
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--device",
+        default="cpu",
+        help="device of the device-parametrised tests (module table, zoo models, host syncs): "
+        "cpu (default) or e.g. cuda; benchmarks/device_check.py passes it",
+    )
+
+
+@pytest.fixture(scope="session")
+def device(request) -> torch.device:
+    """The device the device-parametrised tests run on (``--device``, default cpu)."""
+    dev = torch.device(request.config.getoption("--device"))
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        pytest.skip("--device cuda: CUDA is not available")
+    return dev
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import torch
 
-from .._utils import as_complex, check_last_dim, is_tracing, real_dtype
+from .._utils import as_complex, assert_on_device, check_last_dim, is_tracing, real_dtype
 
 __all__: list[str] = []
 
@@ -121,15 +121,22 @@ def check_heads(
 
 
 def check_ids(ids: torch.Tensor, num: int, owner: str) -> None:
-    """Integer token ids in ``[0, num)``."""
+    """Integer token ids in ``[0, num)`` (the range checked without a host read: an IndexError
+    on CPU, a device-side assertion on an accelerator)."""
     if not isinstance(ids, torch.Tensor) or ids.is_floating_point() or ids.is_complex():
         got = ids.dtype if isinstance(ids, torch.Tensor) else type(ids).__name__
         raise TypeError(f"{owner}: ids must be an integer tensor (torch.long), got {got}")
     if ids.dim() != 2:
         raise ValueError(f"{owner}: expected ids of shape (B, L), got {tuple(ids.shape)}")
-    if ids.numel() and not is_tracing() and (int(ids.min()) < 0 or int(ids.max()) >= num):
-        bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
-        raise IndexError(f"{owner}: token id {bad} out of range for vocab_size={num}")
+    if ids.numel() == 0 or is_tracing():  # the range check reads data: eager mode only
+        return
+    lo, hi = torch.aminmax(ids)
+
+    def error() -> IndexError:
+        bad = int(lo) if int(lo) < 0 else int(hi)  # read on the failing path only
+        return IndexError(f"{owner}: token id {bad} out of range for vocab_size={num}")
+
+    assert_on_device((lo >= 0) & (hi < num), error)  # no host read off the CPU
 
 
 def query_positions(

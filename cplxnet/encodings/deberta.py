@@ -151,26 +151,37 @@ class DebertaEncoding(PositionalEncoding):
 
     def relative_positions(self, lq: int, lk: int, device=None) -> torch.Tensor:
         """``(Lq, Lk)`` relative position ``i - j``, log-bucketed when ``position_buckets > 0``."""
-        rel = relative_index(lq, lk, device)
+        return self._bucketed(relative_index(lq, lk, device))
+
+    def _bucketed(self, rel: torch.Tensor) -> torch.Tensor:
         if self.position_buckets > 0:
             rel = make_log_bucket_position(rel, self.position_buckets, self.max_relative_positions)
         return rel
 
-    def indices(self, lq: int, lk: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Table rows ``(c2p, p2c)``, each ``(Lq, Lk)``: :math:`\\delta(i,j)` and the p2c row."""
+    def _rows(self, rel: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         k = self.span
-        rel = self.relative_positions(lq, lk, device)
         c2p = (rel + k).clamp(0, 2 * k - 1)
         p2c = c2p if self.p2c_index == "code" else (k - rel).clamp(0, 2 * k - 1)
         return c2p, p2c
+
+    def indices(self, lq: int, lk: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Table rows ``(c2p, p2c)``, each ``(Lq, Lk)``: :math:`\\delta(i,j)` and the p2c row."""
+        return self._rows(self.relative_positions(lq, lk, device))
+
+    def row_range(self, lq: int, lk: int) -> tuple[int, int]:
+        """The first and last table rows :meth:`indices` reads, computed on the host (no read of
+        device data): ``i - j`` runs from ``1 - lk`` to ``lq - 1`` and both row maps (log buckets,
+        clamping) are monotone in it, so their extremes are the rows of those two offsets."""
+        c2p, p2c = self._rows(self._bucketed(torch.tensor([1 - lk, lq - 1])))
+        rows = torch.cat([c2p, p2c])
+        return int(rows.min()), int(rows.max())
 
     def logits_bias(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         check_heads(q, k, self.num_heads, self.packed_width, type(self).__name__)
         B, H, Lq, P = q.shape
         Lk = k.shape[-2]
         c2p_idx, p2c_idx = self.indices(Lq, Lk, q.device)
-        lo = int(torch.minimum(c2p_idx.min(), p2c_idx.min()))
-        hi = int(torch.maximum(c2p_idx.max(), p2c_idx.max()))
+        lo, hi = self.row_range(Lq, Lk)
         rows = self.rel_embeddings[lo : hi + 1].to(q.dtype)  # (Nr, W): only the rows used
         Kr = (rows @ self.pos_key_proj.to(q.dtype).T).view(-1, H, P).transpose(0, 1)
         Qr = rows @ self.pos_query_proj.to(q.dtype).T + self.pos_query_bias.to(q.dtype)

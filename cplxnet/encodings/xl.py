@@ -81,13 +81,15 @@ class XLEncoding(PositionalEncoding):
         self.u = nn.Parameter(torch.empty(num_heads, P, **rk))
         self.v = nn.Parameter(torch.empty(num_heads, P, **rk))
         self.register_buffer(
-            "_freqs", sinusoid_frequencies(self.features, self.base), persistent=False
+            "_freqs",
+            sinusoid_frequencies(self.features, self.base).to(fk["device"]),
+            persistent=False,
         )
         self.register_buffer("_table", self._build(128, fk["device"]), persistent=False)
         self.reset_parameters()
 
     def _build(self, n: int, device) -> torch.Tensor:  # (n, features) e^{i r w}, r = 0..n-1
-        pos = torch.arange(n)
+        pos = torch.arange(n, device=self._freqs.device)
         return complex_sinusoid(pos, self._freqs, torch.complex128).to(device)
 
     def reset_parameters(self) -> None:

@@ -41,7 +41,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .._utils import check_choice, is_tracing, pack, real_dtype, unpack
+from .._utils import check_choice, pack, real_dtype, unpack
 
 __all__ = [
     "SCORES",
@@ -181,9 +181,8 @@ def _assemble_mask(
         if bool_mask is not None:
             mask = mask.masked_fill(~bool_mask, -math.inf)
         valid = (mask != -math.inf).any(-1, keepdim=True)
-    if not is_tracing() and bool(valid.all()):  # eager shortcut (reads data)
-        return mask, None
-    # Open the rows without any key so the softmax is finite; outputs there are zeroed later.
+    # Open the rows without any key so the softmax is finite; outputs there are zeroed later
+    # (always: skipping this when every row has a key would read ``valid`` on the host).
     mask = mask | ~valid if mask.dtype == torch.bool else mask.masked_fill(~valid, 0.0)
     return mask, valid
 

@@ -74,7 +74,15 @@ import torch
 from torch import _VF
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from .._utils import check_choice, check_complex, check_last_dim, is_tracing, pack, unpack
+from .._utils import (
+    assert_on_device,
+    check_choice,
+    check_complex,
+    check_last_dim,
+    is_tracing,
+    pack,
+    unpack,
+)
 from .activation import modrelu
 from .dropout import entry_dropout
 
@@ -124,7 +132,9 @@ def realify(w: _Tensor) -> _Tensor:
 def lengths_from_padding_mask(padding_mask: _Tensor, owner: str = "lengths_from_padding_mask"):
     """``(B,)`` int64 lengths from a ``(B, L)`` bool padding mask (True marks padding).
 
-    Padding must be at the end of each sequence (a ValueError names ``owner`` otherwise).
+    Padding must be at the end of each sequence: otherwise a ValueError naming ``owner`` on CPU,
+    a device-side assertion on an accelerator (checked without a host read,
+    :func:`cplxnet._utils.assert_on_device`).
     """
     if not isinstance(padding_mask, _Tensor) or padding_mask.dtype != torch.bool:
         got = padding_mask.dtype if isinstance(padding_mask, _Tensor) else type(padding_mask)
@@ -135,10 +145,12 @@ def lengths_from_padding_mask(padding_mask: _Tensor, owner: str = "lengths_from_
         )
     lengths = (~padding_mask).sum(dim=1)
     steps = torch.arange(padding_mask.shape[1], device=padding_mask.device)
-    if not is_tracing() and not torch.equal(padding_mask, steps >= lengths[:, None]):
-        raise ValueError(
+    assert_on_device(  # no host read (a device-side assertion off the CPU)
+        (padding_mask == (steps >= lengths[:, None])).all(),
+        lambda: ValueError(
             f"{owner}: padding_mask must mark padding (True) only at the end of each sequence"
-        )
+        ),
+    )
     return lengths
 
 

@@ -31,8 +31,8 @@ def _default_dtype(dtype):
         torch.set_default_dtype(old)
 
 
-def _run(m, info, dtype):
-    args, kwargs = sample_input(info, dtype)
+def _run(m, info, dtype, device=None):
+    args, kwargs = sample_input(info, dtype, device)
     return m(*args, **kwargs)
 
 
@@ -62,13 +62,17 @@ def test_ids_are_unique():
 
 @ALL
 @pytest.mark.parametrize("dtype", CDTYPES, ids=["c64", "c128"])
-def test_factory_kwargs_and_output_dtype(info, dtype):
-    m = make_module(info, dtype=dtype, device="cpu")
+def test_factory_kwargs_and_output_dtype(info, dtype, device):
+    """On ``--device`` (default cpu): parameters, buffers and outputs on it, in the dtype."""
+    m = make_module(info, dtype=dtype, device=device)
     if info.has_params:
         assert len(list(m.parameters())) > 0
     _assert_tensors_dtype(m, dtype)
-    for out in _flat(_run(m, info, dtype)):
+    for name, t in [*m.named_parameters(), *m.named_buffers()]:
+        assert t.device.type == device.type, (name, t.device)
+    for out in _flat(_run(m, info, dtype, device)):
         assert out.dtype in (dtype, real_dtype(dtype))
+        assert out.device.type == device.type
         assert torch.isfinite(torch.view_as_real(out) if out.is_complex() else out).all()
 
 
