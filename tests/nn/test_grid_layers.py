@@ -150,7 +150,8 @@ def _windows(size, k, s, p, d, ceil):
     n = (math.ceil(span / s) if ceil else span // s) + 1
     if ceil and (n - 1) * s >= size + p:  # torch drops a last window starting in the padding
         n -= 1
-    return [[o * s - p + j * d for j in range(k) if 0 <= o * s - p + j * d < size] for o in range(n)]
+    starts = [o * s - p for o in range(n)]
+    return [[a + j * d for j in range(k) if 0 <= a + j * d < size] for a in starts]
 
 
 def _loop_max_pool(x, windows):
