@@ -58,13 +58,23 @@ def _from_parts(y: torch.Tensor, groups: int) -> torch.Tensor:
     return torch.view_as_complex(y.contiguous())  # one copy back to interleaved complex
 
 
+def _pad_widths(padding, kernel_size, dilation, nd: int) -> list[int]:
+    """``F.pad`` widths ``(last_lo, last_hi, prev_lo, prev_hi, ...)`` of a convolution's
+    ``padding`` (ints, 'valid', or 'same': total ``dilation * (k - 1)``, the extra one on the high
+    side, as torch's ``_ConvNd``)."""
+    if padding == "valid":
+        return [0] * (2 * nd)
+    if padding == "same":
+        dil = (dilation,) * nd if isinstance(dilation, int) else tuple(dilation)
+        total = [d * (k - 1) for d, k in zip(dil, kernel_size)]
+        return [w for t in reversed(total) for w in (t // 2, t - t // 2)]
+    pad = (padding,) * nd if isinstance(padding, int) else tuple(padding)
+    return [p for p in reversed(pad) for _ in range(2)]
+
+
 def _conv(x, weight, bias, stride, padding, dilation, groups, padding_mode, nd):
     if padding_mode != "zeros":
-        if isinstance(padding, str):
-            raise ValueError(f"conv{nd}d: padding_mode={padding_mode!r} needs numeric padding")
-        pad = (padding,) * nd if isinstance(padding, int) else tuple(padding)
-        # F.pad takes (last_lo, last_hi, prev_lo, prev_hi, ...)
-        x = F.pad(x, [p for p in reversed(pad) for _ in range(2)], mode=padding_mode)
+        x = F.pad(x, _pad_widths(padding, weight.shape[2:], dilation, nd), mode=padding_mode)
         padding = 0
     fn = _REAL_CONV[nd]
     if not x.is_complex():

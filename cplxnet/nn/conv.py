@@ -78,8 +78,6 @@ class _ConvNd(HasDtype, nn.Module):
                 raise ValueError(
                     f"{owner}: padding='same' is not supported for strided convolutions"
                 )
-            if padding_mode != "zeros" and padding == "same":
-                raise ValueError(f"{owner}: padding='same' needs padding_mode='zeros'")
         op = self._tuple(output_padding)
         if any(
             p < 0 or (p >= s and p >= d)
