@@ -176,9 +176,9 @@ class _MaxUnpool(_GridPool):
     def forward(
         self, x: torch.Tensor, indices: torch.Tensor, output_size: list[int] | None = None
     ) -> torch.Tensor:
-        """``x`` and ``indices`` as returned by the max pool (``return_indices=True``) ->
-        ``x``'s entries at ``indices`` in a zero grid of torch's unpooled size (or
-        ``output_size``)."""
+        """``x`` ``(B, C, *S)`` (or unbatched) and ``indices`` of the same shape, as returned by
+        the max pool (``return_indices=True``) -> ``(B, C, *S_out)``: ``x``'s entries at
+        ``indices`` in a zero grid of torch's unpooled size (or ``output_size``)."""
         self._check(x)
         return self._fn(x, indices, self.kernel_size, self.stride, self.padding, output_size)
 

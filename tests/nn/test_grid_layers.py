@@ -343,6 +343,25 @@ def test_complextorch_upsample_and_avg_pool_agree():
     torch.testing.assert_close(cnn.AdaptiveAvgPool2d(2)(x), ctnn.AdaptiveAvgPool2d(2)(x))
 
 
+def test_torchcvnn_agrees_where_it_is_correct():
+    """torchcvnn 0.10 (optional): Upsample, AvgPool2d (given a stride: without one its
+    constructor fails) and AdaptiveAvgPool2d agree; its MaxPool2d agrees on one (batch, channel)
+    plane only: it gathers ``z.flatten()[indices]`` with per-plane indices, so every plane gets
+    entries of the first."""
+    tcnn = pytest.importorskip("torchcvnn.nn")
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 6, 6, dtype=torch.cfloat)
+    up = {"scale_factor": 2, "mode": "bilinear"}
+    torch.testing.assert_close(cnn.Upsample(**up)(x), tcnn.Upsample(**up)(x))
+    torch.testing.assert_close(cnn.AvgPool2d(2)(x), tcnn.AvgPool2d(2, 2)(x))
+    torch.testing.assert_close(cnn.AdaptiveAvgPool2d(3)(x), tcnn.AdaptiveAvgPool2d(3)(x))
+    one = x[:1, :1]
+    torch.testing.assert_close(cnn.MaxPool2d(2)(one), tcnn.MaxPool2d(2)(one))
+    assert not torch.allclose(cnn.MaxPool2d(2)(x), tcnn.MaxPool2d(2)(x))  # the wrong case
+    want = _loop_max_pool(x, [_windows(6, 2, 2, 0, 1, False)] * 2)[0]
+    torch.testing.assert_close(cnn.MaxPool2d(2)(x), want)
+
+
 def test_pixel_shuffle_of_torch_works_on_complex():
     """torch's PixelShuffle/PixelUnshuffle are index permutations and accept complex tensors
     (forward and backward), so cplxnet has no class for them."""
