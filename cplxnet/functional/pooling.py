@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from .._utils import as_complex, pack, unpack
+from .._utils import as_complex, eager_complex, join, pack, parts, unpack
 
 __all__ = [
     "masked_mean",
@@ -126,13 +126,15 @@ def _by_modulus(pool: Callable, x: torch.Tensor, nd: int, return_indices: bool, 
     return (out, idx) if return_indices else out
 
 
-def on_parts(fn: Callable, x: torch.Tensor, nd: int, copy: bool = False) -> torch.Tensor:
+def on_parts(fn: Callable, x: torch.Tensor, nd: int, split: bool = False) -> torch.Tensor:
     """``fn`` (a real op acting on each channel of ``(M, C', *S)``) applied to the real and
-    imaginary parts of complex ``x`` ``(*, *S)`` in ONE call: ``x`` is viewed as ``(M, 2, *S)``
-    (``M`` = the product of the leading sizes, the parts as two channels, stride 1: torch's
-    channels-last layout for 2-D and 3-D grids, no copy), or copied to the contiguous
-    ``(M, 2, *S)`` when ``copy`` (for kernels that are slow on that layout); the result goes back
-    to interleaved complex ``(*, *S')``. A real ``x`` is passed to ``fn`` unchanged."""
+    imaginary parts of complex ``x`` ``(*, *S)``, the result complex ``(*, *S')``.
+
+    Default: ONE call on ``x`` viewed as ``(M, 2, *S)`` (``M`` = the product of the leading sizes,
+    the parts as two channels of stride 1: torch's channels-last layout for 2-D and 3-D grids, no
+    copy). ``split``: two calls on the contiguous parts (:func:`cplxnet._utils.parts`, one copy
+    each way), for the kernels that measured slower on that view than the copies cost
+    (``benchmarks/RESULTS.md``). A real ``x`` is passed to ``fn`` unchanged."""
     if x.dim() not in (nd + 1, nd + 2):
         raise ValueError(
             f"expected a ({nd + 2}-D) batched or ({nd + 1}-D) unbatched input for a {nd}-D grid "
@@ -140,9 +142,14 @@ def on_parts(fn: Callable, x: torch.Tensor, nd: int, copy: bool = False) -> torc
         )
     if not x.is_complex():
         return fn(x)
+    if split:
+        if eager_complex(x):
+            re, im = parts(x)
+            return join(fn(re), fn(im))
+        return torch.complex(fn(x.real), fn(x.imag))
     lead, spatial = x.shape[:-nd], x.shape[-nd:]
     r = torch.view_as_real(x).reshape(math.prod(lead), *spatial, 2).movedim(-1, 1)
-    y = fn(r.contiguous() if copy else r)  # (M, 2, *S')
+    y = fn(r)  # (M, 2, *S')
     return as_complex(y.movedim(1, -1)).reshape(*lead, *y.shape[2:])
 
 
@@ -340,13 +347,15 @@ def avg_pool3d(
     count_include_pad: bool = True,
     divisor_override: int | None = None,
 ) -> torch.Tensor:
-    r"""Average pooling on ``(B, C, D, H, W)`` (or unbatched); see :func:`avg_pool2d`."""
+    r"""Average pooling on ``(B, C, D, H, W)`` (or unbatched); see :func:`avg_pool2d` (two
+    calls on the contiguous parts: torch's 3-D kernel is slow on the channels-last view)."""
     return on_parts(
         lambda r: F.avg_pool3d(
             r, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
         ),
         x,
         3,
+        split=True,
     )
 
 
@@ -376,15 +385,16 @@ def adaptive_max_pool3d(
 
 def adaptive_avg_pool1d(x: torch.Tensor, output_size: int | Sequence[int]) -> torch.Tensor:
     r"""Adaptive average pooling on ``(B, C, L)`` (or ``(C, L)``): torch's
-    ``adaptive_avg_pool1d`` of the real and imaginary parts in one call (:func:`on_parts`)."""
-    return on_parts(lambda r: _AAVG[1](r, output_size), x, 1)
+    ``adaptive_avg_pool1d`` of the real and imaginary parts (:func:`on_parts`, two calls on the
+    contiguous parts: faster than one call on the channels-last view)."""
+    return on_parts(lambda r: _AAVG[1](r, output_size), x, 1, split=True)
 
 
 def adaptive_avg_pool2d(x: torch.Tensor, output_size: int | Sequence[int | None]) -> torch.Tensor:
     r"""Adaptive average pooling on ``(B, C, H, W)``; see :func:`adaptive_avg_pool1d`."""
-    return on_parts(lambda r: _AAVG[2](r, output_size), x, 2)
+    return on_parts(lambda r: _AAVG[2](r, output_size), x, 2, split=True)
 
 
 def adaptive_avg_pool3d(x: torch.Tensor, output_size: int | Sequence[int | None]) -> torch.Tensor:
     r"""Adaptive average pooling on ``(B, C, D, H, W)``; see :func:`adaptive_avg_pool1d`."""
-    return on_parts(lambda r: _AAVG[3](r, output_size), x, 3)
+    return on_parts(lambda r: _AAVG[3](r, output_size), x, 3, split=True)

@@ -11,9 +11,6 @@ from .pooling import on_parts
 
 __all__ = ["interpolate"]
 
-_COPY_MODES = ("linear", "bilinear", "bicubic", "trilinear")
-
-
 def interpolate(
     x: torch.Tensor,
     size: int | Sequence[int] | None = None,
@@ -28,12 +25,11 @@ def interpolate(
     'trilinear', 'area', 'nearest-exact').
 
     Interpolation is real-linear with real weights, so
-    :math:`\mathrm{interp}(x) = \mathrm{interp}(\Re x) + i\,\mathrm{interp}(\Im x)`: both parts go
-    through ONE torch call on a real ``(B C, 2, *S)`` tensor (the parts as two channels;
-    :func:`cplxnet.functional.on_parts`). The nearest modes run on that view without a copy;
-    the (bi/tri)linear and bicubic kernels are slow on its channels-last layout, so they get a
-    contiguous copy of it (measured in ``benchmarks/RESULTS.md``). A real ``x`` gets torch's
-    result.
+    :math:`\mathrm{interp}(x) = \mathrm{interp}(\Re x) + i\,\mathrm{interp}(\Im x)`, computed as
+    torch's interpolation of the contiguous real and imaginary parts (two calls; one copy each way,
+    :func:`cplxnet.functional.on_parts`): torch's kernels on the copy-free ``(B C, 2, *S)`` real
+    view (channels-last, two channels) measured 1.3-2.2x slower than these copies
+    (``benchmarks/RESULTS.md``). A real ``x`` gets torch's result.
     """
     if not isinstance(x, torch.Tensor) or x.dim() not in (3, 4, 5):
         got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
@@ -47,4 +43,4 @@ def interpolate(
             r, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias
         )
 
-    return on_parts(fn, x, x.dim() - 2, copy=mode in _COPY_MODES)
+    return on_parts(fn, x, x.dim() - 2, split=True)

@@ -19,7 +19,7 @@ class Upsample(nn.Upsample):
     it).
 
     :math:`y = \mathrm{up}(\Re x) + i\,\mathrm{up}(\Im x)` with torch's real interpolation (the
-    weights are real), in one call on a real view (:func:`cplxnet.functional.interpolate`).
+    weights are real), on the contiguous parts (:func:`cplxnet.functional.interpolate`).
     ``torch.nn.PixelShuffle`` and ``torch.nn.PixelUnshuffle`` work on complex tensors as they
     are (pure index permutations).
 
