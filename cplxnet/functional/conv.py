@@ -1,54 +1,100 @@
-"""Complex 1-D and 2-D convolutions, each as one real convolution with a block kernel."""
+"""Complex 1-D, 2-D and 3-D convolutions and transposed convolutions, each as one real
+convolution with a block kernel."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["conv1d", "conv2d"]
+__all__ = [
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "conv_transpose3d",
+]
+
+_REAL_CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+_REAL_CONV_T = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
 
 
-def _block_weight(weight: torch.Tensor, bias: torch.Tensor | None, groups: int):
+def _block_weight(
+    weight: torch.Tensor, bias: torch.Tensor | None, groups: int, transposed: bool = False
+):
     """Real block kernel ``[[A, -B], [B, A]]`` per group for complex ``W = A + iB``.
 
     ``weight`` ``(C_out, C_in/g, *k)`` complex -> ``(2 C_out, 2 C_in/g, *k)`` real whose output
     and input channels are ordered ``[group][part][channel]``; ``bias`` likewise ``(2 C_out,)``.
+    For a transposed convolution ``weight`` is ``(C_in, C_out/g, *k)`` and the block is the
+    transpose ``[[A, B], [-B, A]]`` (rows: input parts), ``(2 C_in, 2 C_out/g, *k)``.
     """
     co = weight.shape[0]
     a = weight.real.reshape(groups, co // groups, *weight.shape[1:])
     b = weight.imag.reshape(groups, co // groups, *weight.shape[1:])
-    top = torch.cat([a, -b], 2)  # real outputs: A x_r - B x_i
-    bot = torch.cat([b, a], 2)  # imaginary outputs: B x_r + A x_i
+    if transposed:  # rows are input channels: x_r feeds (A, B), x_i feeds (-B, A)
+        top, bot = torch.cat([a, b], 2), torch.cat([-b, a], 2)
+    else:  # rows are output channels: y_r = A x_r - B x_i, y_i = B x_r + A x_i
+        top, bot = torch.cat([a, -b], 2), torch.cat([b, a], 2)
     w = torch.stack([top, bot], 1).reshape(2 * co, 2 * weight.shape[1], *weight.shape[2:])
     if bias is None:
         return w, None
-    bb = torch.view_as_real(bias).reshape(groups, co // groups, 2).movedim(-1, 1).reshape(-1)
+    g_out = bias.shape[0] // groups
+    bb = torch.view_as_real(bias).reshape(groups, g_out, 2).movedim(-1, 1).reshape(-1)
     return w, bb
 
 
-def _conv(fn, x, weight, bias, stride, padding, dilation, groups, padding_mode, nd):
+def _to_parts(x: torch.Tensor, groups: int) -> torch.Tensor:
+    """``(B, C, *S)`` complex -> ``(B, 2C, *S)`` real, channels ``[group][part][channel]``."""
+    n, c, spatial = x.shape[0], x.shape[1], x.shape[2:]
+    xr = torch.view_as_real(x).reshape(n, groups, c // groups, *spatial, 2).movedim(-1, 2)
+    return xr.reshape(n, 2 * c, *spatial)  # one copy
+
+
+def _from_parts(y: torch.Tensor, groups: int) -> torch.Tensor:
+    """Inverse of :func:`_to_parts` for the output ``(B, 2 C_out, *S')`` real."""
+    n, co, out_sp = y.shape[0], y.shape[1] // 2, y.shape[2:]
+    y = y.reshape(n, groups, 2, co // groups, *out_sp).movedim(2, -1).reshape(n, co, *out_sp, 2)
+    return torch.view_as_complex(y.contiguous())  # one copy back to interleaved complex
+
+
+def _pad_widths(padding, kernel_size, dilation, nd: int) -> list[int]:
+    """``F.pad`` widths ``(last_lo, last_hi, prev_lo, prev_hi, ...)`` of a convolution's
+    ``padding`` (ints, 'valid', or 'same': total ``dilation * (k - 1)``, the extra one on the high
+    side, as torch's ``_ConvNd``)."""
+    if padding == "valid":
+        return [0] * (2 * nd)
+    if padding == "same":
+        dil = (dilation,) * nd if isinstance(dilation, int) else tuple(dilation)
+        total = [d * (k - 1) for d, k in zip(dil, kernel_size)]
+        return [w for t in reversed(total) for w in (t // 2, t - t // 2)]
+    pad = (padding,) * nd if isinstance(padding, int) else tuple(padding)
+    return [p for p in reversed(pad) for _ in range(2)]
+
+
+def _conv(x, weight, bias, stride, padding, dilation, groups, padding_mode, nd):
     if padding_mode != "zeros":
-        if isinstance(padding, str):
-            raise ValueError(f"conv{nd}d: padding_mode={padding_mode!r} needs numeric padding")
-        pad = (padding,) * nd if isinstance(padding, int) else tuple(padding)
-        # F.pad takes (last_lo, last_hi, prev_lo, prev_hi, ...)
-        x = F.pad(x, [p for p in reversed(pad) for _ in range(2)], mode=padding_mode)
+        x = F.pad(x, _pad_widths(padding, weight.shape[2:], dilation, nd), mode=padding_mode)
         padding = 0
+    fn = _REAL_CONV[nd]
     if not x.is_complex():
         return fn(x, weight, bias, stride, padding, dilation, groups)
     unbatched = x.dim() == nd + 1
-    if unbatched:
-        x = x.unsqueeze(0)
-    n, c, spatial = x.shape[0], x.shape[1], x.shape[2:]
-    g = groups
-    # (B, C, *S) complex -> (B, 2C, *S) real, channels [group][part][channel]: one copy
-    xr = torch.view_as_real(x).reshape(n, g, c // g, *spatial, 2).movedim(-1, 2)
-    xr = xr.reshape(n, 2 * c, *spatial)
-    w, b = _block_weight(weight, bias, g)
-    y = fn(xr, w, b, stride, padding, dilation, g)  # (B, 2 C_out, *S') real
-    co, out_sp = weight.shape[0], y.shape[2:]
-    y = y.reshape(n, g, 2, co // g, *out_sp).movedim(2, -1).reshape(n, co, *out_sp, 2)
-    out = torch.view_as_complex(y.contiguous())  # one copy back to interleaved complex
+    xb = x.unsqueeze(0) if unbatched else x
+    w, b = _block_weight(weight, bias, groups)
+    out = _from_parts(fn(_to_parts(xb, groups), w, b, stride, padding, dilation, groups), groups)
+    return out.squeeze(0) if unbatched else out
+
+
+def _conv_transpose(x, weight, bias, stride, padding, output_padding, groups, dilation, nd):
+    fn = _REAL_CONV_T[nd]
+    if not x.is_complex():
+        return fn(x, weight, bias, stride, padding, output_padding, groups, dilation)
+    unbatched = x.dim() == nd + 1
+    xb = x.unsqueeze(0) if unbatched else x
+    w, b = _block_weight(weight, bias, groups, transposed=True)
+    y = fn(_to_parts(xb, groups), w, b, stride, padding, output_padding, groups, dilation)
+    out = _from_parts(y, groups)
     return out.squeeze(0) if unbatched else out
 
 
@@ -75,9 +121,10 @@ def conv1d(
     temporaries) took 1.3x as long as this version (``benchmarks/layers.py``).
     ``padding``/``stride``/``dilation``/``groups`` as ``torch.nn.functional.conv1d``;
     ``padding_mode`` one of 'zeros', 'reflect', 'replicate', 'circular' (non-zero modes pad
-    with ``F.pad`` first, as ``torch.nn.Conv1d`` does).
+    with ``F.pad`` first, as ``torch.nn.Conv1d`` does). The same block scheme serves
+    :func:`conv2d`, :func:`conv3d` and the transposed convolutions.
     """
-    return _conv(F.conv1d, x, weight, bias, stride, padding, dilation, groups, padding_mode, 1)
+    return _conv(x, weight, bias, stride, padding, dilation, groups, padding_mode, 1)
 
 
 def conv2d(
@@ -91,4 +138,73 @@ def conv2d(
     padding_mode: str = "zeros",
 ) -> torch.Tensor:
     r"""Complex 2-D cross-correlation on ``(B, C_in, H, W)``; see :func:`conv1d`."""
-    return _conv(F.conv2d, x, weight, bias, stride, padding, dilation, groups, padding_mode, 2)
+    return _conv(x, weight, bias, stride, padding, dilation, groups, padding_mode, 2)
+
+
+def conv3d(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    stride: int | tuple = 1,
+    padding: int | tuple | str = 0,
+    dilation: int | tuple = 1,
+    groups: int = 1,
+    padding_mode: str = "zeros",
+) -> torch.Tensor:
+    r"""Complex 3-D cross-correlation on ``(B, C_in, D, H, W)``; see :func:`conv1d` (one real
+    ``conv3d`` with the block kernel; torch's native complex ``conv3d`` gives the same values
+    and is the test reference, see ``benchmarks/RESULTS.md`` for the speed of both)."""
+    return _conv(x, weight, bias, stride, padding, dilation, groups, padding_mode, 3)
+
+
+def conv_transpose1d(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    stride: int | tuple = 1,
+    padding: int | tuple = 0,
+    output_padding: int | tuple = 0,
+    groups: int = 1,
+    dilation: int | tuple = 1,
+) -> torch.Tensor:
+    r"""Complex 1-D transposed convolution on ``(B, C_in, L)`` with ``weight``
+    ``(C_in, C_out/groups, k)``, arguments in the order of
+    ``torch.nn.functional.conv_transpose1d``.
+
+    The adjoint (not conjugated) of :func:`conv1d`'s linear map in ``x``: with :math:`W = A + iB`,
+    :math:`y = (A^\top \ast x_r - B^\top \ast x_i) + i (B^\top \ast x_r + A^\top \ast x_i) + b`,
+    computed as ONE real transposed convolution with twice the channels and the block kernel
+    ``[[A, B], [-B, A]]`` (rows: input parts ``x_r``, ``x_i``), plus one repacking copy each way,
+    as :func:`conv1d`. Equals torch's native complex ``conv_transpose1d`` (the test reference).
+    """
+    return _conv_transpose(x, weight, bias, stride, padding, output_padding, groups, dilation, 1)
+
+
+def conv_transpose2d(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    stride: int | tuple = 1,
+    padding: int | tuple = 0,
+    output_padding: int | tuple = 0,
+    groups: int = 1,
+    dilation: int | tuple = 1,
+) -> torch.Tensor:
+    r"""Complex 2-D transposed convolution on ``(B, C_in, H, W)``; see
+    :func:`conv_transpose1d`."""
+    return _conv_transpose(x, weight, bias, stride, padding, output_padding, groups, dilation, 2)
+
+
+def conv_transpose3d(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    stride: int | tuple = 1,
+    padding: int | tuple = 0,
+    output_padding: int | tuple = 0,
+    groups: int = 1,
+    dilation: int | tuple = 1,
+) -> torch.Tensor:
+    r"""Complex 3-D transposed convolution on ``(B, C_in, D, H, W)``; see
+    :func:`conv_transpose1d`."""
+    return _conv_transpose(x, weight, bias, stride, padding, output_padding, groups, dilation, 3)

@@ -1,14 +1,36 @@
-"""Pooling over a sequence with a padding mask (True = padding), and max-over-time by modulus."""
+"""Pooling over a sequence with a padding mask (True = padding), max-over-time by modulus, and
+pooling over 1-D, 2-D and 3-D grids (max and adaptive max by modulus, average, unpooling)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 
 import torch
+import torch.nn.functional as F
 
-from .._utils import pack, unpack
+from .._utils import as_complex, eager_complex, join, pack, parts, unpack
 
-__all__ = ["masked_mean", "masked_max_magnitude", "max_magnitude"]
+__all__ = [
+    "masked_mean",
+    "masked_max_magnitude",
+    "max_magnitude",
+    "max_pool1d",
+    "max_pool2d",
+    "max_pool3d",
+    "max_unpool1d",
+    "max_unpool2d",
+    "max_unpool3d",
+    "avg_pool1d",
+    "avg_pool2d",
+    "avg_pool3d",
+    "adaptive_max_pool1d",
+    "adaptive_max_pool2d",
+    "adaptive_max_pool3d",
+    "adaptive_avg_pool1d",
+    "adaptive_avg_pool2d",
+    "adaptive_avg_pool3d",
+]
 
 
 def _keep_weights(
@@ -81,3 +103,298 @@ def max_magnitude(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
 def _sq_modulus_or_square(x: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(x).square().sum(-1) if x.is_complex() else x.square()
+
+
+# ---- pooling over grids: (B, C, *S) or unbatched (C, *S), S of 1, 2 or 3 sizes ----------------
+_MAX = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
+_AVG = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
+_AMAX = {1: F.adaptive_max_pool1d, 2: F.adaptive_max_pool2d, 3: F.adaptive_max_pool3d}
+_AAVG = {1: F.adaptive_avg_pool1d, 2: F.adaptive_avg_pool2d, 3: F.adaptive_avg_pool3d}
+
+
+def _gather_at(x: torch.Tensor, idx: torch.Tensor, nd: int) -> torch.Tensor:
+    """The entries of ``x`` ``(*, *S)`` at torch's pooling indices ``idx`` ``(*, *S')`` (flat
+    positions in each ``S`` plane); the gradient flows to those entries only."""
+    return x.flatten(-nd).gather(-1, idx.flatten(-nd)).view(idx.shape)
+
+
+def _by_modulus(pool: Callable, x: torch.Tensor, nd: int, return_indices: bool, *args):
+    """``pool`` (torch's real max pool with ``return_indices``) on ``|x|``, then the entries of
+    ``x`` at the returned indices."""
+    _, idx = pool(x.detach().abs(), *args, return_indices=True)
+    out = _gather_at(x, idx, nd)
+    return (out, idx) if return_indices else out
+
+
+def on_parts(fn: Callable, x: torch.Tensor, nd: int, split: bool = False) -> torch.Tensor:
+    """``fn`` (a real op acting on each channel of ``(M, C', *S)``) applied to the real and
+    imaginary parts of complex ``x`` ``(*, *S)``, the result complex ``(*, *S')``.
+
+    Default: ONE call on ``x`` viewed as ``(M, 2, *S)`` (``M`` = the product of the leading sizes,
+    the parts as two channels of stride 1: torch's channels-last layout for 2-D and 3-D grids, no
+    copy). ``split``: two calls on the contiguous parts (:func:`cplxnet._utils.parts`, one copy
+    each way), for the kernels that measured slower on that view than the copies cost
+    (``benchmarks/RESULTS.md``). A real ``x`` is passed to ``fn`` unchanged."""
+    if x.dim() not in (nd + 1, nd + 2):
+        raise ValueError(
+            f"expected a ({nd + 2}-D) batched or ({nd + 1}-D) unbatched input for a {nd}-D grid "
+            f"operation, got shape {tuple(x.shape)}"
+        )
+    if not x.is_complex():
+        return fn(x)
+    if split:
+        if eager_complex(x):
+            re, im = parts(x)
+            return join(fn(re), fn(im))
+        return torch.complex(fn(x.real), fn(x.imag))
+    lead, spatial = x.shape[:-nd], x.shape[-nd:]
+    r = torch.view_as_real(x).reshape(math.prod(lead), *spatial, 2).movedim(-1, 1)
+    y = fn(r)  # (M, 2, *S')
+    return as_complex(y.movedim(1, -1)).reshape(*lead, *y.shape[2:])
+
+
+def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nd):
+    return _by_modulus(
+        _MAX[nd], x, nd, return_indices, kernel_size, stride, padding, dilation, ceil_mode
+    )
+
+
+def max_pool1d(
+    x: torch.Tensor,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    padding: int | Sequence[int] = 0,
+    dilation: int | Sequence[int] = 1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+):
+    r"""Max pooling by modulus on ``(B, C, L)`` (or ``(C, L)``): each output is the complex entry
+    :math:`x_j` of its window with the largest :math:`|x_j|` (phase included); arguments, output
+    sizes and ``return_indices`` (flat positions in each input plane, ``torch.long``) exactly as
+    ``torch.nn.functional.max_pool1d``, implicit padding never selected.
+
+    Computed as torch's real max pool with indices on :math:`|x|` (a real tensor of half the
+    size), then a gather of the complex entries at those indices, so the gradient flows to the
+    selected entries only. Ties: torch's rule on :math:`|x|` as torch computes it (hypot, no
+    overflow), i.e. the first position of the window in row-major scan order; a NaN entry is
+    selected (the last NaN of the window). A real ``x`` is pooled by :math:`|x|` as well (sign
+    kept), which is the complex layer on real inputs, not torch's max by value.
+    (Max-magnitude pooling: e.g. Zhang et al., "Complex-valued convolutional neural network and
+    its application in polarimetric SAR image classification", IEEE TGRS 2017.)
+    """
+    return _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1)
+
+
+def max_pool2d(
+    x: torch.Tensor,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    padding: int | Sequence[int] = 0,
+    dilation: int | Sequence[int] = 1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+):
+    r"""Max pooling by modulus on ``(B, C, H, W)`` (or unbatched); see :func:`max_pool1d`."""
+    return _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2)
+
+
+def max_pool3d(
+    x: torch.Tensor,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    padding: int | Sequence[int] = 0,
+    dilation: int | Sequence[int] = 1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+):
+    r"""Max pooling by modulus on ``(B, C, D, H, W)`` (or unbatched); see :func:`max_pool1d`."""
+    return _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3)
+
+
+def unpool_size(
+    x: torch.Tensor, kernel_size, stride, padding, output_size, nd: int, owner: str
+) -> tuple:
+    """Spatial output size of a max unpooling, as torch's: ``(in - 1) * stride - 2 * padding +
+    kernel_size``, or ``output_size`` (spatial sizes, or with the leading sizes)."""
+    k = (kernel_size,) * nd if isinstance(kernel_size, int) else tuple(kernel_size)
+    s = k if stride is None else (stride,) * nd if isinstance(stride, int) else tuple(stride)
+    p = (padding,) * nd if isinstance(padding, int) else tuple(padding)
+    default = tuple(
+        (n - 1) * si - 2 * pi + ki for n, si, pi, ki in zip(x.shape[-nd:], s, p, k)
+    )
+    if output_size is None:
+        return default
+    size = tuple(output_size)
+    if len(size) == x.dim():
+        size = size[-nd:]
+    if len(size) != nd:
+        raise ValueError(
+            f"{owner}: output_size must have {nd} or {x.dim()} elements, got {tuple(output_size)}"
+        )
+    bad = [
+        (o, d, si) for o, d, si in zip(size, default, s) if not d - si < o < d + si
+    ]
+    if bad:
+        lo = tuple(d - si + 1 for d, si in zip(default, s))
+        hi = tuple(d + si - 1 for d, si in zip(default, s))
+        raise ValueError(
+            f"{owner}: output_size {size} is not reachable from an input of "
+            f"{tuple(x.shape[-nd:])}: valid sizes range from {lo} to {hi}"
+        )
+    return size
+
+
+def _max_unpool(x, indices, kernel_size, stride, padding, output_size, nd):
+    owner = f"max_unpool{nd}d"
+    if indices.shape != x.shape or indices.dtype != torch.long:
+        raise ValueError(
+            f"{owner}: indices must be the torch.long tensor of x's shape {tuple(x.shape)} "
+            f"returned by max_pool{nd}d(..., return_indices=True), got "
+            f"{indices.dtype} {tuple(indices.shape)}"
+        )
+    size = unpool_size(x, kernel_size, stride, padding, output_size, nd, owner)
+    lead = x.shape[:-nd]
+    out = x.new_zeros(*lead, math.prod(size))
+    return out.scatter(-1, indices.flatten(-nd), x.flatten(-nd)).view(*lead, *size)
+
+
+def max_unpool1d(
+    x: torch.Tensor,
+    indices: torch.Tensor,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    padding: int | Sequence[int] = 0,
+    output_size: Sequence[int] | None = None,
+) -> torch.Tensor:
+    r"""Partial inverse of :func:`max_pool1d`: each entry of ``x`` is written at its index in a
+    zero plane of torch's unpooled size (``(L - 1) * stride - 2 * padding + kernel_size`` or
+    ``output_size``); arguments as ``torch.nn.functional.max_unpool1d``. One ``scatter`` of the
+    complex entries (the gradient is the gather at ``indices``); a repeated index (overlapping
+    windows) keeps one of its entries, as torch's."""
+    return _max_unpool(x, indices, kernel_size, stride, padding, output_size, 1)
+
+
+def max_unpool2d(
+    x: torch.Tensor,
+    indices: torch.Tensor,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    padding: int | Sequence[int] = 0,
+    output_size: Sequence[int] | None = None,
+) -> torch.Tensor:
+    r"""Partial inverse of :func:`max_pool2d`; see :func:`max_unpool1d`."""
+    return _max_unpool(x, indices, kernel_size, stride, padding, output_size, 2)
+
+
+def max_unpool3d(
+    x: torch.Tensor,
+    indices: torch.Tensor,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    padding: int | Sequence[int] = 0,
+    output_size: Sequence[int] | None = None,
+) -> torch.Tensor:
+    r"""Partial inverse of :func:`max_pool3d`; see :func:`max_unpool1d`."""
+    return _max_unpool(x, indices, kernel_size, stride, padding, output_size, 3)
+
+
+def avg_pool1d(
+    x: torch.Tensor,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    padding: int | Sequence[int] = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+) -> torch.Tensor:
+    r"""Average pooling on ``(B, C, L)`` (or ``(C, L)``): :math:`y = rac{1}{n}\sum_j x_j` over
+    each window, i.e. torch's ``avg_pool1d`` of :math:`\Re x` plus :math:`i` times that of
+    :math:`\Im x` (the average is real-linear); arguments and sizes as
+    ``torch.nn.functional.avg_pool1d``. Both parts go through ONE torch call on the ``(M, 2, L)``
+    real view (:func:`on_parts`)."""
+    return on_parts(
+        lambda r: F.avg_pool1d(r, kernel_size, stride, padding, ceil_mode, count_include_pad),
+        x,
+        1,
+    )
+
+
+def avg_pool2d(
+    x: torch.Tensor,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    padding: int | Sequence[int] = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> torch.Tensor:
+    r"""Average pooling on ``(B, C, H, W)`` (or unbatched); see :func:`avg_pool1d` (torch's
+    ``divisor_override`` too). The ``(M, 2, H, W)`` view is channels-last: no copy."""
+    return on_parts(
+        lambda r: F.avg_pool2d(
+            r, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+        ),
+        x,
+        2,
+    )
+
+
+def avg_pool3d(
+    x: torch.Tensor,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    padding: int | Sequence[int] = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> torch.Tensor:
+    r"""Average pooling on ``(B, C, D, H, W)`` (or unbatched); see :func:`avg_pool2d` (two
+    calls on the contiguous parts: torch's 3-D kernel is slow on the channels-last view)."""
+    return on_parts(
+        lambda r: F.avg_pool3d(
+            r, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+        ),
+        x,
+        3,
+        split=True,
+    )
+
+
+def adaptive_max_pool1d(
+    x: torch.Tensor, output_size: int | Sequence[int], return_indices: bool = False
+):
+    r"""Adaptive max pooling by modulus on ``(B, C, L)`` (or ``(C, L)``) to ``output_size``:
+    torch's ``adaptive_max_pool1d`` windows, the entry of largest :math:`|x|` in each (ties and
+    NaN as :func:`max_pool1d`), indices as torch's."""
+    return _by_modulus(_AMAX[1], x, 1, return_indices, output_size)
+
+
+def adaptive_max_pool2d(
+    x: torch.Tensor, output_size: int | Sequence[int | None], return_indices: bool = False
+):
+    r"""Adaptive max pooling by modulus on ``(B, C, H, W)``; see :func:`adaptive_max_pool1d`."""
+    return _by_modulus(_AMAX[2], x, 2, return_indices, output_size)
+
+
+def adaptive_max_pool3d(
+    x: torch.Tensor, output_size: int | Sequence[int | None], return_indices: bool = False
+):
+    r"""Adaptive max pooling by modulus on ``(B, C, D, H, W)``; see
+    :func:`adaptive_max_pool1d`."""
+    return _by_modulus(_AMAX[3], x, 3, return_indices, output_size)
+
+
+def adaptive_avg_pool1d(x: torch.Tensor, output_size: int | Sequence[int]) -> torch.Tensor:
+    r"""Adaptive average pooling on ``(B, C, L)`` (or ``(C, L)``): torch's
+    ``adaptive_avg_pool1d`` of the real and imaginary parts (:func:`on_parts`, two calls on the
+    contiguous parts: faster than one call on the channels-last view)."""
+    return on_parts(lambda r: _AAVG[1](r, output_size), x, 1, split=True)
+
+
+def adaptive_avg_pool2d(x: torch.Tensor, output_size: int | Sequence[int | None]) -> torch.Tensor:
+    r"""Adaptive average pooling on ``(B, C, H, W)``; see :func:`adaptive_avg_pool1d`."""
+    return on_parts(lambda r: _AAVG[2](r, output_size), x, 2, split=True)
+
+
+def adaptive_avg_pool3d(x: torch.Tensor, output_size: int | Sequence[int | None]) -> torch.Tensor:
+    r"""Adaptive average pooling on ``(B, C, D, H, W)``; see :func:`adaptive_avg_pool1d`."""
+    return on_parts(lambda r: _AAVG[3](r, output_size), x, 3, split=True)

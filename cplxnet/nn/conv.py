@@ -1,23 +1,33 @@
-"""Complex 1-D and 2-D convolution layers."""
+"""Complex convolution and transposed convolution layers in 1, 2 and 3 dimensions."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn.modules.utils import _pair, _single
+from torch.nn.modules.utils import _pair, _single, _triple
 
 from .. import functional as CF
 from .. import init as cinit
 from .._utils import HasDtype, check_choice, check_dtype, factory_kwargs
 from .dropin import TorchCounterpart
 
-__all__ = ["Conv1d", "Conv2d"]
+__all__ = [
+    "Conv1d",
+    "Conv2d",
+    "Conv3d",
+    "ConvTranspose1d",
+    "ConvTranspose2d",
+    "ConvTranspose3d",
+]
 
 _PAD_MODES = ("zeros", "reflect", "replicate", "circular")
+_SPATIAL = {1: "L", 2: "H, W", 3: "D, H, W"}
 
 
 class _ConvNd(HasDtype, nn.Module):
-    """Shared parameters, checks and forward of :class:`Conv1d` and :class:`Conv2d`."""
+    """Shared parameters, checks and ``extra_repr`` of every complex (transposed) convolution,
+    as torch's ``_ConvNd``: a subclass sets the rank ``_nd``, the tuple helper and its functional
+    form, and the transposed ones pass ``transposed=True`` and ``output_padding``."""
 
     _nd = 0
     _tuple = staticmethod(_single)
@@ -36,6 +46,9 @@ class _ConvNd(HasDtype, nn.Module):
         padding_mode: str = "zeros",
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        *,
+        transposed: bool = False,
+        output_padding: int | tuple = 0,
     ) -> None:
         owner = type(self).__name__
         fk = factory_kwargs(device, dtype, owner)
@@ -45,7 +58,7 @@ class _ConvNd(HasDtype, nn.Module):
                 f"{owner}: in_channels ({in_channels}) and out_channels ({out_channels}) must be "
                 f"divisible by groups ({groups})"
             )
-        check_choice(padding_mode, _PAD_MODES, owner, "padding_mode")
+        check_choice(padding_mode, ("zeros",) if transposed else _PAD_MODES, owner, "padding_mode")
         for name, value in (
             ("in_channels", in_channels),
             ("out_channels", out_channels),
@@ -56,6 +69,8 @@ class _ConvNd(HasDtype, nn.Module):
             sizes = self._tuple(value)
             if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in sizes):
                 raise ValueError(f"{owner}: {name} must be positive integers, got {value!r}")
+        if isinstance(padding, str) and transposed:
+            raise ValueError(f"{owner}: padding must be integers, got {padding!r}")
         if not isinstance(padding, str) and any(p < 0 for p in self._tuple(padding)):
             raise ValueError(f"{owner}: padding must be non-negative, got {padding!r}")
         if isinstance(padding, str):
@@ -64,20 +79,31 @@ class _ConvNd(HasDtype, nn.Module):
                 raise ValueError(
                     f"{owner}: padding='same' is not supported for strided convolutions"
                 )
-            if padding_mode != "zeros" and padding == "same":
-                raise ValueError(f"{owner}: padding='same' needs padding_mode='zeros'")
+        op = self._tuple(output_padding)
+        if any(
+            p < 0 or (p >= s and p >= d)
+            for p, s, d in zip(op, self._tuple(stride), self._tuple(dilation))
+        ):
+            raise ValueError(
+                f"{owner}: output_padding ({output_padding!r}) must be non-negative and smaller "
+                f"than either stride ({stride!r}) or dilation ({dilation!r})"
+            )
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.kernel_size = self._tuple(kernel_size)
         self.stride = self._tuple(stride)
         self.padding = padding if isinstance(padding, str) else self._tuple(padding)
         self.dilation = self._tuple(dilation)
+        self.transposed = transposed
+        self.output_padding = op
         self.groups = groups
         self.padding_mode = padding_mode
         self._dtype = fk["dtype"]
-        self.weight = nn.Parameter(
-            torch.empty(out_channels, in_channels // groups, *self.kernel_size, **fk)
+        shape = (
+            (in_channels, out_channels // groups) if transposed
+            else (out_channels, in_channels // groups)
         )
+        self.weight = nn.Parameter(torch.empty(*shape, *self.kernel_size, **fk))
         if bias:
             self.bias = nn.Parameter(torch.empty(out_channels, **fk))
         else:
@@ -95,9 +121,11 @@ class _ConvNd(HasDtype, nn.Module):
         nd = self._nd
         if x.dim() not in (nd + 1, nd + 2) or x.shape[-nd - 1] != self.in_channels:
             raise ValueError(
-                f"{owner}: expected input (B, {self.in_channels}, {'L' if nd == 1 else 'H, W'}) "
+                f"{owner}: expected input (B, {self.in_channels}, {_SPATIAL[nd]}) "
                 f"(or unbatched), got shape {tuple(x.shape)}"
             )
+        if self.transposed:
+            return
         pad = (0,) * nd if self.padding == "valid" else self.padding
         if pad != "same":
             for size, p, k, d in zip(x.shape[-nd:], pad, self.kernel_size, self.dilation):
@@ -109,9 +137,9 @@ class _ConvNd(HasDtype, nn.Module):
                     )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` ``(B, C_in, L)`` (``Conv1d``) or ``(B, C_in, H, W)`` (``Conv2d``), or unbatched
-        without ``B``, complex -> ``(B, C_out, L_out)`` / ``(B, C_out, H_out, W_out)`` complex, with
-        torch's output sizes for the given padding, stride and dilation."""
+        """``x`` ``(B, C_in, *S)`` complex with ``S`` = ``(L,)``, ``(H, W)`` or ``(D, H, W)``
+        (or unbatched without ``B``) -> ``(B, C_out, *S_out)`` complex, with torch's output
+        sizes for the given padding, stride and dilation."""
         self._check_input(x)
         return self._conv(
             x,
@@ -137,6 +165,8 @@ class _ConvNd(HasDtype, nn.Module):
             )
         if self.dilation != self._tuple(1):
             s += f", dilation={self.dilation}"
+        if self.output_padding != self._tuple(0):
+            s += f", output_padding={self.output_padding}"
         if self.groups != 1:
             s += f", groups={self.groups}"
         if self.bias is None:
@@ -167,3 +197,165 @@ class Conv2d(TorchCounterpart, _ConvNd, torch_class=nn.Conv2d):
     _nd = 2
     _tuple = staticmethod(_pair)
     _conv = staticmethod(CF.conv2d)
+
+
+class Conv3d(_ConvNd):
+    r"""Complex 3-D convolution ``(B, C_in, D, H, W) -> (B, C_out, D_out, H_out, W_out)`` for
+    volumes (e.g. MRI); see :class:`Conv1d` (same initialisation and arguments as
+    ``torch.nn.Conv3d``). Computed as one real ``conv3d`` with twice the channels and the block
+    kernel (:func:`cplxnet.functional.conv3d`), which measured faster than torch's native complex
+    ``conv3d`` (``benchmarks/RESULTS.md``); the values are the same.
+
+    Examples::
+
+        >>> conv = Conv3d(2, 4, 3, padding=1)
+        >>> conv(torch.randn(1, 2, 8, 8, 8, dtype=torch.cfloat)).shape
+        torch.Size([1, 4, 8, 8, 8])
+    """
+
+    _nd = 3
+    _tuple = staticmethod(_triple)
+    _conv = staticmethod(CF.conv3d)
+
+
+class _ConvTransposeNd(_ConvNd):
+    r"""Complex transposed convolution (torch's ``_ConvTransposeNd``): torch's arguments and
+    order, ``weight`` ``(C_in, C_out/groups, *k)``, ``forward(input, output_size=None)``.
+
+    Initialisation: complex Glorot-uniform with torch's fans of that weight
+    (``fan_in = C_out/groups * prod(k)``, ``fan_out = C_in * prod(k)``); bias zero. Only
+    ``padding_mode='zeros'``, as torch.
+    """
+
+    _conv_t = staticmethod(CF.conv_transpose1d)
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple,
+        stride: int | tuple = 1,
+        padding: int | tuple = 0,
+        output_padding: int | tuple = 0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation: int | tuple = 1,
+        padding_mode: str = "zeros",
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            padding_mode,
+            device,
+            dtype,
+            transposed=True,
+            output_padding=output_padding,
+        )
+
+    def _output_padding(self, x: torch.Tensor, output_size: list[int] | None) -> tuple:
+        """The ``output_padding`` giving ``output_size`` (spatial sizes, or with the batch and
+        channel sizes as torch takes them), checked against the reachable range."""
+        if output_size is None:
+            return self.output_padding
+        owner, nd = type(self).__name__, self._nd
+        size = list(output_size)
+        lead = x.dim() - nd
+        if len(size) == lead + nd:
+            size = size[lead:]
+        if len(size) != nd:
+            raise ValueError(
+                f"{owner}: for {x.dim()}-D input, output_size must have {nd} or {lead + nd} "
+                f"elements, got {tuple(output_size)}"
+            )
+        lo = [
+            (n - 1) * s - 2 * p + d * (k - 1) + 1
+            for n, s, p, d, k in zip(
+                x.shape[-nd:], self.stride, self.padding, self.dilation, self.kernel_size
+            )
+        ]
+        hi = [m + s - 1 for m, s in zip(lo, self.stride)]
+        if any(not m <= o <= h for m, o, h in zip(lo, size, hi)):
+            raise ValueError(
+                f"{owner}: requested an output size of {tuple(size)}, but valid sizes range "
+                f"from {tuple(lo)} to {tuple(hi)} (for an input of {tuple(x.shape[-nd:])})"
+            )
+        return tuple(o - m for o, m in zip(size, lo))
+
+    def forward(self, x: torch.Tensor, output_size: list[int] | None = None) -> torch.Tensor:
+        r"""``x`` ``(B, C_in, *S)`` complex (or unbatched) -> ``(B, C_out, *S_out)`` with
+        :math:`S_{out} = (S - 1)\,\text{stride} - 2\,\text{padding} + \text{dilation}\,(k - 1) +
+        \text{output\_padding} + 1`, or exactly ``output_size`` (which picks the
+        ``output_padding``), as ``torch.nn.ConvTranspose{1,2,3}d``."""
+        self._check_input(x)
+        return self._conv_t(
+            x,
+            self.weight,
+            self.bias,
+            self.stride,
+            self.padding,
+            self._output_padding(x, output_size),
+            self.groups,
+            self.dilation,
+        )
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    r"""Complex 1-D transposed convolution ``(B, C_in, L) -> (B, C_out, L_out)``, arguments as
+    ``torch.nn.ConvTranspose1d``; see :func:`cplxnet.functional.conv_transpose1d` for the math.
+
+    Computed as one real transposed convolution with twice the channels and the real block
+    kernel ``[[A, B], [-B, A]]`` of :math:`W = A + iB`; torch's native complex
+    ``conv_transpose1d`` gives the same values (the test reference) and measured slower
+    (``benchmarks/RESULTS.md``).
+
+    Examples::
+
+        >>> up = ConvTranspose1d(4, 2, 4, stride=2, padding=1)
+        >>> up(torch.randn(3, 4, 16, dtype=torch.cfloat)).shape
+        torch.Size([3, 2, 32])
+    """
+
+    _nd = 1
+    _tuple = staticmethod(_single)
+    _conv_t = staticmethod(CF.conv_transpose1d)
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    r"""Complex 2-D transposed convolution ``(B, C_in, H, W) -> (B, C_out, H_out, W_out)`` (the
+    up-sampling path of a complex U-Net); see :class:`ConvTranspose1d`.
+
+    Examples::
+
+        >>> up = ConvTranspose2d(8, 4, 2, stride=2)
+        >>> x = torch.randn(1, 8, 16, 16, dtype=torch.cfloat)
+        >>> up(x).shape, up(x, output_size=(33, 33)).shape
+        (torch.Size([1, 4, 32, 32]), torch.Size([1, 4, 33, 33]))
+    """
+
+    _nd = 2
+    _tuple = staticmethod(_pair)
+    _conv_t = staticmethod(CF.conv_transpose2d)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    r"""Complex 3-D transposed convolution ``(B, C_in, D, H, W) -> (B, C_out, D', H', W')``; see
+    :class:`ConvTranspose1d`.
+
+    Examples::
+
+        >>> up = ConvTranspose3d(4, 2, 2, stride=2)
+        >>> up(torch.randn(1, 4, 4, 4, 4, dtype=torch.cfloat)).shape
+        torch.Size([1, 2, 8, 8, 8])
+    """
+
+    _nd = 3
+    _tuple = staticmethod(_triple)
+    _conv_t = staticmethod(CF.conv_transpose3d)

@@ -1,4 +1,4 @@
-"""Complex dropout module."""
+"""Complex dropout modules (per entry, per channel)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from torch import nn
 
 from .. import functional as CF
 
-__all__ = ["Dropout"]
+__all__ = ["Dropout", "Dropout2d", "Dropout3d"]
 
 
 class Dropout(nn.Module):
@@ -37,3 +37,41 @@ class Dropout(nn.Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
+
+
+class _ChannelDropout:
+    _fn = staticmethod(CF.dropout2d)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """``z`` ``(B, C, *S)`` complex or real -> same shape, whole channels zeroed in
+        training mode (the identity in eval mode)."""
+        if not isinstance(z, torch.Tensor) or not (z.is_complex() or z.is_floating_point()):
+            got = z.dtype if isinstance(z, torch.Tensor) else type(z).__name__
+            raise TypeError(
+                f"{type(self).__name__}: input must be a complex or floating tensor, got {got}"
+            )
+        return self._fn(z, self.p, self.training, self.inplace)
+
+
+class Dropout2d(_ChannelDropout, nn.Dropout2d):
+    r"""Zeroes whole channels of a complex ``(B, C, H, W)`` input with probability ``p`` (one
+    mask draw per ``(b, c)``, shared by the real and imaginary parts; kept channels scaled by
+    :math:`1/(1-p)`); arguments ``(p=0.5, inplace=False)`` as ``torch.nn.Dropout2d`` (a
+    subclass of it), a 3-D input read as ``(B, C, L)`` as torch does. See
+    :func:`cplxnet.functional.dropout2d`.
+
+    Examples::
+
+        >>> drop = Dropout2d(0.25)
+        >>> drop(torch.randn(2, 8, 4, 4, dtype=torch.cfloat)).shape
+        torch.Size([2, 8, 4, 4])
+    """
+
+    _fn = staticmethod(CF.dropout2d)
+
+
+class Dropout3d(_ChannelDropout, nn.Dropout3d):
+    r"""Channel dropout of complex volumes ``(B, C, D, H, W)`` or ``(C, D, H, W)``; see
+    :class:`Dropout2d` (arguments as ``torch.nn.Dropout3d``)."""
+
+    _fn = staticmethod(CF.dropout3d)

@@ -1,4 +1,5 @@
-"""Sequence pooling modules honouring a padding mask (True = padding)."""
+"""Sequence pooling modules honouring a padding mask (True = padding), and pooling over 1-D, 2-D
+and 3-D grids by modulus (max) or by parts (average)."""
 
 from __future__ import annotations
 
@@ -64,3 +65,273 @@ class MaxMagnitudePool(nn.Module):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
+
+
+# ---- pooling over grids ------------------------------------------------------------------------
+# Each class subclasses torch's module of the same name: torch's arguments, order, defaults,
+# attributes and repr, with a forward that pools complex inputs (cplxnet.functional).
+__all__ += [
+    "MaxPool1d",
+    "MaxPool2d",
+    "MaxPool3d",
+    "MaxUnpool1d",
+    "MaxUnpool2d",
+    "MaxUnpool3d",
+    "AvgPool1d",
+    "AvgPool2d",
+    "AvgPool3d",
+    "AdaptiveMaxPool1d",
+    "AdaptiveMaxPool2d",
+    "AdaptiveMaxPool3d",
+    "AdaptiveAvgPool1d",
+    "AdaptiveAvgPool2d",
+    "AdaptiveAvgPool3d",
+]
+
+_GRID = {1: "L", 2: "H, W", 3: "D, H, W"}
+
+
+def check_grid(x: object, owner: str, nd: int | None = None) -> None:
+    """A complex or floating tensor (``(B, C, *S)`` or ``(C, *S)`` with ``nd`` spatial sizes if
+    ``nd`` is given), else one error naming ``owner`` and the expected input."""
+    if not isinstance(x, torch.Tensor) or not (x.is_complex() or x.is_floating_point()):
+        got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TypeError(f"{owner}: input must be a complex or floating tensor, got {got}")
+    if nd is not None and x.dim() not in (nd + 1, nd + 2):
+        raise ValueError(
+            f"{owner}: expected input (B, C, {_GRID[nd]}) or unbatched (C, {_GRID[nd]}), "
+            f"got shape {tuple(x.shape)}"
+        )
+
+
+class _GridPool:
+    """Mixin: the rank ``_nd`` and the functional form ``_fn`` of a grid pool."""
+
+    _nd = 1
+    _fn = staticmethod(CF.max_pool1d)
+
+    def _check(self, x: torch.Tensor) -> None:
+        check_grid(x, type(self).__name__, self._nd)
+
+
+class _MaxPool(_GridPool):
+    def forward(self, x: torch.Tensor):
+        """``x`` ``(B, C, *S)`` (or unbatched) complex -> the entry of largest modulus in each
+        window, ``(B, C, *S_out)`` as torch's; with ``return_indices`` also torch's indices."""
+        self._check(x)
+        return self._fn(
+            x,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.ceil_mode,
+            self.return_indices,
+        )
+
+
+class MaxPool1d(_MaxPool, nn.MaxPool1d):
+    r"""Max pooling by modulus over ``(B, C, L)``: the complex entry of largest :math:`|z|` in
+    each window (phase kept), arguments, output sizes and indices as ``torch.nn.MaxPool1d``.
+
+    Ties go to the first position of the window in row-major scan order (torch's real max pool
+    on :math:`|z|`); a NaN is selected. The gradient flows to the selected entries only. Real
+    inputs are pooled by :math:`|x|` (sign kept). See :func:`cplxnet.functional.max_pool1d`.
+
+    Examples::
+
+        >>> pool = MaxPool1d(2, return_indices=True)
+        >>> y, idx = pool(torch.randn(3, 4, 8, dtype=torch.cfloat))
+        >>> y.shape, idx.shape
+        (torch.Size([3, 4, 4]), torch.Size([3, 4, 4]))
+    """
+
+    _nd = 1
+    _fn = staticmethod(CF.max_pool1d)
+
+
+class MaxPool2d(_MaxPool, nn.MaxPool2d):
+    r"""Max pooling by modulus over ``(B, C, H, W)``; see :class:`MaxPool1d` (arguments as
+    ``torch.nn.MaxPool2d``).
+
+    Examples::
+
+        >>> MaxPool2d(2)(torch.randn(1, 4, 8, 8, dtype=torch.cfloat)).shape
+        torch.Size([1, 4, 4, 4])
+    """
+
+    _nd = 2
+    _fn = staticmethod(CF.max_pool2d)
+
+
+class MaxPool3d(_MaxPool, nn.MaxPool3d):
+    r"""Max pooling by modulus over ``(B, C, D, H, W)``; see :class:`MaxPool1d` (arguments as
+    ``torch.nn.MaxPool3d``)."""
+
+    _nd = 3
+    _fn = staticmethod(CF.max_pool3d)
+
+
+class _MaxUnpool(_GridPool):
+    def forward(
+        self, x: torch.Tensor, indices: torch.Tensor, output_size: list[int] | None = None
+    ) -> torch.Tensor:
+        """``x`` ``(B, C, *S)`` (or unbatched) and ``indices`` of the same shape, as returned by
+        the max pool (``return_indices=True``) -> ``(B, C, *S_out)``: ``x``'s entries at
+        ``indices`` in a zero grid of torch's unpooled size (or ``output_size``)."""
+        self._check(x)
+        return self._fn(x, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+
+class MaxUnpool1d(_MaxUnpool, nn.MaxUnpool1d):
+    r"""Partial inverse of :class:`MaxPool1d` for complex inputs (the selected entries back at
+    their positions, zeros elsewhere); arguments and ``forward(input, indices, output_size)`` as
+    ``torch.nn.MaxUnpool1d``. See :func:`cplxnet.functional.max_unpool1d`.
+
+    Examples::
+
+        >>> pool, unpool = MaxPool1d(2, return_indices=True), MaxUnpool1d(2)
+        >>> x = torch.randn(1, 2, 8, dtype=torch.cfloat)
+        >>> unpool(*pool(x)).shape
+        torch.Size([1, 2, 8])
+    """
+
+    _nd = 1
+    _fn = staticmethod(CF.max_unpool1d)
+
+
+class MaxUnpool2d(_MaxUnpool, nn.MaxUnpool2d):
+    r"""Partial inverse of :class:`MaxPool2d`; see :class:`MaxUnpool1d`."""
+
+    _nd = 2
+    _fn = staticmethod(CF.max_unpool2d)
+
+
+class MaxUnpool3d(_MaxUnpool, nn.MaxUnpool3d):
+    r"""Partial inverse of :class:`MaxPool3d`; see :class:`MaxUnpool1d`."""
+
+    _nd = 3
+    _fn = staticmethod(CF.max_unpool3d)
+
+
+class AvgPool1d(_GridPool, nn.AvgPool1d):
+    r"""Average pooling over ``(B, C, L)``: torch's ``AvgPool1d`` (same arguments) of the real
+    and imaginary parts, in one call on a real view (:func:`cplxnet.functional.avg_pool1d`).
+
+    Examples::
+
+        >>> AvgPool1d(3, stride=2)(torch.randn(2, 4, 9, dtype=torch.cfloat)).shape
+        torch.Size([2, 4, 4])
+    """
+
+    _nd = 1
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``(B, C, L)`` (or ``(C, L)``) complex or real -> the window means."""
+        self._check(x)
+        return CF.avg_pool1d(
+            x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad
+        )
+
+
+class _AvgPool(_GridPool):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``(B, C, *S)`` (or unbatched) complex or real -> the window means."""
+        self._check(x)
+        return self._fn(
+            x,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.ceil_mode,
+            self.count_include_pad,
+            self.divisor_override,
+        )
+
+
+class AvgPool2d(_AvgPool, nn.AvgPool2d):
+    r"""Average pooling over ``(B, C, H, W)``; see :class:`AvgPool1d` (arguments, including
+    ``divisor_override``, as ``torch.nn.AvgPool2d``)."""
+
+    _nd = 2
+    _fn = staticmethod(CF.avg_pool2d)
+
+
+class AvgPool3d(_AvgPool, nn.AvgPool3d):
+    r"""Average pooling over ``(B, C, D, H, W)``; see :class:`AvgPool2d`."""
+
+    _nd = 3
+    _fn = staticmethod(CF.avg_pool3d)
+
+
+class _AdaptiveMax(_GridPool):
+    def forward(self, x: torch.Tensor):
+        """``x`` ``(B, C, *S)`` (or unbatched) -> ``(B, C, *output_size)``: the entry of largest
+        modulus in each of torch's adaptive windows (with torch's indices if asked)."""
+        self._check(x)
+        return self._fn(x, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool1d(_AdaptiveMax, nn.AdaptiveMaxPool1d):
+    r"""Adaptive max pooling by modulus over ``(B, C, L)`` to ``output_size`` (ties and indices
+    as :class:`MaxPool1d`); arguments as ``torch.nn.AdaptiveMaxPool1d``. See
+    :func:`cplxnet.functional.adaptive_max_pool1d`.
+
+    Examples::
+
+        >>> AdaptiveMaxPool1d(1)(torch.randn(2, 4, 9, dtype=torch.cfloat)).shape
+        torch.Size([2, 4, 1])
+    """
+
+    _nd = 1
+    _fn = staticmethod(CF.adaptive_max_pool1d)
+
+
+class AdaptiveMaxPool2d(_AdaptiveMax, nn.AdaptiveMaxPool2d):
+    r"""Adaptive max pooling by modulus over ``(B, C, H, W)``; see :class:`AdaptiveMaxPool1d`."""
+
+    _nd = 2
+    _fn = staticmethod(CF.adaptive_max_pool2d)
+
+
+class AdaptiveMaxPool3d(_AdaptiveMax, nn.AdaptiveMaxPool3d):
+    r"""Adaptive max pooling by modulus over ``(B, C, D, H, W)``; see
+    :class:`AdaptiveMaxPool1d`."""
+
+    _nd = 3
+    _fn = staticmethod(CF.adaptive_max_pool3d)
+
+
+class _AdaptiveAvg(_GridPool):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``(B, C, *S)`` (or unbatched) -> ``(B, C, *output_size)`` window means."""
+        self._check(x)
+        return self._fn(x, self.output_size)
+
+
+class AdaptiveAvgPool1d(_AdaptiveAvg, nn.AdaptiveAvgPool1d):
+    r"""Adaptive average pooling over ``(B, C, L)``: torch's ``AdaptiveAvgPool1d`` of the real
+    and imaginary parts in one call (:func:`cplxnet.functional.adaptive_avg_pool1d`).
+
+    Examples::
+
+        >>> AdaptiveAvgPool1d(1)(torch.randn(2, 4, 9, dtype=torch.cfloat)).shape
+        torch.Size([2, 4, 1])
+    """
+
+    _nd = 1
+    _fn = staticmethod(CF.adaptive_avg_pool1d)
+
+
+class AdaptiveAvgPool2d(_AdaptiveAvg, nn.AdaptiveAvgPool2d):
+    r"""Adaptive average pooling over ``(B, C, H, W)``; see :class:`AdaptiveAvgPool1d`."""
+
+    _nd = 2
+    _fn = staticmethod(CF.adaptive_avg_pool2d)
+
+
+class AdaptiveAvgPool3d(_AdaptiveAvg, nn.AdaptiveAvgPool3d):
+    r"""Adaptive average pooling over ``(B, C, D, H, W)``; see :class:`AdaptiveAvgPool1d`."""
+
+    _nd = 3
+    _fn = staticmethod(CF.adaptive_avg_pool3d)
