@@ -11,3 +11,4 @@ from .pooling import *  # noqa: F403
 from .readout import *  # noqa: F403
 from .rnn import *  # noqa: F403
 from .transformer import *  # noqa: F403
+from .whitening import *  # noqa: F403
