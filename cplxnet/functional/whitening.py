@@ -106,17 +106,18 @@ class _WhitenChannels(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x3, weight, bias, groups, over_batch, eps):  # noqa: D102
-        with torch.no_grad():
-            n_ch = x3.shape[1]
-            c, mean, cov = _moments(x3, groups, over_batch)
-            t, _ = _transform(cov, weight, eps, n_ch)
-            p, q = (v.unsqueeze(-1) for v in widely_linear(t))
-            # small per-channel factors conjugated physically: a conj-bit operand sends the
-            # element-wise kernels down a slow path
-            y = torch.mul(c, q.conj_physical()).conj_physical_()  # q conj(c)
-            y.addcmul_(c, p)
-            if bias is not None:
-                y += bias.unsqueeze(-1)
+        n_ch = x3.shape[1]
+        c, mean, cov = _moments(x3, groups, over_batch)
+        t, _ = _transform(cov, weight, eps, n_ch)
+        p, q = (v.unsqueeze(-1) for v in widely_linear(t))
+        # y = conj(conj(q) c + conj(b)) + p c: three passes over the data. The small factors
+        # are conjugated physically: a conj-bit operand sends the kernels down a slow path.
+        qc = q.conj_physical()
+        if bias is None:
+            y = torch.mul(c, qc)
+        else:
+            y = torch.addcmul(bias.conj_physical().unsqueeze(-1), c, qc)
+        y.conj_physical_().addcmul_(c, p)
         ctx.spec = (groups, over_batch, eps)
         ctx.save_for_backward(x3, weight, bias, c, cov)
         ctx.mark_non_differentiable(mean, cov)
@@ -138,9 +139,8 @@ class _WhitenChannels(torch.autograd.Function):
         count = m * (n_ch // groups) * (n if over_batch else 1)
         g = grad.resolve_conj().contiguous()
         g_sum = g.sum(-1)  # (N, C)
-        gt = torch.bmm(
-            torch.view_as_real(g).view(n * n_ch, m, 2).mT, torch.view_as_real(c).view(-1, m, 2)
-        ).view(n, n_ch, 2, 2)  # sum_m g c^T
+        gr, cr = (torch.view_as_real(t).view(n * n_ch, m, 2) for t in (g, c))
+        gt = torch.bmm(gr.mT, cr).view(n, n_ch, 2, 2)  # sum_m g c^T
         with torch.enable_grad():
             v = cov.detach().requires_grad_()
             w_graph = inv_sqrt_2x2_matrix(v, eps)
@@ -163,9 +163,10 @@ class _WhitenChannels(torch.autograd.Function):
         p, q = (u.unsqueeze(-1) for u in widely_linear(t))  # T^T is (conj p, q)
         ps, qs = (u.unsqueeze(-1) for u in widely_linear(s))  # S symmetric: ps real
         # g_z = conj(p) g + q conj(g) + ps c + qs conj(c) - k
-        #     = conj(conj(q) g + conj(qs) c) + (conj(p) g + ps c - k)
-        gz = torch.mul(g, q.conj_physical()).addcmul_(c, qs.conj_physical()).conj_physical_()
-        gz.addcmul_(g, p.conj_physical()).addcmul_(c, ps).sub_(k.unsqueeze(-1))
+        #     = conj(conj(q) g + conj(qs) c - conj(k)) + conj(p) g + ps c: five passes
+        gz = torch.addcmul(k.conj_physical().neg_().unsqueeze(-1), g, q.conj_physical())
+        gz.addcmul_(c, qs.conj_physical()).conj_physical_()
+        gz.addcmul_(g, p.conj_physical()).addcmul_(c, ps)
         return gz, g_weight, g_bias, None, None, None
 
 
