@@ -150,7 +150,7 @@ class _BatchNorm(_WhiteningNorm):
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` complex ``(N, C, *)`` -> the same shape, whitened per channel ``C`` with batch
+        """``x`` complex ``(B, C, *)`` -> the same shape, whitened per channel ``C`` with batch
         statistics in training mode and the running ones in eval mode."""
         self._check_input(x)
         factor = 0.0 if self.momentum is None else self.momentum
@@ -244,7 +244,7 @@ class _InstanceNorm(_WhiteningNorm):
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` complex ``(N, C, *)`` or unbatched ``(C, *)`` -> the same shape, whitened per
+        """``x`` complex ``(B, C, *)`` or unbatched ``(C, *)`` -> the same shape, whitened per
         sample and channel (running statistics in eval mode when tracked)."""
         owner = type(self).__name__
         check_dtype(x, self.dtype, owner)
@@ -386,7 +386,7 @@ class GroupNorm(HasDtype, nn.Module):
         _reset_affine(self, self.num_channels)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` complex ``(N, C, *)`` -> the same shape, whitened per sample and group."""
+        """``x`` complex ``(B, C, *)`` -> the same shape, whitened per sample and group."""
         owner = type(self).__name__
         check_dtype(x, self.dtype, owner)
         if x.dim() < 2 or x.shape[1] != self.num_channels:
