@@ -113,6 +113,52 @@ def reference_layer_norm(
     raise ValueError(f"layer_norm: unknown mode {mode!r}; valid modes are 'split', 'whiten'")
 
 
+def _reference_channel_affine(w, weight, bias):
+    """The per-channel 2x2 ``weight`` ``(2, 2, C)`` and complex ``bias`` ``(C,)`` on ``w``
+    ``(N, C, *)``."""
+    view = (-1,) + (1,) * (w.dim() - 2)  # channel parameters broadcast over the spatial dims
+    if weight is not None:
+        weight = weight.reshape(2, 2, *view)
+    if bias is not None:
+        bias = bias.reshape(view)
+    return _reference_affine_2x2(w, weight, bias)
+
+
+def _reference_running(x, mean, m1, m2, running_mean, running_cov, momentum, n):
+    """``torch.nn.BatchNorm``'s running-statistics update with the unbiased covariance of the
+    statistics over ``dims``, averaged over the batch when the batch is not among ``dims``."""
+    with torch.no_grad():
+        unbias = n / max(n - 1, 1)
+        vrr = 0.5 * (m1 + m2.real) * unbias
+        vii = 0.5 * (m1 - m2.real) * unbias
+        vri = 0.5 * m2.imag * unbias
+        channel_dims = tuple(d for d in range(x.dim()) if d != 1)  # mean over what is left
+        cov = torch.stack([torch.stack([vrr, vri]), torch.stack([vri, vii])])
+        cov = cov.mean(dim=tuple(d + 2 for d in channel_dims)).reshape(2, 2, -1)
+        running_mean.lerp_(mean.mean(dim=channel_dims).to(running_mean.dtype), momentum)
+        running_cov.lerp_(cov.to(running_cov.dtype), momentum)
+
+
+def _reference_whitening(x, dims, running_mean, running_cov, weight, bias, update, momentum, eps):
+    """Whitening of ``x`` ``(N, C, *)`` with statistics over ``dims`` (or the running ones when
+    ``dims`` is None), then the per-channel affine."""
+    if dims is None:
+        view = (-1,) + (1,) * (x.dim() - 2)
+        c = x - running_mean.reshape(view)
+        vrr, vri, vii = running_cov[0, 0], running_cov[0, 1], running_cov[1, 1]
+        m1 = (vrr + vii).reshape(view)
+        m2 = torch.complex(vrr - vii, 2.0 * vri).reshape(view)
+    else:
+        mean = x.mean(dim=dims, keepdim=True)
+        c = x - mean
+        m1 = _sq_modulus(c).mean(dim=dims, keepdim=True)
+        m2 = (c * c).mean(dim=dims, keepdim=True)
+        if update and running_mean is not None:
+            n = math.prod(x.shape[d] for d in dims)
+            _reference_running(x, mean, m1, m2, running_mean, running_cov, momentum, n)
+    return _reference_channel_affine(reference_whiten(c, m1, m2, eps), weight, bias)
+
+
 def reference_batch_norm(
     x: torch.Tensor,
     running_mean: torch.Tensor | None,
@@ -123,13 +169,14 @@ def reference_batch_norm(
     momentum: float = 0.1,
     eps: float = 1e-5,
 ) -> torch.Tensor:
-    r"""Whitening batch normalisation of a complex ``(B, C)`` or ``(B, C, L)`` input.
+    r"""Whitening batch normalisation of a complex ``(N, C, *)`` input, per channel.
 
     In training (or without running statistics) each channel is centred by its batch mean and
-    whitened with its batch 2x2 covariance (biased estimate; :func:`whiten`). When buffers are
-    given and ``training`` is True they are updated in place as in ``torch.nn.BatchNorm1d``:
-    ``running = (1 - momentum) * running + momentum * batch`` with the *unbiased* covariance
-    (factor :math:`n/(n-1)`). In evaluation the running statistics are used.
+    whitened with its batch 2x2 covariance over the batch and spatial dims (biased estimate;
+    :func:`reference_whiten`). When buffers are given and ``training`` is True they are updated
+    in place as in ``torch.nn.BatchNorm1d``: ``running = (1 - momentum) * running + momentum *
+    batch`` with the *unbiased* covariance (factor :math:`n/(n-1)`). In evaluation the running
+    statistics are used.
 
     Args:
         running_mean: complex ``(C,)`` or None.
@@ -137,47 +184,53 @@ def reference_batch_norm(
             or None.
         weight: real ``(2, 2, C)`` per-channel affine matrix or None; bias: complex ``(C,)``.
     """
-    if x.dim() not in (2, 3):
-        raise ValueError(
-            f"batch_norm: expected a (B, C) or (B, C, L) input, got shape {tuple(x.shape)}"
-        )
-    dims = (0,) if x.dim() == 2 else (0, 2)
-    view = (-1,) if x.dim() == 2 else (-1, 1)  # channel stats broadcast as (C,) or (C, 1)
-    use_batch = training or running_mean is None
-    if use_batch:
+    dims = (0, *range(2, x.dim()))
+    if training or running_mean is None:
         n = x.numel() // x.shape[1]
         if n < 2 and training:
             raise ValueError(
                 f"batch_norm: expected more than 1 value per channel when training, "
                 f"got input {tuple(x.shape)}"
             )
-        mean = x.mean(dim=dims, keepdim=True)
-        c = x - mean
-        m1 = _sq_modulus(c).mean(dim=dims, keepdim=True)
-        m2 = (c * c).mean(dim=dims, keepdim=True)
-        if training and running_mean is not None:
-            with torch.no_grad():
-                unbias = n / max(n - 1, 1)
-                vrr = 0.5 * (m1 + m2.real) * unbias
-                vii = 0.5 * (m1 - m2.real) * unbias
-                vri = 0.5 * m2.imag * unbias
-                cov = torch.stack([torch.stack([vrr, vri]), torch.stack([vri, vii])]).reshape(
-                    2, 2, -1
-                )
-                running_mean.lerp_(mean.reshape(-1).to(running_mean.dtype), momentum)
-                running_cov.lerp_(cov.to(running_cov.dtype), momentum)
     else:
-        mean = running_mean.reshape(view)
-        c = x - mean
-        vrr, vri, vii = running_cov[0, 0], running_cov[0, 1], running_cov[1, 1]
-        m1 = (vrr + vii).reshape(view)
-        m2 = torch.complex(vrr - vii, 2.0 * vri).reshape(view)
-    w = reference_whiten(c, m1, m2, eps)
-    if weight is not None:
-        weight = weight.reshape(2, 2, *view)
-    if bias is not None:
-        bias = bias.reshape(view)
-    return _reference_affine_2x2(w, weight, bias)
+        dims = None
+    return _reference_whitening(
+        x, dims, running_mean, running_cov, weight, bias, training, momentum, eps
+    )
+
+
+def reference_instance_norm(
+    x: torch.Tensor,
+    running_mean: torch.Tensor | None = None,
+    running_cov: torch.Tensor | None = None,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    use_input_stats: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> torch.Tensor:
+    """Whitening instance normalisation of ``(N, C, *)``: statistics per sample and channel over
+    the spatial dims; running statistics updated with their batch average (unbiased), or used
+    when ``use_input_stats`` is False (torch's ``instance_norm`` semantics)."""
+    dims = tuple(range(2, x.dim())) if use_input_stats else None
+    return _reference_whitening(
+        x, dims, running_mean, running_cov, weight, bias, True, momentum, eps
+    )
+
+
+def reference_group_norm(
+    x: torch.Tensor,
+    num_groups: int,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+) -> torch.Tensor:
+    """Whitening group normalisation of ``(N, C, *)``: statistics per sample and group of
+    ``C / num_groups`` channels over those channels and the spatial dims."""
+    n, c = x.shape[:2]
+    xg = x.reshape(n, num_groups, -1)
+    w = _reference_whitening(xg, (2,), None, None, None, None, False, 0.0, eps)
+    return _reference_channel_affine(w.reshape(x.shape), weight, bias)
 
 
 def reference_modrelu(z: torch.Tensor, bias: torch.Tensor | float) -> torch.Tensor:

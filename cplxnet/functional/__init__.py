@@ -15,3 +15,4 @@ from .rnn import *  # noqa: F403
 from .rnn_cell import *  # noqa: F403
 from .rnn_scan import *  # noqa: F403
 from .upsampling import *  # noqa: F403
+from .whitening import *  # noqa: F403

@@ -32,7 +32,7 @@ from .._utils import as_complex, grad_via_composed, is_tracing, join, pack, part
 from . import compiled as _kernels
 from .cov2x2 import inv_sqrt_2x2
 
-__all__ = ["layer_norm", "batch_norm", "rms_norm", "whiten", "inv_sqrt_2x2"]
+__all__ = ["layer_norm", "rms_norm", "whiten", "inv_sqrt_2x2"]
 
 
 def whiten(c: torch.Tensor, m1: torch.Tensor, m2: torch.Tensor, eps: float) -> torch.Tensor:
@@ -412,61 +412,6 @@ def layer_norm(
     if mode == "whiten":
         return _layer_norm_whiten(x, shape, weight, bias, eps)
     raise ValueError(f"layer_norm: unknown mode {mode!r}; valid modes are 'split', 'whiten'")
-
-
-def batch_norm(
-    x: torch.Tensor,
-    running_mean: torch.Tensor | None,
-    running_cov: torch.Tensor | None,
-    weight: torch.Tensor | None = None,
-    bias: torch.Tensor | None = None,
-    training: bool = False,
-    momentum: float = 0.1,
-    eps: float = 1e-5,
-) -> torch.Tensor:
-    r"""Whitening batch normalisation of a complex ``(B, C)`` or ``(B, C, L)`` input.
-
-    In training (or without running statistics) each channel is centred by its batch mean and
-    whitened with its batch 2x2 covariance (biased estimate; :func:`whiten`). When buffers are
-    given and ``training`` is True they are updated in place as in ``torch.nn.BatchNorm1d``:
-    ``running = (1 - momentum) * running + momentum * batch`` with the *unbiased* covariance
-    (factor :math:`n/(n-1)`). In evaluation the running statistics are used. Computed as the
-    whitening :func:`layer_norm` (grouped contiguous layout, batched 2x2 products, hand-written
-    backward in training), with the per-channel ``weight`` folded into the 2x2 whitening matrix.
-
-    Args:
-        running_mean: complex ``(C,)`` or None.
-        running_cov: real ``(2, 2, C)`` covariance :math:`[[V_{rr}, V_{ri}], [V_{ri}, V_{ii}]]`
-            or None.
-        weight: real ``(2, 2, C)`` per-channel affine matrix or None; bias: complex ``(C,)``.
-    """
-    if x.dim() not in (2, 3):
-        raise ValueError(
-            f"batch_norm: expected a (B, C) or (B, C, L) input, got shape {tuple(x.shape)}"
-        )
-    use_batch = training or running_mean is None
-    B, C = x.shape[:2]
-    shape3 = (B, C, x.numel() // max(B * C, 1))
-    if use_batch:
-        n = shape3[0] * shape3[2]
-        if n < 2 and training:
-            raise ValueError(
-                f"batch_norm: expected more than 1 value per channel when training, "
-                f"got input {tuple(x.shape)}"
-            )
-        out, mean, cov = _whiten_affine(x, weight, bias, shape3, eps, per_group=True)
-        if training and running_mean is not None:
-            with torch.no_grad():
-                unbias = n / max(n - 1, 1)
-                mean = torch.complex(mean[0, :, 0, 0], mean[0, :, 1, 0])
-                running_mean.lerp_(mean.to(running_mean.dtype), momentum)
-                running_cov.lerp_((cov.permute(1, 2, 0) * unbias).to(running_cov.dtype), momentum)
-        return out
-    rm = torch.view_as_real(running_mean.resolve_conj())
-    stats = (rm.reshape(1, C, 2, 1), running_cov.permute(2, 0, 1))
-    b = None if bias is None else torch.view_as_real(bias.resolve_conj()).T
-    y, *_ = _whiten_groups(_to_groups(x, shape3), weight, b, eps, True, stats)
-    return _from_groups(y, x.shape)
 
 
 def rms_norm(

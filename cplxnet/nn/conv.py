@@ -199,7 +199,7 @@ class Conv2d(TorchCounterpart, _ConvNd, torch_class=nn.Conv2d):
     _conv = staticmethod(CF.conv2d)
 
 
-class Conv3d(_ConvNd):
+class Conv3d(TorchCounterpart, _ConvNd, torch_class=nn.Conv3d):
     r"""Complex 3-D convolution ``(B, C_in, D, H, W) -> (B, C_out, D_out, H_out, W_out)`` for
     volumes (e.g. MRI); see :class:`Conv1d` (same initialisation and arguments as
     ``torch.nn.Conv3d``). Computed as one real ``conv3d`` with twice the channels and the block
@@ -307,7 +307,7 @@ class _ConvTransposeNd(_ConvNd):
         )
 
 
-class ConvTranspose1d(_ConvTransposeNd):
+class ConvTranspose1d(TorchCounterpart, _ConvTransposeNd, torch_class=nn.ConvTranspose1d):
     r"""Complex 1-D transposed convolution ``(B, C_in, L) -> (B, C_out, L_out)``, arguments as
     ``torch.nn.ConvTranspose1d``; see :func:`cplxnet.functional.conv_transpose1d` for the math.
 
@@ -328,7 +328,7 @@ class ConvTranspose1d(_ConvTransposeNd):
     _conv_t = staticmethod(CF.conv_transpose1d)
 
 
-class ConvTranspose2d(_ConvTransposeNd):
+class ConvTranspose2d(TorchCounterpart, _ConvTransposeNd, torch_class=nn.ConvTranspose2d):
     r"""Complex 2-D transposed convolution ``(B, C_in, H, W) -> (B, C_out, H_out, W_out)`` (the
     up-sampling path of a complex U-Net); see :class:`ConvTranspose1d`.
 
@@ -345,7 +345,7 @@ class ConvTranspose2d(_ConvTransposeNd):
     _conv_t = staticmethod(CF.conv_transpose2d)
 
 
-class ConvTranspose3d(_ConvTransposeNd):
+class ConvTranspose3d(TorchCounterpart, _ConvTransposeNd, torch_class=nn.ConvTranspose3d):
     r"""Complex 3-D transposed convolution ``(B, C_in, D, H, W) -> (B, C_out, D', H', W')``; see
     :class:`ConvTranspose1d`.
 

@@ -43,14 +43,55 @@ CASES = [
     (cnn.RMSNorm, nn.RMSNorm, (4,), {"eps": 1e-6}, (2, 3, 4)),
     (cnn.MultiheadAttention, nn.MultiheadAttention, (4, 2), {"batch_first": True}, (2, 3, 4)),
     (cnn.TransformerEncoderLayer, nn.TransformerEncoderLayer, (4, 2, 8, 0.0), {}, (3, 2, 4)),
+    (cnn.Conv3d, nn.Conv3d, (2, 3, 3), {"padding": 1}, (2, 2, 4, 5, 4)),
+    (cnn.ConvTranspose1d, nn.ConvTranspose1d, (4, 3, 3, 2, 1, 1), {}, (2, 4, 5)),
+    (cnn.ConvTranspose2d, nn.ConvTranspose2d, (4, 2, 2, 2), {}, (2, 4, 3, 3)),
+    (cnn.ConvTranspose3d, nn.ConvTranspose3d, (2, 2, 3), {"groups": 2}, (1, 2, 3, 3, 3)),
+    (cnn.BatchNorm2d, nn.BatchNorm2d, (3,), {}, (4, 3, 5, 5)),
+    (cnn.BatchNorm3d, nn.BatchNorm3d, (3, 1e-3, None), {}, (2, 3, 3, 2, 2)),
+    (cnn.InstanceNorm1d, nn.InstanceNorm1d, (3,), {}, (2, 3, 6)),
+    (cnn.InstanceNorm2d, nn.InstanceNorm2d, (3, 1e-5, 0.1, True, True), {}, (2, 3, 4, 4)),
+    (cnn.InstanceNorm3d, nn.InstanceNorm3d, (3,), {"affine": True}, (2, 3, 3, 3, 3)),
+    (cnn.GroupNorm, nn.GroupNorm, (2, 4), {}, (3, 4, 5)),
+    (cnn.LSTMCell, nn.LSTMCell, (4, 5), {}, (3, 4)),
+    (cnn.GRUCell, nn.GRUCell, (4, 5, False), {}, (3, 4)),
+    (cnn.PReLU, nn.PReLU, (3, 0.1), {}, (2, 3, 4)),
+    (cnn.TransformerDecoderLayer, nn.TransformerDecoderLayer, (4, 2, 8, 0.0), {}, (3, 2, 4)),
+    (cnn.Transformer, nn.Transformer, (4, 2, 1, 1, 8, 0.0), {}, (3, 2, 4)),
 ]
+
+_TWO_INPUTS = (nn.TransformerDecoderLayer, nn.Transformer)  # (tgt, memory) / (src, tgt)
 
 #: cplxnet.nn classes with a torch.nn namesake that take no ``dtype`` (no parameters of their
 #: own, or built from layers that do), each with the reason it has no row above.
 NO_DTYPE = {
     "Dropout": "no parameters; real inputs go through torch's dropout",
     "TransformerEncoder": "built from a TransformerEncoderLayer, which has rows",
+    "TransformerDecoder": "built from a TransformerDecoderLayer, which has rows",
+    "ELU": "no parameters; real input gives torch's ELU (tests/nn/test_activation.py)",
+    "CELU": "no parameters; real input gives torch's CELU (tests/nn/test_activation.py)",
+    "Dropout2d": "no parameters; whole channels dropped as torch's",
+    "Dropout3d": "no parameters; whole channels dropped as torch's",
+    "MSELoss": "no parameters; real tensors give torch's loss (tests/nn/test_loss.py)",
+    "L1Loss": "no parameters; real tensors give torch's loss (tests/nn/test_loss.py)",
+    "CrossEntropyLoss": "no parameters; real logits give torch's loss (tests/nn/test_loss.py)",
+    "Upsample": "no parameters; real input gives torch's interpolation",
+    "AvgPool1d": "no parameters; real input gives torch's pool",
+    "AvgPool2d": "no parameters; real input gives torch's pool",
+    "AvgPool3d": "no parameters; real input gives torch's pool",
+    "AdaptiveAvgPool1d": "no parameters; real input gives torch's pool",
+    "AdaptiveAvgPool2d": "no parameters; real input gives torch's pool",
+    "AdaptiveAvgPool3d": "no parameters; real input gives torch's pool",
+    "MaxUnpool1d": "no parameters; scatters by torch's indices",
+    "MaxUnpool2d": "no parameters; scatters by torch's indices",
+    "MaxUnpool3d": "no parameters; scatters by torch's indices",
 }
+#: Max pools select by modulus; on real input that is the entry of largest |x| (sign kept), the
+#: complex layer's restriction to the reals, not torch's max by value: use torch.nn's max pool
+#: in a real model.
+for _name in ("MaxPool", "AdaptiveMaxPool"):
+    for _rank in "123":
+        NO_DTYPE[f"{_name}{_rank}d"] = "no parameters; selects by |x| (not torch's max by value)"
 
 
 def _ids(case) -> str:
@@ -90,6 +131,7 @@ def test_a_real_dtype_layer_is_torchs(ours, theirs, args, kwargs, shape):
         t.train(train)
         x = _input(shape, t)
         xs = (x, x, x) if theirs is nn.MultiheadAttention else (x,)
+        xs = (x, x) if theirs in _TWO_INPUTS else xs
         got, want = _flat(m(*xs)), _flat(t(*xs))
         assert len(got) == len(want)
         for a, b in zip(got, want):

@@ -1,0 +1,300 @@
+r"""Complex whitening normalisation over channels, one implementation for every rank: batch norm
+(statistics per channel over the batch and the spatial dims), instance norm (per sample and
+channel) and group norm (per sample and group of channels).
+
+Whitening (Trabelsi et al., "Deep Complex Networks", ICLR 2018, Sec. 3.5) treats each complex
+value as the 2-vector :math:`(x, y)` of its parts: a group's values are centred by their mean
+:math:`\mu` and mapped through :math:`W = (V + \epsilon I)^{-1/2}`, the inverse square root of
+their 2x2 covariance :math:`V = [[V_{rr}, V_{ri}], [V_{ri}, V_{ii}]]` (biased estimate;
+:func:`~cplxnet.functional.cov2x2.inv_sqrt_2x2`, finite for data of any scale), so the whitened
+values have identity covariance: unit variance per part, parts uncorrelated. The affine map is
+per channel: a real 2x2 ``weight`` :math:`A_c` and a complex ``bias`` :math:`b_c`,
+:math:`y = A_c W (z - \mu) + b_c`. The modules initialise :math:`A_c = I / \sqrt 2`, so at
+initialisation the output has covariance :math:`I / 2`: variance 0.5 per part and
+:math:`E|y|^2 = 1` (the scale of complextorch's and torchcvnn's batch norms).
+
+Layout (eager): the input ``(N, C, *)`` is read as ``(N, C, M)`` complex (``M`` the product of
+the spatial dims) and never split into contiguous parts. The means are complex sums over the
+last axis, the 2x2 moments :math:`\sum c c^T` are batched matrix products of the real view
+``view_as_real(c)`` ``(N C, M, 2)`` with itself, and the per-channel 2x2 map is applied as the
+widely linear :math:`p c + q \bar c` (:func:`~cplxnet.functional.cov2x2.widely_linear`): complex
+multiplications by one scalar per channel, which vectorise on the interleaved data. One autograd
+Function (:class:`_WhitenChannels`) holds the forward and a backward written on the same layout;
+tracers, compilers and double backward see the same map composed of differentiable ops
+(:func:`_whiten_composed`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .._utils import grad_via_composed, is_tracing
+from .cov2x2 import inv_sqrt_2x2_matrix, widely_linear
+
+__all__ = ["batch_norm", "instance_norm", "group_norm"]
+
+
+# ------------------------------------------------------------------------------------------------
+# groups of channels: per-(sample, channel) partial sums -> per-group statistics and back
+# ------------------------------------------------------------------------------------------------
+def _group_sum(t: torch.Tensor, groups: int, over_batch: bool) -> torch.Tensor:
+    """Per-(sample, channel) ``t`` ``(N, C, *r)`` summed over each statistic's members:
+    ``(1, G, *r)`` when the statistics span the batch, else ``(N, G, *r)``."""
+    n, c = t.shape[:2]
+    if groups != c:
+        t = t.reshape(n, groups, c // groups, *t.shape[2:]).sum(2)
+    return t.sum(0, keepdim=True) if over_batch else t
+
+
+def _to_channels(t: torch.Tensor, channels: int) -> torch.Tensor:
+    """Per-group ``t`` ``(S, G, *r)`` repeated for each channel of its group: ``(S, C, *r)``."""
+    s, g = t.shape[:2]
+    if g == channels:
+        return t
+    rest = t.shape[2:]
+    return t.unsqueeze(2).expand(s, g, channels // g, *rest).reshape(s, channels, *rest)
+
+
+def _transform(
+    cov: torch.Tensor, weight: torch.Tensor | None, eps: float, channels: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-channel maps ``(T, W)``: the whitening ``W`` ``(S, C, 2, 2)`` of each channel's group
+    and ``T = A W`` with the affine ``weight`` ``A`` (``(2, 2, C)``; ``T = W`` without it)."""
+    w = _to_channels(inv_sqrt_2x2_matrix(cov, eps), channels)
+    return (w if weight is None else weight.permute(2, 0, 1) @ w), w
+
+
+def _moments(x3: torch.Tensor, groups: int, over_batch: bool):
+    """Centred data ``c`` ``(N, C, M)``, per-group mean ``(S, G)`` (complex) and biased 2x2
+    covariance ``(S, G, 2, 2)`` of ``x3`` (differentiable torch ops)."""
+    n_ch, m = x3.shape[1], x3.shape[2]
+    count = m * (n_ch // groups) * (x3.shape[0] if over_batch else 1)
+    mean = _group_sum(x3.sum(-1), groups, over_batch) / count
+    c = x3 - _to_channels(mean, n_ch).unsqueeze(-1)
+    cr = torch.view_as_real(c)
+    cov = _group_sum(cr.mT @ cr, groups, over_batch) / count
+    return c, mean, cov
+
+
+def _whiten_composed(x3, weight, bias, groups, over_batch, eps, stats=None):
+    """The whitening of ``x3`` ``(N, C, M)`` composed of differentiable ops: batch statistics,
+    or ``stats = (mean (S, C), cov (S, C, 2, 2))`` per channel. Returns ``(y, mean, cov)``."""
+    if stats is None:
+        c, mean, cov = _moments(x3, groups, over_batch)
+    else:
+        mean, cov = stats
+        c = x3 - mean.unsqueeze(-1)
+    t, _ = _transform(cov, weight, eps, x3.shape[1])
+    y = torch.view_as_complex(torch.view_as_real(c) @ t.mT)
+    return (y if bias is None else y + bias.unsqueeze(-1)), mean, cov
+
+
+class _WhitenChannels(torch.autograd.Function):
+    r"""Batch-statistics whitening and affine of complex ``x3`` ``(N, C, M)`` (see the module
+    docstring) with a hand-written backward on the same layout.
+
+    Backward, with :math:`c` the centred data, :math:`T = A W` per channel, :math:`g` the output
+    gradient and :math:`n` the values per group: :math:`G = \sum_m g c^T` per (sample, channel)
+    (batched 2x2 products of the real views), :math:`g_A = \sum_n G W`, :math:`g_W = \sum A^T G`
+    over each group's members, :math:`g_V` from :math:`g_W` by autograd through the closed form
+    on the small per-group tensors, and
+    :math:`g_z = T^T g + S c - \frac1n \sum T^T \textstyle\sum_m g` with
+    :math:`S = (g_V + g_V^T) / n`; the 2x2 maps :math:`T^T` and :math:`S` run as widely linear
+    complex products. Saved: the centred data and per-group 2x2 covariances. Double backward
+    differentiates :func:`_whiten_composed`.
+    """
+
+    @staticmethod
+    def forward(ctx, x3, weight, bias, groups, over_batch, eps):  # noqa: D102
+        n_ch = x3.shape[1]
+        c, mean, cov = _moments(x3, groups, over_batch)
+        t, _ = _transform(cov, weight, eps, n_ch)
+        p, q = (v.unsqueeze(-1) for v in widely_linear(t))
+        # y = conj(conj(q) c + conj(b)) + p c: three passes over the data. The small factors
+        # are conjugated physically: a conj-bit operand sends the kernels down a slow path.
+        qc = q.conj_physical()
+        if bias is None:
+            y = torch.mul(c, qc)
+        else:
+            y = torch.addcmul(bias.conj_physical().unsqueeze(-1), c, qc)
+        y.conj_physical_().addcmul_(c, p)
+        ctx.spec = (groups, over_batch, eps)
+        ctx.save_for_backward(x3, weight, bias, c, cov)
+        ctx.mark_non_differentiable(mean, cov)
+        return y, mean, cov
+
+    @staticmethod
+    def backward(ctx, grad, *_):  # noqa: D102
+        x3, weight, bias, c, cov = ctx.saved_tensors
+        groups, over_batch, eps = ctx.spec
+        if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
+            out = grad_via_composed(
+                lambda x, w, b: _whiten_composed(x, w, b, groups, over_batch, eps)[0],
+                (x3, weight, bias),
+                ctx,
+                grad,
+            )
+            return (*out[:3], None, None, None)
+        n, n_ch, m = c.shape
+        count = m * (n_ch // groups) * (n if over_batch else 1)
+        g = grad.resolve_conj().contiguous()
+        g_sum = g.sum(-1)  # (N, C)
+        gr, cr = (torch.view_as_real(t).view(n * n_ch, m, 2) for t in (g, c))
+        gt = torch.bmm(gr.mT, cr).view(n, n_ch, 2, 2)  # sum_m g c^T
+        with torch.enable_grad():
+            v = cov.detach().requires_grad_()
+            w_graph = inv_sqrt_2x2_matrix(v, eps)
+        w = _to_channels(w_graph.detach(), n_ch)
+        g_weight = g_bias = None
+        if weight is None:
+            t, g_w = w, gt
+        else:
+            a = weight.permute(2, 0, 1)
+            t, g_w = a @ w, a.mT @ gt
+            if ctx.needs_input_grad[1]:
+                g_weight = (gt @ w).sum(0).permute(1, 2, 0)
+        if bias is not None and ctx.needs_input_grad[2]:
+            g_bias = g_sum.sum(0)
+        (g_v,) = torch.autograd.grad(w_graph, v, _group_sum(g_w, groups, over_batch))
+        s = _to_channels((g_v + g_v.mT) / count, n_ch)
+        # the mean's share: (1/n) sum over the group of T^T sum_m g, per channel
+        k = (t.mT @ torch.view_as_real(g_sum).unsqueeze(-1)).squeeze(-1)
+        k = torch.view_as_complex(_to_channels(_group_sum(k, groups, over_batch) / count, n_ch))
+        p, q = (u.unsqueeze(-1) for u in widely_linear(t))  # T^T is (conj p, q)
+        ps, qs = (u.unsqueeze(-1) for u in widely_linear(s))  # S symmetric: ps real
+        # g_z = conj(p) g + q conj(g) + ps c + qs conj(c) - k
+        #     = conj(conj(q) g + conj(qs) c - conj(k)) + conj(p) g + ps c: five passes
+        gz = torch.addcmul(k.conj_physical().neg_().unsqueeze(-1), g, q.conj_physical())
+        gz.addcmul_(c, qs.conj_physical()).conj_physical_()
+        gz.addcmul_(g, p.conj_physical()).addcmul_(c, ps)
+        return gz, g_weight, g_bias, None, None, None
+
+
+def _whiten(x, weight, bias, groups, over_batch, eps, stats=None):
+    """Whitening of ``x`` ``(N, C, *)`` as ``(N, C, M)``: the fused Function when eager with
+    batch statistics, else the composed form. Returns ``(y of x's shape, mean, cov)``."""
+    x3 = x.resolve_conj().reshape(x.shape[0], x.shape[1], -1)
+    if stats is not None or is_tracing() or torch.jit.is_tracing():
+        y, mean, cov = _whiten_composed(x3, weight, bias, groups, over_batch, eps, stats)
+        return y.reshape(x.shape), mean.detach(), cov.detach()
+    y, mean, cov = _WhitenChannels.apply(x3.contiguous(), weight, bias, groups, over_batch, eps)
+    return y.reshape(x.shape), mean, cov
+
+
+def _check_input(x: torch.Tensor, owner: str) -> None:
+    if not x.is_complex():
+        raise TypeError(f"{owner}: input must be a complex tensor, got {x.dtype}")
+    if x.dim() < 2:
+        raise ValueError(f"{owner}: expected an (N, C, *) input, got shape {tuple(x.shape)}")
+
+
+def _running_stats(running_mean, running_cov):
+    """Buffers ``(C,)`` complex, ``(2, 2, C)`` real as per-channel ``(1, C)``, ``(1, C, 2, 2)``."""
+    return running_mean.unsqueeze(0), running_cov.permute(2, 0, 1).unsqueeze(0)
+
+
+def _update(running_mean, running_cov, mean, cov, count, momentum):
+    """``running = (1 - momentum) running + momentum * batch`` with the unbiased covariance
+    (factor ``count / (count - 1)``); ``mean (S, C)``, ``cov (S, C, 2, 2)`` averaged over ``S``."""
+    with torch.no_grad():
+        unbias = count / max(count - 1, 1)
+        running_mean.lerp_(mean.mean(0).to(running_mean.dtype), momentum)
+        new_cov = (cov.mean(0) * unbias).permute(1, 2, 0)
+        running_cov.lerp_(new_cov.to(running_cov.dtype), momentum)
+
+
+def batch_norm(
+    x: torch.Tensor,
+    running_mean: torch.Tensor | None,
+    running_cov: torch.Tensor | None,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> torch.Tensor:
+    r"""Whitening batch normalisation of a complex ``(N, C, *)`` input (``(N, C)``, ``(N, C, L)``,
+    ``(N, C, H, W)``, ``(N, C, D, H, W)``), per channel (see the module docstring).
+
+    In training (or without running statistics) each channel is centred by its batch mean and
+    whitened with its batch 2x2 covariance over the batch and spatial dims (biased estimate).
+    When buffers are given and ``training`` is True they are updated in place as
+    ``torch.nn.BatchNorm*d`` does: ``running = (1 - momentum) * running + momentum * batch`` with
+    the *unbiased* covariance (factor :math:`n/(n-1)`). In evaluation the running statistics are
+    used.
+
+    Args:
+        running_mean: complex ``(C,)`` or None.
+        running_cov: real ``(2, 2, C)`` covariance :math:`[[V_{rr}, V_{ri}], [V_{ri}, V_{ii}]]`
+            or None.
+        weight: real ``(2, 2, C)`` per-channel affine matrix or None; bias: complex ``(C,)``.
+    """
+    _check_input(x, "batch_norm")
+    n_ch = x.shape[1]
+    if training or running_mean is None:
+        count = x.numel() // max(n_ch, 1)
+        if count < 2 and training:
+            raise ValueError(
+                f"batch_norm: expected more than 1 value per channel when training, "
+                f"got input {tuple(x.shape)}"
+            )
+        y, mean, cov = _whiten(x, weight, bias, n_ch, True, eps)
+        if training and running_mean is not None:
+            _update(running_mean, running_cov, mean, cov, count, momentum)
+        return y
+    stats = _running_stats(running_mean, running_cov)
+    return _whiten(x, weight, bias, n_ch, True, eps, stats)[0]
+
+
+def instance_norm(
+    x: torch.Tensor,
+    running_mean: torch.Tensor | None = None,
+    running_cov: torch.Tensor | None = None,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    use_input_stats: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> torch.Tensor:
+    r"""Whitening instance normalisation of a complex ``(N, C, *)`` input: each sample's channel
+    is centred and whitened with its own mean and 2x2 covariance over the spatial dims (see the
+    module docstring), as ``torch.nn.functional.instance_norm`` (same argument order).
+
+    With ``use_input_stats`` and running buffers, the buffers are updated with the per-instance
+    statistics averaged over the batch (unbiased covariance), as torch's instance norm; without
+    ``use_input_stats`` the running statistics ``running_mean`` complex ``(C,)`` and
+    ``running_cov`` real ``(2, 2, C)`` are used. ``weight`` real ``(2, 2, C)``, ``bias`` complex
+    ``(C,)``.
+    """
+    _check_input(x, "instance_norm")
+    n_ch = x.shape[1]
+    if use_input_stats:
+        count = x.numel() // max(x.shape[0] * n_ch, 1)
+        y, mean, cov = _whiten(x, weight, bias, n_ch, False, eps)
+        if running_mean is not None:
+            _update(running_mean, running_cov, mean, cov, count, momentum)
+        return y
+    stats = _running_stats(running_mean, running_cov)
+    return _whiten(x, weight, bias, n_ch, True, eps, stats)[0]
+
+
+def group_norm(
+    x: torch.Tensor,
+    num_groups: int,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+) -> torch.Tensor:
+    r"""Whitening group normalisation of a complex ``(N, C, *)`` input: the channels of each
+    sample are split into ``num_groups`` groups, each centred and whitened with its mean and 2x2
+    covariance over its channels and spatial dims (see the module docstring); then the
+    per-channel affine ``weight`` real ``(2, 2, C)`` and ``bias`` complex ``(C,)``. The argument
+    order is ``torch.nn.functional.group_norm``'s.
+    """
+    _check_input(x, "group_norm")
+    if num_groups <= 0 or x.shape[1] % num_groups:
+        raise ValueError(
+            f"group_norm: expected the {x.shape[1]} channels of input {tuple(x.shape)} to be "
+            f"divisible by num_groups={num_groups}"
+        )
+    return _whiten(x, weight, bias, num_groups, False, eps)[0]
