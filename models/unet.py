@@ -34,10 +34,10 @@ class _DoubleConv(nn.Sequential):
         super().__init__(
             layers.Conv2d(c_in, c_out, 3, padding=1, bias=False, **fk),
             layers.BatchNorm2d(c_out, **fk),
-            cnn.activation_module(activation, c_out, **fk),
+            cnn.activation_module(activation, 1, **fk),
             layers.Conv2d(c_out, c_out, 3, padding=1, bias=False, **fk),
             layers.BatchNorm2d(c_out, **fk),
-            cnn.activation_module(activation, c_out, **fk),
+            cnn.activation_module(activation, 1, **fk),
         )
 
 
@@ -61,7 +61,7 @@ class UNet(nn.Module):
         base_channels: channels of the first level (doubled at each level down).
         depth: number of pooling steps.
         activation: a name of :func:`cplxnet.nn.activation_module` (``crelu``, ``modrelu``,
-            ``cardioid``, ...).
+            ``cardioid``, ...; modReLU gets one shared threshold).
         upsample: ``"transpose"`` or ``"bilinear"``.
         residual: add the input to the output (needs ``in_channels == out_channels``).
     """

@@ -16,10 +16,10 @@ def test_the_task_is_undersampled_fourier_data_of_unit_rms_complex_images():
     assert x.shape == y.shape == (3, 1, 32, 32) and x.dtype == y.dtype == torch.complex64
     torch.testing.assert_close(y.abs().pow(2).mean(dim=(-2, -1)), torch.ones(3, 1))
     # the input is the inverse FFT of a column-masked k-space of the image
-    k_in = torch.fft.fftshift(torch.fft.fft2(x.double(), norm="ortho"), dim=(-2, -1))
-    k_full = torch.fft.fftshift(torch.fft.fft2(y.double(), norm="ortho"), dim=(-2, -1))
-    kept = (k_in - k_full).abs().amax(dim=(1, 2)) < 1e-5  # (n, W) columns sampled
-    zeroed = k_in.abs().amax(dim=(1, 2)) < 1e-5
+    k_in = torch.fft.fftshift(torch.fft.fft2(x.to(torch.complex128), norm="ortho"), dim=(-2, -1))
+    k_full = torch.fft.fftshift(torch.fft.fft2(y.to(torch.complex128), norm="ortho"), dim=(-2, -1))
+    kept = (k_in - k_full).abs().amax(dim=(1, 2)) < 1e-3  # (n, W) columns sampled
+    zeroed = k_in.abs().amax(dim=(1, 2)) < 1e-3
     assert torch.all(kept | zeroed)
     assert kept[:, 15:17].all() and 0 < kept.float().mean() < 0.6
     assert (y.angle().std() > 1.0).all()  # the phase carries structure
