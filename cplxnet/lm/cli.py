@@ -24,6 +24,7 @@ from typing import Any
 from .._argtypes import float_value, non_negative_int, positive_int, seed_int
 from ..cli_model import apply_sets, encoding_overrides
 from ..cli_options import check_resume_options
+from ..optimization import SCHEDULES
 from ..runs import check_new_run_dir
 
 __all__ = [
@@ -38,10 +39,11 @@ __all__ = [
 # classifier options that mean nothing for a language model
 _CLASSIFIER_ONLY = (
     "test", "dev", "format", "label_field", "text_field", "split", "fold", "split_seed",
-    "max_len", "min_freq", "max_vocab", "clean", "keep_case", "limit", "vectors", "patience",
-    "dense", "max_steps", "compile",
+    "max_len", "min_freq", "max_vocab", "clean", "keep_case", "limit", "vectors", "dense",
+    "max_steps", "compile",
 )  # fmt: skip
-_LM_ONLY = ("tokens", "context", "steps", "eval_every")
+_LM_ONLY = ("tokens", "context", "steps", "eval_every", "schedule", "warmup_steps",
+            "min_lr_ratio")  # fmt: skip
 
 
 def lm_only_options(args: argparse.Namespace) -> list[str]:
@@ -92,7 +94,29 @@ def add_train_arguments(train: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=None,
         metavar="N",
-        help="score dev and save a checkpoint every N steps (default 250)",
+        help="score dev and save a checkpoint every N steps (default 250); --patience counts "
+        "these evaluations",
+    )
+    g.add_argument(
+        "--schedule",
+        choices=SCHEDULES,
+        default=None,
+        help="learning rate after the warm-up: constant (default) or cosine (decays to "
+        "--min-lr-ratio x --lr at the last step; nanoGPT's recipe)",
+    )
+    g.add_argument(
+        "--warmup-steps",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="linear learning-rate warm-up over the first N steps (default 0)",
+    )
+    g.add_argument(
+        "--min-lr-ratio",
+        type=_ratio,
+        default=None,
+        metavar="R",
+        help="the cosine schedule's floor as a fraction of --lr, 0..1 (default 0.1)",
     )
 
 
@@ -133,6 +157,14 @@ def add_generate_command(sub: Any) -> None:
         "--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's)"
     )
     p.set_defaults(handler=cmd_generate)
+
+
+def _ratio(text: str) -> float:
+    """A fraction in [0, 1]."""
+    value = float_value(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text}")
+    return value
 
 
 def _temperature(text: str) -> float:
@@ -233,7 +265,9 @@ def cmd_train(args: argparse.Namespace, error: type[Exception]) -> int:
     fields = {**defaults, **{k: v for k, v in {
         "steps": args.steps, "batch_size": args.batch_size, "lr": args.lr,
         "weight_decay": args.weight_decay, "clip_norm": args.clip_norm, "seed": args.seed,
-        "eval_every": args.eval_every}.items() if v is not None}}  # fmt: skip
+        "eval_every": args.eval_every, "schedule": args.schedule,
+        "warmup_steps": args.warmup_steps, "min_lr_ratio": args.min_lr_ratio,
+        "patience": args.patience}.items() if v is not None}}  # fmt: skip
     run_dir = args.resolved_run_dir = args.run_dir or _default_run_dir(source, config)
     check_new_run_dir(run_dir, args.force)  # fail before reading any data
     if args.epochs is not None:
