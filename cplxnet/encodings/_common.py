@@ -121,8 +121,10 @@ def check_ids(ids: torch.Tensor, num: int, owner: str) -> None:
 
 
 def relative_index(lq: int, lk: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """``(Lq, Lk)`` long tensor of ``i - j`` (query position minus key position)."""
-    i = torch.arange(lq, device=device)
+    """``(Lq, Lk)`` long tensor of ``i - j`` (query position minus key position); with
+    ``Lq != Lk`` the queries are the last ``Lq`` positions of the keys (query ``a`` is position
+    ``Lk - Lq + a``: a decoder's new tokens after its cached keys)."""
+    i = torch.arange(lk - lq, lk, device=device)
     j = torch.arange(lk, device=device)
     return i[:, None] - j[None, :]
 

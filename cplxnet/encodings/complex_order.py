@@ -85,6 +85,7 @@ class ComplexOrderEncoding(PositionalEncoding):
     name = "complex-order"
     field = "complex"
     acts_on = frozenset({"token"})
+    supports_kv_cache = True
 
     def __init__(
         self,
@@ -189,13 +190,14 @@ class ComplexOrderEncoding(PositionalEncoding):
 
     # ----------------------------------------------------------------------------------------
 
-    def embed(self, ids: torch.Tensor) -> torch.Tensor:  # (B, L) -> (B, L, D)
+    def embed(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:  # (B, L) -> (B, L, D)
         check_ids(ids, self.vocab_size, type(self).__name__)
         B, L = ids.shape
         n = self.features
         r = self._lookup(self.amplitude_weight, ids)  # (B, L, n), (B, L, 1) or (n,)
         w = theta = None
-        pos = torch.arange(L, device=ids.device, dtype=self.amplitude_weight.dtype)[:, None]
+        pos = torch.arange(offset, offset + L, device=ids.device,
+                           dtype=self.amplitude_weight.dtype)[:, None]  # fmt: skip
         if self.frequency_weight is not None:
             w = self._lookup(self.frequency_weight, ids)
         if self.phase_weight is not None:

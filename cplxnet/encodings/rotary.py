@@ -78,6 +78,7 @@ class RotaryEncoding(PositionalEncoding):
 
     name = "rotary"
     acts_on = frozenset({"qk"})
+    supports_kv_cache = True
 
     def __init__(
         self,
@@ -154,22 +155,23 @@ class RotaryEncoding(PositionalEncoding):
             )
 
     def rotate_one(
-        self, x: torch.Tensor, scale: torch.Tensor | float | None = None
+        self, x: torch.Tensor, scale: torch.Tensor | float | None = None, offset: int = 0
     ) -> torch.Tensor:
-        """Rotate ``x (..., L, Dh)`` by its positions ``0 .. L-1``: ``x * e^{i m theta} * scale``.
+        """Rotate ``x (..., L, Dh)`` by its positions ``offset .. offset+L-1``:
+        ``x * e^{i m theta} * scale``.
 
         ``scale`` is a real ``(L, features)`` tensor or a number multiplying each complex
         feature (its modulus; ``None``: 1).
         """
-        L = x.shape[-2]
+        L = offset + x.shape[-2]
         if self._half:
-            c = cached_rows(self, "_cos", L, self._build_cos).to(x.dtype)  # (L, Dh/2)
-            s = cached_rows(self, "_sin", L, self._build_sin).to(x.dtype)
+            c = cached_rows(self, "_cos", L, self._build_cos)[offset:].to(x.dtype)  # (L, Dh/2)
+            s = cached_rows(self, "_sin", L, self._build_sin)[offset:].to(x.dtype)
             if scale is not None:
                 c, s = c * scale, s * scale
             x1, x2 = x[..., : self.features], x[..., self.features :]
             return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
-        f = cached_rows(self, "_freqs", L, self._build)  # (L, Dh) complex
+        f = cached_rows(self, "_freqs", L, self._build)[offset:]  # (L, Dh) complex
         if scale is not None:
             f = f * scale
         if x.is_complex():
@@ -180,15 +182,15 @@ class RotaryEncoding(PositionalEncoding):
         return None if self.attention_factor == 1.0 else self.attention_factor
 
     def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, offset: int = 0
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         self._check(q, "q")
         self._check(k, "k")
         a = self._attention_scale()
-        q, k = self.rotate_one(q, a), self.rotate_one(k, a)
+        q, k = self.rotate_one(q, a, offset), self.rotate_one(k, a, offset)
         if self.rotate_values:
             self._check(v, "v")
-            v = self.rotate_one(v)
+            v = self.rotate_one(v, offset=offset)
         return q, k, v
 
     def _scaling_repr(self) -> str:

@@ -55,6 +55,7 @@ class SinusoidalEncoding(PositionalEncoding):
 
     name = "sinusoidal"
     acts_on = frozenset({"input"})
+    supports_kv_cache = True
 
     def __init__(
         self,
@@ -90,9 +91,9 @@ class SinusoidalEncoding(PositionalEncoding):
         """The encodings ``p_0 .. p_{length-1}``, ``(length, d_model)`` in the model dtype."""
         return cached_rows(self, "_table", length, self._build)
 
-    def encode_input(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, D) -> (B, L, D)
+    def encode_input(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:  # (B, L, D)
         check_sequence(x, self.d_model, self.complex_model, type(self).__name__)
-        return x + self.table(x.shape[1]).to(x.dtype)
+        return x + self.table(offset + x.shape[1])[offset:].to(x.dtype)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, base={self.base:g}, dtype={self.dtype}"

@@ -72,6 +72,7 @@ class TrainableEncoding(PositionalEncoding):
 
     name = "trainable"
     acts_on = frozenset({"input"})
+    supports_kv_cache = True
 
     def __init__(
         self,
@@ -118,9 +119,9 @@ class TrainableEncoding(PositionalEncoding):
             )
         return hierarchical_positions(self.weight, length, self.alpha)
 
-    def encode_input(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, D) -> (B, L, D)
+    def encode_input(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:  # (B, L, D)
         check_sequence(x, self.d_model, self.complex_model, type(self).__name__)
-        return x + self.table(x.shape[1])
+        return x + self.table(offset + x.shape[1])[offset:]
 
     def extra_repr(self) -> str:
         return (

@@ -8,7 +8,7 @@ Examples::
     cplxnet train --task lm --data synthetic:reverse --context 16 --encoding none
     cplxnet train --resume runs/mr-decoder-rotary-complex-...      # continue an interrupted run
     cplxnet evaluate RUN --context 256                              # bpc at 256 characters
-    cplxnet generate RUN "The film" --tokens 200 --temperature 0.8 --seed 1
+    cplxnet generate RUN "The film" --max-new-tokens 200 --temperature 0.8 --seed 1
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 from .._argtypes import float_value, non_negative_int, positive_int, seed_int
 from ..cli_model import apply_sets, encoding_overrides
-from ..cli_options import check_resume_options
+from ..cli_options import EXIT_INTERRUPTED, check_resume_options
 from ..optimization import SCHEDULES
 from ..runs import check_new_run_dir
 
@@ -126,19 +126,24 @@ def add_generate_command(sub: Any) -> None:
         "generate",
         help="continue a prompt with a language-model run",
         description="Print a continuation of PROMPT sampled from a language-model run's best "
-        "checkpoint. The whole prefix (its last --context tokens) is recomputed at every step "
-        "(no key/value cache; fine at this scale). A synthetic copy/reverse run answers a "
-        "prompt of symbols.",
+        "checkpoint, token by token as it is produced (Ctrl-C stops it, keeping the text so "
+        "far). Each layer's keys and values are cached, so a token costs one step, while the "
+        "text fits in --context tokens and the encoding allows it (not xpos); past --context "
+        "the window of the last --context tokens is recomputed at every step. A synthetic "
+        "copy/reverse run answers a prompt of symbols.",
     )
     p.add_argument("run", metavar="RUN", help="a language-model run folder")
     p.add_argument("prompt", metavar="PROMPT", help="the text to continue")
     p.add_argument(
-        "--tokens",
+        "--max-new-tokens",
+        dest="tokens",
         type=non_negative_int,
         default=None,
         metavar="N",
         help="tokens to generate (default 200; synthetic runs: the answer and <eos>)",
     )
+    # the former spelling, kept working and out of the help
+    p.add_argument("--tokens", dest="tokens", type=non_negative_int, help=argparse.SUPPRESS)
     p.add_argument(
         "--temperature",
         type=_temperature,
@@ -330,9 +335,17 @@ def cmd_evaluate(args: argparse.Namespace, error: type[Exception]) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    """``cplxnet generate RUN PROMPT ...``."""
-    from .generate import generate_text
+    """``cplxnet generate RUN PROMPT ...``: prints each token as it is produced; Ctrl-C ends the
+    line after the text so far and exits with 130."""
+    from .generate import stream_text
 
-    print(generate_text(args.run, args.prompt, args.tokens, temperature=args.temperature,
-                        seed=args.seed, context=args.context))  # fmt: skip
+    pieces = stream_text(args.run, args.prompt, args.tokens, temperature=args.temperature,
+                         seed=args.seed, context=args.context)  # fmt: skip
+    try:
+        for piece in pieces:
+            print(piece, end="", flush=True)
+    except KeyboardInterrupt:
+        print(flush=True)
+        return EXIT_INTERRUPTED
+    print(flush=True)
     return 0
