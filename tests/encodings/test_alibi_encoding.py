@@ -41,7 +41,8 @@ def test_slopes_known_values():
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("causal", [False, True])
 def test_bias_direct(kind, causal):
-    """bias[h, i, j] = -m_h |i - j| (bidirectional) or -m_h (i - j) (causal), for Lq != Lk, and
+    """bias[h, i, j] = -m_h |p_i - j| (bidirectional) or -m_h (p_i - j) (causal), for Lq != Lk
+    with the queries at the end of the keys (p_i = Lk - Lq + i, a decoder's cache), and
     independent of the values of q and k; shape (1, H, Lq, Lk); no parameters."""
     H, Lq, Lk = 5, 6, 9
     enc = create_encoding("alibi", d_model=2 * H, num_heads=H, causal=causal, dtype=kind)
@@ -54,7 +55,8 @@ def test_bias_direct(kind, causal):
     for h in range(H):
         for i in range(Lq):
             for j in range(Lk):
-                ref[0, h, i, j] = -m[h] * ((i - j) if causal else abs(i - j))
+                d = Lk - Lq + i - j
+                ref[0, h, i, j] = -m[h] * (d if causal else abs(d))
     torch.testing.assert_close(bias, ref)
     torch.testing.assert_close(enc.logits_bias(3 * q + 1, -k), ref)
 
