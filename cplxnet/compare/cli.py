@@ -28,6 +28,7 @@ from .._argtypes import non_negative_int, positive_int
 from ..cli_options import add_options
 from ..cli_options import fail as _fail
 from ..cli_options import split_list as _split_list
+from ..lm.cli import add_schedule_arguments
 from .command import DEFAULT_FAMILIES, executor_from_args, run_and_report
 
 __all__ = [
@@ -214,8 +215,10 @@ def add_subcommands(sub: Any) -> None:
         type=positive_int,
         default=None,
         metavar="N",
-        help="score dev and checkpoint every N steps (default 250)",
+        help="score dev and checkpoint every N steps (default 250); --patience counts these "
+        "evaluations",
     )
+    add_schedule_arguments(lm)
 
     x = c.add_argument_group("length extrapolation")
     x.add_argument(
@@ -367,6 +370,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
             ("--context", args.context),
             ("--steps", args.steps),
             ("--eval-every", args.eval_every),
+            ("--schedule", args.schedule),
+            ("--warmup-steps", args.warmup_steps),
+            ("--min-lr-ratio", args.min_lr_ratio),
         )
         if value is not None
     ]

@@ -29,6 +29,7 @@ from ..runs import check_new_run_dir
 
 __all__ = [
     "add_train_arguments",
+    "add_schedule_arguments",
     "add_generate_command",
     "lm_only_options",
     "cmd_train",
@@ -97,21 +98,27 @@ def add_train_arguments(train: argparse.ArgumentParser) -> None:
         help="score dev and save a checkpoint every N steps (default 250); --patience counts "
         "these evaluations",
     )
-    g.add_argument(
+    add_schedule_arguments(g)
+
+
+def add_schedule_arguments(group: Any) -> None:
+    """The learning-rate schedule options of a language model (``train --task lm`` and
+    ``compare --task lm``)."""
+    group.add_argument(
         "--schedule",
         choices=SCHEDULES,
         default=None,
         help="learning rate after the warm-up: constant (default) or cosine (decays to "
         "--min-lr-ratio x --lr at the last step; nanoGPT's recipe)",
     )
-    g.add_argument(
+    group.add_argument(
         "--warmup-steps",
         type=non_negative_int,
         default=None,
         metavar="N",
         help="linear learning-rate warm-up over the first N steps (default 0)",
     )
-    g.add_argument(
+    group.add_argument(
         "--min-lr-ratio",
         type=_ratio,
         default=None,

@@ -136,3 +136,15 @@ def test_cli_options(text_file, tmp_path, capsys):
         main(["train", "--task", "lm", "--min-lr-ratio", "2"])
     code = main(["train", "--schedule", "cosine", "--run-dir", str(tmp_path / "cls")])
     assert code != 0 and "--task lm" in capsys.readouterr().err
+
+
+def test_compare_grid_takes_the_recipe(capsys, tmp_path):
+    from cplxnet.compare.lm import lm_grid_options
+
+    options = lm_grid_options(train={"steps": 50, "schedule": "cosine", "warmup_steps": 5,
+                                     "min_lr_ratio": 0.2, "patience": 3})  # fmt: skip
+    train = options.to_dict()["lm"]["train"]
+    assert (train["schedule"], train["warmup_steps"], train["min_lr_ratio"], train["patience"]) \
+        == ("cosine", 5, 0.2, 3)
+    code = main(["compare", "--data", "mr", "--schedule", "cosine", "--out", str(tmp_path / "c")])
+    assert code == 1 and "--schedule apply to --task lm" in capsys.readouterr().err
