@@ -148,3 +148,25 @@ def test_compare_grid_takes_the_recipe(capsys, tmp_path):
         == ("cosine", 5, 0.2, 3)
     code = main(["compare", "--data", "mr", "--schedule", "cosine", "--out", str(tmp_path / "c")])
     assert code == 1 and "--schedule apply to --task lm" in capsys.readouterr().err
+
+
+def test_a_run_killed_as_it_stops_early_resumes_to_the_same_stop(text_file, tmp_path,
+                                                                  monkeypatch):  # fmt: skip
+    losses = iter([3.0, 2.0, 2.5, 2.1, 2.2, 1.0, 0.5])
+
+    def dev(self, model, batch_tokens):
+        return {"loss": next(losses), "bpc": 1.0}
+
+    def kill(step, _):
+        if step == 10:  # the evaluation that stops the run, before its test scores
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(LMTask, "dev", dev)
+    config = make_config("decoder", encoding="none", **TINY)
+    options = LMOptions(steps=14, batch_size=2, eval_every=2, eval_multiples=(1,), patience=3)
+    run = str(tmp_path / "stop")
+    with pytest.raises(KeyboardInterrupt):
+        train_lm(config, text_file, run, options, context=8, quiet=True, callback=kill)
+    results = resume_lm(run, quiet=True)
+    assert results["steps"] == 10 and results["best_step"] == 4
+    assert [m["step"] for m in metrics(run)] == [2, 4, 6, 8, 10]
