@@ -12,6 +12,7 @@ Examples::
     cplxnet train --resume runs/reviews            # continue an interrupted run
     cplxnet evaluate runs/reviews [--data other.tsv]
     cplxnet predict runs/reviews "a gorgeous, witty film" --file more.txt
+    cplxnet inspect runs/reviews                   # plots: what the run learned about position
     torchrun --nproc_per_node=2 -m cplxnet train --data trec   # data-parallel on CPU (gloo)
 
 Every expected problem (a bad file, an unknown name, an existing run folder, ...) ends the
@@ -69,10 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_evaluate_command(sub)
     add_predict_command(sub)
     from .compare.cli import add_subcommands  # "compare" and "report" (cplxnet.compare)
+    from .inspect import add_inspect_command
     from .lm.cli import add_generate_command  # language models (cplxnet.lm)
 
     add_subcommands(sub)
     add_generate_command(sub)
+    add_inspect_command(sub)
     return parser
 
 
@@ -112,7 +115,7 @@ def _run(args: argparse.Namespace) -> int:
                 return cmd_train(args)
             if args.command == "evaluate":
                 return cmd_evaluate(args)
-            if args.command in ("compare", "report", "generate"):
+            if args.command in ("compare", "report", "generate", "inspect"):
                 return args.handler(args)
             return cmd_predict(args)
         except (CLIError, DataError, RunError) as err:

@@ -231,8 +231,9 @@ _OPTION_LIST: tuple[Option, ...] = (
     ),
     Option(
         "--patience",
-        "stop after N epochs without a better dev accuracy (the best dev epoch is always the "
-        "one scored; default: no early stopping)",
+        "stop after N epochs without a better dev accuracy (--task lm: N evaluations without a "
+        "better dev loss; the best dev checkpoint is always the one scored; default: no early "
+        "stopping)",
         {"type": positive_int},
     ),
     Option(

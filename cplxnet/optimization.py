@@ -1,9 +1,10 @@
 """One optimiser step of a classifier and what it needs: the optimisers (Adam or AdamW for dense
-parameters, ``SparseAdam`` for embedding tables with sparse gradients) and the choice of sparse
-or dense gradients for the tables."""
+parameters, ``SparseAdam`` for embedding tables with sparse gradients), the choice of sparse
+or dense gradients for the tables, and the learning-rate schedule (:func:`lr_at`)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,7 +16,57 @@ from torch import nn
 from .data import EncodedSplit, collate
 from .train_options import TrainOptions
 
-__all__ = ["ddp_handles_sparse", "set_sparse", "make_optimizers", "train_step"]
+__all__ = [
+    "ddp_handles_sparse", "set_sparse", "make_optimizers", "train_step", "SCHEDULES", "lr_at",
+    "set_lr",
+]  # fmt: skip
+
+#: learning-rate schedules of :func:`lr_at`
+SCHEDULES = ("constant", "cosine")
+
+
+def lr_at(
+    step: int,
+    lr: float,
+    total_steps: int,
+    *,
+    schedule: str = "constant",
+    warmup_steps: int = 0,
+    min_lr_ratio: float = 0.1,
+) -> float:
+    r"""The learning rate of optimiser step ``step`` (0-based) of ``total_steps``: nanoGPT's
+    recipe (Karpathy, 2022), a linear warm-up then (``schedule="cosine"``) a cosine decay to the
+    floor :math:`\eta_{min} = r\,\eta` (``r = min_lr_ratio``), reached at the last step.
+
+    .. math::
+        \eta_t = \eta\,\frac{t + 1}{W + 1} \ (t < W), \qquad
+        \eta_t = \eta_{min} + \tfrac12 (1 + \cos \pi \tfrac{t - W}{T - 1 - W})
+        (\eta - \eta_{min}) \ (t \ge W)
+
+    with ``W = warmup_steps`` and ``T = total_steps``; ``"constant"`` keeps :math:`\eta` after
+    the warm-up. A pure function of the step, so a resumed run follows the same curve.
+
+    Examples::
+
+        >>> [round(lr_at(t, 1.0, 10, schedule="cosine", warmup_steps=2), 3) for t in (0, 2, 9)]
+        [0.333, 1.0, 0.1]
+    """
+    if step < warmup_steps:
+        return lr * (step + 1) / (warmup_steps + 1)
+    if schedule not in SCHEDULES:
+        raise ValueError(f"lr_at: schedule must be one of {SCHEDULES}, got {schedule!r}")
+    if schedule == "constant" or total_steps - 1 <= warmup_steps:
+        return lr
+    decay = min(1.0, (step - warmup_steps) / (total_steps - 1 - warmup_steps))
+    floor = lr * min_lr_ratio
+    return floor + 0.5 * (1.0 + math.cos(math.pi * decay)) * (lr - floor)
+
+
+def set_lr(optimizers: Sequence[torch.optim.Optimizer], lr: float) -> None:
+    """Set the learning rate of every parameter group of ``optimizers``."""
+    for opt in optimizers:
+        for group in opt.param_groups:
+            group["lr"] = lr
 
 
 def ddp_handles_sparse(model: nn.Module, zoo: Any) -> bool:

@@ -269,16 +269,22 @@ class TokenEmbedding(nn.Module):
         self.dropout = field.dropout(config.embedding_dropout)
 
     def forward(
-        self, ids: torch.Tensor, padding_mask: torch.Tensor, encoding: nn.Module
+        self,
+        ids: torch.Tensor,
+        padding_mask: torch.Tensor,
+        encoding: nn.Module,
+        offset: int | None = None,
     ) -> torch.Tensor:
         """``ids`` ``(B, L)`` token ids, ``padding_mask`` ``(B, L)`` bool (**True = padding**), the
         model's ``encoding`` -> ``(B, L, D)`` features (complex, or real for a real model), zero
-        at padded positions."""
-        x = encoding.embed(ids) if self.word is None else self.word(ids)  # (B, L, D)
+        at padded positions. ``offset``: the position of the first token (incremental decoding
+        with a key/value cache; passed on to the encoding's hooks)."""
+        pos = {} if offset is None else {"offset": offset}
+        x = encoding.embed(ids, **pos) if self.word is None else self.word(ids)  # (B, L, D)
         if self.training and self.word_dropout > 0:
             keep = torch.ones(ids.shape + (1,), device=x.device, dtype=real_dtype(x.dtype))
             x = x * F.dropout(keep, self.word_dropout, training=True)  # (B, L, 1) token mask
-        x = encoding.encode_input(x)
+        x = encoding.encode_input(x, **pos)
         x = self.dropout(x)
         return x.masked_fill(padding_mask.unsqueeze(-1), 0)
 

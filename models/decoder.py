@@ -71,6 +71,12 @@ class Decoder(nn.Module):
 
     The model has no length limit of its own: :meth:`unsupported_length` says whether the
     encoding can represent a length (a trainable table of ``max_len`` rows cannot go beyond).
+
+    Incremental decoding: ``forward(ids, cache=model.new_cache())`` keeps each layer's keys and
+    values (:class:`cplxnet.nn.KVCache`); the next call's ``ids`` are the positions after the
+    cached ones, so a new token costs one step. It gives the logits of the uncached pass over the
+    whole sequence when :attr:`supports_kv_cache` (the encoding's promise that its positions do
+    not change as the sequence grows).
     """
 
     supported_sites: ClassVar[frozenset[str]] = frozenset(SITES)
@@ -143,14 +149,34 @@ class Decoder(nn.Module):
         word = self.embedding.word
         return word.packed_weight if self.field.complex else word.weight
 
+    @property
+    def supports_kv_cache(self) -> bool:
+        """True if the encoding allows incremental decoding with a key/value cache."""
+        return self.encoding.supports_kv_cache
+
+    def new_cache(self) -> list[cnn.KVCache]:
+        """An empty key/value cache for :meth:`forward` (one :class:`cplxnet.nn.KVCache` per
+        layer); a ValueError if the encoding cannot be cached."""
+        if not self.supports_kv_cache:
+            raise ValueError(
+                f"{type(self).__name__}: encoding {self.config.encoding!r} cannot be cached (its "
+                "logits change as the window grows); call the model on the whole window instead"
+            )
+        return [cnn.KVCache() for _ in range(self.config.num_layers)]
+
     def forward(
-        self, ids: torch.Tensor, padding_mask: torch.Tensor | None = None
+        self,
+        ids: torch.Tensor,
+        padding_mask: torch.Tensor | None = None,
+        *,
+        cache: list[cnn.KVCache] | None = None,
     ) -> torch.Tensor:
         """Next-token logits ``(B, L, V)`` (real) of the token ids ``(B, L)``.
 
         ``padding_mask`` ``(B, L)`` bool, True = padding at the end of a sequence (optional: with
         the causal mask, padding after a position never reaches it; the mask only zeroes the
-        padded inputs).
+        padded inputs). ``cache`` (:meth:`new_cache`, no padding): ``ids`` are the positions
+        after the cached ones, whose keys and values are appended to it.
         """
         owner = type(self).__name__
         if not isinstance(ids, torch.Tensor) or ids.dtype not in (torch.int64, torch.int32):
@@ -172,9 +198,17 @@ class Decoder(nn.Module):
                     f"{tuple(padding_mask.shape)}"
                 )
             embed_mask = padding_mask
-        x = self.embedding(ids, embed_mask, self.encoding)  # (B, L, D)
+        offset = None
+        if cache is not None:
+            if padding_mask is not None:
+                raise ValueError(f"{owner}: a cache serves unpadded sequences; drop padding_mask")
+            if not self.supports_kv_cache:
+                self.new_cache()  # its error
+            offset = len(cache[0]) if cache else 0
+        x = self.embedding(ids, embed_mask, self.encoding, offset)  # (B, L, D)
         encoding = self.encoding if self._layer_encoding else None
-        h = self.layers(x, src_key_padding_mask=padding_mask, is_causal=True, encoding=encoding)
+        h = self.layers(x, src_key_padding_mask=padding_mask, is_causal=True, encoding=encoding,
+                        cache=cache)  # fmt: skip
         return next_token_logits(h, self.output_weight(), self.head_bias, self.head_scale)
 
     @torch.no_grad()

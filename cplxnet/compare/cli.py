@@ -28,7 +28,11 @@ from .._argtypes import non_negative_int, positive_int
 from ..cli_options import LM_FLAGS, add_options
 from ..cli_options import fail as _fail
 from ..cli_options import split_list as _split_list
+from ..lm.cli import add_schedule_arguments
 from .command import DEFAULT_FAMILIES, executor_from_args, run_and_report
+
+#: the learning-rate schedule flags of ``--task lm`` (:func:`cplxnet.lm.cli.add_schedule_arguments`)
+SCHEDULE_FLAGS = ("--schedule", "--warmup-steps", "--min-lr-ratio")
 
 __all__ = [
     "add_subcommands",
@@ -263,6 +267,7 @@ def add_subcommands(sub: Any) -> None:
 
     lm = c.add_argument_group("language models (--task lm)")
     add_options(lm, "compare", LM_FLAGS)
+    add_schedule_arguments(lm)
 
     x = c.add_argument_group("length extrapolation")
     x.add_argument(
@@ -409,7 +414,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 )
             args.preset = args.preset[0]
         return cmd_compare_lm(args)
-    lm_only = [f for f in LM_FLAGS if getattr(args, f[2:].replace("-", "_")) is not None]
+    lm_only = [
+        f for f in LM_FLAGS + SCHEDULE_FLAGS if getattr(args, f[2:].replace("-", "_")) is not None
+    ]
     if lm_only:
         return _fail(f"{', '.join(lm_only)} apply to --task lm; add --task lm or drop them")
     out = args.out or ("runs/compare-extrapolate" if args.extrapolate else "runs/compare")

@@ -153,10 +153,11 @@ def query_positions(
 
 
 def relative_index(
-    lq: int, lk: int, device: torch.device | str | None = None, *, at_end: bool = False
+    lq: int, lk: int, device: torch.device | str | None = None, *, at_end: bool = True
 ) -> torch.Tensor:
     """``(Lq, Lk)`` long tensor of ``i - j`` (query position minus key position), with the query
-    positions of :func:`query_positions` (``at_end=False``: query ``i`` at position ``i``)."""
+    positions of :func:`query_positions`: by default the queries are the last ``Lq`` positions
+    of the keys (a decoder's new tokens after its cached keys)."""
     i = query_positions(lq, lk, device, at_end=at_end)
     j = torch.arange(lk, device=device)
     return i[:, None] - j[None, :]
@@ -187,12 +188,16 @@ class Positions(NamedTuple):
 
 
 def rows_at(
-    table: Callable[[int], torch.Tensor], length: int, positions: Positions | None
+    table: Callable[[int], torch.Tensor],
+    length: int,
+    positions: Positions | None,
+    offset: int = 0,
 ) -> torch.Tensor:
-    """The rows of ``table(n)`` (the first ``n`` positions) at ``0 .. length-1``, or at
-    ``positions.index`` when given."""
+    """The rows of ``table(n)`` (the first ``n`` positions) at ``offset .. offset+length-1``
+    (``offset``: the positions already in a decoder's cache), or at ``positions.index`` when
+    given."""
     if positions is None:
-        return table(length)
+        return table(offset + length)[offset:]
     if positions.index.shape != (length,):
         raise ValueError(
             f"positions: expected {length} positions (one per token), got "

@@ -62,6 +62,7 @@ class AlibiEncoding(PositionalEncoding):
 
     name = "alibi"
     acts_on = frozenset({"logits"})
+    supports_kv_cache = True
 
     def __init__(
         self,

@@ -29,6 +29,16 @@ site       hook                                         meaning
                                                         weights (shaw)
 ========== ============================================ =========================================
 
+Incremental decoding (a key/value cache, :class:`cplxnet.nn.KVCache`). An encoding with
+``supports_kv_cache = True`` promises that the logits at position ``t`` depend on the tokens
+``<= t`` and on positions that do not change as the sequence grows, and implements the cached
+call: ``embed(ids, offset=t0)``, ``encode_input(x, offset=t0)`` and ``rotate(q, k, v,
+offset=t0)`` treat their rows as the positions ``t0, t0 + 1, ...`` (the model passes
+``offset`` only when it decodes with a cache), and ``logits_bias(q, k)`` / ``value_term`` place
+``Lq < Lk`` queries at the *last* ``Lq`` key positions (query ``i`` is position ``Lk - Lq + i``).
+Encodings whose output depends on the window length (xpos's window-centred scale) keep the
+default ``False``: a model then recomputes the whole window at every step.
+
 ``logit_scale`` multiplies the kernel's content-score scale ``1/sqrt(Dh)`` (DeBERTa uses
 ``1/sqrt(3 Dh)`` for all three of its terms, so it sets ``1/sqrt(3)``).
 
@@ -91,6 +101,8 @@ class PositionalEncoding(HasDtype, nn.Module):
     logit_scale: float = 1.0
     #: True when built for a complex model (packed head width ``2 Dh``), False for a real twin.
     complex_model: bool = True
+    #: True when the hooks implement the cached call of incremental decoding (module docstring).
+    supports_kv_cache: bool = False
 
     def content_scale(self, packed_width: int) -> float:
         """``logit_scale / sqrt(Dh)``: the scale the kernel applies to the content score.
@@ -109,14 +121,14 @@ class PositionalEncoding(HasDtype, nn.Module):
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError(f"encoding {self.name!r} does not replace the word embedding")
 
-    def encode_input(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, D) -> (B, L, D)
+    def encode_input(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:  # (B, L, D)
         return x
 
     def layer_input(self, x: torch.Tensor, layer: int, num_layers: int) -> torch.Tensor:
         return x
 
     def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, offset: int = 0
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return q, k, v
 

@@ -126,6 +126,7 @@ class CombinedEncoding(PositionalEncoding):
                 "content score at site 'logits'; combine at most one of them"
             )
         self.logit_scale = scaled[0].logit_scale if scaled else 1.0
+        self.supports_kv_cache = all(m.supports_kv_cache for m in members)
 
     def _one(self, site: str) -> PositionalEncoding | None:
         at = self._at[site]
@@ -135,25 +136,25 @@ class CombinedEncoding(PositionalEncoding):
         for m in self.members.values():
             m.reset_parameters()
 
-    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+    def embed(self, ids: torch.Tensor, **offset: int) -> torch.Tensor:
         member = self._one("token")
         if member is None:
             return super().embed(ids)  # the base class's error
-        return member.embed(ids)
+        return member.embed(ids, **offset)
 
-    def encode_input(self, x: torch.Tensor) -> torch.Tensor:
+    def encode_input(self, x: torch.Tensor, **offset: int) -> torch.Tensor:
         member = self._one("input")
-        return x if member is None else member.encode_input(x)
+        return x if member is None else member.encode_input(x, **offset)
 
     def layer_input(self, x: torch.Tensor, layer: int, num_layers: int) -> torch.Tensor:
         member = self._one("layer")
         return x if member is None else member.layer_input(x, layer, num_layers)
 
     def rotate(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **offset: int
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         member = self._one("qk")
-        return (q, k, v) if member is None else member.rotate(q, k, v)
+        return (q, k, v) if member is None else member.rotate(q, k, v, **offset)
 
     def logits_bias(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | None:
         if not self._at["logits"]:

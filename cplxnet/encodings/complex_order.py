@@ -190,16 +190,19 @@ class ComplexOrderEncoding(PositionalEncoding):
     # ----------------------------------------------------------------------------------------
 
     def embed(
-        self, ids: torch.Tensor, *, positions: Positions | None = None
+        self, ids: torch.Tensor, offset: int = 0, *, positions: Positions | None = None
     ) -> torch.Tensor:  # (B, L) -> (B, L, D)
-        """The word embeddings at positions ``0 .. L-1`` (or the keyword-only ``positions``)."""
+        """The word embeddings at positions ``offset .. offset+L-1`` (``offset``: the tokens
+        already in a decoder's cache; or the keyword-only ``positions``)."""
         check_ids(ids, self.vocab_size, type(self).__name__)
         B, L = ids.shape
         n = self.features
         r = self._lookup(self.amplitude_weight, ids)  # (B, L, n), (B, L, 1) or (n,)
         w = theta = None
         if positions is None:
-            pos = torch.arange(L, device=ids.device, dtype=self.amplitude_weight.dtype)[:, None]
+            pos = torch.arange(
+                offset, offset + L, device=ids.device, dtype=self.amplitude_weight.dtype
+            )[:, None]
         else:
             pos = positions.index.to(self.amplitude_weight.dtype)[:, None]
         if self.frequency_weight is not None:

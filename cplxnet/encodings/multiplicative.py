@@ -51,6 +51,7 @@ class MultiplicativeEncoding(PositionalEncoding):
 
     name = "multiplicative"
     acts_on = frozenset({"input"})
+    supports_kv_cache = True
 
     def __init__(
         self,
@@ -100,9 +101,9 @@ class MultiplicativeEncoding(PositionalEncoding):
             )
         return self.weight[:length]
 
-    def encode_input(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, D) -> (B, L, D)
+    def encode_input(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:  # (B, L, D)
         check_sequence(x, self.d_model, self.complex_model, type(self).__name__)
-        p = self.table(x.shape[1])
+        p = self.table(offset + x.shape[1])[offset:]
         if self.weight is not None or x.is_complex():
             return x * p.to(x.dtype)
         return pack(view_complex(x) * p.to(complex_dtype(x.dtype)))  # rotate each adjacent pair

@@ -23,6 +23,7 @@ class NoEncoding(PositionalEncoding):
 
     name = "none"
     acts_on = frozenset()
+    supports_kv_cache = True
 
     def __init__(
         self, device: torch.device | str | None = None, dtype: torch.dtype | None = None

@@ -174,23 +174,28 @@ class RotaryEncoding(PositionalEncoding):
         x: torch.Tensor,
         scale: torch.Tensor | float | None = None,
         positions: Positions | None = None,
+        offset: int = 0,
     ) -> torch.Tensor:
         """Rotate ``x (..., L, Dh)`` by its positions ``m``: ``x * e^{i m theta} * scale``.
 
         ``scale`` is a real ``(L, features)`` tensor or a number multiplying each complex
-        feature (its modulus; ``None``: 1). The positions are ``0 .. L-1``, or ``positions``
-        (:class:`~cplxnet.encodings._common.Positions`).
+        feature (its modulus; ``None``: 1). The positions are ``offset .. offset+L-1``, or
+        ``positions`` (:class:`~cplxnet.encodings._common.Positions`).
         """
         L = x.shape[-2]
         if self._half:
-            c = rows_at(lambda n: cached_rows(self, "_cos", n, self._build_cos), L, positions)
-            s = rows_at(lambda n: cached_rows(self, "_sin", n, self._build_sin), L, positions)
+            c = rows_at(
+                lambda n: cached_rows(self, "_cos", n, self._build_cos), L, positions, offset
+            )
+            s = rows_at(
+                lambda n: cached_rows(self, "_sin", n, self._build_sin), L, positions, offset
+            )
             c, s = c.to(x.dtype), s.to(x.dtype)  # (L, Dh/2)
             if scale is not None:
                 c, s = c * scale, s * scale
             x1, x2 = x[..., : self.features], x[..., self.features :]
             return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
-        f = rows_at(lambda n: cached_rows(self, "_freqs", n, self._build), L, positions)
+        f = rows_at(lambda n: cached_rows(self, "_freqs", n, self._build), L, positions, offset)
         if scale is not None:
             f = f * scale
         if x.is_complex():
@@ -205,18 +210,20 @@ class RotaryEncoding(PositionalEncoding):
         q: torch.Tensor,
         k: torch.Tensor,
         v: torch.Tensor,
+        offset: int = 0,
         *,
         positions: Positions | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Rotate ``q``, ``k`` (and ``v`` with ``rotate_values``) by their positions, ``0 ..
-        L-1`` or the keyword-only ``positions`` of the queries and keys alike (self-attention)."""
+        """Rotate ``q``, ``k`` (and ``v`` with ``rotate_values``) by their positions, ``offset ..
+        offset+L-1`` or the keyword-only ``positions`` of the queries and keys alike
+        (self-attention)."""
         self._check(q, "q")
         self._check(k, "k")
         a = self._attention_scale()
-        q, k = self.rotate_one(q, a, positions), self.rotate_one(k, a, positions)
+        q, k = self.rotate_one(q, a, positions, offset), self.rotate_one(k, a, positions, offset)
         if self.rotate_values:
             self._check(v, "v")
-            v = self.rotate_one(v, None, positions)
+            v = self.rotate_one(v, None, positions, offset)
         return q, k, v
 
     def _scaling_repr(self) -> str:

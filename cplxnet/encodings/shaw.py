@@ -43,6 +43,7 @@ class ShawEncoding(PositionalEncoding):
 
     name = "shaw"
     acts_on = frozenset({"logits", "values"})
+    supports_kv_cache = True
 
     def __init__(
         self,

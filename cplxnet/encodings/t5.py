@@ -85,6 +85,7 @@ class T5Encoding(PositionalEncoding):
 
     name = "t5"
     acts_on = frozenset({"logits"})
+    supports_kv_cache = True
 
     def __init__(
         self,
@@ -140,10 +141,11 @@ class T5Encoding(PositionalEncoding):
                 f"{type(self).__name__}: expected q, k of shape (B, {self.num_heads}, L, P), got "
                 f"{tuple(q.shape)}, {tuple(k.shape)}"
             )
-        rel = torch.arange(-(Lq - 1), Lk, device=q.device)  # distinct offsets j - i
+        # distinct offsets j - i (queries are the last Lq key positions: relative_index)
+        rel = torch.arange(-(Lk - 1), Lq, device=q.device)
         b = relative_position_bucket(rel, self.bidirectional, self.num_buckets, self.max_distance)
         per_offset = self.weight.to(q.dtype)[b]  # (Lq+Lk-1, H)
-        off = -relative_index(Lq, Lk, q.device) + (Lq - 1)  # (Lq, Lk): column of j - i
+        off = -relative_index(Lq, Lk, q.device) + (Lk - 1)  # (Lq, Lk): column of j - i
         return per_offset[off].permute(2, 0, 1).unsqueeze(0)  # (1, H, Lq, Lk)
 
     def extra_repr(self) -> str:

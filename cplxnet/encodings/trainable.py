@@ -119,11 +119,11 @@ class TrainableEncoding(PositionalEncoding):
         return hierarchical_positions(self.weight, length, self.alpha)
 
     def encode_input(
-        self, x: torch.Tensor, *, positions: Positions | None = None
+        self, x: torch.Tensor, offset: int = 0, *, positions: Positions | None = None
     ) -> torch.Tensor:  # (B, L, D) -> (B, L, D)
-        """``x + p`` at positions ``0 .. L-1`` (or the keyword-only ``positions``)."""
+        """``x + p`` at positions ``offset .. offset+L-1`` (or the keyword-only ``positions``)."""
         check_sequence(x, self.d_model, self.complex_model, type(self).__name__)
-        return x + rows_at(self.table, x.shape[1], positions)
+        return x + rows_at(self.table, x.shape[1], positions, offset)
 
     def extra_repr(self) -> str:
         return (

@@ -72,6 +72,7 @@ class TupeEncoding(PositionalEncoding):
 
     name = "tupe"
     acts_on = frozenset({"logits"})
+    supports_kv_cache = True
     logit_scale = 1.0 / math.sqrt(2.0)
 
     def __init__(
@@ -125,7 +126,8 @@ class TupeEncoding(PositionalEncoding):
 
     def positional_logits(self, lq: int, lk: int) -> torch.Tensor:
         """The untied term :math:`\\mathrm{Re}((p_i U^Q)(p_j U^K)^H) / \\sqrt{2 D_h}`,
-        ``(H, Lq, Lk)`` real (without the relative bias)."""
+        ``(H, Lq, Lk)`` real (without the relative bias); ``Lq < Lk`` queries are the last
+        ``Lq`` positions of the keys (a decoder's new tokens after its cached keys)."""
         longest = max(lq, lk)
         if longest > self.max_len:
             raise ValueError(
@@ -133,7 +135,7 @@ class TupeEncoding(PositionalEncoding):
                 f"the rows of the absolute position table; build the encoding with max_len >= "
                 f"{longest}"
             )
-        pq = self._project(self.pos_query_proj, lq)  # (H, Lq, P)
+        pq = self._project(self.pos_query_proj, longest)[:, longest - lq :]  # (H, Lq, P)
         pk = self._project(self.pos_key_proj, lk)  # (H, Lk, P)
         return (pq @ pk.transpose(-1, -2)) * self.content_scale(self.packed_width)
 

@@ -81,6 +81,8 @@ class XPosEncoding(RotaryEncoding):
     """
 
     name = "xpos"
+    #: the scale is centred on the window, so a grown window changes every logit
+    supports_kv_cache = False
     acts_on = frozenset({"qk"})
 
     def __init__(

@@ -8,8 +8,10 @@ copy/reverse task, score it at longer lengths, and sample from it.
 >>> results["test"]["128"]["bpc"]
 
 Modules: :mod:`~cplxnet.lm.data` (reading, tokenizing, splitting, windows),
-:mod:`~cplxnet.lm.train` (the run folder, training, resume), :mod:`~cplxnet.lm.evaluate`
-(bpc / perplexity per evaluation length), :mod:`~cplxnet.lm.generate` (sampling) and
+:mod:`~cplxnet.lm.train` (the run folder, training, resume), :mod:`~cplxnet.lm.options`
+(training options, the learning-rate schedule, early stopping), :mod:`~cplxnet.lm.evaluate`
+(bpc / perplexity per evaluation length), :mod:`~cplxnet.lm.generate` (sampling with a
+key/value cache, streamed) and
 :mod:`~cplxnet.lm.synthetic` (copy / reverse).
 """
 
@@ -24,9 +26,18 @@ from .data import (
     windows,
 )
 from .evaluate import NA, evaluate_lengths, metric_name, score_stream
-from .generate import LoadedLM, evaluate_lm_run, generate, generate_text, load_lm_run
+from .generate import (
+    LoadedLM,
+    evaluate_lm_run,
+    generate,
+    generate_text,
+    load_lm_run,
+    stream,
+    stream_text,
+)
+from .options import LMOptions
 from .synthetic import TASKS, SyntheticTask
-from .train import LMOptions, LMTask, is_lm_run, make_task, resume_lm, train_lm
+from .train import LMTask, is_lm_run, make_task, resume_lm, train_lm
 
 __all__ = [
     "TOKENIZATIONS",
@@ -54,4 +65,6 @@ __all__ = [
     "evaluate_lm_run",
     "generate",
     "generate_text",
+    "stream",
+    "stream_text",
 ]

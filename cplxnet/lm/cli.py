@@ -8,7 +8,7 @@ Examples::
     cplxnet train --task lm --data synthetic:reverse --context 16 --encoding none
     cplxnet train --resume runs/mr-decoder-rotary-complex-...      # continue an interrupted run
     cplxnet evaluate RUN --context 256                              # bpc at 256 characters
-    cplxnet generate RUN "The film" --tokens 200 --temperature 0.8 --seed 1
+    cplxnet generate RUN "The film" --max-new-tokens 200 --temperature 0.8 --seed 1
 """
 
 from __future__ import annotations
@@ -24,12 +24,21 @@ from typing import Any
 
 from .._argtypes import float_value, non_negative_int, positive_int, seed_int
 from ..cli_model import apply_sets, encoding_overrides
-from ..cli_options import LM_FLAGS, LM_PRESET, RESUME_COMMON, add_options, check_resume_options
+from ..cli_options import (
+    EXIT_INTERRUPTED,
+    LM_FLAGS,
+    LM_PRESET,
+    RESUME_COMMON,
+    add_options,
+    check_resume_options,
+)
+from ..optimization import SCHEDULES
 from ..runs import check_new_run_dir
 from .synthetic import SYNTHETIC_CONTEXT
 
 __all__ = [
     "add_train_arguments",
+    "add_schedule_arguments",
     "add_generate_command",
     "lm_only_options",
     "cmd_train",
@@ -43,10 +52,11 @@ __all__ = [
 # classifier options that mean nothing for a language model
 _CLASSIFIER_ONLY = (
     "test", "dev", "format", "label_field", "text_field", "split", "fold", "split_seed",
-    "max_len", "min_freq", "max_vocab", "clean", "keep_case", "limit", "vectors", "patience",
-    "dense", "max_steps", "compile",
+    "max_len", "min_freq", "max_vocab", "clean", "keep_case", "limit", "vectors", "dense",
+    "max_steps", "compile",
 )  # fmt: skip
 _LM_ONLY = tuple(flag[2:].replace("-", "_") for flag in LM_FLAGS)
+_LM_ONLY += ("schedule", "warmup_steps", "min_lr_ratio")
 
 
 def lm_only_options(args: argparse.Namespace) -> list[str]:
@@ -70,6 +80,7 @@ def add_train_arguments(train: argparse.ArgumentParser) -> None:
         help="classify (default): a text classifier; lm: a causal language model",
     )
     add_options(g, "train", LM_FLAGS)
+    add_schedule_arguments(g)
 
 
 def default_context(preset: str | None, synthetic: bool) -> int:
@@ -82,25 +93,56 @@ def default_context(preset: str | None, synthetic: bool) -> int:
     return int(zoo.LM_PRESET_TRAINING.get(preset or LM_PRESET, {}).get("context", 64))
 
 
+def add_schedule_arguments(group: Any) -> None:
+    """The learning-rate schedule options of a language model (``train --task lm`` and
+    ``compare --task lm``)."""
+    group.add_argument(
+        "--schedule",
+        choices=SCHEDULES,
+        default=None,
+        help="learning rate after the warm-up: constant (default) or cosine (decays to "
+        "--min-lr-ratio x --lr at the last step; nanoGPT's recipe)",
+    )
+    group.add_argument(
+        "--warmup-steps",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="linear learning-rate warm-up over the first N steps (default 0)",
+    )
+    group.add_argument(
+        "--min-lr-ratio",
+        type=_ratio,
+        default=None,
+        metavar="R",
+        help="the cosine schedule's floor as a fraction of --lr, 0..1 (default 0.1)",
+    )
+
+
 def add_generate_command(sub: Any) -> None:
     """The ``generate`` subcommand."""
     p = sub.add_parser(
         "generate",
         help="continue a prompt with a language-model run",
         description="Print a continuation of PROMPT sampled from a language-model run's best "
-        "checkpoint. The whole prefix (its last --context tokens) is recomputed at every step "
-        "(no key/value cache; fine at this scale). A synthetic copy/reverse run answers a "
-        "prompt of symbols.",
+        "checkpoint, token by token as it is produced (Ctrl-C stops it, keeping the text so "
+        "far). Each layer's keys and values are cached, so a token costs one step, while the "
+        "text fits in --context tokens and the encoding allows it (not xpos); past --context "
+        "the window of the last --context tokens is recomputed at every step. A synthetic "
+        "copy/reverse run answers a prompt of symbols.",
     )
     p.add_argument("run", metavar="RUN", help="a language-model run folder")
     p.add_argument("prompt", metavar="PROMPT", help="the text to continue")
     p.add_argument(
-        "--tokens",
+        "--max-new-tokens",
+        dest="tokens",
         type=non_negative_int,
         default=None,
         metavar="N",
         help="tokens to generate (default 200; synthetic runs: the answer and <eos>)",
     )
+    # the former spelling, kept working and out of the help
+    p.add_argument("--tokens", dest="tokens", type=non_negative_int, help=argparse.SUPPRESS)
     p.add_argument(
         "--temperature",
         type=_temperature,
@@ -119,6 +161,14 @@ def add_generate_command(sub: Any) -> None:
         "--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's)"
     )
     p.set_defaults(handler=cmd_generate)
+
+
+def _ratio(text: str) -> float:
+    """A fraction in [0, 1]."""
+    value = float_value(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text}")
+    return value
 
 
 def _temperature(text: str) -> float:
@@ -228,7 +278,9 @@ def cmd_train(args: argparse.Namespace, error: type[Exception]) -> int:
     fields = {**defaults, **{k: v for k, v in {
         "steps": args.steps, "batch_size": args.batch_size, "lr": args.lr,
         "weight_decay": args.weight_decay, "clip_norm": args.clip_norm, "seed": args.seed,
-        "eval_every": args.eval_every}.items() if v is not None}}  # fmt: skip
+        "eval_every": args.eval_every, "schedule": args.schedule,
+        "warmup_steps": args.warmup_steps, "min_lr_ratio": args.min_lr_ratio,
+        "patience": args.patience}.items() if v is not None}}  # fmt: skip
     run_dir = args.resolved_run_dir = args.run_dir or _default_run_dir(source, config)
     check_new_run_dir(run_dir, args.force)  # fail before reading any data
     if args.epochs is not None:
@@ -297,9 +349,17 @@ def cmd_evaluate(args: argparse.Namespace, error: type[Exception]) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    """``cplxnet generate RUN PROMPT ...``."""
-    from .generate import generate_text
+    """``cplxnet generate RUN PROMPT ...``: prints each token as it is produced; Ctrl-C ends the
+    line after the text so far and exits with 130."""
+    from .generate import stream_text
 
-    print(generate_text(args.run, args.prompt, args.tokens, temperature=args.temperature,
-                        seed=args.seed, context=args.context))  # fmt: skip
+    pieces = stream_text(args.run, args.prompt, args.tokens, temperature=args.temperature,
+                         seed=args.seed, context=args.context)  # fmt: skip
+    try:
+        for piece in pieces:
+            print(piece, end="", flush=True)
+    except KeyboardInterrupt:
+        print(flush=True)
+        return EXIT_INTERRUPTED
+    print(flush=True)
     return 0

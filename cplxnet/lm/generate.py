@@ -1,14 +1,17 @@
 """Using a finished language-model run: load it, re-score it at any length, sample from it.
 
-Sampling recomputes the whole prefix at every step (no key/value cache): at the size of these
-models that costs milliseconds per token. The model sees at most the last ``context`` tokens
-(default: the run's training context), so a trainable position table is never asked for a
-position it lacks.
+Sampling keeps each layer's keys and values (:class:`cplxnet.nn.KVCache`), so a new token costs
+one step, when the encoding allows it (``supports_kv_cache``); otherwise (xpos) the window is
+recomputed at every step. The model sees at most the last ``context`` tokens (default: the run's
+training context), so a trainable position table is never asked for a position it lacks: once
+the sequence is longer, the window slides and is recomputed at every step (crop), since every
+position in it shifts. Either way the tokens are those of recomputing the window at every step.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +25,10 @@ from .evaluate import NA, evaluate_lengths
 from .synthetic import SEP
 from .train import LMOptions, LMTask, build_lm_model, load_lm_config
 
-__all__ = ["LoadedLM", "load_lm_run", "evaluate_lm_run", "generate", "generate_text"]
+__all__ = [
+    "LoadedLM", "load_lm_run", "evaluate_lm_run", "generate", "stream", "generate_text",
+    "stream_text",
+]  # fmt: skip
 
 
 @dataclass
@@ -112,7 +118,7 @@ def _check_length(run: LoadedLM, prompt: int, num_tokens: int, context: int | No
     if context is not None and context > limit:
         fix = f"use --context N <= {limit}"
     else:
-        fix = f"use a prompt and --tokens of at most {limit + 1} tokens together"
+        fix = f"use a prompt and --max-new-tokens of at most {limit + 1} tokens together"
     raise DataError(f"the model cannot read {longest} tokens at once ({reason}); {fix}")
 
 
@@ -120,7 +126,6 @@ def _check_length(run: LoadedLM, prompt: int, num_tokens: int, context: int | No
 GREEDY_BELOW = 1e-6
 
 
-@torch.no_grad()
 def generate(
     model: nn.Module,
     prompt: torch.Tensor,
@@ -129,16 +134,38 @@ def generate(
     temperature: float = 1.0,
     seed: int = 0,
     context: int | None = None,
+    cache: bool = True,
 ) -> torch.Tensor:
-    """Continue ``prompt`` (``(N,)`` ids, ``N >= 1``) by ``num_tokens`` sampled tokens.
+    """Continue ``prompt`` (``(N,)`` ids, ``N >= 1``) by ``num_tokens`` sampled tokens; returns
+    the ``(num_tokens,)`` new ids (see :func:`stream`)."""
+    new = list(stream(model, prompt, num_tokens, temperature=temperature, seed=seed,
+                      context=context, cache=cache))  # fmt: skip
+    return torch.tensor(new, dtype=torch.long)
 
-    Each step runs the model on the last ``context`` tokens (all of them with ``None``) and
+
+@torch.no_grad()
+def stream(
+    model: nn.Module,
+    prompt: torch.Tensor,
+    num_tokens: int,
+    *,
+    temperature: float = 1.0,
+    seed: int = 0,
+    context: int | None = None,
+    cache: bool = True,
+) -> Iterator[int]:
+    """Yield the ids of ``num_tokens`` tokens sampled after ``prompt``, one at a time.
+
+    Each step feeds the model the tokens it has not seen (with a key/value cache: the prompt,
+    then one token per step) or the last ``context`` tokens (all of them with ``None``) and
     samples the next token from ``softmax(logits / temperature)`` with a generator seeded by
     ``seed`` (the same seed gives the same continuation); ``temperature=0`` (and any temperature
     below :data:`GREEDY_BELOW`, the limit of sampling as the temperature falls) takes the most
     likely token (greedy). Ids 0 and 1 (``<pad>``, ``<unk>``: never in a training stream) are
-    never produced. Returns the ``(num_tokens,)`` new
-    ids.
+    never produced. ``cache=True`` uses the model's key/value cache when it has one
+    (``model.supports_kv_cache``) while the sequence fits in ``context``; past it the window of
+    the last ``context`` tokens is recomputed at every step (its positions shift). The tokens
+    are those of ``cache=False`` (up to float rounding in the logits).
     """
     if prompt.dim() != 1 or len(prompt) == 0:
         raise ValueError("generate: the prompt must be a non-empty 1-d tensor of ids")
@@ -149,18 +176,28 @@ def generate(
     device = next(model.parameters()).device
     g = torch.Generator(device=device).manual_seed(seed)
     seq = prompt.to(device)
-    for _ in range(num_tokens):
-        window = seq if context is None else seq[-context:]
-        logits = model(window[None])[0, -1].double()  # (V,)
-        logits[:2] = float("-inf")  # never <pad> or <unk>
-        if temperature < GREEDY_BELOW:
-            nxt = logits.argmax().view(1)
-        else:
-            probs = torch.softmax(logits / temperature, -1)
-            nxt = torch.multinomial(probs, 1, generator=g)
-        seq = torch.cat([seq, nxt])
-    model.train(was)
-    return seq[len(prompt) :].cpu()
+    cached = cache and getattr(model, "supports_kv_cache", False)
+    kv, fed = None, 0  # the cache and the number of tokens of seq it holds
+    try:
+        for _ in range(num_tokens):
+            if context is not None and len(seq) > context:  # the window slides: recompute it
+                kv, logits = None, model(seq[-context:][None])
+            elif cached:
+                kv = model.new_cache() if kv is None else kv
+                logits, fed = model(seq[fed:][None], cache=kv), len(seq)
+            else:
+                logits = model(seq[None])
+            logits = logits[0, -1].double()  # (V,)
+            logits[:2] = float("-inf")  # never <pad> or <unk>
+            if temperature < GREEDY_BELOW:
+                nxt = logits.argmax().view(1)
+            else:
+                probs = torch.softmax(logits / temperature, -1)
+                nxt = torch.multinomial(probs, 1, generator=g)
+            seq = torch.cat([seq, nxt])
+            yield int(nxt)
+    finally:
+        model.train(was)
 
 
 def generate_text(
@@ -172,8 +209,23 @@ def generate_text(
     seed: int = 0,
     context: int | None = None,
 ) -> str:
-    """The continuation of ``prompt`` as text (see :func:`generate`; ``context`` defaults to the
-    run's training context for text, the whole sequence for synthetic runs).
+    """The continuation of ``prompt`` as text (see :func:`stream_text`)."""
+    return "".join(stream_text(run, prompt, num_tokens, temperature=temperature, seed=seed,
+                               context=context))  # fmt: skip
+
+
+def stream_text(
+    run: LoadedLM | str,
+    prompt: str,
+    num_tokens: int | None = 200,
+    *,
+    temperature: float = 1.0,
+    seed: int = 0,
+    context: int | None = None,
+) -> Iterator[str]:
+    """The continuation of ``prompt`` as text, one token's text at a time (see :func:`stream`;
+    ``context`` defaults to the run's training context for text, the whole sequence for
+    synthetic runs). The prompt is checked before the first token.
 
     A synthetic run answers a prompt of symbols: ``<sep>`` is appended and, with
     ``num_tokens=None``, it generates the answer's length plus ``<eos>``."""
@@ -201,7 +253,12 @@ def generate_text(
     if context is None and not synthetic:
         context = run.context  # a synthetic answer needs its whole prompt
     _check_length(run, len(ids), num_tokens, context)
-    new = generate(run.model, ids, num_tokens, temperature=temperature, seed=seed,
-                   context=context)  # fmt: skip
-    out = run.vocab.decode(new)
-    return " ".join(out) if synthetic else detokenize(out, run.tokens)
+    return _pieces(run, stream(run.model, ids, num_tokens, temperature=temperature, seed=seed,
+                               context=context), synthetic)  # fmt: skip
+
+
+def _pieces(run: LoadedLM, ids: Iterator[int], synthetic: bool) -> Iterator[str]:
+    """The text of each id (words and synthetic symbols separated by single spaces)."""
+    sep = " " if synthetic else detokenize(["", ""], run.tokens)
+    for i, token in enumerate(ids):
+        yield (sep if i else "") + run.vocab.itos[token]

@@ -10,7 +10,9 @@ everything in a run folder, as the classification engine (:mod:`cplxnet.train`) 
     best.pt         the weights with the best dev loss
     results.json    written last: the test scores of best.pt per evaluation length (or bin)
 
-Training: AdamW, constant learning rate, gradient clipping; each step takes ``batch_size``
+Training: AdamW, a constant or warm-up + cosine learning rate (:meth:`LMOptions.lr_at`; each
+metrics.jsonl line records the ``lr`` of its last step), gradient clipping, optional early
+stopping (``patience`` evaluations without a better dev loss); each step takes ``batch_size``
 windows of ``context`` tokens at random offsets of the training stream (or, for a synthetic
 task, fresh sequences). The offsets of step ``t`` come from a generator seeded by
 ``(seed, t)`` and the checkpoint holds every RNG state, so :func:`resume_lm` ends with exactly
@@ -33,7 +35,6 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -41,6 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data import DataError
+from ..optimization import set_lr
 from ..runs import (
     RUN_FORMAT,
     RUN_MARKER,
@@ -60,6 +62,7 @@ from ..runtime import progress, rng_state, seed_everything, set_rng_state, versi
 from ..utils import count_parameters
 from .data import LMData, TokenVocab, file_sha256, prepare_lm_data
 from .evaluate import NA, evaluate_lengths, metric_name, score_stream
+from .options import LMOptions
 from .synthetic import IGNORE, TASKS, SyntheticTask
 
 __all__ = [
@@ -76,53 +79,6 @@ __all__ = [
 
 SYNTHETIC_PREFIX = "synthetic:"
 CHECKPOINT_FORMAT = 1
-
-
-@dataclass
-class LMOptions:
-    """Training options of a language model.
-
-    Attributes:
-        steps: optimiser steps in total.
-        batch_size: windows (sequences) per step.
-        lr: AdamW learning rate (constant).
-        weight_decay: AdamW's decoupled weight decay.
-        clip_norm: clip the gradient to this total norm (``None``: no clipping).
-        eval_every: score dev (and save a checkpoint) every this many steps, and at the end.
-        eval_multiples: test evaluation lengths as multiples of the training context.
-        seed: model initialisation, dropout and the training windows.
-        batch_tokens: about this many tokens per evaluation forward pass.
-    """
-
-    steps: int = 1500
-    batch_size: int = 32
-    lr: float = 2e-3
-    weight_decay: float = 0.01
-    clip_norm: float | None = 1.0
-    eval_every: int = 250
-    eval_multiples: tuple[int, ...] = (1, 2, 4, 8)
-    seed: int = 0
-    batch_tokens: int = 16384
-
-    def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "eval_every", "batch_tokens"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if self.weight_decay < 0:
-            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
-        if self.clip_norm is not None and not self.clip_norm > 0:
-            raise ValueError(f"clip_norm must be > 0, got {self.clip_norm}")
-        self.eval_multiples = tuple(int(m) for m in self.eval_multiples)
-        if not self.eval_multiples or min(self.eval_multiples) < 1:
-            raise ValueError(f"eval_multiples must be positive ints, got {self.eval_multiples}")
-
-    @classmethod
-    def from_dict(cls, d: dict) -> LMOptions:
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 # ------------------------------------------------------------------------------------------------
@@ -353,8 +309,9 @@ def resume_lm(
     allow_changed_data: bool = False,
 ) -> dict:
     """Continue an interrupted language-model run from ``checkpoint.pt``; ``steps`` raises the
-    planned number of steps (to extend a finished run). The result equals an uninterrupted run's.
-    A changed training text (SHA-256) is an error unless ``allow_changed_data``.
+    planned number of steps (to extend a finished run; a cosine schedule then decays over the
+    new total from the next step on). The result equals an uninterrupted run's. A changed
+    training text (SHA-256) is an error unless ``allow_changed_data``.
     """
     if not os.path.isdir(run_dir):
         raise RunError(f"run folder {run_dir} not found; give the folder of an earlier run")
@@ -387,6 +344,12 @@ def _resume(run_dir: str, folder: RunFolder, steps: int | None, quiet: bool,
             )
         options = dataclasses.replace(options, steps=steps)
         run_config["train"] = dataclasses.asdict(options)
+    if done and options.stalled(list(state["history"])):
+        raise RunError(
+            f"run {run_dir} is already complete (stopped early at step {state['step']}: no "
+            f"better dev loss in {options.patience} evaluations); train a new run with a larger "
+            "--patience to go further"
+        )
     if done and state["step"] >= options.steps:
         raise RunError(
             f"run {run_dir} is already complete ({state['step']} steps; results.json exists); "
@@ -508,7 +471,9 @@ def _fit(
     started, cpu_started = time.perf_counter(), time.process_time()
     running, running_n = 0.0, 0
     try:
-        while step < options.steps:
+        while step < options.steps and not options.stalled(history):
+            lr = options.lr_at(step)
+            set_lr([optimizer], lr)
             ids, targets, mask = task.batch(step, options.seed, options.batch_size)
             logits = model(ids, mask)
             loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
@@ -533,7 +498,7 @@ def _fit(
             improved = best is None or dev["loss"] < best["dev"]["loss"]
             elapsed = time.perf_counter() - started
             metrics = {"step": step, "train_loss": running / running_n,
-                       **{f"dev_{k}": v for k, v in dev.items()}, "best": improved,
+                       **{f"dev_{k}": v for k, v in dev.items()}, "best": improved, "lr": lr,
                        "seconds": round(seconds + elapsed, 3)}  # fmt: skip
             history.append(metrics)
             running, running_n = 0.0, 0
@@ -560,6 +525,10 @@ def _fit(
                           f"{scores}{'  *best' if improved else ''}")  # fmt: skip
             if callback is not None:
                 callback(step, metrics)
+            if options.stalled(history):
+                log(f"early stop at step {step}: no better dev loss in {options.patience} "
+                    "evaluations")  # fmt: skip
+                break
     finally:
         bar.close()
     seconds += time.perf_counter() - started

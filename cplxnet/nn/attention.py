@@ -21,6 +21,7 @@ from .._utils import (
     unpack,
 )
 from ..functional.attention import check_broadcast
+from .kv_cache import KVCache
 from .linear import WEIGHT_FIELDS, Linear
 
 if TYPE_CHECKING:  # imported lazily at run time: encodings may themselves import cplxnet.nn
@@ -274,6 +275,7 @@ class MultiheadAttention(HasDtype, nn.Module):
         is_causal: bool = False,
         *,
         encoding: PositionalEncoding | None = None,
+        cache: KVCache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend from ``query`` to ``key`` and ``value``, as :class:`torch.nn.MultiheadAttention`.
 
@@ -293,6 +295,10 @@ class MultiheadAttention(HasDtype, nn.Module):
                 ``attn_mask``).
             encoding: the model's positional encoding (keyword-only), acting on "qk", "logits"
                 or "values".
+            cache: a :class:`~cplxnet.nn.KVCache` (keyword-only, self-attention only, without
+                masks): the rows of ``query`` are the positions after the cached ones; their
+                keys and values are appended and the queries attend to every cached key (with
+                ``is_causal``, to the keys up to their own position).
 
         Returns:
             ``(output, weights)``: ``output`` ``(B, Lq, D)`` in the layout of ``query``;
@@ -337,6 +343,8 @@ class MultiheadAttention(HasDtype, nn.Module):
                     "add_zero_attn (the appended keys have no position)"
                 )
 
+        if cache is not None:
+            self._check_cache(cache, self_attention, key_padding_mask, attn_mask, encoding)
         q, k, v = self._project(query, key, value, self_attention)  # (B, L, D) each
         bias = _padding_bias(key_padding_mask, (B, Lk), q, owner)
         allowed = None if bias is not None or key_padding_mask is None else (
@@ -362,8 +370,17 @@ class MultiheadAttention(HasDtype, nn.Module):
             attn_mask = _append_keys(attn_mask, Lk, extra, False)  # False = not banned
 
         scale = 1.0 / math.sqrt(Dh)
+        offset = {} if cache is None else {"offset": len(cache)}  # position of the first query
         if encoding is not None:
-            q, k, v = encoding.rotate(q, k, v)
+            q, k, v = encoding.rotate(q, k, v, **offset)
+        if cache is not None:
+            k, v = cache.update(k, v)  # (B, H, t + Lq, Dh): queries are the last Lq positions
+            if is_causal and offset["offset"] > 0:
+                is_causal = False  # the mask aligns the queries with the end of the keys
+                if Lq > 1:
+                    allowed = torch.ones(Lq, k.shape[-2], dtype=torch.bool, device=q.device).tril(
+                        offset["offset"])  # fmt: skip
+        if encoding is not None:
             term = encoding.logits_bias(pack(q), pack(k))  # (B|1, H|1, Lq, Lk) real
             if term is not None:
                 bias = term if bias is None else bias + term
@@ -404,6 +421,28 @@ class MultiheadAttention(HasDtype, nn.Module):
         if not self.batch_first:
             out = out.transpose(0, 1)
         return out, weights
+
+    def _check_cache(
+        self, cache: object, self_attention: bool, key_padding_mask: object, attn_mask: object,
+        encoding: PositionalEncoding | None,
+    ) -> None:  # fmt: skip
+        owner = type(self).__name__
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"{owner}: cache must be a cplxnet.nn.KVCache, got "
+                            f"{type(cache).__name__}")  # fmt: skip
+        if not self_attention or key_padding_mask is not None or attn_mask is not None:
+            raise ValueError(
+                f"{owner}: a KVCache serves self-attention without key_padding_mask or "
+                "attn_mask (incremental decoding); drop them or call without cache"
+            )
+        if self.bias_k is not None or self.add_zero_attn:
+            raise ValueError(f"{owner}: a KVCache cannot be combined with add_bias_kv or "
+                             "add_zero_attn")  # fmt: skip
+        if encoding is not None and not encoding.supports_kv_cache:
+            raise ValueError(
+                f"{owner}: encoding {encoding.name or type(encoding).__name__!r} cannot be "
+                "cached (its logits change as the window grows); recompute the window instead"
+            )
 
     def extra_repr(self) -> str:
         s = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 import torch
@@ -15,6 +15,7 @@ from .._utils import HasDtype, check_choice, check_sizes, factory_kwargs
 from .activation import ACTIVATIONS, activation_module
 from .attention import ATTENTION_SITES, MultiheadAttention, check_encoding
 from .dropout import Dropout
+from .kv_cache import KVCache
 from .linear import Linear
 from .norm import LayerNorm, RMSNorm
 
@@ -189,9 +190,12 @@ class TransformerLayerBase(HasDtype, nn.Module):
             )
         return x if self.batch_first else x.transpose(0, 1)
 
-    def _attend(self, attn, names, q, kv, attn_mask, padding_mask, is_causal, encoding):
-        """``attn(q, kv, kv)``'s output; its mask errors name this layer and the layer's mask
-        arguments ``names = (mask, key padding mask)``."""
+    def _attend(
+        self, attn, names, q, kv, attn_mask, padding_mask, is_causal, encoding, cache=None
+    ):
+        """``attn(q, kv, kv)``'s output (with its :class:`~cplxnet.nn.KVCache` ``cache``); its mask
+        errors name this layer and the layer's mask arguments ``names = (mask, key padding
+        mask)``."""
         try:
             return attn(
                 q,
@@ -202,6 +206,7 @@ class TransformerLayerBase(HasDtype, nn.Module):
                 attn_mask=attn_mask,
                 is_causal=is_causal,
                 encoding=encoding,
+                **({} if cache is None else {"cache": cache}),
             )[0]
         except (TypeError, ValueError) as err:
             msg = str(err)
@@ -211,10 +216,12 @@ class TransformerLayerBase(HasDtype, nn.Module):
                 msg = re.sub(r"\battn_mask\b", names[0], msg)
             raise type(err)(msg) from None
 
-    def _sa_block(self, x, attn_mask, padding_mask, is_causal, encoding) -> torch.Tensor:
+    def _sa_block(
+        self, x, attn_mask, padding_mask, is_causal, encoding, cache=None
+    ) -> torch.Tensor:
         x = self._attend(
             self.self_attn, self.self_mask_names, x, x, attn_mask, padding_mask, is_causal,
-            encoding,
+            encoding, cache,
         )
         return self.dropout1(x)
 
@@ -295,6 +302,7 @@ class TransformerEncoderLayer(TransformerLayerBase):
         encoding: PositionalEncoding | None = None,
         layer: int = 0,
         num_layers: int = 1,
+        cache: KVCache | None = None,
     ) -> torch.Tensor:
         """One encoder layer, as :class:`torch.nn.TransformerEncoderLayer`.
 
@@ -309,6 +317,8 @@ class TransformerEncoderLayer(TransformerLayerBase):
                 ("qk", "logits", "values") act in the self-attention.
             layer, num_layers: this layer's index in its stack and the stack's depth (for the
                 "layer" site).
+            cache: the self-attention's :class:`~cplxnet.nn.KVCache` (incremental decoding: the
+                rows of ``src`` follow the cached positions).
 
         Returns:
             ``(B, L, D)`` in the layout of ``src``.
@@ -320,12 +330,12 @@ class TransformerEncoderLayer(TransformerLayerBase):
             x = encoding.layer_input(x, layer, num_layers)
         if self.norm_first:
             x = x + self._sa_block(
-                self.norm1(x), src_mask, src_key_padding_mask, is_causal, encoding
+                self.norm1(x), src_mask, src_key_padding_mask, is_causal, encoding, cache
             )
             x = x + self._ff_block(self.norm2(x))
         else:
             x = self.norm1(
-                x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal, encoding)
+                x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal, encoding, cache)
             )
             x = self.norm2(x + self._ff_block(x))
         return x if self.batch_first else x.transpose(0, 1)
@@ -477,6 +487,7 @@ class TransformerEncoder(TransformerStackBase):
         is_causal: bool | None = None,
         *,
         encoding: PositionalEncoding | None = None,
+        cache: Sequence[KVCache] | None = None,
     ) -> torch.Tensor:
         """The layers in turn, then the final norm, as :class:`torch.nn.TransformerEncoder`.
 
@@ -489,6 +500,8 @@ class TransformerEncoder(TransformerStackBase):
             encoding: the model's positional encoding (keyword-only), passed to every layer as
                 ``layer(x, mask, src_key_padding_mask, is_causal, encoding=encoding, layer=i,
                 num_layers=n)`` (layers without an encoding are called without the keywords).
+            cache: one :class:`~cplxnet.nn.KVCache` per layer (keyword-only; incremental
+                decoding: the rows of ``src`` follow the cached positions).
 
         Returns:
             ``(B, L, D)`` in the layout of ``src``.
@@ -498,14 +511,18 @@ class TransformerEncoder(TransformerStackBase):
         if encoding is not None:
             check_encoding(encoding, type(self).__name__, self.sites)
         is_causal = bool(is_causal)
+        if cache is not None and len(cache) != n:
+            raise ValueError(f"{type(self).__name__}: cache must hold one KVCache per layer "
+                             f"({n}), got {len(cache)}")  # fmt: skip
         x = src
         for i, layer in enumerate(self.layers):
+            kw = {} if cache is None else {"cache": cache[i]}
             if encoding is None:
-                x = layer(x, mask, src_key_padding_mask, is_causal)
+                x = layer(x, mask, src_key_padding_mask, is_causal, **kw)
             else:
                 x = layer(
                     x, mask, src_key_padding_mask, is_causal,
-                    encoding=encoding, layer=i, num_layers=n,
+                    encoding=encoding, layer=i, num_layers=n, **kw,
                 )
         if self.norm is not None:
             x = self.norm(x)

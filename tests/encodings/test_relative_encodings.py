@@ -63,7 +63,8 @@ def check_values_and_grads(enc, fast_fn, direct_fn, inputs):
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("kmax", [0, 2, 16])
 def test_shaw_logits_and_values_direct(kind, kmax):
-    """e_ij += q_i . w^K[clip(j-i, -k, k)] / sqrt(Dh); z_i += sum_j a_ij w^V[clip(j-i, -k, k)]."""
+    """e_ij += q_i . w^K[clip(j-p_i, -k, k)] / sqrt(Dh); z_i += sum_j a_ij w^V[clip(j-p_i, -k, k)]
+    with the queries at the end of the keys, p_i = Lk - Lq + i."""
     kw, q, k, scale = setup(kind)
     enc = ShawEncoding(max_relative_position=kmax, **kw)
     randomize(enc)
@@ -73,7 +74,7 @@ def test_shaw_logits_and_values_direct(kind, kmax):
         out = torch.zeros(B, H, Lq, Lk, dtype=torch.float64)
         for i in range(Lq):
             for j in range(Lk):
-                r = min(max(j - i, -kmax), kmax) + kmax
+                r = min(max(j - (Lk - Lq + i), -kmax), kmax) + kmax
                 out[:, :, i, j] = (q[:, :, i, :] * enc.rel_keys[r]).sum(-1) * scale
         return out
 
@@ -85,7 +86,7 @@ def test_shaw_logits_and_values_direct(kind, kmax):
         out = torch.zeros(B, H, Lq, 2 * Dh, dtype=torch.float64)
         for i in range(Lq):
             for j in range(Lk):
-                r = min(max(j - i, -kmax), kmax) + kmax
+                r = min(max(j - (Lk - Lq + i), -kmax), kmax) + kmax
                 out[:, :, i, :] += a[:, :, i, j, None] * enc.rel_values[r]
         return out
 
@@ -179,7 +180,8 @@ def test_t5_bucket_matches_reference(bidirectional, num_buckets, max_distance):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_t5_direct(kind):
-    """bias[h, i, j] = table[bucket(j - i), h], unscaled, independent of q, k values."""
+    """bias[h, i, j] = table[bucket(j - p_i), h] (p_i = Lk - Lq + i: the queries are the last Lq
+    key positions), unscaled, independent of q, k values."""
     kw, q, k, _ = setup(kind, lq=40, lk=150)
     enc = T5Encoding(H, dtype=kind)
     randomize(enc)
@@ -189,7 +191,7 @@ def test_t5_direct(kind):
         out = torch.zeros(1, H, Lq, Lk, dtype=torch.float64)
         for i in range(Lq):
             for j in range(Lk):
-                out[0, :, i, j] = enc.weight[t5_bucket_python(j - i)]
+                out[0, :, i, j] = enc.weight[t5_bucket_python(j - (Lk - Lq + i))]
         return out
 
     check_values_and_grads(enc, lambda: enc.logits_bias(q, k), direct, [])
@@ -274,8 +276,9 @@ def test_deberta_direct(kind, opts):
         for h in range(H):
             for i in range(Lq):
                 for j in range(Lk):
-                    Kr = Wk[h] @ enc.rel_embeddings[delta(i, j)]
-                    dp = delta(i, j) if enc.p2c_index == "code" else delta(j, i)
+                    pi = Lk - Lq + i  # the queries are the last Lq key positions
+                    Kr = Wk[h] @ enc.rel_embeddings[delta(pi, j)]
+                    dp = delta(pi, j) if enc.p2c_index == "code" else delta(j, pi)
                     Qr = Wq[h] @ enc.rel_embeddings[dp] + bq[h]
                     c2p = (q[:, h, i] * Kr).sum(-1)
                     p2c = (k[:, h, j] * Qr).sum(-1)

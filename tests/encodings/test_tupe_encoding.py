@@ -48,12 +48,12 @@ def test_tupe_direct(kind, relative, lq, lk):
                 for j in range(lk):
                     s = 0
                     for e in range(Dh):
-                        a = (p[i] * Uq[h * Dh + e]).sum()
+                        a = (p[lk - lq + i] * Uq[h * Dh + e]).sum()  # queries end-aligned
                         b = (p[j] * Uk[h * Dh + e]).sum()
                         s = s + (a * b.conj()).real if kind.is_complex else s + a * b
                     out[0, h, i, j] = s / math.sqrt(2 * Dh)
                     if relative:
-                        bucket = t5_bucket_python(j - i, True, 8, 6)
+                        bucket = t5_bucket_python(j - (lk - lq + i), True, 8, 6)
                         out[0, h, i, j] = out[0, h, i, j] + enc.relative.weight[bucket, h]
         return out
 

@@ -1,0 +1,412 @@
+r"""``cplxnet inspect RUN``: what a trained run learned about position, as PNG plots and a short
+markdown summary (``inspect.md``) in ``RUN/inspect/`` or the folder given with ``--out``.
+
+* **Complex-order embeddings** (any :class:`~cplxnet.encodings.complex_order.ComplexOrderEncoding`
+  in the model, alone or in a combination): the distributions of the learned frequencies
+  :math:`|\omega|` (log scale) against :math:`2\pi/L` (``L`` the training length: a feature with
+  :math:`|\omega| < 2\pi/L` never completes a turn of phase inside a training window), of the
+  amplitudes and of the initial phases (mod :math:`2\pi`).
+* **Attention against relative distance** (any model with :class:`cplxnet.nn.MultiheadAttention`
+  layers): the mean attention weight :math:`\bar a_h(d)` over all query/key pairs at distance
+  ``d = i - j``, per layer and head, at ``L`` and ``4L`` for language models (on windows of the
+  test text; random token sequences for synthetic tasks) and at the model's length for
+  classifiers (random token sequences: the inputs a classifier's attention sees carry no
+  meaning, so its positional part shows).
+* **Position-only logits biases** (encodings acting on the ``"logits"`` site whose bias does not
+  depend on the content, e.g. alibi, t5): the bias against distance, per head, at ``L`` and
+  ``4L``. A bias computed from the queries and keys (shaw, xl, deberta) is zero for zero
+  queries and keys and is left out.
+
+The output folder is only ever written by inspect: it holds a ``.cplxnet-inspect`` list of the
+files inspect wrote, and a folder with any other file is refused (nothing else is overwritten).
+
+Examples::
+
+    cplxnet inspect runs/mr-decoder-rotary-real-20261201-120000
+    cplxnet inspect runs/trec-transformer --out figures/trec --samples 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from .runs import RunError, atomic_write
+
+__all__ = ["inspect_run", "attention_by_distance", "bias_by_distance", "add_inspect_command",
+           "cmd_inspect"]  # fmt: skip
+
+MARKER = ".cplxnet-inspect"
+#: the length of a classifier's inputs when its model has no length limit of its own
+DEFAULT_CLASSIFIER_LENGTH = 64
+
+
+@dataclass
+class _Run:
+    """What inspect needs of a run: its model, kind, training length and sample inputs."""
+
+    path: str
+    model: nn.Module
+    kind: str  # "lm" or "classifier"
+    length: int | None  # the training length L (None: unknown)
+    encoding: str
+    inputs: Any  # callable(length, n) -> (n, length) ids, and a description
+    describe: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def _load(path: str, samples: int) -> _Run:
+    from .lm.train import is_lm_run
+
+    if not os.path.isdir(path):
+        raise RunError(f"run folder {path} not found")
+    if is_lm_run(path):
+        from .lm.generate import load_lm_run
+
+        lm = load_lm_run(path)
+        task = lm.task()
+        stream = task.data.test if task.data is not None else None
+
+        def inputs(length: int, n: int) -> torch.Tensor:
+            if stream is not None and len(stream) >= length:
+                starts = torch.linspace(0, len(stream) - length, n).long()
+                return stream[starts[:, None] + torch.arange(length)]
+            g = torch.Generator().manual_seed(0)
+            return torch.randint(2, len(lm.vocab), (n, length), generator=g)
+
+        text = "windows of the test text" if stream is not None else "random symbol sequences"
+        return _Run(path, lm.model, "lm", lm.context, lm.config.encoding, inputs, text)
+    from .inference import load_run
+
+    run = load_run(path)
+    length = run.max_len
+    notes = []
+    if length is None:
+        length = DEFAULT_CLASSIFIER_LENGTH
+        notes.append(f"the model has no length limit: inputs of {length} tokens")
+    vocab = len(run.vocab)
+
+    def random_ids(n_tokens: int, n: int) -> torch.Tensor:
+        g = torch.Generator().manual_seed(0)
+        return torch.randint(min(2, vocab - 1), vocab, (n, n_tokens), generator=g)
+
+    return _Run(path, run.model, "classifier", length, run.config.encoding, random_ids,
+                "random token sequences", notes)  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------
+# measurements
+
+
+def _attention_layers(model: nn.Module) -> list[nn.Module]:
+    from .nn import MultiheadAttention
+
+    return [m for m in model.modules() if isinstance(m, MultiheadAttention)]
+
+
+def _distance_index(lq: int, lk: int, device: torch.device) -> torch.Tensor:
+    """``(Lq, Lk)`` index ``i - j + Lk - 1`` of each pair's distance ``d = i - j`` (queries at
+    the end of the keys when ``Lq < Lk``)."""
+    i = torch.arange(lk - lq, lk, device=device)[:, None]
+    j = torch.arange(lk, device=device)[None, :]
+    return i - j + lk - 1
+
+
+def _mean_by_distance(values: torch.Tensor) -> torch.Tensor:
+    """``values`` ``(B, H, Lq, Lk)`` -> ``(H, Lq + Lk - 1)`` means over the pairs of each distance
+    ``d = -(Lk-1) .. Lq-1`` (column ``d + Lk - 1``)."""
+    B, H, lq, lk = values.shape
+    idx = _distance_index(lq, lk, values.device).flatten()
+    sums = values.new_zeros(H, lq + lk - 1).index_add_(1, idx, values.sum(0).flatten(1))
+    counts = torch.bincount(idx, minlength=lq + lk - 1).to(values.dtype) * B
+    return sums / counts.clamp(min=1)
+
+
+@torch.no_grad()
+def attention_by_distance(model: nn.Module, ids: torch.Tensor) -> list[torch.Tensor]:
+    """The mean attention weight of each head against the distance ``d = i - j``, one
+    ``(H, 2L - 1)`` tensor per attention layer (column ``d + L - 1``), for the inputs ``ids``
+    ``(B, L)``: the layers are run with ``need_weights=True`` through forward hooks."""
+    layers = _attention_layers(model)
+    captured: list[torch.Tensor | None] = [None] * len(layers)
+
+    def pre(module, args, kwargs):
+        return args, {**kwargs, "need_weights": True, "average_attn_weights": False}
+
+    handles = []
+    for n, layer in enumerate(layers):
+        def post(module, args, kwargs, out, n=n):
+            captured[n] = _mean_by_distance(out[1].double())
+
+        handles.append(layer.register_forward_pre_hook(pre, with_kwargs=True))
+        handles.append(layer.register_forward_hook(post, with_kwargs=True))
+    was = model.training
+    model.eval()
+    try:
+        model(ids)
+    finally:
+        model.train(was)
+        for h in handles:
+            h.remove()
+    return [c for c in captured if c is not None]
+
+
+@torch.no_grad()
+def bias_by_distance(model: nn.Module, length: int) -> torch.Tensor | None:
+    """The encoding's position-only logits bias against the distance ``d = i - j``, ``(H, 2L - 1)``
+    (column ``d + L - 1``), or ``None`` when the encoding adds no bias for zero queries and keys
+    (no "logits" site, or a bias computed from the content)."""
+    encoding = getattr(model, "encoding", None)
+    layers = _attention_layers(model)
+    if encoding is None or "logits" not in encoding.acts_on or not layers:
+        return None
+    attn = layers[0]
+    width = 2 * attn.head_dim if attn.dtype.is_complex else attn.head_dim
+    param = next(model.parameters())
+    real = param.real.dtype if param.is_complex() else param.dtype
+    zeros = torch.zeros(1, attn.num_heads, length, width, dtype=real, device=param.device)
+    bias = encoding.logits_bias(zeros, zeros)
+    if bias is None or not bool(bias.abs().max() > 0):
+        return None
+    return _mean_by_distance(bias.double().expand(1, attn.num_heads, length, length))
+
+
+def complex_order_parameters(model: nn.Module) -> dict[str, torch.Tensor] | None:
+    """The learned frequencies, amplitudes and phases of the model's complex-order embedding
+    (rows of its padding id left out), or ``None`` if it has none."""
+    from .encodings.complex_order import ComplexOrderEncoding
+
+    found = [m for m in model.modules() if isinstance(m, ComplexOrderEncoding)]
+    if not found:
+        return None
+    enc = found[0]
+    out = {}
+    for name, weight in (("frequency", enc.frequency_weight), ("amplitude", enc.amplitude_weight),
+                         ("phase", enc.phase_weight)):  # fmt: skip
+        if weight is None:
+            continue
+        w = weight.detach().double().cpu()
+        if w.dim() == 2 and enc.padding_idx is not None and w.shape[0] == enc.vocab_size:
+            w = torch.cat([w[: enc.padding_idx], w[enc.padding_idx + 1 :]])
+        out[name] = w.flatten()
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# the output folder and the plots
+
+
+def _prepare_out(out: str) -> list[str]:
+    """Create ``out`` or check that it holds only files inspect wrote; returns those files."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise RunError(f"--out {out} is a file; give a folder")
+    if not os.path.isdir(out):
+        os.makedirs(out)
+        return []
+    marker = os.path.join(out, MARKER)
+    own: list[str] = []
+    if os.path.isfile(marker):
+        try:
+            with open(marker, encoding="utf-8") as fh:
+                own = [str(f) for f in json.load(fh)]
+        except (OSError, ValueError, TypeError):
+            own = []
+    others = sorted(set(os.listdir(out)) - set(own) - {MARKER})
+    if others:
+        raise RunError(
+            f"{out} holds files inspect did not write ({', '.join(others[:3])}"
+            f"{', ...' if len(others) > 3 else ''}); give another folder with --out"
+        )
+    return own
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, out: str, name: str, written: list[str]) -> None:
+    fig.savefig(os.path.join(out, name), dpi=90)
+    _plt().close(fig)
+    written.append(name)
+
+
+def _plot_complex_order(params: dict, length: int | None, out: str, written: list[str]) -> str:
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(params), figsize=(4.2 * len(params), 3.4), squeeze=False)
+    lines = []
+    for ax, (name, w) in zip(axes[0], params.items()):
+        if name == "frequency":
+            mag = w.abs().clamp(min=1e-8)
+            bins = torch.logspace(math.log10(float(mag.min())), math.log10(float(mag.max())) + 1e-9,
+                                  40).numpy()  # fmt: skip
+            ax.hist(mag.numpy(), bins=bins)
+            ax.set_xscale("log")
+            ax.set_xlabel("|frequency| (radians per position)")
+            if length:
+                edge = 2 * math.pi / length
+                ax.axvline(edge, color="k", ls="--", label=f"2π/L (L = {length})")
+                ax.legend()
+                slow = float((mag < edge).double().mean())
+                lines.append(f"- frequencies: median |w| {float(mag.median()):.4g}; "
+                             f"{100 * slow:.1f}% below 2π/L = {edge:.4g} (no full turn of phase "
+                             f"inside a training window)")  # fmt: skip
+        elif name == "phase":
+            ax.hist(torch.remainder(w, 2 * math.pi).numpy(), bins=36, range=(0, 2 * math.pi))
+            ax.set_xlabel("initial phase mod 2π")
+            lines.append(f"- initial phases: circular mean resultant length "
+                         f"{float(torch.polar(torch.ones_like(w), w).mean().abs()):.3f} (0: "
+                         "spread uniformly, 1: all equal)")  # fmt: skip
+        else:
+            ax.hist(w.numpy(), bins=40)
+            ax.set_xlabel("amplitude")
+            lines.append(f"- amplitudes: mean {float(w.mean()):.4g}, std {float(w.std()):.4g}")
+        ax.set_ylabel("count")
+        ax.set_title(name)
+    fig.tight_layout()
+    _save(fig, out, "complex_order.png", written)
+    return "\n".join(lines)
+
+
+def _plot_by_distance(curves: list[torch.Tensor], causal: bool, title: str, ylabel: str,
+                      out: str, name: str, written: list[str]) -> None:  # fmt: skip
+    plt = _plt()
+    n = len(curves)
+    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.4), squeeze=False, sharey=True)
+    for layer, (ax, c) in enumerate(zip(axes[0], curves)):
+        L = (c.shape[1] + 1) // 2
+        d = torch.arange(-(L - 1), L)
+        keep = d >= 0 if causal else torch.ones_like(d, dtype=torch.bool)
+        for h in range(c.shape[0]):
+            ax.plot(d[keep].numpy(), c[h, keep].numpy(), label=f"head {h}", lw=1)
+        ax.set_xlabel("distance i - j")
+        ax.set_title(f"layer {layer}" if n > 1 else title)
+        if causal and ylabel.startswith("mean attention"):
+            ax.set_xscale("symlog", linthresh=1)
+            ax.set_yscale("log")
+    axes[0][0].set_ylabel(ylabel)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    _save(fig, out, name, written)
+
+
+def _mean_distance(curve: torch.Tensor, causal: bool) -> list[float]:
+    """Per head: the attention-weighted mean |distance| of the by-distance curve."""
+    L = (curve.shape[1] + 1) // 2
+    d = torch.arange(-(L - 1), L, dtype=curve.dtype).abs()
+    w = curve.clone()
+    if causal:
+        w[:, : L - 1] = 0
+    # pairs at distance d number L - |d|: weight the per-distance means back to sums
+    mass = w * (L - d)
+    return (mass @ d / mass.sum(1)).tolist()
+
+
+def inspect_run(run_dir: str, out: str | None = None, *, samples: int = 8) -> str:
+    """Write the plots and ``inspect.md`` of a run folder to ``out`` (default ``RUN/inspect``)
+    and return the path of ``inspect.md``. See the module docstring."""
+    if samples < 1:
+        raise RunError(f"--samples must be at least 1, got {samples}")
+    run = _load(run_dir, samples)
+    out = out or os.path.join(run_dir, "inspect")
+    previous = _prepare_out(out)
+    written: list[str] = []
+    L = run.length
+    md = [f"# What {os.path.basename(os.path.normpath(run_dir))} learned about position", "",
+          f"Run `{run_dir}`: {'language model' if run.kind == 'lm' else 'classifier'}, encoding "
+          f"`{run.encoding}`, training length L = {L}.", ""]  # fmt: skip
+    md += [f"Note: {n}." for n in run.notes] + ([""] if run.notes else [])
+    params = complex_order_parameters(run.model)
+    if params:
+        md += ["## Complex-order embedding", "", _plot_complex_order(params, L, out, written), "",
+               "![complex-order](complex_order.png)", ""]  # fmt: skip
+    causal = run.kind == "lm"
+    lengths = [L, 4 * L] if run.kind == "lm" else [L]
+    if _attention_layers(run.model):
+        md += ["## Attention against distance", "",
+               f"Mean attention weight per head against the distance i - j, on {samples} "
+               f"{run.describe}; one panel per layer.", ""]  # fmt: skip
+        for n in lengths:
+            tag = "L" if n == L else f"{n // L}L"
+            why = run.model.unsupported_length(n) if hasattr(run.model, "unsupported_length") \
+                else None  # fmt: skip
+            if why is not None:
+                md += [f"- at {tag} = {n}: n/a ({why})", ""]
+                continue
+            curves = attention_by_distance(run.model, run.inputs(n, samples))
+            name = f"attention_{tag}.png"
+            _plot_by_distance(curves, causal, f"attention at {tag} = {n}",
+                              "mean attention weight", out, name, written)  # fmt: skip
+            spans = "; ".join(
+                f"layer {i}: " + ", ".join(f"{v:.1f}" for v in _mean_distance(c, causal))
+                for i, c in enumerate(curves)
+            )
+            md += [f"At {tag} = {n}, the attention-weighted mean distance per head: {spans}.",
+                   "", f"![attention at {tag}]({name})", ""]  # fmt: skip
+        biases = [(n, bias_by_distance(run.model, n)) for n in lengths
+                  if run.model.unsupported_length(n) is None] if hasattr(
+            run.model, "unsupported_length") else [(L, bias_by_distance(run.model, L))]
+        biases = [(n, b) for n, b in biases if b is not None]
+        if biases:
+            md += ["## Position bias of the logits", ""]
+            for n, b in biases:
+                tag = "L" if n == L else f"{n // L}L"
+                name = f"bias_{tag}.png"
+                _plot_by_distance([b], causal, f"logits bias at {tag} = {n}", "bias", out, name,
+                                  written)  # fmt: skip
+                md += [f"![bias at {tag}]({name})", ""]
+    if not written:
+        md += ["The model has no complex-order embedding and no attention: nothing to plot.", ""]
+    written.append("inspect.md")
+    atomic_write(os.path.join(out, "inspect.md"), lambda fh: fh.write("\n".join(md)))
+    for stale in set(previous) - set(written):  # a previous inspect's plots this one lacks
+        if os.path.isfile(os.path.join(out, stale)):
+            os.remove(os.path.join(out, stale))
+    atomic_write(os.path.join(out, MARKER), lambda fh: fh.write(json.dumps(sorted(written))))
+    return os.path.join(out, "inspect.md")
+
+
+# ------------------------------------------------------------------------------------------------
+# the command
+
+
+def add_inspect_command(sub: Any) -> None:
+    """The ``inspect`` subcommand."""
+    from ._argtypes import positive_int
+
+    p = sub.add_parser(
+        "inspect",
+        help="plot what a run learned about position",
+        description="Write PNG plots and inspect.md about position for a classifier or "
+        "language-model run: complex-order frequencies, amplitudes and phases; mean attention "
+        "weight against distance per layer and head (at L and 4L for language models); the "
+        "position bias of bias encodings (alibi, t5, ...).",
+    )
+    p.add_argument("run", metavar="RUN", help="a run folder")
+    p.add_argument("--out", metavar="DIR", default=None,
+                   help="output folder (default RUN/inspect; only a folder inspect wrote is "
+                   "reused)")  # fmt: skip
+    p.add_argument("--samples", type=positive_int, default=8, metavar="N",
+                   help="input sequences for the attention plots (default 8)")  # fmt: skip
+    p.add_argument("--threads", type=positive_int, default=None,
+                   help="torch CPU threads (default: torch's)")  # fmt: skip
+    p.set_defaults(handler=cmd_inspect)
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    """``cplxnet inspect RUN [--out DIR]``."""
+    path = inspect_run(args.run, args.out, samples=args.samples)
+    print(f"wrote {path}")
+    return 0

@@ -1,0 +1,158 @@
+"""Incremental decoding with a key/value cache: cached logits equal the uncached pass for every
+encoding that declares ``supports_kv_cache`` (complex and real decoders, a prompt of several
+tokens, chunks of several tokens), the encodings that cannot be cached refuse the cache and are
+recomputed, and generation gives the same tokens with and without the cache, also past the
+context length (where the window is recomputed)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import cplxnet.nn as cnn
+from cplxnet.encodings import available_encodings, create_encoding
+from cplxnet.lm import generate
+from cplxnet.models import build_model, make_config, real_twin
+
+SIZES = {"d_model": 8, "num_heads": 2, "dim_feedforward": 16, "num_layers": 2, "vocab_size": 11,
+         "max_len": 16}  # fmt: skip
+COMBINED = ["complex-order+rotary", "complex-order+alibi", "sinusoidal+t5", "rotary+shaw",
+            "trainable+alibi"]  # fmt: skip
+
+
+def caches(name: str) -> bool:
+    return create_encoding(name, d_model=8, num_heads=2, vocab_size=11, max_len=16,
+                           causal=True).supports_kv_cache  # fmt: skip
+
+
+CACHED = [n for n in available_encodings() if caches(n)] + COMBINED
+UNCACHED = [n for n in available_encodings() if not caches(n)]
+
+
+def decoder(encoding: str, complex_: bool, dtype=torch.float64, **options):
+    config = make_config("decoder", encoding=encoding, encoding_options=options, **SIZES)
+    if not complex_:
+        config = real_twin(config)
+    torch.manual_seed(0)
+    model = build_model(config, dtype=dtype).eval()
+    with torch.no_grad():  # biases and tables away from their zero/identity initialisation
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    return model
+
+
+def incremental(model, ids, chunks):
+    cache, out, t = model.new_cache(), [], 0
+    for n in chunks:
+        out.append(model(ids[:, t : t + n], cache=cache))
+        t += n
+    assert t == ids.shape[1] and len(cache[0]) == t
+    return torch.cat(out, dim=1)
+
+
+def test_the_expected_encodings_cache():
+    assert {"none", "rotary", "alibi", "t5", "sinusoidal", "trainable", "complex-order",
+            "shaw"} <= set(CACHED)  # fmt: skip
+    assert "xpos" in UNCACHED
+
+
+@pytest.mark.parametrize("complex_", [True, False], ids=["complex", "real"])
+@pytest.mark.parametrize("name", CACHED)
+@torch.no_grad()
+def test_cached_logits_equal_the_uncached_pass(name, complex_):
+    model = decoder(name, complex_)
+    ids = torch.randint(2, 11, (2, 13), generator=torch.Generator().manual_seed(1))
+    full = model(ids)
+    # a prompt of 4 tokens, one token at a time, then a chunk of 3 (queries at the end of keys)
+    got = incremental(model, ids, [4, 1, 1, 3, 1, 1, 1, 1])
+    assert (got - full).abs().max() < 1e-5 * max(1.0, full.abs().max())
+    assert torch.allclose(got, full, rtol=0, atol=1e-10)  # float64: exact up to rounding
+
+
+@pytest.mark.parametrize("options", [{"scaling": "yarn", "factor": 2.0}, {"rotate_values": True},
+                                     {"layout": "half"}], ids=["yarn", "values", "half"])
+@torch.no_grad()
+def test_rotary_variants_cache(options):
+    for complex_ in (True, False):
+        if options.get("layout") == "half" and complex_:
+            continue
+        model = decoder("rotary", complex_, **options)
+        ids = torch.randint(2, 11, (1, 10), generator=torch.Generator().manual_seed(2))
+        assert torch.allclose(incremental(model, ids, [3] + [1] * 7), model(ids), atol=1e-10)
+
+
+@torch.no_grad()
+def test_float32_cache_within_1e5():
+    model = decoder("complex-order+rotary", True, dtype=torch.float32)
+    ids = torch.randint(2, 11, (1, 16), generator=torch.Generator().manual_seed(3))
+    assert (incremental(model, ids, [5] + [1] * 11) - model(ids)).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("name", UNCACHED)
+def test_encodings_that_cannot_cache_refuse_it(name):
+    model = decoder(name, True)
+    assert not model.supports_kv_cache
+    with pytest.raises(ValueError, match="cannot be cached"):
+        model.new_cache()
+    with pytest.raises(ValueError, match="cannot be cached"):
+        model(torch.tensor([[2, 3]]), cache=[cnn.KVCache(), cnn.KVCache()])
+    prompt = torch.tensor([2, 3, 4])
+    assert torch.equal(generate(model, prompt, 6, seed=1), generate(model, prompt, 6, seed=1,
+                                                                    cache=False))  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["rotary", "alibi", "trainable", "complex-order+rotary"])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_generation_with_the_cache_equals_recomputing(name, temperature, monkeypatch):
+    model = decoder(name, False)
+    prompt = torch.tensor([2, 5, 7, 3, 9])
+    for context in (None, 12, 4):  # passes the context length (12), prompt longer than it (4)
+        kw = {"temperature": temperature, "seed": 5, "context": context}
+        assert torch.equal(generate(model, prompt, 12, **kw),
+                           generate(model, prompt, 12, cache=False, **kw))  # fmt: skip
+    # the cached path runs one new token per call while the text fits in the context
+    lengths = []
+    forward = type(model).forward
+
+    def spy(self, ids, *args, **kwargs):
+        lengths.append((ids.shape[1], kwargs.get("cache") is not None))
+        return forward(self, ids, *args, **kwargs)
+
+    monkeypatch.setattr(type(model), "forward", spy)
+    generate(model, prompt, 10, context=12, temperature=temperature)
+    assert lengths == [(5, True)] + [(1, True)] * 7 + [(12, False)] * 2
+
+
+def test_cache_misuse_is_a_clear_error():
+    attn = cnn.MultiheadAttention(8, 2, batch_first=True)
+    x = torch.randn(1, 3, 8, dtype=torch.cfloat)
+    with pytest.raises(ValueError, match="self-attention"):
+        attn(x, x.clone(), x.clone(), cache=cnn.KVCache())
+    with pytest.raises(ValueError, match="self-attention"):
+        attn(x, key_padding_mask=torch.zeros(1, 3, dtype=torch.bool), cache=cnn.KVCache())
+    with pytest.raises(TypeError, match="KVCache"):
+        attn(x, cache=[])
+    cache = cnn.KVCache()
+    attn(x, cache=cache)
+    with pytest.raises(ValueError, match="new cache"):
+        attn(torch.randn(2, 1, 8, dtype=torch.cfloat), cache=cache)
+    model = decoder("rotary", True)
+    with pytest.raises(ValueError, match="one KVCache per layer"):
+        model(torch.tensor([[2]]), cache=[cnn.KVCache()])
+    with pytest.raises(ValueError, match="padding_mask"):
+        model(torch.tensor([[2]]), torch.tensor([[False]]), cache=model.new_cache())
+
+
+@torch.no_grad()
+def test_attention_layer_cache_matches_a_causal_pass():
+    torch.manual_seed(0)
+    for dtype in (torch.cdouble, torch.double):
+        attn = cnn.MultiheadAttention(8, 2, batch_first=True, dtype=dtype).eval()
+        enc = create_encoding("rotary", d_model=8, num_heads=2, dtype=dtype)
+        x = torch.randn(2, 6, 8, dtype=dtype)
+        full, w_full = attn(x, is_causal=True, encoding=enc)
+        cache = cnn.KVCache()
+        a, _ = attn(x[:, :2], is_causal=True, encoding=enc, cache=cache)
+        b, w = attn(x[:, 2:], is_causal=True, encoding=enc, cache=cache)  # 4 queries, 6 keys
+        assert torch.allclose(torch.cat([a, b], 1), full, atol=1e-12)
+        assert torch.allclose(w, w_full[:, 2:], atol=1e-12) and len(cache) == 6
