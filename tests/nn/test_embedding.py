@@ -79,4 +79,4 @@ def test_errors():
     with pytest.raises(ValueError, match=r"padding_idx=7 must be within \[-5, 5\)"):
         cnn.Embedding(5, 2, padding_idx=7)
     with pytest.raises(TypeError, match="Embedding: dtype must be complex"):
-        cnn.Embedding(5, 2, dtype=torch.float32)
+        cnn.Embedding(5, 2, dtype=torch.int32)  # a real float dtype is torch's (real_dtype_dropin)

@@ -187,7 +187,7 @@ def test_error_messages():
     with pytest.raises(ValueError, match="more than 1 value per channel"):
         bn(torch.randn(1, 3, dtype=DT))
     with pytest.raises(TypeError, match="BatchNorm1d: dtype must be complex"):
-        cnn.BatchNorm1d(3, dtype=torch.float32)
+        cnn.BatchNorm1d(3, dtype=torch.int32)  # a real float dtype is torch's (real_dtype_dropin)
     with pytest.raises(ValueError, match="BatchNorm1d: num_features must be a positive integer"):
         cnn.BatchNorm1d(-1)
     with pytest.raises(ValueError, match="normalized_shape must be non-empty with positive sizes"):
