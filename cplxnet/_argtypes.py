@@ -65,7 +65,7 @@ def float_value(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {_clip(text)}") from None
     if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {_clip(text)}")
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text}")
     return value
 
 

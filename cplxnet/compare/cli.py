@@ -109,14 +109,6 @@ def _seeds(text: str) -> Any:
     return parse_seeds(text)
 
 
-def _folds(text: str) -> Any:
-    from .cells import parse_folds
-
-    if not text.strip():
-        raise ValueError("nothing given; use quick, all or test folds such as 3 or 0-4")
-    return parse_folds(text)
-
-
 def _numbers(text: str) -> Any:
     from .specs import parse_numbers
 
@@ -182,7 +174,6 @@ def add_subcommands(sub: Any) -> None:
     g.add_argument(
         "--folds",
         default="quick",
-        type=_checked(_folds, "--folds"),
         help="MR and files: quick (one 80/10/10 split, default), all (10-fold CV), or CV test "
         "folds 0..9 such as 3 or 0-4 (numbered as cplxnet train --fold); TREC always uses its "
         "official test set",

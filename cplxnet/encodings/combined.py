@@ -210,11 +210,12 @@ def _member_label(member: Any) -> str:
 
 
 def member_options(
-    labels: Sequence[str], options: Mapping[str, Any]
+    labels: Sequence[str], options: Mapping[str, Any], parameters_of: Any = None
 ) -> dict[str, dict[str, Any]]:
     """Route a combination's options to its members: ``{"rotary.base": 500}`` or
     ``{"rotary": {"base": 500}}`` -> ``{"rotary": {"base": 500}}`` (members named by their
-    name or :func:`member_key`)."""
+    name or :func:`member_key`). ``parameters_of(name)`` (the registry's
+    ``encoding_option_parameters``) gives the members' options for the hint of an error."""
     combo = SEPARATOR.join(labels)
     by_key = {}
     for label in labels:
@@ -229,7 +230,7 @@ def member_options(
         if dot and head in by_key and option:
             out[by_key[head]][option] = value
             continue
-        hint = _option_hint(labels, option if dot else key)
+        hint = _option_hint(labels, option if dot else key, parameters_of)
         if dot and head not in by_key:
             raise TypeError(
                 f"encoding {combo!r}: option {key!r} names no member; members: "
@@ -239,17 +240,15 @@ def member_options(
     return out
 
 
-def _option_hint(labels: Sequence[str], option: str) -> str:
+def _option_hint(labels: Sequence[str], option: str, parameters_of: Any) -> str:
     """``": write rotary.base=..."`` for the members that have ``option``; else the closest
     ``member.option`` names (difflib), else every member option; only options that exist."""
     import difflib
 
-    from .registry import encoding_option_parameters
-
     keys: list[str] = []
-    for label in labels:
+    for label in labels if parameters_of is not None else ():
         try:
-            keys += [f"{label}.{name}" for name in encoding_option_parameters(label)]
+            keys += [f"{label}.{name}" for name in parameters_of(label)]
         except (ValueError, TypeError):  # an unregistered member class: its options are unknown
             continue
     having = [k for k in keys if k.rsplit(".", 1)[1] == option]
@@ -268,6 +267,7 @@ def create_combined(
     context: Mapping[str, Any],
     defaults: Mapping[str, Any],
     options: Mapping[str, Any],
+    parameters_of: Any = None,
 ) -> PositionalEncoding:
     """Build the members of ``spec`` with ``create`` (:func:`create_encoding`), each with the
     model context, the ``defaults`` it accepts and its own options, and combine them. A
@@ -278,7 +278,7 @@ def create_combined(
     labels = [_member_label(m) for m in members]
     if len(members) == 1:
         return create(members[0], **context, defaults=defaults, **options)
-    routed = member_options(labels, options)
+    routed = member_options(labels, options, parameters_of)
     built = []
     for member, label in zip(members, labels):
         try:

@@ -208,7 +208,9 @@ def create_encoding(
 
         if isinstance(spec, str):
             encoding_members(spec)  # an unknown member: the error names the combination
-        return create_combined(spec, create_encoding, context, defaults, options)
+        return create_combined(
+            spec, create_encoding, context, defaults, options, encoding_option_parameters
+        )
     if isinstance(spec, PositionalEncoding):
         if options:
             raise TypeError(
@@ -235,8 +237,8 @@ def create_encoding(
     if unknown:
         listed = ", ".join(user_options) if user_options else "none"
         raise TypeError(
-            f"encoding {label!r} got unknown option(s) {', '.join(map(repr, unknown))}"
-            f"{_did_you_mean(unknown[0], user_options)}; its options are: {listed}"
+            f"encoding {label!r} got unknown option(s) {', '.join(map(repr, unknown))}; "
+            f"its options are: {listed}{_did_you_mean(unknown[0], user_options)}"
         )
     kwargs.update({n: v for n, v in defaults.items() if n in user_options})
     kwargs.update(options)

@@ -74,7 +74,6 @@ def test_bad_data_is_refused_before_the_grid(files, tmp_path, capsys, dry, data,
         (["--families", ""], "--families: nothing given"),
         (["--families", " , "], "--families: nothing given"),
         (["--number", ""], "no number field"),
-        (["--folds", "0-1000000"], "more than the limit of 10"),
         (["--seeds", str(MAX_SEEDS + 1)], f"limit of {MAX_SEEDS:,}"),
         (["--seeds", f"0-{MAX_SEEDS}"], "MAX_SEEDS"),  # (the billion: in a limited process)
     ],
@@ -83,6 +82,11 @@ def test_bad_axes_are_usage_errors(tmp_path, capsys, extra, match):
     out = tmp_path / "out"
     err = one_error(capsys, [*BASE, "--data", "mr", "--out", str(out), "--dry-run", *extra], 2)
     assert match in err and not out.exists()
+
+
+def test_a_huge_fold_range_is_bounded(tmp_path, capsys):
+    argv = [*BASE, "--data", "mr", "--folds", "0-1000000", "--dry-run"]
+    assert "more than the limit of 10" in one_error(capsys, argv, 1)
 
 
 def test_empty_data_list_is_refused(tmp_path, capsys):

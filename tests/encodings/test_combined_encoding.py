@@ -159,8 +159,8 @@ def test_options_address_a_member():
     for enc in (dotted, nested):
         assert enc.members["rotary"].base == 500.0
         assert enc.members["complex_order"].frequency == "shared"
-    with pytest.raises(TypeError, match=r"option 'base' must name its member: write t5.base"):
-        create_encoding("t5+rotary", **CTX, base=3)
+    with pytest.raises(TypeError, match=r"option 'base' must name its member: write rotary.base"):
+        create_encoding("t5+rotary", **CTX, base=3)  # t5 has no base: only rotary's is suggested
     with pytest.raises(TypeError, match=r"option 'rotry.base' names no member; members: t5, "):
         create_encoding("t5+rotary", **CTX, **{"rotry.base": 3})
     with pytest.raises(TypeError, match=r"'t5\+rotary': encoding 'rotary' got unknown option"):
