@@ -20,6 +20,11 @@ import argparse
 import os
 import sys
 
+_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "1073741824", "MALLOC_TRIM_THRESHOLD_": "4294967296"}
+if __name__ == "__main__" and any(os.environ.get(k) != v for k, v in _MALLOC_ENV.items()):
+    os.environ.update(_MALLOC_ENV)
+    os.execv(sys.executable, [sys.executable, *sys.argv])
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import layers as harness  # noqa: E402  (re-executes with the malloc settings when run directly)
 import torch  # noqa: E402

@@ -26,6 +26,7 @@ CONV_CASES = [
     ("Conv3d", (4, 6, (3, 2, 1), (2, 1, 1), (1, 0, 1), (1, 2, 1), 2, False, "reflect"),
      (2, 4, 6, 5, 4)),
     ("Conv3d", (2, 4, 3, 1, "same", 2, 1, True, "circular"), (1, 2, 5, 6, 5)),
+    ("Conv3d", (2, 4, (2, 4, 3), 1, "same", 1, 1, True, "reflect"), (1, 2, 5, 6, 5)),
     ("ConvTranspose1d", (4, 6, 3, 2, 1, 1, 2, False, 3), (2, 4, 5)),
     ("ConvTranspose2d", (4, 2, (3, 2), (2, 3), (1, 0), (1, 2), 2, True, (1, 2)), (2, 4, 3, 4)),
     ("ConvTranspose3d", (2, 4, 2, (2, 1, 2), 0, (1, 0, 0), 1, False, 1), (1, 2, 3, 2, 3)),
@@ -101,6 +102,19 @@ def test_free_layers_take_torchs_positional_arguments(name, args, shape):
         assert a.dtype == b.dtype
         torch.testing.assert_close(a, b)
         torch.testing.assert_close(c.real if c.is_complex() else c, b)
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_max_unpool_with_stride_and_padding_as_torch(nd):
+    """Overlapping windows, stride and padding away from the kernel size: torch's default
+    unpooled size and, where indices repeat, torch's values on distinct indices."""
+    pool = getattr(nn, f"MaxPool{nd}d")(3, 2, 1, 1, True)
+    x = torch.rand(2, 3, *[9, 7, 5][:nd], dtype=torch.float64)
+    y, idx = pool(x)
+    ours, theirs = getattr(cnn, f"MaxUnpool{nd}d")(3, 2, 1), getattr(nn, f"MaxUnpool{nd}d")(3, 2, 1)
+    got, want = ours(y.to(torch.complex128), idx), theirs(y, idx)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got.real, want)
 
 
 @pytest.mark.parametrize("nd", [1, 2, 3])
