@@ -1,4 +1,5 @@
-r"""Complex normalisation: split and whitening layer norm, whitening batch norm, RMS norm.
+r"""Complex normalisation: split and whitening layer norm, RMS norm (the whitening batch,
+instance and group norms are in :mod:`cplxnet.functional.whitening`).
 
 Whitening (Trabelsi et al., "Deep Complex Networks", ICLR 2018, Sec. 3.5) treats each complex
 feature as a 2-vector :math:`(x, y)` and maps the centred data through the inverse square root of
