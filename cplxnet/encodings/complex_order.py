@@ -85,6 +85,7 @@ class ComplexOrderEncoding(PositionalEncoding):
     name = "complex-order"
     field = "complex"
     acts_on = frozenset({"token"})
+    supports_kv_cache = True
 
     def __init__(
         self,

@@ -67,6 +67,7 @@ class CopeEncoding(PositionalEncoding):
 
     name = "cope"
     acts_on = frozenset({"logits"})
+    supports_kv_cache = True  # queries sit at the end of the keys (relative_index)
 
     def __init__(
         self,

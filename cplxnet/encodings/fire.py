@@ -66,6 +66,7 @@ class FireEncoding(PositionalEncoding):
 
     name = "fire"
     acts_on = frozenset({"logits"})
+    supports_kv_cache = True  # queries sit at the end of the keys (relative_index)
 
     def __init__(
         self,

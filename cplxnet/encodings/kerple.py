@@ -63,6 +63,7 @@ class KerpleEncoding(PositionalEncoding):
 
     name = "kerple"
     acts_on = frozenset({"logits"})
+    supports_kv_cache = True  # queries sit at the end of the keys (relative_index)
 
     def __init__(
         self,

@@ -86,6 +86,7 @@ class RotaryEncoding(PositionalEncoding):
 
     name = "rotary"
     acts_on = frozenset({"qk"})
+    supports_kv_cache = True
 
     def __init__(
         self,

@@ -58,6 +58,7 @@ class SinusoidalEncoding(PositionalEncoding):
 
     name = "sinusoidal"
     acts_on = frozenset({"input"})
+    supports_kv_cache = True
 
     def __init__(
         self,

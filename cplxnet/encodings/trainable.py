@@ -72,6 +72,7 @@ class TrainableEncoding(PositionalEncoding):
 
     name = "trainable"
     acts_on = frozenset({"input"})
+    supports_kv_cache = True
 
     def __init__(
         self,
