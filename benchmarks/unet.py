@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> str:
             loss.backward()
             opts[k].step()
             times[k].append(time.perf_counter() - t0)
-            curve[k].append(float(loss))
+            curve[k].append(float(loss.detach()))
     results = {}
     with torch.no_grad():
         for k, m in nets.items():
