@@ -170,9 +170,10 @@ class DebertaEncoding(PositionalEncoding):
 
     def row_range(self, lq: int, lk: int) -> tuple[int, int]:
         """The first and last table rows :meth:`indices` reads, computed on the host (no read of
-        device data): ``i - j`` runs from ``1 - lk`` to ``lq - 1`` and both row maps (log buckets,
-        clamping) are monotone in it, so their extremes are the rows of those two offsets."""
-        c2p, p2c = self._rows(self._bucketed(torch.tensor([1 - lk, lq - 1])))
+        device data): with the queries at the end of the keys, ``i - j`` runs from ``1 - lq`` to
+        ``lk - 1`` and both row maps (log buckets, clamping) are monotone in it, so their extremes
+        are the rows of those two offsets."""
+        c2p, p2c = self._rows(self._bucketed(torch.tensor([1 - lq, lk - 1])))
         rows = torch.cat([c2p, p2c])
         return int(rows.min()), int(rows.max())
 
