@@ -29,14 +29,14 @@ __all__ = [
     "phase_aware_loss",
     "cross_entropy",
     "complex_scores",
-    "SCORES",
+    "LOGIT_SCORES",
 ]
 
 _REDUCTIONS = ("none", "mean", "sum")
 
 #: Real scores of a complex logit read by :func:`cross_entropy`: ``"real"`` is
 #: :math:`\mathrm{Re}\, z`, ``"magnitude"`` is :math:`|z|`.
-SCORES = ("real", "magnitude")
+LOGIT_SCORES = ("real", "magnitude")
 
 
 def _reduction_of(size_average, reduce, reduction: str, owner: str) -> str:
@@ -175,10 +175,10 @@ def phase_aware_loss(
 
 
 def complex_scores(input: torch.Tensor, score: str = "real") -> torch.Tensor:
-    """The real scores :func:`cross_entropy` reads from logits (one of :data:`SCORES`): on real
-    logits ``"real"`` is the identity (torch's cross-entropy) and ``"magnitude"`` the absolute
-    value, the restrictions of the complex scores to the real line."""
-    check_choice(score, SCORES, "cross_entropy", "score")
+    """The real scores :func:`cross_entropy` reads from logits (one of :data:`LOGIT_SCORES`):
+    on real logits ``"real"`` is the identity (torch's cross-entropy) and ``"magnitude"`` the
+    absolute value, the restrictions of the complex scores to the real line."""
+    check_choice(score, LOGIT_SCORES, "cross_entropy", "score")
     if score == "magnitude":
         return input.abs()
     return input.real if input.is_complex() else input

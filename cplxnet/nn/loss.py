@@ -153,7 +153,7 @@ class CrossEntropyLoss(_ReducedLoss):
         self.register_buffer("weight", weight)
         self.ignore_index = ignore_index
         self.label_smoothing = label_smoothing
-        self.score = check_choice(score, CF.SCORES, type(self).__name__, "score")
+        self.score = check_choice(score, CF.LOGIT_SCORES, type(self).__name__, "score")
 
     def forward(self, input: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """``input`` ``(N, C)`` or ``(N, C, *)`` complex logits, ``target`` class indices
