@@ -111,8 +111,8 @@ class UNet(nn.Module):
         self.out = layers.Conv2d(widths[0], out_channels, 1, **fk)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` ``(N, in_channels, H, W)`` with H, W divisible by ``2**depth`` ->
-        ``(N, out_channels, H, W)``."""
+        """``x`` ``(B, in_channels, H, W)`` with H, W divisible by ``2**depth`` ->
+        ``(B, out_channels, H, W)``."""
         skips = []
         h = x
         for k, block in enumerate(self.down):

@@ -156,8 +156,8 @@ class CrossEntropyLoss(_ReducedLoss):
         self.score = check_choice(score, CF.LOGIT_SCORES, type(self).__name__, "score")
 
     def forward(self, input: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """``input`` ``(N, C)`` or ``(N, C, *)`` complex logits, ``target`` class indices
-        ``(N, *)`` or probabilities ``(N, C, *)`` -> a real scalar (``'none'``: ``(N, *)``)."""
+        """``input`` ``(B, C)`` or ``(B, C, *)`` complex logits, ``target`` class indices
+        ``(B, *)`` or probabilities ``(B, C, *)`` -> a real scalar (``'none'``: ``(B, *)``)."""
         return CF.cross_entropy(
             input,
             target,

@@ -157,8 +157,8 @@ class _BatchNorm(_WhiteningNorm):
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:
             self.num_batches_tracked.add_(1)
-            if self.momentum is None:
-                factor = 1.0 / float(self.num_batches_tracked)
+            if self.momentum is None:  # cumulative average, without reading the count on the host
+                factor = self.num_batches_tracked.to(self.running_cov.dtype).reciprocal()
         use_batch = self.training or not self.track_running_stats
         return CF.batch_norm(
             x, self.running_mean, self.running_cov, self.weight, self.bias, use_batch, factor,
