@@ -207,8 +207,9 @@ class Decoder(nn.Module):
             offset = len(cache[0]) if cache else 0
         x = self.embedding(ids, embed_mask, self.encoding, offset)  # (B, L, D)
         encoding = self.encoding if self._layer_encoding else None
+        kw = {} if cache is None else {"cache": cache}  # a stack without a cache needs none
         h = self.layers(x, src_key_padding_mask=padding_mask, is_causal=True, encoding=encoding,
-                        cache=cache)  # fmt: skip
+                        **kw)  # fmt: skip
         return next_token_logits(h, self.output_weight(), self.head_bias, self.head_scale)
 
     @torch.no_grad()
