@@ -239,13 +239,17 @@ def scaled_dot_product_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     attn_mask: torch.Tensor | None = None,
-    is_causal: bool = False,
     dropout_p: float = 0.0,
+    is_causal: bool = False,
+    *,
+    scale: float | None = None,
+    enable_gqa: bool = False,
     score: str = "real",
     bias: torch.Tensor | None = None,
-    scale: float | None = None,
 ) -> torch.Tensor:
     r"""Complex (or real) scaled dot-product attention; see the module docstring for the math.
+    Arguments as ``torch.nn.functional.scaled_dot_product_attention``'s (``scale`` and
+    ``enable_gqa`` keyword-only there too), then cplxnet's ``score`` and ``bias``.
 
     Args:
         q: ``(B, H, Lq, Dh)``, complex or real.
@@ -253,15 +257,22 @@ def scaled_dot_product_attention(
         v: ``(B, H, Lk, Dv)``, same dtype as ``q``.
         attn_mask: bool (True = may attend) or real float (added to the logits), broadcastable to
             ``(B, H, Lq, Lk)``.
-        is_causal: query ``i`` attends only to keys ``j <= i``; combined with ``attn_mask``.
         dropout_p: dropout probability on the attention weights (pass 0 in eval mode).
-        score: ``"real"`` (:math:`\mathrm{Re}(q k^H)`, fused) or ``"modulus"`` (:math:`|q k^T|`).
-        bias: real tensor broadcastable to ``(B, H, Lq, Lk)`` added to the logits after scaling.
+        is_causal: query ``i`` attends only to keys ``j <= i``; combined with ``attn_mask``.
         scale: logits scale; default :math:`1/\sqrt{D_h}` (complex head width).
+        enable_gqa: grouped-query attention as torch's: ``k`` and ``v`` may have ``Hkv`` heads
+            with ``H % Hkv == 0``, key/value head ``j`` serving query heads ``j*H/Hkv`` to
+            ``(j+1)*H/Hkv - 1``.
+        score: (keyword-only) ``"real"`` (:math:`\mathrm{Re}(q k^H)`, fused) or ``"modulus"``
+            (:math:`|q k^T|`).
+        bias: (keyword-only) real tensor broadcastable to ``(B, H, Lq, Lk)`` added to the logits
+            after scaling.
 
     Returns:
         ``(B, H, Lq, Dv)`` in the dtype of ``v``; zero for queries whose keys are all masked.
     """
+    if enable_gqa:
+        k, v = _expand_kv_heads(q, k, v)
     _check_qkv(q, k, v, _OWNER)
     check_choice(score, SCORES, _OWNER, "score")
     if not 0.0 <= dropout_p <= 1.0:
@@ -285,6 +296,26 @@ def scaled_dot_product_attention(
     if valid is not None:
         out = out * valid
     return unpack(out, v)
+
+
+def _expand_kv_heads(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Grouped-query attention: repeat each key/value head over its group of query heads."""
+    if q.dim() < 3 or k.dim() < 3 or k.shape[-3] != v.shape[-3]:
+        raise ValueError(
+            f"{_OWNER}: enable_gqa needs (..., H, L, D) inputs with as many key as value heads, "
+            f"got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    h, hkv = q.shape[-3], k.shape[-3]
+    if h % hkv:
+        raise ValueError(
+            f"{_OWNER}: enable_gqa needs the query heads ({h}) to be a multiple of the key/value "
+            f"heads ({hkv})"
+        )
+    if h == hkv:
+        return k, v
+    return k.repeat_interleave(h // hkv, dim=-3), v.repeat_interleave(h // hkv, dim=-3)
 
 
 def attention_reference(

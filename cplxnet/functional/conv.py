@@ -106,6 +106,7 @@ def conv1d(
     padding: int | tuple | str = 0,
     dilation: int | tuple = 1,
     groups: int = 1,
+    *,
     padding_mode: str = "zeros",
 ) -> torch.Tensor:
     r"""Complex 1-D cross-correlation :math:`y = W \star x + b` on ``(B, C_in, L)``.
@@ -120,9 +121,9 @@ def conv1d(
     torch's native complex convolution (three real convolutions by Gauss's trick plus many
     temporaries) took 1.3x as long as this version (``benchmarks/layers.py``).
     ``padding``/``stride``/``dilation``/``groups`` as ``torch.nn.functional.conv1d``;
-    ``padding_mode`` one of 'zeros', 'reflect', 'replicate', 'circular' (non-zero modes pad
-    with ``F.pad`` first, as ``torch.nn.Conv1d`` does). The same block scheme serves
-    :func:`conv2d`, :func:`conv3d` and the transposed convolutions.
+    ``padding_mode`` (keyword-only) one of 'zeros', 'reflect', 'replicate', 'circular'
+    (non-zero modes pad with ``F.pad`` first, as ``torch.nn.Conv1d`` does). The same block scheme
+    serves :func:`conv2d`, :func:`conv3d` and the transposed convolutions.
     """
     return _conv(x, weight, bias, stride, padding, dilation, groups, padding_mode, 1)
 
@@ -135,6 +136,7 @@ def conv2d(
     padding: int | tuple | str = 0,
     dilation: int | tuple = 1,
     groups: int = 1,
+    *,
     padding_mode: str = "zeros",
 ) -> torch.Tensor:
     r"""Complex 2-D cross-correlation on ``(B, C_in, H, W)``; see :func:`conv1d`."""
@@ -149,6 +151,7 @@ def conv3d(
     padding: int | tuple | str = 0,
     dilation: int | tuple = 1,
     groups: int = 1,
+    *,
     padding_mode: str = "zeros",
 ) -> torch.Tensor:
     r"""Complex 3-D cross-correlation on ``(B, C_in, D, H, W)``; see :func:`conv1d` (one real

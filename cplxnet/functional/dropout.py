@@ -9,11 +9,14 @@ from .._utils import as_complex
 __all__ = ["dropout", "dropout2d", "dropout3d"]
 
 
-def dropout(z: torch.Tensor, p: float = 0.5, training: bool = True) -> torch.Tensor:
+def dropout(
+    z: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
+) -> torch.Tensor:
     r"""Drop whole complex entries: :math:`y = z \cdot m / (1 - p)` with :math:`m \sim
     \mathrm{Bernoulli}(1 - p)` drawn once per complex entry and shared by the real and imaginary
     parts (Trabelsi et al., "Deep Complex Networks", ICLR 2018), so surviving entries keep their
-    phase. Identity when ``training`` is False or ``p == 0``; zeros when ``p == 1``.
+    phase. Identity when ``training`` is False or ``p == 0``; zeros when ``p == 1``. Arguments as
+    ``torch.nn.functional.dropout`` (``inplace=True`` overwrites ``z`` and returns it).
 
     ``torch.nn.functional.dropout`` raises on complex tensors in torch 2.13, and splitting into two
     real dropouts would draw independent masks (changing the phase of half-dropped entries). Real
@@ -24,8 +27,8 @@ def dropout(z: torch.Tensor, p: float = 0.5, training: bool = True) -> torch.Ten
     if not training or p == 0.0:
         return z
     if not z.is_complex():
-        return torch.nn.functional.dropout(z, p, training=True)
-    return _masked(z, p, z.shape, False)
+        return torch.nn.functional.dropout(z, p, True, inplace)
+    return _masked(z, p, z.shape, inplace)
 
 
 def _masked(z: torch.Tensor, p: float, mask_shape: tuple, inplace: bool) -> torch.Tensor:

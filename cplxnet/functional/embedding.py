@@ -17,6 +17,7 @@ def embedding_packed(
     packed_weight: torch.Tensor,
     padding_idx: int | None = None,
     max_norm: float | None = None,
+    norm_type: float = 2.0,
     scale_grad_by_freq: bool = False,
     sparse: bool = False,
 ) -> torch.Tensor:
@@ -24,14 +25,38 @@ def embedding_packed(
 
     ``packed_weight`` is the real ``(V, 2D)`` view :func:`cplxnet._utils.pack` of a complex
     ``(V, D)`` table (interleaved ``[re0, im0, re1, im1, ...]``). The lookup is the real
-    ``F.embedding`` (so ``padding_idx``, ``max_norm`` (the Euclidean norm of the packed row equals
-    the complex norm :math:`\sqrt{\sum|w|^2}`), ``scale_grad_by_freq`` and ``sparse`` behave as in
-    torch), and the ``(*, 2D)`` result is viewed back as complex ``(*, D)`` without a copy.
+    ``F.embedding`` (so ``padding_idx``, ``scale_grad_by_freq`` and ``sparse`` behave as in torch),
+    and the ``(*, 2D)`` result is viewed back as complex ``(*, D)`` without a copy. ``max_norm``
+    renormalises the rows looked up, in place, to complex ``norm_type``-norm
+    :math:`(\sum_j |w_j|^p)^{1/p} \le` ``max_norm`` (torch's rule: rows above it are scaled by
+    ``max_norm / (norm + 1e-7)``); for ``p = 2`` that is the Euclidean norm of the packed row, so
+    torch's own renormalisation does it.
     With ``sparse=True`` the gradient of ``packed_weight`` is a sparse COO tensor usable with
     ``torch.optim.SparseAdam`` (which rejects complex parameters, hence the real storage).
     """
-    out = F.embedding(ids, packed_weight, padding_idx, max_norm, 2.0, scale_grad_by_freq, sparse)
+    if max_norm is not None and norm_type != 2.0:
+        _renorm_complex_rows_(packed_weight, ids, max_norm, norm_type)
+        max_norm = None
+    out = F.embedding(
+        ids, packed_weight, padding_idx, max_norm, 2.0, scale_grad_by_freq, sparse
+    )
     return torch.view_as_complex(out.unflatten(-1, (-1, 2)))
+
+
+def _renorm_complex_rows_(
+    packed_weight: torch.Tensor, ids: torch.Tensor, max_norm: float, norm_type: float
+) -> None:
+    """torch's ``embedding_renorm_`` for the complex rows of a packed table: each row looked up
+    whose complex ``norm_type``-norm exceeds ``max_norm`` is scaled by ``max_norm / (norm +
+    1e-7)``, in place and outside autograd (repeated ids write the same row twice)."""
+    with torch.no_grad():
+        rows = ids.reshape(-1)
+        picked = packed_weight.index_select(0, rows)
+        norm = torch.linalg.vector_norm(
+            torch.view_as_complex(picked.unflatten(-1, (-1, 2))), norm_type, dim=-1
+        )
+        scale = torch.where(norm > max_norm, max_norm / (norm + 1e-7), torch.ones_like(norm))
+        packed_weight.index_copy_(0, rows, picked * scale.unsqueeze(-1))
 
 
 def embedding(
@@ -39,19 +64,31 @@ def embedding(
     weight: torch.Tensor,
     padding_idx: int | None = None,
     max_norm: float | None = None,
+    norm_type: float = 2.0,
     scale_grad_by_freq: bool = False,
+    sparse: bool = False,
 ) -> torch.Tensor:
     r"""Rows ``weight[ids]`` of a complex ``(V, D)`` table, with a working (dense) backward.
 
     ``torch.nn.functional.embedding`` has no complex backward in torch 2.13; this runs it on the
     zero-copy real view ``view_as_real(weight).flatten(-2)`` (see :func:`embedding_packed`).
-    ``padding_idx`` rows receive no gradient. For sparse gradients keep the table real-packed
-    (:class:`cplxnet.nn.Embedding` does).
+    Arguments as ``torch.nn.functional.embedding``; ``padding_idx`` rows receive no gradient and
+    ``max_norm`` / ``norm_type`` renormalise complex rows as :func:`embedding_packed` says. A
+    sparse gradient needs the table stored real-packed (:class:`cplxnet.nn.Embedding` does, or
+    :func:`embedding_packed`): ``sparse=True`` with a complex ``weight`` is a ``ValueError``.
     """
     if not weight.is_complex():
-        return F.embedding(ids, weight, padding_idx, max_norm, 2.0, scale_grad_by_freq)
+        return F.embedding(
+            ids, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse
+        )
+    if sparse:
+        raise ValueError(
+            "embedding: sparse=True needs the table stored real-packed (torch has no sparse "
+            "gradient of a complex view); use cplxnet.nn.Embedding(..., sparse=True) or "
+            "embedding_packed"
+        )
     packed = torch.view_as_real(weight).flatten(-2)  # (V, 2D)
-    return embedding_packed(ids, packed, padding_idx, max_norm, scale_grad_by_freq, False)
+    return embedding_packed(ids, packed, padding_idx, max_norm, norm_type, scale_grad_by_freq)
 
 
 def _cos_sin(angle: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

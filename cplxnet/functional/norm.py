@@ -373,6 +373,7 @@ def layer_norm(
     weight: torch.Tensor | None = None,
     bias: torch.Tensor | None = None,
     eps: float = 1e-5,
+    *,
     mode: str = "split",
 ) -> torch.Tensor:
     r"""Complex layer normalisation over the trailing ``normalized_shape`` dims.

@@ -409,7 +409,7 @@ class MultiheadAttention(HasDtype, nn.Module):
             out = unpack(out, v)  # (B, H, Lq, Dh)
         else:
             out = CF.scaled_dot_product_attention(  # (B, H, Lq, Dh)
-                q, k, v, allowed, is_causal, p, self.score, bias, scale
+                q, k, v, allowed, p, is_causal, scale=scale, score=self.score, bias=bias
             )
         out = self.out_proj(out.transpose(1, 2).reshape(B, Lq, D))  # (B, Lq, D)
         if not need_weights:

@@ -149,7 +149,7 @@ class _ConvNd(HasDtype, nn.Module):
             self.padding,
             self.dilation,
             self.groups,
-            self.padding_mode,
+            padding_mode=self.padding_mode,
         )
 
     def extra_repr(self) -> str:

@@ -13,16 +13,24 @@ __all__ = ["Dropout", "Dropout2d", "Dropout3d"]
 class Dropout(nn.Module):
     r"""Drops whole complex entries with probability ``p`` (one Bernoulli mask shared by the real
     and imaginary parts, survivors scaled by :math:`1/(1-p)`, so phases are kept); identity in
-    eval mode. See :func:`cplxnet.functional.dropout`. Real inputs get ordinary dropout.
+    eval mode. Arguments ``(p=0.5, inplace=False)`` as ``torch.nn.Dropout``. See
+    :func:`cplxnet.functional.dropout`. Real inputs get ordinary dropout.
 
     Shape: any -> same.
+
+    Examples::
+
+        >>> drop = Dropout(0.2)
+        >>> drop(torch.randn(4, 16, dtype=torch.cfloat)).shape
+        torch.Size([4, 16])
     """
 
-    def __init__(self, p: float = 0.5) -> None:
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
         super().__init__()
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"{type(self).__name__}: probability p must be in [0, 1], got {p}")
         self.p = float(p)
+        self.inplace = inplace
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         """``z`` any shape ``(*)``, complex or real -> ``(*)``: in training mode each entry (real
@@ -33,10 +41,10 @@ class Dropout(nn.Module):
             raise TypeError(
                 f"{type(self).__name__}: input must be a complex or floating tensor, got {got}"
             )
-        return CF.dropout(z, self.p, self.training)
+        return CF.dropout(z, self.p, self.training, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"p={self.p}"
+        return f"p={self.p}, inplace={self.inplace}"
 
 
 class _ChannelDropout:

@@ -31,11 +31,14 @@ class Embedding(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.Embedding)
         embedding_dim: complex features ``D``.
         padding_idx: this row is zero at init and never receives gradient (negative values count
             from the end, as in torch).
-        max_norm: if given, rows looked up are renormalised in place to complex Euclidean norm
-            :math:`\sqrt{\sum_j |w_j|^2} \le` ``max_norm`` (as ``torch.nn.Embedding`` with
-            ``norm_type=2``).
+        max_norm: if given, rows looked up are renormalised in place to complex
+            ``norm_type``-norm :math:`(\sum_j |w_j|^p)^{1/p} \le` ``max_norm`` (torch's rule).
+        norm_type: the ``p`` of ``max_norm`` (default 2: the complex Euclidean norm).
         scale_grad_by_freq: scale gradients by inverse token frequency in the mini-batch.
         sparse: sparse gradient for ``packed_weight``.
+        _weight, _freeze: as torch's (used by :meth:`from_pretrained`): a complex ``(V, D)``
+            tensor whose storage becomes the table (``packed_weight`` is its real view, no copy),
+            and whether it is frozen.
         init, init_scale: (keyword-only) initialisation of the table, ``"normal"`` (default,
             scale 1) or ``"uniform"`` (default scale 0.25, Kim's initialisation of random word
             vectors); see :func:`cplxnet.init.word_init_`.
@@ -58,8 +61,11 @@ class Embedding(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.Embedding)
         embedding_dim: int,
         padding_idx: int | None = None,
         max_norm: float | None = None,
+        norm_type: float = 2.0,
         scale_grad_by_freq: bool = False,
         sparse: bool = False,
+        _weight: torch.Tensor | None = None,
+        _freeze: bool = False,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
         *,
@@ -86,15 +92,31 @@ class Embedding(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.Embedding)
         self.embedding_dim = embedding_dim
         self.padding_idx = padding_idx
         self.max_norm = max_norm
+        self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
         self.sparse = sparse
-        self._dtype = fk["dtype"]
-        self.packed_weight = nn.Parameter(
-            torch.empty(
+        if _weight is None:
+            self._dtype = fk["dtype"]
+            packed = torch.empty(
                 num_embeddings, 2 * embedding_dim, device=device, dtype=real_dtype(self.dtype)
             )
-        )
-        self.reset_parameters()
+        else:
+            if (
+                not isinstance(_weight, torch.Tensor)
+                or not _weight.is_complex()
+                or tuple(_weight.shape) != (num_embeddings, embedding_dim)
+            ):
+                raise ValueError(
+                    f"{owner}: _weight must be a complex tensor of shape "
+                    f"({num_embeddings}, {embedding_dim}), got "
+                    f"{getattr(_weight, 'dtype', type(_weight).__name__)} "
+                    f"{tuple(getattr(_weight, 'shape', ()))}"
+                )
+            self._dtype = _weight.dtype
+            packed = torch.view_as_real(_weight.detach().resolve_conj()).flatten(-2)
+        self.packed_weight = nn.Parameter(packed, requires_grad=not _freeze)
+        if _weight is None:
+            self.reset_parameters()
 
     @property
     def weight(self) -> torch.Tensor:
@@ -116,6 +138,7 @@ class Embedding(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.Embedding)
             self.packed_weight,
             self.padding_idx,
             self.max_norm,
+            self.norm_type,
             self.scale_grad_by_freq,
             self.sparse,
         )
@@ -127,10 +150,12 @@ class Embedding(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.Embedding)
         freeze: bool = True,
         padding_idx: int | None = None,
         max_norm: float | None = None,
+        norm_type: float = 2.0,
         scale_grad_by_freq: bool = False,
         sparse: bool = False,
     ) -> Embedding:
-        """Build from a complex ``(V, D)`` tensor (copied); ``freeze`` disables its gradient."""
+        """Build from a complex ``(V, D)`` tensor (copied); ``freeze`` disables its gradient.
+        Arguments as ``torch.nn.Embedding.from_pretrained``."""
         if (
             not isinstance(embeddings, torch.Tensor)
             or not embeddings.is_complex()
@@ -144,6 +169,7 @@ class Embedding(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.Embedding)
             embeddings.shape[1],
             padding_idx,
             max_norm,
+            norm_type,
             scale_grad_by_freq,
             sparse,
             device=embeddings.device,
@@ -160,6 +186,8 @@ class Embedding(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.Embedding)
             s += f", padding_idx={self.padding_idx}"
         if self.max_norm is not None:
             s += f", max_norm={self.max_norm}"
+        if self.norm_type != 2.0:
+            s += f", norm_type={self.norm_type}"
         if self.scale_grad_by_freq:
             s += ", scale_grad_by_freq=True"
         if self.sparse:

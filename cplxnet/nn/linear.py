@@ -32,15 +32,15 @@ class Linear(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.Linear):
         in_features: complex input features.
         out_features: complex output features.
         bias: learn a complex additive bias.
-        weight_field: ``"complex"`` (default): a complex weight :math:`W = A + iB`. ``"real"``: a
-            real weight :math:`W` applied to both parts, :math:`y = W x_r + i\,W x_i + b` -- the
-            complex layer with weight :math:`W + 0i`, the "shared real and imaginary
-            projections" ablation of Wang et al. ("Encoding Word Order in Complex Embeddings",
-            ICLR 2020, Table 4); half the parameters and half the multiplications (one real GEMM
-            on the stacked parts). The bias stays complex.
         device, dtype: factory kwargs; ``dtype`` (the complex dtype of inputs and outputs)
             defaults to the complex type of ``torch.get_default_dtype()``; a real weight is
             stored in the matching real dtype.
+        weight_field: (keyword-only) ``"complex"`` (default): a complex weight :math:`W = A + iB`.
+            ``"real"``: a real weight :math:`W` applied to both parts, :math:`y = W x_r + i\,W x_i
+            + b` -- the complex layer with weight :math:`W + 0i`, the "shared real and imaginary
+            projections" ablation of Wang et al. ("Encoding Word Order in Complex Embeddings", ICLR
+            2020, Table 4); half the parameters and half the multiplications (one real GEMM on the
+            stacked parts). The bias stays complex.
 
     Shape: ``(*, in_features)`` complex -> ``(*, out_features)`` complex.
 
@@ -56,9 +56,10 @@ class Linear(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.Linear):
         in_features: int,
         out_features: int,
         bias: bool = True,
-        weight_field: str = "complex",
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        *,
+        weight_field: str = "complex",
     ) -> None:
         owner = type(self).__name__
         fk = factory_kwargs(device, dtype, owner)

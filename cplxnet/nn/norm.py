@@ -38,19 +38,19 @@ class LayerNorm(HasDtype, nn.Module):
 
     Args:
         normalized_shape: int or shape of the trailing dims.
-        mode: ``"split"`` normalises the real and imaginary parts separately (zero mean, unit
-            variance each), then ``y = w_0 x_r' + i w_1 x_i' + b``: real ``weight`` of shape
-            ``(2, *normalized_shape)`` (one gain per part, init 1) and complex ``bias`` (init 0);
-            this is the layer norm of the Complex Order code (Wang et al., ICLR 2020).
-            ``"whiten"`` is Trabelsi et al.'s (ICLR 2018) 2x2 covariance whitening of each
-            position's features, then a learnable real 2x2 matrix per feature (``weight`` of
-            shape ``(2, 2, *normalized_shape)``, init :math:`I/\sqrt2` as Trabelsi, so the output
-            has :math:`E|y|^2 = 1`) and complex ``bias``.
         eps: added to the variances (both diagonal entries in ``"whiten"``).
         elementwise_affine: learn ``weight`` (and ``bias`` unless ``bias=False``).
         bias: learn the complex shift.
         device, dtype: factory kwargs. A real ``dtype`` gives a plain real LayerNorm (``"split"``
             only; real ``weight``/``bias`` of ``normalized_shape``) for real twins of models.
+        mode: (keyword-only) ``"split"`` normalises the real and imaginary parts separately (zero
+            mean, unit variance each), then ``y = w_0 x_r' + i w_1 x_i' + b``: real ``weight`` of
+            shape ``(2, *normalized_shape)`` (one gain per part, init 1) and complex ``bias`` (init
+            0); this is the layer norm of the Complex Order code (Wang et al., ICLR 2020).
+            ``"whiten"`` is Trabelsi et al.'s (ICLR 2018) 2x2 covariance whitening of each
+            position's features, then a learnable real 2x2 matrix per feature (``weight`` of shape
+            ``(2, 2, *normalized_shape)``, init :math:`I/\sqrt2` as Trabelsi, so the output has
+            :math:`E|y|^2 = 1`) and complex ``bias``.
 
     Shape: ``(*, *normalized_shape)`` -> same.
     """
@@ -58,12 +58,13 @@ class LayerNorm(HasDtype, nn.Module):
     def __init__(
         self,
         normalized_shape: int | Sequence[int],
-        mode: str = "split",
         eps: float = 1e-5,
         elementwise_affine: bool = True,
         bias: bool = True,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        *,
+        mode: str = "split",
     ) -> None:
         owner = type(self).__name__
         fk = factory_kwargs(device, dtype, owner, allow_real=True)
@@ -110,7 +111,9 @@ class LayerNorm(HasDtype, nn.Module):
         owner = type(self).__name__
         check_dtype(x, self.dtype, owner)
         _check_trailing(x, self.normalized_shape, owner)
-        return CF.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps, self.mode)
+        return CF.layer_norm(
+            x, self.normalized_shape, self.weight, self.bias, self.eps, mode=self.mode
+        )
 
     def extra_repr(self) -> str:
         return (

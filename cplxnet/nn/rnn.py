@@ -176,10 +176,10 @@ class _FusedRNNBase(_StackedRNN):
         dropout: float = 0.0,
         bidirectional: bool = False,
         proj_size: int = 0,
-        *,
-        gate: str = "split",
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        *,
+        gate: str = "split",
     ) -> None:
         owner = type(self).__name__
         fk = factory_kwargs(device, dtype, owner)

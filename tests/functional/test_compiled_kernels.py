@@ -181,7 +181,7 @@ def test_layer_norm_kernels_equal_reference(compiled, mode, kind, shape):
     b = torch.randn(*shape, dtype=C64).requires_grad_() if "bias" in kind else None
 
     def fast(x, w, b):
-        return CF.layer_norm(x, shape, w, b, 1e-5, mode)
+        return CF.layer_norm(x, shape, w, b, 1e-5, mode=mode)
 
     def ref(x, w, b):
         return reference_layer_norm(x, shape, w, b, 1e-5, mode)
@@ -202,7 +202,7 @@ def test_layer_norm_kernels_on_strided_and_conj_inputs_and_double_backward(compi
     w, b = weight((8,)).requires_grad_(), torch.randn(8, dtype=C64).requires_grad_()
 
     def fast(x, w, b):
-        return CF.layer_norm(x, (8,), w, b, 1e-5, mode)
+        return CF.layer_norm(x, (8,), w, b, 1e-5, mode=mode)
 
     def ref(x, w, b):
         return reference_layer_norm(x.resolve_conj(), (8,), w, b, 1e-5, mode)

@@ -71,7 +71,7 @@ def test_layer_norm_equals_reference(mode, kind, shape):
     w, b = _affine(kind, mode, shape)
 
     def fast(x, w, b):
-        return CF.layer_norm(x, shape, w, b, 1e-5, mode)
+        return CF.layer_norm(x, shape, w, b, 1e-5, mode=mode)
 
     def ref(x, w, b):
         return reference_layer_norm(x, shape, w, b, 1e-5, mode)
@@ -87,7 +87,7 @@ def test_layer_norm_complex64_conj_and_strided_inputs(mode):
     for x in (base[:, ::2], base[:, :8].conj(), base.T.contiguous().T[:, 8:]):
 
         def fast(x, w, b):
-            return CF.layer_norm(x, (8,), w, b, 1e-5, mode)
+            return CF.layer_norm(x, (8,), w, b, 1e-5, mode=mode)
 
         def ref(x, w, b):  # the reference's view_as_real rejects a conj-bit input
             return reference_layer_norm(x.resolve_conj(), (8,), w, b, 1e-5, mode)
@@ -158,8 +158,8 @@ def test_batch_norm_module_train_then_eval_matches_reference_buffers():
 @pytest.mark.parametrize(
     "fn",
     [
-        lambda x, w, b: CF.layer_norm(x, (5,), w, b, 1e-3, "whiten"),
-        lambda x, w, b: CF.layer_norm(x, (5,), w[0], b, 1e-3, "split"),
+        lambda x, w, b: CF.layer_norm(x, (5,), w, b, 1e-3, mode="whiten"),
+        lambda x, w, b: CF.layer_norm(x, (5,), w[0], b, 1e-3, mode="split"),
         lambda x, w, b: CF.batch_norm(x.transpose(1, 2), None, None, w, b, True, eps=1e-3),
         lambda x, w, b: CF.batch_norm(x[:, 0], None, None, w, b, True, eps=1e-3),
     ],
@@ -182,7 +182,7 @@ def test_whitening_complex64_is_finite_and_accurate_at_extreme_scales(scale):
     w = torch.randn(2, 2, 16)
     b = torch.randn(16, dtype=torch.complex64)
     x128, w128, b128 = x64.to(DT), w.double(), b.to(DT)
-    ln = CF.layer_norm(x64, (16,), w, b, 1e-5, "whiten")
+    ln = CF.layer_norm(x64, (16,), w, b, 1e-5, mode="whiten")
     ln_ref = reference_layer_norm(x128, (16,), w128, b128, 1e-5, "whiten")
     bn = CF.batch_norm(x64.transpose(1, 2), None, None, w, b, True)
     bn_ref = reference_batch_norm(x128.transpose(1, 2), None, None, w128, b128, True)
@@ -191,7 +191,7 @@ def test_whitening_complex64_is_finite_and_accurate_at_extreme_scales(scale):
         torch.testing.assert_close(out.to(DT), ref, atol=1e-3, rtol=1e-3)
     # gradients stay finite too
     xg = _leaf(x64)
-    CF.layer_norm(xg, (16,), w, b, 1e-5, "whiten").abs().sum().backward()
+    CF.layer_norm(xg, (16,), w, b, 1e-5, mode="whiten").abs().sum().backward()
     assert torch.isfinite(torch.view_as_real(xg.grad)).all()
 
 
@@ -289,7 +289,7 @@ def test_composed_fallback_equals_fast_path(monkeypatch):
     cases = [
         (CF.modrelu, (z, b)),
         (CF.cardioid, (z,)),
-        (lambda x, w: CF.layer_norm(x, (6,), w, None, 1e-5, "whiten"), (z, w)),
+        (lambda x, w: CF.layer_norm(x, (6,), w, None, 1e-5, mode="whiten"), (z, w)),
         (lambda x, w: CF.batch_norm(x.transpose(1, 2), None, None, w, None, True), (z, w)),
     ]
     fast = [_grads(fn, args) for fn, args in cases]

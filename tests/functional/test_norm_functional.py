@@ -50,7 +50,7 @@ def test_split_layer_norm_equals_two_real_layer_norms():
     ref = torch.complex(
         F.layer_norm(x.real, (12,), w[0], b.real), F.layer_norm(x.imag, (12,), w[1], b.imag)
     )
-    torch.testing.assert_close(CF.layer_norm(x, (12,), w, b, 1e-5, "split"), ref)
+    torch.testing.assert_close(CF.layer_norm(x, (12,), w, b, 1e-5, mode="split"), ref)
 
 
 def test_split_layer_norm_multi_dim_shape():
@@ -68,10 +68,10 @@ def test_whiten_layer_norm_matches_eigendecomposition_reference():
     weight = torch.randn(2, 2, 16, dtype=torch.float64)
     bias = torch.randn(16, dtype=DT)
     ref = _affine_ref(_whiten_ref(x, (-1,), 1e-5), weight, bias)
-    torch.testing.assert_close(CF.layer_norm(x, (16,), weight, bias, 1e-5, "whiten"), ref)
+    torch.testing.assert_close(CF.layer_norm(x, (16,), weight, bias, 1e-5, mode="whiten"), ref)
     # without affine: the whitened data itself
     ref0 = torch.view_as_complex(_whiten_ref(x, (-1,), 1e-5).contiguous())
-    torch.testing.assert_close(CF.layer_norm(x, (16,), None, None, 1e-5, "whiten"), ref0)
+    torch.testing.assert_close(CF.layer_norm(x, (16,), None, None, 1e-5, mode="whiten"), ref0)
 
 
 def test_whiten_output_has_identity_covariance():
@@ -90,7 +90,7 @@ def test_complextorch_whitening_layer_norm_agrees():
     weight = torch.randn(2, 2, 8, dtype=torch.float64)
     bias = torch.randn(8, dtype=DT)
     ct = cvF.layer_norm(x, (8,), weight, torch.view_as_real(bias).T.contiguous(), 1e-5)
-    torch.testing.assert_close(CF.layer_norm(x, (8,), weight, bias, 1e-5, "whiten"), ct)
+    torch.testing.assert_close(CF.layer_norm(x, (8,), weight, bias, 1e-5, mode="whiten"), ct)
 
 
 def test_batch_norm_training_matches_reference_and_updates_running_stats():
