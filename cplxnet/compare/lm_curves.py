@@ -140,8 +140,12 @@ def training_table(
     table, still = [], 0
     for k, runs in by.items():
         steps = [int(r.get("steps") or max(m["step"] for m in r["history"])) for r in runs]
-        early = sum(1 for s in steps if limit is not None and s < int(limit))
-        cells = [labels.get(k, k[0]), _fmt_range(steps), f"{early}/{len(runs)}"]
+        early = [str(r.get("seed")) for s, r in zip(steps, runs)
+                 if limit is not None and s < int(limit)]  # fmt: skip
+        stopped = f"{len(early)}/{len(runs)}"
+        if early:
+            stopped += f" (seed{'s' if len(early) > 1 else ''} {', '.join(early)})"
+        cells = [labels.get(k, k[0]), _fmt_range(steps), stopped]
         if batch:
             per = [s * int(batch) * (1 if synthetic else int(r.get("context") or 0))
                    for s, r in zip(steps, runs)]  # fmt: skip

@@ -58,7 +58,7 @@ def test_training_table_marks_learning_runs_and_counts_early_stops():
     rotary = next(x for x in lines if x.startswith("| rotary |"))
     assert not any(x.startswith("| rotary-yarn") or x.startswith("| alibi") for x in lines)
     # steps: mean (range); one of two stopped by patience; tokens = steps x batch x L
-    assert "| 800 (600-1,000) | 1/2 | 409,600 (307,200-512,000) | 8 (8-9) |" in none
+    assert "| 800 (600-1,000) | 1/2 (seed 1) | 409,600 (307,200-512,000) | 8 (8-9) |" in none
     gain_flat = plateau_gain(_history(flat))
     gain_short = plateau_gain(_history(flat[:6]))
     assert gain_short == 0.0 and gain_flat == pytest.approx(0.005)
