@@ -43,14 +43,15 @@ def test_plateau_gain_is_the_best_so_far_over_the_last_fifth():
 def test_training_table_marks_learning_runs_and_counts_early_stops():
     flat = [3.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 1.99]  # 0.5%: plateaued
     steep = [3.0, 2.8, 2.6, 2.4, 2.2, 2.0, 1.8, 1.6, 1.4, 1.2]  # 1.6 at 800 -> 1.2: 25%
+    slow = [*flat[:9], 1.96]  # 2.0 -> 1.96: 2%, still learning by the 1% rule
     rows = [
-        _row("none", 0, flat), _row("none", 1, flat[:6], steps=600),
+        _row("none", 0, flat), _row("none", 1, flat[:6], steps=600), _row("t5", 0, slow),
         _row("rotary", 0, steep), _row("rotary", 1, steep),
         _row("rotary-yarn", 0, steep, rescored={"cell_id": "x"}),
         {"status": "error", "encoding": "alibi", "number": "real", "seed": 0},
     ]  # fmt: skip
     options = {"lm": {"train": {"steps": 1000, "batch_size": 8}}}
-    labels = {("none", "real"): "none", ("rotary", "real"): "rotary"}
+    labels = {("none", "real"): "none", ("rotary", "real"): "rotary", ("t5", "real"): "t5"}
     table, notes = training_table(rows, labels, options)
     lines = table.splitlines()
     assert lines[0].startswith("| encoding | steps/run | stopped early | training tokens/run")
@@ -64,9 +65,10 @@ def test_training_table_marks_learning_runs_and_counts_early_stops():
     assert gain_short == 0.0 and gain_flat == pytest.approx(0.005)
     assert none.endswith(f"| {100 * (gain_flat + gain_short) / 2:.1f}% ± 0.4% |")
     assert rotary.endswith("| 25.0% ± 0.0% † |") and "| 0/2 |" in rotary
-    assert "still learning: 1 of 2 configurations" in notes[0]
+    assert next(x for x in lines if x.startswith("| t5 |")).endswith("| 2.0% ± 0.0% † |")
+    assert "still learning: 2 of 3 configurations" in notes[0]
     assert "before 1,000 steps" in notes[0]
-    assert set(curve_groups(rows)) == {("none", "real"), ("rotary", "real")}
+    assert set(curve_groups(rows)) == {("none", "real"), ("t5", "real"), ("rotary", "real")}
     assert curve_groups(rows)[("none", "real")][600] == [2.0, 2.0]
     assert curve_groups(rows)[("none", "real")][1000] == [1.99]
 
