@@ -302,7 +302,8 @@ def plot_lm(rows: Sequence[dict[str, Any]], path: str, *, context: int | None = 
 def _budget(options: dict[str, Any] | None, rows: Sequence[dict[str, Any]]) -> str:
     lm = (options or {}).get("lm") or {}
     train = lm.get("train", {})
-    ok = [r for r in rows if is_ok(r) and r.get("train_seconds") not in (None, "")]
+    ok = [r for r in rows if is_ok(r) and r.get("train_seconds") not in (None, "")
+          and not r.get("rescored")]  # a re-scored cell has its run's seconds  # fmt: skip
     parts = []
     if lm:
         synthetic = any(str(r.get("data", "")).startswith("synthetic:") for r in rows)

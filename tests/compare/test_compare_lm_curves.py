@@ -88,7 +88,10 @@ def test_synthetic_rows_use_the_dev_loss_and_count_sequences():
 def test_report_has_the_training_section_and_curves(tmp_path):
     steep = [3.0, 2.8, 2.6, 2.4, 2.2]
     rows = [_row("none", s, steep) for s in range(2)] + [_row("rotary", 0, steep)]
+    rows.append(_row("rotary-yarn", 0, steep, rescored={"cell_id": "r"}))
     text, written = render_lm_report(rows, str(tmp_path), options={"lm": {"context": 64}})
+    assert "over 3 finished runs" in text  # the re-scored cell trained nothing
+    assert "rotary-yarn: no training of its own" in text
     assert "## Training: plateau and budget per run" in text
     png = os.path.join(str(tmp_path), "curves.png")
     assert "[curves.png](curves.png)" in text and png in written and os.path.getsize(png) > 0
