@@ -7,7 +7,7 @@ against eager; micro rows (complex-order embedding, rotary); sentences per secon
     python benchmarks/models.py --out benchmarks/RESULTS.md   # also write its RESULTS section
     python benchmarks/models.py --quick                 # tiny models, 3 rounds: every row runs
     python benchmarks/models.py --only steps micro      # parts: steps, compile, micro, cli,
-                                                        #   profile, decoder
+                                                        #   profile, decoder, study
 
 Method (the harness of ``benchmarks/layers.py``): 2 threads,
 glibc malloc thresholds raised (the script re-executes itself with them), each variant warmed up,
@@ -58,6 +58,11 @@ the same decoder with its layers replaced by complextorch's ``TransformerEncoder
 Transformer row; complextorch's attention has no causal mask, so it attends to later positions
 as well: a different function with the same shapes and FLOPs as our masked attention computed
 densely). Tokens per second = 2048 / step time.
+
+**Study decoder** (``--only study``): the study's own size, preset ``lm-char`` (d 64 complex,
+2 layers, 4 heads, feed-forward 256) against its equal-FLOP real twin (d 128, feed-forward 512),
+with sinusoidal, rotary and complex-order on both sides, a batch of 8 windows of 256 inputs
+(2048 tokens per step), AdamW; tokens per second of each side.
 
 **cplxnet train**: the real command, ``cplxnet train --epochs 1 --threads 2`` (default preset,
 bundled MR) in a subprocess; sentences per second = training sentences / epoch seconds (the
@@ -392,6 +397,51 @@ def decoder_rows(tiny: bool) -> dict:
     return {f"Decoder L={L}, 4 layers, train step": build}
 
 
+STUDY_ENCODINGS = ("sinusoidal", "rotary", "complex-order")
+
+
+def study_decoder_rows(tiny: bool) -> dict:
+    """The language-model study's decoder (preset ``lm-char``: d 64 complex, 2 layers, 4 heads,
+    feed-forward 256) at L = 256 against its equal-FLOP real twin (d 128, feed-forward 512), with
+    each encoding of :data:`STUDY_ENCODINGS` on both sides."""
+    from cplxnet.lm import prepare_lm_data
+
+    L, B = (16, 2) if tiny else (256, 8)
+    data = prepare_lm_data("mr", "char", L)
+    g = torch.Generator().manual_seed(0)
+    starts = torch.randint(0, len(data.train) - L - 1, (B,), generator=g)
+    ids = data.train[starts[:, None] + torch.arange(L + 1)]
+
+    def make(encoding: str):
+        def build(d: int, cfg: Config) -> Case:
+            extra = {"d_model": 8, "num_heads": 2, "dim_feedforward": 16} if tiny else {}
+            c = models.preset_config("lm-char", encoding=encoding, vocab_size=len(data.vocab),
+                                     padding_idx=0, max_len=L, **extra)  # fmt: skip
+            torch.manual_seed(0)
+            twin = DecoderStep(models.build_model(models.real_twin(c, match="flops")), ids)
+            torch.manual_seed(0)
+            return Case(DecoderStep(models.build_model(c), ids), {"real twin x2 width": twin},
+                        note=f"{B} x {L} tokens per step")  # fmt: skip
+
+        return build
+
+    return {f"lm-char decoder ({e}) L={L}, train step": make(e) for e in STUDY_ENCODINGS}
+
+
+def tokens_per_second(lines: list[str], tokens: int) -> list[str]:
+    """A table of tokens per second of the rows of :func:`run_rows` (ours and the baseline)."""
+    out = ["| row | ours tokens/s | baseline tokens/s | ours / baseline (time) |",
+           "|---|---:|---:|---:|"]  # fmt: skip
+    for line in lines:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) != 6 or not cells[4].replace(".", "").isdigit():
+            continue
+        ours, base = float(cells[4]), float(cells[5])
+        out.append(f"| {cells[0]} vs {cells[2]} | {tokens / ours * 1e3:,.0f} | "
+                   f"{tokens / base * 1e3:,.0f} | {cells[3]} |")  # fmt: skip
+    return out
+
+
 def micro_rows() -> dict:
     V = 20000
 
@@ -541,7 +591,7 @@ def cli_throughput(extra: list[str], threads: int = 2, log=print) -> str:
 # ------------------------------------------------------------------------------------------------
 # driver
 # ------------------------------------------------------------------------------------------------
-PARTS = ("steps", "compile", "micro", "cli", "profile", "decoder")
+PARTS = ("steps", "compile", "micro", "cli", "profile", "decoder", "study")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -610,6 +660,17 @@ def main(argv: list[str] | None = None) -> None:
             f"{cfg.warmup} warm-up steps",
             "",
             *run_rows(decoder_rows(a.quick), cfg, dims=(8 if a.quick else 128,), column="d"),
+            "",
+        ]
+    if "study" in a.only:
+        rows = run_rows(study_decoder_rows(a.quick), cfg, dims=(8 if a.quick else 64,), column="d")
+        out += [
+            f"### The study's decoder (lm-char) training step (AdamW), median of {cfg.rounds} "
+            f"rounds after {cfg.warmup} warm-up steps",
+            "",
+            *rows,
+            "",
+            *tokens_per_second(rows, 2 * 16 if a.quick else 8 * 256),
             "",
         ]
     if "cli" in a.only:

@@ -47,6 +47,7 @@ from .report import (
     significance_table,
 )
 from .specs import (
+    EVAL_VARIANTS,
     MODEL_VARIANTS,
     VARIANTS,
     EncodingSpec,
@@ -89,6 +90,7 @@ __all__ = [
     "pooled_table",
     "VARIANTS",
     "MODEL_VARIANTS",
+    "EVAL_VARIANTS",
     "EncodingSpec",
     "parse_encoding",
     "parse_encodings",

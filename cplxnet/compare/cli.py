@@ -133,7 +133,8 @@ def add_subcommands(sub: Any) -> None:
         "imaginary parts; the same as --set transformer.projection=real but as its own column), "
         "or 'table4' for all of them. An encoding that a family cannot use (attention encodings "
         "without attention, the projection ablation without a Transformer) is skipped for that "
-        "family with a note.",
+        "family with a note. With --task lm, rotary-yarn trains nothing: it re-scores each "
+        "seed's rotary run (kept with --keep-runs) with YaRN of factor n / L at each length n.",
     )
     g = c.add_argument_group("grid")
     g.add_argument(

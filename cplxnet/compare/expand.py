@@ -186,6 +186,12 @@ def expand_grid(
     for what, axis in (("--data", datas), ("--families", families), ("--seeds", seeds)):
         if not axis:
             raise CompareError(f"{what}: nothing given")
+    rescored = [s.label for s in encodings if s.evaluation]
+    if rescored:
+        raise CompareError(
+            f"{', '.join(rescored)} re-scores language-model runs at longer lengths; use it "
+            "with --task lm"
+        )
     per_family = sum(len(numbers_for(s, numbers)) for s in encodings)
     configurations = len(families) * len(datas) * per_family
     check_count(

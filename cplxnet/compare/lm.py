@@ -26,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -58,6 +59,7 @@ __all__ = [
     "expand_lm_grid",
     "lm_cell_config",
     "train_lm_cell",
+    "rescore_lm_cell",
     "lm_rows_to_csv",
     "LM_COLUMNS",
     "cmd_compare_lm",
@@ -211,18 +213,31 @@ def expand_lm_grid(
                 check_option_values(spec)  # rotary:base=abc: one line naming the option
                 config = lm_cell_config(spec, number, options)
                 zoo.build_model(dataclasses.replace(config, vocab_size=8))
+                if spec.evaluation:  # the scaling as it is built at twice the length
+                    scaled = {**config.encoding_options, **spec.evaluation, "factor": 2.0}
+                    zoo.build_model(dataclasses.replace(config, vocab_size=8,
+                                                        encoding_options=scaled))  # fmt: skip
                 if spec.model:
                     raise TypeError(f"model fields {sorted(spec.model)} are not decoder fields")
             except (TypeError, ValueError, KeyError) as err:
                 raise CompareError(f"decoder with {spec.label} ({number}): {err}") from None
             configs.append((spec, number))
+    trained = {(s.canonical, n) for s, n in configs if not s.evaluation}
+    for spec, number in configs:
+        if spec.evaluation and (spec.trained.canonical, number) not in trained:
+            raise CompareError(
+                f"{spec.label} ({number}) re-scores the runs of {spec.trained.label} ({number}); "
+                f"add {spec.trained.label} to --encodings"
+            )
     check_count("the number of cells", len(seeds) * len(datas) * len(configs), MAX_CELLS,
                 "MAX_CELLS")  # fmt: skip
-    cells = [
+    cells = [  # the re-scored cells after every trained one (their runs are done first)
         Cell(data, None, LM_FAMILY, spec, number, seed, MODE)
+        for rescored in (False, True)
         for seed in seeds
         for data in datas
         for spec, number in configs
+        if bool(spec.evaluation) == rescored
     ]
     return cells, []
 
@@ -281,6 +296,8 @@ def train_lm_cell(
     """Train (or finish) one language-model cell and return the fields of its row."""
     from ..lm import LMOptions, resume_lm, train_lm
 
+    if cell.encoding.evaluation:
+        return rescore_lm_cell(cell, run_dir)
     lm = options.lm
     config = lm_cell_config(cell.encoding, cell.number, options)
     train = {**lm.get("train", {}), "seed": cell.seed}
@@ -313,12 +330,14 @@ def train_lm_cell(
             quiet=True,
             callback=callback,
         )
+    return {**_row(results, run_dir), "resumed": resumed, "previous_seconds": previous}
+
+
+def _row(results: dict[str, Any], run_dir: str) -> dict[str, Any]:
+    """The row fields of a finished run (its results.json and metrics.jsonl)."""
+    from .store import read_history
+
     metric = results["metric"]
-    history = []
-    path = os.path.join(run_dir, "metrics.jsonl")
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as fh:
-            history = [json.loads(line) for line in fh if line.strip()]
     return {
         "parameters": results["real_parameters"],
         "tokens": results["tokens"],
@@ -333,9 +352,43 @@ def train_lm_cell(
         "train_cpu_seconds": results.get("train_cpu_seconds"),
         "test_seconds": results.get("test_seconds"),
         "train_size": (results.get("splits") or {}).get("train"),
-        "resumed": resumed,
-        "previous_seconds": previous,
-        "history": history,
+        "history": read_history(run_dir),
+    }
+
+
+def rescore_lm_cell(cell: Cell, run_dir: str) -> dict[str, Any]:
+    """The row of an evaluation variant (:data:`cplxnet.compare.specs.EVAL_VARIANTS`): the kept
+    run folder of the cell it re-scores (same data, field and seed, the encoding as trained:
+    ``EncodingSpec.trained``), beside ``run_dir``, scored again on its test part with the
+    encoding options ``cell.encoding.evaluation`` set at each evaluation length ``n`` with
+    factor ``n / L`` (:func:`cplxnet.lm.scaled_models`; at ``n = L`` the run's own model). Its
+    training fields are that run's; ``rescored`` says what was done. A run that is missing or
+    not finished is a :class:`CompareError` with the fix."""
+    from ..lm import evaluate_lm_run, load_lm_run
+
+    source = dataclasses.replace(cell, encoding=cell.encoding.trained)
+    src = os.path.join(os.path.dirname(run_dir), source.cell_id)
+    done = os.path.join(src, "results.json")
+    if not os.path.isfile(done):
+        why = "has not finished" if os.path.isdir(src) else "is missing"
+        raise CompareError(
+            f"{cell.encoding.label} re-scores runs/{source.cell_id}, which {why}: train that cell "
+            "with --keep-runs (delete its cells/ file), then --retry-errors"
+        )
+    with open(done, encoding="utf-8") as fh:
+        results = json.load(fh)
+    started = time.perf_counter()
+    test = evaluate_lm_run(load_lm_run(src), scaling=cell.encoding.evaluation)
+    return {
+        **_row(results, src),
+        "test": test,
+        "test_seconds": round(time.perf_counter() - started, 1),
+        "rescored": {
+            "cell_id": source.cell_id,
+            "encoding_options": dict(cell.encoding.evaluation),
+            "factor": "n / L at each evaluation length n (L: the longest training input); "
+            "the trained encoding at n <= L",
+        },
     }
 
 
@@ -479,6 +532,12 @@ def cmd_compare_lm(args: argparse.Namespace) -> int:
             parse_seeds(args.seeds),
             options,
         )
+        rescored = sorted({c.encoding.label for c in cells if c.encoding.evaluation})
+        if rescored and not args.keep_runs and not args.dry_run:
+            raise CompareError(
+                f"{', '.join(rescored)} re-scores the run folders of the cells it names: add "
+                "--keep-runs (without it a finished cell deletes its folder)"
+            )
         executor = executor_from_args(args)
         return run_and_report(args, cells, notes, out, options, executor, render_lm_report)
     except KeyboardInterrupt:

@@ -5,8 +5,12 @@ run, pooled signed-rank tests of a target encoding against each other configurat
 of the score against the evaluation length, one line per configuration (the layout of Press et
 al., "Train Short, Test Long", ICLR 2022, Figure 1).
 
-``report.md`` and ``lm.png`` are written into the results folder; ``cplxnet report DIR``
-re-renders them from the stored results.
+A section on training follows (:mod:`cplxnet.compare.lm_curves`): per configuration the steps,
+training tokens and CPU seconds per run, the runs stopped early, the plateau gain over the last
+fifth of training, and the learning curves (``curves.png``).
+
+``report.md``, ``lm.png`` and ``curves.png`` are written into the results folder; ``cplxnet
+report DIR`` re-renders them from the stored results.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .lm_curves import plot_curves, training_table
 from .plots import add_legend, column_styles, pyplot, save_figure
 from .report import failed_runs, load_results, report_place, write_report
 from .statistics import is_ok, mean_std, paired_test
@@ -297,7 +302,8 @@ def plot_lm(rows: Sequence[dict[str, Any]], path: str, *, context: int | None = 
 def _budget(options: dict[str, Any] | None, rows: Sequence[dict[str, Any]]) -> str:
     lm = (options or {}).get("lm") or {}
     train = lm.get("train", {})
-    ok = [r for r in rows if is_ok(r) and r.get("train_seconds") not in (None, "")]
+    ok = [r for r in rows if is_ok(r) and r.get("train_seconds") not in (None, "")
+          and not r.get("rescored")]  # a re-scored cell has its run's seconds  # fmt: skip
     parts = []
     if lm:
         synthetic = any(str(r.get("data", "")).startswith("synthetic:") for r in rows)
@@ -311,9 +317,18 @@ def _budget(options: dict[str, Any] | None, rows: Sequence[dict[str, Any]]) -> s
             f"`{(options or {}).get('real_width')}` twin"
         )
     if train:
+        if train.get("schedule", "constant") == "constant":
+            recipe = "constant learning rate"
+        else:
+            floor = train.get("min_lr_ratio", 0.1)
+            recipe = (f"{train.get('warmup_steps', 0)} steps of linear warm-up, then "
+                      f"{train['schedule']} decay to {floor} x lr")  # fmt: skip
+        if train.get("patience"):
+            recipe += (f"; early stop after {train['patience']} evaluations without a better "
+                       "dev loss")  # fmt: skip
         parts.append(
-            "- " + ", ".join(f"{k} {v}" for k, v in sorted(train.items())) + " (AdamW, constant "
-            "learning rate; dev loss at L chooses the checkpoint; the test part is scored once)"
+            "- " + ", ".join(f"{k} {v}" for k, v in sorted(train.items())) + f" (AdamW, {recipe}; "
+            "dev loss at L chooses the checkpoint; the test part is scored once)"
         )
     if ok:
         wall = [float(r["train_seconds"]) for r in ok]
@@ -328,6 +343,36 @@ def _budget(options: dict[str, Any] | None, rows: Sequence[dict[str, Any]]) -> s
     if options:
         parts.append("\n```json\n" + json.dumps(options, indent=1, sort_keys=True) + "\n```")
     return "\n".join(parts) + "\n"
+
+
+def _training_section(
+    rows: Sequence[dict[str, Any]],
+    options: dict[str, Any] | None,
+    plots: bool,
+    out_dir: str,
+    written: list[str],
+) -> list[str]:
+    """The section on training: plateau and budget per configuration
+    (:func:`cplxnet.compare.lm_curves.training_table`) and the learning curves (``curves.png``);
+    empty when the rows have no histories (a results.csv)."""
+    groups, _, _ = lm_groups(rows)
+    labels = _labels(list(groups))
+    table, notes = training_table(rows, labels, options)
+    if not table:
+        return []
+    parts = ["## Training: plateau and budget per run\n", table, " ".join(notes) + "\n"]
+    rescored = sorted({str(r["encoding"]) for r in rows if is_ok(r) and r.get("rescored")})
+    if rescored:
+        parts.append(f"{', '.join(rescored)}: no training of its own; it re-scores the runs of "
+                     "the configuration it names (the same curve).\n")  # fmt: skip
+    if plots:
+        png = plot_curves(rows, os.path.join(out_dir, "curves.png"), labels)
+        if png:
+            written.append(png)
+            parts.append("Learning curves: [curves.png](curves.png) (the dev score at L against "
+                         "the step, mean over the runs evaluated at that step).\n\n"
+                         "![dev score at L against the training step](curves.png)\n")  # fmt: skip
+    return parts
 
 
 def _describe(row: dict[str, Any]) -> str:
@@ -382,6 +427,7 @@ def render_lm_report(
             if png:
                 written.append(png)
                 parts.append(f"![{metric} against evaluation length](lm.png)\n")
+        parts += _training_section(rows, options, plots, out_dir, written)
     parts += failed_runs(rows, _describe)
     parts.append("## Budget\n")
     parts.append(_budget(options, rows))

@@ -17,6 +17,11 @@ A combination of registered encodings is their names joined by ``+``
 (:mod:`cplxnet.encodings.combined`), its options prefixed by the member they address:
 ``complex-order+rotary:rotary.base=500:complex-order.frequency=shared``.
 
+An evaluation variant of :data:`EVAL_VARIANTS` (``rotary-yarn``) is no model of its own: its
+cells re-score the kept run folders of the encoding it names (``rotary``, trained in the same
+grid) with the encoding rebuilt at evaluation time (YaRN scaling of factor ``n / L`` at each
+evaluation length ``n``), so it costs no training (:func:`cplxnet.compare.lm.rescore_lm_cell`).
+
 Number field: ``natural`` (the default) runs each encoding in the number field of the paper's
 Table 2: complex models for the complex encodings (``complex-order``, ``complex-vanilla``, the
 variants and any combination with one of them), real models for every other encoding (the paper's
@@ -37,6 +42,7 @@ __all__ = [
     "EncodingSpec",
     "VARIANTS",
     "MODEL_VARIANTS",
+    "EVAL_VARIANTS",
     "NUMBERS",
     "parse_encoding",
     "parse_encodings",
@@ -92,6 +98,16 @@ MODEL_VARIANTS: dict[str, tuple[str, dict[str, Any], str]] = {
     ),
 }
 TABLE4 = ("complex-order", *VARIANTS, *MODEL_VARIANTS)
+# Evaluation-time variants of a language-model grid: name -> (encoding, evaluation options,
+# description). The encoding trains as itself; at each evaluation length n > L its scaling
+# option is set with factor n / L (the rotary scalings of cplxnet.encodings.rope_scaling).
+EVAL_VARIANTS: dict[str, tuple[str, dict[str, Any], str]] = {
+    "rotary-yarn": (
+        "rotary",
+        {"scaling": "yarn"},
+        "trained as rotary; scored at n > L with YaRN scaling of factor n / L",
+    ),
+}
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -138,12 +154,16 @@ class EncodingSpec:
         options: keyword options for :func:`cplxnet.encodings.create_encoding`.
         model: model-config fields the column sets (a :data:`MODEL_VARIANTS` entry), e.g.
             ``{"projection": "real"}``; empty for a plain encoding.
+        evaluation: encoding options set at evaluation time only (an :data:`EVAL_VARIANTS`
+            entry, e.g. ``{"scaling": "yarn"}``): the column re-scores the runs of
+            :attr:`trained`; empty for a column that trains.
     """
 
     label: str
     name: str
     options: dict[str, Any] = field(default_factory=dict)
     model: dict[str, Any] = field(default_factory=dict)
+    evaluation: dict[str, Any] = field(default_factory=dict)
 
     @property
     def is_complex(self) -> bool:
@@ -161,6 +181,10 @@ class EncodingSpec:
         if self.model:
             fields = [f"{k}={_format_value(self.model[k])}" for k in sorted(self.model)]
             text += "+" + ":".join(fields)
+        if self.evaluation:
+            text += "@eval:" + ":".join(
+                f"{k}={_format_value(self.evaluation[k])}" for k in sorted(self.evaluation)
+            )
         return text
 
     @property
@@ -173,18 +197,32 @@ class EncodingSpec:
         text = ":".join([self.name, *pairs(self.options)])
         if self.model:
             text += "--model-" + ":".join(pairs(self.model))
+        if self.evaluation:
+            text += "--eval-" + ":".join(pairs(self.evaluation))
         return re.sub(r"[^A-Za-z0-9.-]+", "_", text)
 
     def to_dict(self) -> dict[str, Any]:
         d = {"label": self.label, "name": self.name, "options": dict(self.options)}
         if self.model:  # only then: plain specs serialise as before
             d["model"] = dict(self.model)
+        if self.evaluation:
+            d["evaluation"] = dict(self.evaluation)
         return d
+
+    @property
+    def trained(self) -> EncodingSpec:
+        """The column whose runs an evaluation variant re-scores (the spec without
+        :attr:`evaluation`; the spec itself for a column that trains)."""
+        if not self.evaluation:
+            return self
+        return EncodingSpec(self.canonical.split("@eval:")[0], self.name, dict(self.options),
+                            dict(self.model))  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EncodingSpec:
         return cls(
-            d["label"], d["name"], dict(d.get("options") or {}), dict(d.get("model") or {})
+            d["label"], d["name"], dict(d.get("options") or {}), dict(d.get("model") or {}),
+            dict(d.get("evaluation") or {}),
         )
 
 
@@ -196,7 +234,7 @@ def _check_name(name: str) -> None:
     except ValueError as err:
         raise ValueError(
             f"{err}; Complex Order variants: {', '.join([*VARIANTS, *MODEL_VARIANTS])} (or "
-            "'table4' for all of them)"
+            f"'table4' for all of them); evaluation variants: {', '.join(EVAL_VARIANTS)}"
         ) from None
 
 
@@ -211,7 +249,11 @@ def parse_encoding(text: str) -> EncodingSpec:
     options: dict[str, Any] = {}
     given: dict[str, str] = {}  # the options written in ``text`` (a variant's own may be replaced)
     model: dict[str, Any] = {}
-    if head in VARIANTS:
+    evaluation: dict[str, Any] = {}
+    if head in EVAL_VARIANTS:
+        name, extra, _ = EVAL_VARIANTS[head]
+        evaluation.update(extra)
+    elif head in VARIANTS:
         name, base, _ = VARIANTS[head]
         options.update(base)
     elif head in MODEL_VARIANTS:
@@ -237,7 +279,12 @@ def parse_encoding(text: str) -> EncodingSpec:
             )
         given[key] = value
         options[key] = parse_value(value)
-    return EncodingSpec(text, name, options, model)
+    clash = sorted(set(options) & set(evaluation))
+    if clash:
+        raise ValueError(
+            f"encoding spec {text!r}: {', '.join(clash)} is set at evaluation by {head}; drop it"
+        )
+    return EncodingSpec(text, name, options, model, evaluation)
 
 
 def parse_encodings(text: str | list[str]) -> list[EncodingSpec]:

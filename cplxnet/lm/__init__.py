@@ -32,6 +32,7 @@ from .generate import (
     generate,
     generate_text,
     load_lm_run,
+    scaled_models,
     stream,
     stream_text,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "evaluate_lm_run",
     "generate",
     "generate_text",
+    "scaled_models",
     "stream",
     "stream_text",
 ]

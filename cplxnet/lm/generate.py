@@ -10,8 +10,9 @@ position in it shifts. Either way the tokens are those of recomputing the window
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,13 +22,13 @@ from torch import nn
 from ..data import DataError
 from ..runs import RunError, load_checkpoint, load_weights
 from .data import TokenVocab, detokenize, tokenize
-from .evaluate import NA, evaluate_lengths
+from .evaluate import NA, effective_length, evaluate_lengths
 from .synthetic import SEP
 from .train import LMOptions, LMTask, build_lm_model, load_lm_config
 
 __all__ = [
-    "LoadedLM", "load_lm_run", "evaluate_lm_run", "generate", "stream", "generate_text",
-    "stream_text",
+    "LoadedLM", "load_lm_run", "scaled_models", "evaluate_lm_run", "generate", "stream",
+    "generate_text", "stream_text",
 ]  # fmt: skip
 
 
@@ -78,29 +79,77 @@ def load_lm_run(run_dir: str) -> LoadedLM:
     return LoadedLM(run_dir, config, model, vocab, run_config)
 
 
-def evaluate_lm_run(run: LoadedLM | str, context: int | None = None) -> dict[str, dict]:
+def scaled_models(run: LoadedLM, scaling: Mapping[str, Any]) -> Callable[[int], nn.Module]:
+    r"""``model_at(n)``: the run's best weights with its rotary encoding rebuilt for inputs of
+    ``n`` tokens with the scaling options ``scaling`` (``{"scaling": "yarn"}``, and any option
+    of :func:`cplxnet.encodings.rope_scaling.rope_frequencies`) at factor :math:`s = n / L`,
+    ``L`` the longest training input (the decoder's ``max_len``) as ``original_max_len``; for
+    :math:`n \le L` the run's own model (factor 1: no scaling, every scaling's identity).
+    YaRN used this way needs no fine-tuning, at one factor per evaluation window (the dynamic
+    form of Peng et al., ICLR 2024, Sec. 3.4, sets :math:`s = \max(1, l'/L)` at each generated
+    length :math:`l'`).
+
+    An encoding without rotary scaling, or a run trained with one, is a :class:`RunError`."""
+    from ..encodings import encoding_option_parameters
+
+    config = run.config
+    name = config.encoding
+    if "scaling" not in encoding_option_parameters(name):
+        raise RunError(f"{run.run_dir}: its encoding {name} has no rotary scaling; scaling at "
+                       "evaluation applies to rotary and xpos runs")  # fmt: skip
+    own = dict(config.encoding_options or {})
+    if own.get("scaling") is not None:
+        raise RunError(f"{run.run_dir} was trained with scaling={own['scaling']!r}; scaling at "
+                       "evaluation applies to runs trained without one")  # fmt: skip
+    if "scaling" not in scaling:
+        raise ValueError(f"scaled_models: scaling needs a 'scaling' key, got {dict(scaling)}")
+    trained = int(config.max_len)
+    models: dict[int, nn.Module] = {}
+
+    def model_at(n: int) -> nn.Module:
+        if n <= trained:
+            return run.model
+        if n not in models:
+            options = {**own, **scaling, "factor": n / trained, "original_max_len": trained}
+            model = build_lm_model(dataclasses.replace(config, encoding_options=options),
+                                   run.run_dir)  # fmt: skip
+            load_weights(model, run.model.state_dict(), os.path.join(run.run_dir, "best.pt"))
+            models[n] = model.to(next(run.model.parameters()).device).eval()
+        return models[n]
+
+    return model_at
+
+
+def evaluate_lm_run(
+    run: LoadedLM | str,
+    context: int | None = None,
+    *,
+    scaling: Mapping[str, Any] | None = None,
+) -> dict[str, dict]:
     """Score a run's best weights on its test part: at ``context`` tokens per window, or, with
     ``None``, at every length (or bin) its results.json has. Synthetic runs with ``context``
-    score the exact-match accuracy on prompts of exactly ``context`` symbols."""
+    score the exact-match accuracy on prompts of exactly ``context`` symbols. ``scaling``:
+    rotary scaling options set at evaluation with factor ``n / L`` (:func:`scaled_models`)."""
     if isinstance(run, str):
         run = load_lm_run(run)
     if context is not None and context < 1:
         raise DataError(f"--context must be at least 1, got {context}")
+    model_at = scaled_models(run, scaling) if scaling else (lambda n: run.model)
     task = run.task()
     options = LMOptions.from_dict(run.run_config["train"])
-    if task.synthetic is None:
-        if context is None:
-            return task.test(run.model, options)
-        return evaluate_lengths(run.model, task.data.test, [context], tokens=task.tokens,
-                                batch_tokens=options.batch_tokens)  # fmt: skip
     if context is None:
-        return task.test(run.model, options)
+        return task.test(run.model, options, model_at=model_at)
+    if task.synthetic is None:
+        model = model_at(effective_length(len(task.data.test), context))
+        return evaluate_lengths(model, task.data.test, [context], tokens=task.tokens,
+                                batch_tokens=options.batch_tokens)  # fmt: skip
     s = task.synthetic
-    reason = run.model.unsupported_length(2 * context + 1)
+    model = model_at(2 * context + 1)
+    reason = model.unsupported_length(2 * context + 1)
     if reason is not None:
         return {str(context): {"accuracy": None, NA: reason}}
     prompts = s.test_prompts(context, context)
-    return {str(context): {"accuracy": s.accuracy(run.model, prompts), "n": len(prompts)}}
+    return {str(context): {"accuracy": s.accuracy(model, prompts), "n": len(prompts)}}
 
 
 def _check_length(run: LoadedLM, prompt: int, num_tokens: int, context: int | None) -> None:

@@ -61,7 +61,7 @@ from ..runs import (
 from ..runtime import progress, rng_state, seed_everything, set_rng_state, versions
 from ..utils import count_parameters
 from .data import LMData, TokenVocab, file_sha256, prepare_lm_data
-from .evaluate import NA, evaluate_lengths, metric_name, score_stream
+from .evaluate import NA, effective_length, evaluate_lengths, metric_name, score_stream
 from .options import LMOptions
 from .synthetic import IGNORE, TASKS, SyntheticTask
 
@@ -183,22 +183,29 @@ class LMTask:
                            batch_tokens=batch_tokens)  # fmt: skip
         return {"loss": out["loss"], self.metric: out[self.metric]}
 
-    def test(self, model: nn.Module, options: LMOptions, log: Callable | None = None) -> dict:
-        """The test entries; ``log`` gets a line per synthetic bin (its prompts and seconds)."""
-        if self.synthetic is None:
-            lengths = [self.context * m for m in options.eval_multiples]
-            return evaluate_lengths(model, self.data.test, lengths, tokens=self.tokens,
-                                    batch_tokens=options.batch_tokens)  # fmt: skip
+    def test(self, model: nn.Module, options: LMOptions, log: Callable | None = None, *,
+             model_at: Callable[[int], nn.Module] | None = None) -> dict:  # fmt: skip
+        """The test entries; ``log`` gets a line per synthetic bin (its prompts and seconds).
+        ``model_at(n)`` gives the model that scores inputs of at most ``n`` tokens (a window,
+        or a bin's longest sequence ``2 hi + 1``); default ``model`` for every length."""
         out: dict[str, dict] = {}
+        if self.synthetic is None:
+            for n in (self.context * m for m in options.eval_multiples):
+                window = effective_length(len(self.data.test), n)
+                out.update(evaluate_lengths(model_at(window) if model_at else model,
+                                            self.data.test, [n], tokens=self.tokens,
+                                            batch_tokens=options.batch_tokens))  # fmt: skip
+            return out
         s = self.synthetic
         for name, lo, hi in s.bins():
-            reason = model.unsupported_length(2 * hi + 1)
+            scorer = model_at(2 * hi + 1) if model_at else model
+            reason = scorer.unsupported_length(2 * hi + 1)
             if reason is not None:
                 out[name] = {"accuracy": None, NA: reason}
                 continue
             prompts = s.test_prompts(lo, hi)
             t0 = time.perf_counter()
-            accuracy = s.accuracy(model, prompts, options.batch_tokens)
+            accuracy = s.accuracy(scorer, prompts, options.batch_tokens)
             out[name] = {"accuracy": accuracy, "n": len(prompts)}
             if log is not None:
                 log(f"test prompt lengths {name}: {len(prompts)} prompts scored in "

@@ -97,6 +97,21 @@ def test_seeded_reproducible_and_fresh_per_forward():
     assert not torch.equal(enc._drawn.index, draws[2])  # a new forward draws again
 
 
+def test_draws_cover_the_whole_stated_range():
+    """Positions come from all of range(max_positions) (max_len 6: 24 by default), uniformly:
+    the last position is drawn as often as the first, and a draw of max_positions tokens is
+    every position."""
+    enc = build("sinusoidal", torch.float64).train()
+    torch.manual_seed(0)
+    counts = torch.zeros(enc.max_positions)
+    for _ in range(400):
+        counts += torch.bincount(enc.draw(6).index, minlength=enc.max_positions)
+    expected = 400 * 6 / enc.max_positions  # 100 per position
+    assert enc.max_positions == 24 and counts.min() > 0.6 * expected
+    assert counts[-1] > 0.6 * expected and counts[0] > 0.6 * expected
+    assert torch.equal(enc.draw(24).index, torch.arange(24))
+
+
 def test_one_draw_per_forward_shared_by_every_layer(monkeypatch):
     config = make_config(
         "decoder", vocab_size=11, encoding="randomized", d_model=8, num_heads=2,

@@ -1,0 +1,100 @@
+"""The training section of a language-model report: the plateau gain over the last fifth of the
+steps each run trained, early stops, the budget per run and the learning-curve figure, from
+hand-made cell rows."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from cplxnet.compare.lm_curves import curve_groups, dev_key, plateau_gain, training_table
+from cplxnet.compare.lm_report import render_lm_report
+
+
+def _history(values, every=100, key="dev_bpc"):
+    return [{"step": every * (i + 1), key: v, "dev_loss": v * 0.69, "best": True}
+            for i, v in enumerate(values)]  # fmt: skip
+
+
+def _row(encoding, seed, values, *, number="real", steps=None, every=100, **extra):
+    history = _history(values, every)
+    return {
+        "status": "ok", "mode": "lm", "data": "mr", "encoding": encoding, "number": number,
+        "seed": seed, "metric": "bpc", "context": 64, "parameters": 1000,
+        "test": {"64": {"bpc": values[-1]}, "128": {"bpc": values[-1] + 0.1}},
+        "steps": steps or history[-1]["step"], "train_seconds": 10.0,
+        "train_cpu_seconds": 8.0 + seed, "history": history, **extra,
+    }  # fmt: skip
+
+
+def test_plateau_gain_is_the_best_so_far_over_the_last_fifth():
+    # 10 evaluations to step 1000: best until step 800 is 2.0, best until 1000 is 1.9
+    values = [3.0, 2.6, 2.4, 2.2, 2.1, 2.05, 2.02, 2.0, 2.1, 1.9]
+    assert plateau_gain(_history(values)) == pytest.approx((2.0 - 1.9) / 2.0)
+    # a worse last evaluation does not count as a loss: the best so far stays
+    assert plateau_gain(_history([3.0, 2.0, 2.0, 2.0, 2.5])) == 0.0
+    # a run stopped early: the fifth of the steps it trained (500 -> from step 400)
+    assert plateau_gain(_history([3.0, 2.5, 2.2, 2.0, 1.0])) == pytest.approx(0.5)
+    assert plateau_gain(_history([2.0], every=100)) is None  # nothing before 80 steps
+    assert plateau_gain([]) is None
+
+
+def test_training_table_marks_learning_runs_and_counts_early_stops():
+    flat = [3.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 1.99]  # 0.5%: plateaued
+    steep = [3.0, 2.8, 2.6, 2.4, 2.2, 2.0, 1.8, 1.6, 1.4, 1.2]  # 1.6 at 800 -> 1.2: 25%
+    slow = [*flat[:9], 1.96]  # 2.0 -> 1.96: 2%, still learning by the 1% rule
+    rows = [
+        _row("none", 0, flat), _row("none", 1, flat[:6], steps=600), _row("t5", 0, slow),
+        _row("rotary", 0, steep), _row("rotary", 1, steep),
+        _row("rotary-yarn", 0, steep, rescored={"cell_id": "x"}),
+        {"status": "error", "encoding": "alibi", "number": "real", "seed": 0},
+    ]  # fmt: skip
+    options = {"lm": {"train": {"steps": 1000, "batch_size": 8}}}
+    labels = {("none", "real"): "none", ("rotary", "real"): "rotary", ("t5", "real"): "t5"}
+    table, notes = training_table(rows, labels, options)
+    lines = table.splitlines()
+    assert lines[0].startswith("| encoding | steps/run | stopped early | training tokens/run")
+    none = next(x for x in lines if x.startswith("| none |"))
+    rotary = next(x for x in lines if x.startswith("| rotary |"))
+    assert not any(x.startswith("| rotary-yarn") or x.startswith("| alibi") for x in lines)
+    # steps: mean (range); one of two stopped by patience; tokens = steps x batch x L
+    assert "| 800 (600-1,000) | 1/2 (seed 1) | 409,600 (307,200-512,000) | 8 (8-9) |" in none
+    gain_flat = plateau_gain(_history(flat))
+    gain_short = plateau_gain(_history(flat[:6]))
+    assert gain_short == 0.0 and gain_flat == pytest.approx(0.005)
+    assert none.endswith(f"| {100 * (gain_flat + gain_short) / 2:.1f}% ± 0.4% |")
+    assert rotary.endswith("| 25.0% ± 0.0% † |") and "| 0/2 |" in rotary
+    assert next(x for x in lines if x.startswith("| t5 |")).endswith("| 2.0% ± 0.0% † |")
+    assert "still learning: 2 of 3 configurations" in notes[0]
+    assert "before 1,000 steps" in notes[0]
+    assert set(curve_groups(rows)) == {("none", "real"), ("t5", "real"), ("rotary", "real")}
+    assert curve_groups(rows)[("none", "real")][600] == [2.0, 2.0]
+    assert curve_groups(rows)[("none", "real")][1000] == [1.99]
+
+
+def test_synthetic_rows_use_the_dev_loss_and_count_sequences():
+    rows = [_row("rotary", 0, [3.0, 2.0, 1.0, 0.5, 0.4])]
+    for r in rows:
+        r["data"] = "synthetic:copy"
+        for m in r["history"]:
+            del m["dev_bpc"]
+    assert dev_key(rows) == "dev_loss"
+    table, notes = training_table(rows, {}, {"lm": {"train": {"batch_size": 32}}})
+    assert "training sequences/run" in table and "| 16,000 |" in table
+    assert "dev loss gain, last fifth" in table and "exact match is scored once" in notes[-1]
+
+
+def test_report_has_the_training_section_and_curves(tmp_path):
+    steep = [3.0, 2.8, 2.6, 2.4, 2.2]
+    rows = [_row("none", s, steep) for s in range(2)] + [_row("rotary", 0, steep)]
+    rows.append(_row("rotary-yarn", 0, steep, rescored={"cell_id": "r"}))
+    text, written = render_lm_report(rows, str(tmp_path), options={"lm": {"context": 64}})
+    assert "over 3 finished runs" in text  # the re-scored cell trained nothing
+    assert "rotary-yarn: no training of its own" in text
+    assert "## Training: plateau and budget per run" in text
+    png = os.path.join(str(tmp_path), "curves.png")
+    assert "[curves.png](curves.png)" in text and png in written and os.path.getsize(png) > 0
+    # rows without histories (as read from a results.csv): no section, no figure
+    plain, written = render_lm_report([{**r, "history": []} for r in rows], str(tmp_path / "p"))
+    assert "## Training" not in plain and not any(w.endswith("curves.png") for w in written)
