@@ -16,9 +16,9 @@ initialisation the output has covariance :math:`I / 2`: variance 0.5 per part an
 Layout (eager): the input ``(N, C, *)`` is read as ``(N, C, M)`` complex (``M`` the product of
 the spatial dims) and never split into contiguous parts. The means are complex sums over the
 last axis, the 2x2 moments :math:`\sum c c^T` are batched matrix products of the real view
-``view_as_real(c)`` ``(N C, M, 2)`` with itself, and the per-channel 2x2 map is applied as the
-widely linear :math:`p c + q \bar c` (:func:`~cplxnet.functional.cov2x2.widely_linear`): complex
-multiplications by one scalar per channel, which vectorise on the interleaved data. One autograd
+``view_as_real(c)`` ``(N C, M, 2)`` with itself, and the per-channel 2x2 map is a product of
+that real view with the 2x2 matrix (not the widely linear :math:`p c + q \bar c`, which loses
+all precision when a channel's imaginary part is zero; see :func:`_apply_2x2`). One autograd
 Function (:class:`_WhitenChannels`) holds the forward and a backward written on the same layout;
 tracers, compilers and double backward see the same map composed of differentiable ops
 (:func:`_whiten_composed`).
@@ -29,7 +29,7 @@ from __future__ import annotations
 import torch
 
 from .._utils import grad_via_composed, is_tracing
-from .cov2x2 import inv_sqrt_2x2_matrix, widely_linear
+from .cov2x2 import inv_sqrt_2x2_matrix
 
 __all__ = ["batch_norm", "instance_norm", "group_norm"]
 
@@ -76,6 +76,15 @@ def _moments(x3: torch.Tensor, groups: int, over_batch: bool):
     return c, mean, cov
 
 
+def _apply_2x2(t: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """The real 2x2 maps ``t`` ``(S, C, 2, 2)`` applied to complex ``z`` ``(N, C, M)`` as
+    :math:`(x, y)` vectors, on the real view. The widely linear form :math:`p z + q \bar z`
+    computes the same map with fewer passes but cancels catastrophically when ``t`` is far from
+    isotropic (a channel whose imaginary part is zero: :math:`p \approx -q`, errors of
+    :math:`10^{-7} |p| |z|` in float32), so it is not used on the data."""
+    return torch.view_as_complex(torch.view_as_real(z) @ t.mT)
+
+
 def _whiten_composed(x3, weight, bias, groups, over_batch, eps, stats=None):
     """The whitening of ``x3`` ``(N, C, M)`` composed of differentiable ops: batch statistics,
     or ``stats = (mean (S, C), cov (S, C, 2, 2))`` per channel. Returns ``(y, mean, cov)``."""
@@ -85,7 +94,7 @@ def _whiten_composed(x3, weight, bias, groups, over_batch, eps, stats=None):
         mean, cov = stats
         c = x3 - mean.unsqueeze(-1)
     t, _ = _transform(cov, weight, eps, x3.shape[1])
-    y = torch.view_as_complex(torch.view_as_real(c) @ t.mT)
+    y = _apply_2x2(t, c)
     return (y if bias is None else y + bias.unsqueeze(-1)), mean, cov
 
 
@@ -99,8 +108,8 @@ class _WhitenChannels(torch.autograd.Function):
     over each group's members, :math:`g_V` from :math:`g_W` by autograd through the closed form
     on the small per-group tensors, and
     :math:`g_z = T^T g + S c - \frac1n \sum T^T \textstyle\sum_m g` with
-    :math:`S = (g_V + g_V^T) / n`; the 2x2 maps :math:`T^T` and :math:`S` run as widely linear
-    complex products. Saved: the centred data and per-group 2x2 covariances. Double backward
+    :math:`S = (g_V + g_V^T) / n`; the 2x2 maps :math:`T^T` and :math:`S` act on the real view
+    (:func:`_apply_2x2`). Saved: the centred data and per-group 2x2 covariances. Double backward
     differentiates :func:`_whiten_composed`.
     """
 
@@ -109,15 +118,9 @@ class _WhitenChannels(torch.autograd.Function):
         n_ch = x3.shape[1]
         c, mean, cov = _moments(x3, groups, over_batch)
         t, _ = _transform(cov, weight, eps, n_ch)
-        p, q = (v.unsqueeze(-1) for v in widely_linear(t))
-        # y = conj(conj(q) c + conj(b)) + p c: three passes over the data. The small factors
-        # are conjugated physically: a conj-bit operand sends the kernels down a slow path.
-        qc = q.conj_physical()
-        if bias is None:
-            y = torch.mul(c, qc)
-        else:
-            y = torch.addcmul(bias.conj_physical().unsqueeze(-1), c, qc)
-        y.conj_physical_().addcmul_(c, p)
+        y = _apply_2x2(t, c)
+        if bias is not None:
+            y = y + bias.unsqueeze(-1)
         ctx.spec = (groups, over_batch, eps)
         ctx.save_for_backward(x3, weight, bias, c, cov)
         ctx.mark_non_differentiable(mean, cov)
@@ -160,13 +163,7 @@ class _WhitenChannels(torch.autograd.Function):
         # the mean's share: (1/n) sum over the group of T^T sum_m g, per channel
         k = (t.mT @ torch.view_as_real(g_sum).unsqueeze(-1)).squeeze(-1)
         k = torch.view_as_complex(_to_channels(_group_sum(k, groups, over_batch) / count, n_ch))
-        p, q = (u.unsqueeze(-1) for u in widely_linear(t))  # T^T is (conj p, q)
-        ps, qs = (u.unsqueeze(-1) for u in widely_linear(s))  # S symmetric: ps real
-        # g_z = conj(p) g + q conj(g) + ps c + qs conj(c) - k
-        #     = conj(conj(q) g + conj(qs) c - conj(k)) + conj(p) g + ps c: five passes
-        gz = torch.addcmul(k.conj_physical().neg_().unsqueeze(-1), g, q.conj_physical())
-        gz.addcmul_(c, qs.conj_physical()).conj_physical_()
-        gz.addcmul_(g, p.conj_physical()).addcmul_(c, ps)
+        gz = _apply_2x2(t.mT, g) + _apply_2x2(s, c) - k.unsqueeze(-1)
         return gz, g_weight, g_bias, None, None, None
 
 

@@ -10,6 +10,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from module_db import make_module, sample_input
 from module_db_norm import MODULES as NORM_MODULES
 from reference_ops import reference_batch_norm, reference_group_norm, reference_instance_norm
@@ -301,6 +302,33 @@ def test_constant_and_real_valued_channels_stay_finite():
     torch.testing.assert_close(y[:, 0], torch.zeros_like(y[:, 0]))
     assert torch.allclose(y[:, 1].imag, torch.zeros((), dtype=R), atol=1e-9)
 
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e2, 1e4, 1e8])
+def test_real_valued_input_in_complex64_is_real_batch_norm(scale):
+    """Real data cast to complex (an image or a magnitude, imaginary part zero), at the scale of
+    raw intensities: the whitening of each channel is real batch / instance / group norm scaled
+    by the init affine 1/sqrt(2) (none for InstanceNorm, ``affine=False`` as torch), in values and gradients, in complex64 (the 2x2 map must not
+    cancel: the widely linear form lost every digit at 1e8)."""
+    torch.manual_seed(0)
+    x = (torch.randn(4, 6, 8, 8) + 3.0) * scale
+    r = torch.randn_like(x)
+    cases = [
+        (cnn.BatchNorm2d(6), lambda t: F.batch_norm(t, None, None, training=True)),
+        (cnn.InstanceNorm2d(6), lambda t: F.instance_norm(t)),
+        (cnn.GroupNorm(3, 6), lambda t: F.group_norm(t, 3)),
+    ]
+    for layer, real_norm in cases:
+        z = torch.complex(x, torch.zeros_like(x)).requires_grad_()
+        y = layer(z)
+        (y.real * r).sum().backward()
+        xr = x.clone().requires_grad_()
+        want = real_norm(xr) / (math.sqrt(2.0) if layer.weight is not None else 1.0)
+        (want * r).sum().backward()
+        name = type(layer).__name__
+        torch.testing.assert_close(y.real, want, rtol=1e-4, atol=1e-4, msg=name)
+        assert y.imag.abs().max() == 0, name
+        torch.testing.assert_close(z.grad.real, xr.grad, rtol=1e-3, atol=1e-3 / scale, msg=name)
 
 # ------------------------------------------------------------------------------------------------
 # complextorch
