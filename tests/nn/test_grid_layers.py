@@ -49,6 +49,7 @@ CONV_CASES = [
     (3, {"groups": 2, "dilation": (1, 2, 1), "bias": False}),
     (3, {"padding": "same"}),
     (3, {"padding": 1, "padding_mode": "circular"}),
+    (3, {"padding": (0, 1, 2), "dilation": (1, 1, 2), "stride": (1, 2, 1)}),  # repacked input
 ]
 
 
@@ -74,6 +75,7 @@ TRANSPOSE_CASES = [
     (2, {"stride": 2}),
     (2, {"stride": (2, 3), "padding": (1, 0), "output_padding": (1, 2), "groups": 2}),
     (3, {"stride": 2, "padding": 1, "dilation": (1, 2, 1)}),
+    (2, {"stride": 2, "dilation": (1, 2), "output_padding": 1}),  # repacked output
 ]
 
 
