@@ -37,55 +37,11 @@ def _block_weight(
     else:  # rows are output channels: y_r = A x_r - B x_i, y_i = B x_r + A x_i
         top, bot = torch.cat([a, -b], 2), torch.cat([b, a], 2)
     w = torch.stack([top, bot], 1).reshape(2 * co, 2 * weight.shape[1], *weight.shape[2:])
-    return w, _block_bias(bias, groups)
-
-
-def _block_bias(bias: torch.Tensor | None, groups: int) -> torch.Tensor | None:
-    """Complex ``bias`` ``(C,)`` -> real ``(2C,)`` ordered ``[group][part][channel]``."""
     if bias is None:
-        return None
+        return w, None
     g_out = bias.shape[0] // groups
-    return torch.view_as_real(bias).reshape(groups, g_out, 2).movedim(-1, 1).reshape(-1)
-
-
-def _interleaved_weight(weight: torch.Tensor, groups: int, transposed: bool) -> torch.Tensor:
-    """The block kernel of :func:`_block_weight` acting on the interleaved layout: the last
-    spatial axis of the real view ``(..., L, 2)`` flattened to ``2L`` (``[x_r(0), x_i(0),
-    x_r(1), ...]``), so the part is the parity of that axis and the kernel's last axis is ``2k``.
-
-    Convolution (``weight`` ``(C_out, C_in/g, *k)``): ``(2 C_out, C_in/g, *k', 2k)``, the output
-    channels ``[group][part][channel]`` (real-part rows interleave ``(A, -B)``, imaginary-part rows
-    ``(B, A)``). Transposed (``weight`` ``(C_in, C_out/g, *k)``): ``(2 C_in, C_out/g, *k', 2k)``,
-    the input channels ``[group][part][channel]`` (``x_r`` rows ``(A, B)``, ``x_i`` rows
-    ``(-B, A)``), whose output lands on the interleaved layout."""
-    a, b = weight.real, weight.imag
-    if transposed:
-        first, second = torch.stack([a, b], -1), torch.stack([-b, a], -1)
-    else:
-        first, second = torch.stack([a, -b], -1), torch.stack([b, a], -1)
-    c = weight.shape[0]
-    w = torch.stack([first.flatten(-2), second.flatten(-2)], 0)  # (2, C, ..., 2k)
-    w = w.reshape(2, groups, c // groups, *w.shape[2:]).transpose(0, 1)
-    return w.reshape(2 * c, *w.shape[3:])
-
-
-def _last_doubled(value, nd: int) -> tuple:
-    """A per-axis argument with its last entry doubled (the interleaved last axis)."""
-    t = (value,) * nd if isinstance(value, int) else tuple(value)
-    return (*t[:-1], 2 * t[-1])
-
-
-def _last_one(value, nd: int) -> tuple:
-    """A per-axis ``dilation`` with 1 on the last (interleaved) axis."""
-    t = (value,) * nd if isinstance(value, int) else tuple(value)
-    return (*t[:-1], 1)
-
-
-def _interleavable(padding, dilation, nd: int) -> bool:
-    """Whether the convolution runs on the interleaved layout: numeric padding and no dilation
-    on the last axis (a dilated last axis would need a kernel with zero taps)."""
-    dil = (dilation,) * nd if isinstance(dilation, int) else tuple(dilation)
-    return not isinstance(padding, str) and dil[-1] == 1
+    bb = torch.view_as_real(bias).reshape(groups, g_out, 2).movedim(-1, 1).reshape(-1)
+    return w, bb
 
 
 def _to_parts(x: torch.Tensor, groups: int) -> torch.Tensor:
@@ -125,21 +81,8 @@ def _conv(x, weight, bias, stride, padding, dilation, groups, padding_mode, nd):
         return fn(x, weight, bias, stride, padding, dilation, groups)
     unbatched = x.dim() == nd + 1
     xb = x.unsqueeze(0) if unbatched else x
-    if _interleavable(padding, dilation, nd):
-        # the input as its interleaved real view (no copy), the output channels [part][channel]
-        y = fn(
-            torch.view_as_real(xb).flatten(-2),
-            _interleaved_weight(weight, groups, transposed=False),
-            _block_bias(bias, groups),
-            _last_doubled(stride, nd),
-            _last_doubled(padding, nd),
-            _last_one(dilation, nd),
-            groups,
-        )
-    else:
-        w, b = _block_weight(weight, bias, groups)
-        y = fn(_to_parts(xb, groups), w, b, stride, padding, dilation, groups)
-    out = _from_parts(y, groups)
+    w, b = _block_weight(weight, bias, groups)
+    out = _from_parts(fn(_to_parts(xb, groups), w, b, stride, padding, dilation, groups), groups)
     return out.squeeze(0) if unbatched else out
 
 
@@ -149,25 +92,9 @@ def _conv_transpose(x, weight, bias, stride, padding, output_padding, groups, di
         return fn(x, weight, bias, stride, padding, output_padding, groups, dilation)
     unbatched = x.dim() == nd + 1
     xb = x.unsqueeze(0) if unbatched else x
-    if _interleavable(padding, dilation, nd):
-        # the input repacked [part][channel], the output lands on the interleaved layout
-        y = fn(
-            _to_parts(xb, groups),
-            _interleaved_weight(weight, groups, transposed=True),
-            None,
-            _last_doubled(stride, nd),
-            _last_doubled(padding, nd),
-            _last_doubled(output_padding, nd),
-            groups,
-            _last_one(dilation, nd),
-        ).unflatten(-1, (-1, 2))
-        if bias is not None:  # in place on the fresh output (the real op does not save it)
-            y.add_(torch.view_as_real(bias).view(-1, *(1,) * nd, 2))
-        out = torch.view_as_complex(y)
-    else:
-        w, b = _block_weight(weight, bias, groups, transposed=True)
-        y = fn(_to_parts(xb, groups), w, b, stride, padding, output_padding, groups, dilation)
-        out = _from_parts(y, groups)
+    w, b = _block_weight(weight, bias, groups, transposed=True)
+    y = fn(_to_parts(xb, groups), w, b, stride, padding, output_padding, groups, dilation)
+    out = _from_parts(y, groups)
     return out.squeeze(0) if unbatched else out
 
 
@@ -186,14 +113,12 @@ def conv1d(
     With :math:`x = x_r + i x_i` and :math:`W = A + iB`:
     :math:`y = (A \star x_r - B \star x_i) + i (B \star x_r + A \star x_i) + b` (four real
     convolutions; Trabelsi et al., ICLR 2018, Sec. 3.2), computed as ONE real convolution with
-    the real block kernel ``[[A, -B], [B, A]]`` (per group), the equal-FLOP real convolution with
-    twice the channels. It reads the input in place: the real view of ``x`` with the last axis
-    interleaved (``[x_r(0), x_i(0), x_r(1), ...]``, length ``2L``) is convolved with the block
-    kernel's taps interleaved the same way at twice the stride on that axis, which gives the
-    output channels ``[y_r; y_i]``; one copy packs them back to complex. A dilated last axis or a
-    string ``padding`` uses the repacked ``[x_r; x_i]`` input instead (one more copy). Torch's
-    native complex convolution (three real convolutions by Gauss's trick plus temporaries)
-    measured slower (``benchmarks/RESULTS.md``).
+    twice the channels: the input is repacked to ``[x_r; x_i]`` channels (one copy), the kernel is
+    the real block ``[[A, -B], [B, A]]`` (per group) and the output is packed back (one copy).
+    This is the equal-FLOP real convolution plus two memory passes (measured 1.06x the real
+    ``Conv1d(2C, 2C, 3)``, forward+backward, C = 256, batch 32, length 128, 2 threads), whereas
+    torch's native complex convolution (three real convolutions by Gauss's trick plus many
+    temporaries) took 1.3x as long as this version (``benchmarks/layers.py``).
     ``padding``/``stride``/``dilation``/``groups`` as ``torch.nn.functional.conv1d``;
     ``padding_mode`` one of 'zeros', 'reflect', 'replicate', 'circular' (non-zero modes pad
     with ``F.pad`` first, as ``torch.nn.Conv1d`` does). The same block scheme serves
@@ -249,12 +174,8 @@ def conv_transpose1d(
     The adjoint (not conjugated) of :func:`conv1d`'s linear map in ``x``: with :math:`W = A + iB`,
     :math:`y = (A^\top \ast x_r - B^\top \ast x_i) + i (B^\top \ast x_r + A^\top \ast x_i) + b`,
     computed as ONE real transposed convolution with twice the channels and the block kernel
-    ``[[A, B], [-B, A]]`` (rows: input parts ``x_r``, ``x_i``): the input is repacked to
-    ``[x_r; x_i]`` channels (one copy) and, with the kernel's taps interleaved on the last axis
-    at twice the stride, the output lands on the interleaved real view of the complex result
-    (no copy; the bias is added in place), the mirror of :func:`conv1d`'s layout. This is faster
-    than torch's native complex ``conv_transpose1d`` (about 2x, ``benchmarks/RESULTS.md``),
-    which gives the same values (the test reference).
+    ``[[A, B], [-B, A]]`` (rows: input parts ``x_r``, ``x_i``), plus one repacking copy each way,
+    as :func:`conv1d`. Equals torch's native complex ``conv_transpose1d`` (the test reference).
     """
     return _conv_transpose(x, weight, bias, stride, padding, output_padding, groups, dilation, 1)
 
