@@ -42,17 +42,27 @@ def nmse(pred: torch.Tensor, target: torch.Tensor) -> float:
     return float((pred - target).abs().pow(2).sum() / target.abs().pow(2).sum())
 
 
-def run(args: argparse.Namespace) -> str:
-    torch.set_num_threads(1)
-    g = torch.Generator().manual_seed(args.data_seed)
-    test_x, test_y = undersampled_fourier_pairs(256, args.size, generator=g)
-    torch.manual_seed(args.seed)
+def _nets(args: argparse.Namespace, norm: bool = True) -> dict:
+    """The complex U-Net and its real twin; ``norm=False`` replaces every batch norm of both by
+    ``nn.Identity`` (the timing-only variant that shows the norms' share of the step)."""
     nets = {
         "complex": UNet(1, 1, args.base, args.depth, upsample=args.upsample),
         "real twin": UNet(
             2, 2, 2 * args.base, args.depth, upsample=args.upsample, dtype=torch.float32
         ),
     }
+    if not norm:
+        for net in nets.values():
+            for block in net.modules():
+                for name, child in block.named_children():
+                    if isinstance(child, (torch.nn.BatchNorm2d, cplxnet.nn.BatchNorm2d)):
+                        setattr(block, name, torch.nn.Identity())
+    return nets
+
+
+def _train(nets: dict, steps: int, g: torch.Generator, args: argparse.Namespace):
+    """``steps`` interleaved Adam steps of both nets on the same batches: per-step times and
+    losses."""
     feed = {
         "complex": nets["complex"],
         "real twin": lambda z: from_channels(nets["real twin"](as_channels(z))),
@@ -62,7 +72,7 @@ def run(args: argparse.Namespace) -> str:
     times: dict[str, list[float]] = {k: [] for k in nets}
     curve: dict[str, list[float]] = {k: [] for k in nets}
     order = list(nets)
-    for step in range(args.steps):
+    for step in range(steps):
         x, y = undersampled_fourier_pairs(args.batch, args.size, generator=g)
         for k in order if step % 2 == 0 else order[::-1]:
             nets[k].train()
@@ -73,12 +83,32 @@ def run(args: argparse.Namespace) -> str:
             opts[k].step()
             times[k].append(time.perf_counter() - t0)
             curve[k].append(float(loss.detach()))
+    return feed, times, curve
+
+
+def _median_ratio(times: dict) -> float:
+    return statistics.median(a / b for a, b in zip(times["complex"][5:], times["real twin"][5:]))
+
+
+def run(args: argparse.Namespace) -> str:
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(args.data_seed)
+    test_x, test_y = undersampled_fourier_pairs(256, args.size, generator=g)
+    torch.manual_seed(args.seed)
+    nets = _nets(args)
+    feed, times, curve = _train(nets, args.steps, g, args)
     results = {}
     with torch.no_grad():
         for k, m in nets.items():
             m.eval()
             results[k] = nmse(feed[k](test_x), test_y)
-    ratios = [a / b for a, b in zip(times["complex"][5:], times["real twin"][5:])]
+    ratio = _median_ratio(times)
+    plain = _train(_nets(args, norm=False), args.norm_steps, g, args)[1]
+    plain_ratio = _median_ratio(plain)
+    ms = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    plain_ms = {k: statistics.median(v) * 1e3 for k, v in plain.items()}
+    gap, plain_gap = (m["complex"] - m["real twin"] for m in (ms, plain_ms))
+    norm_share = 1 - plain_gap / gap
     params = {
         k: sum(p.numel() * (2 if p.is_complex() else 1) for p in m.parameters())
         for k, m in nets.items()
@@ -102,13 +132,19 @@ def run(args: argparse.Namespace) -> str:
     for k in nets:
         lines.append(
             f"| {k} | {params[k]:,} | {statistics.mean(curve[k][-tail:]):.4f} | "
-            f"{results[k]:.4f} | {statistics.median(times[k]) * 1e3:.1f} |"
+            f"{results[k]:.4f} | {ms[k]:.1f} |"
         )
     lines += [
         f"| zero-filled input | - | - | {nmse(test_x, test_y):.4f} | - |",
         "",
-        f"Training step, complex / real twin (median over {len(ratios)} interleaved steps): "
-        f"**{statistics.median(ratios):.2f}x**.",
+        f"Training step, complex / real twin (median over {args.steps - 5} interleaved steps): "
+        f"**{ratio:.2f}x**.",
+        "",
+        f"The same two nets with every batch norm replaced by `nn.Identity` (timing only, "
+        f"{args.norm_steps} interleaved steps; the whitening `cplxnet.nn.BatchNorm2d` against "
+        f"torch's `BatchNorm2d`): {plain_ratio:.2f}x ({plain_ms['complex']:.1f} ms against "
+        f"{plain_ms['real twin']:.1f} ms), so the norms make about {norm_share:.0%} of the "
+        f"{gap:.1f} ms by which the complex step is longer.",
         "",
         "The twin has twice the channels on every layer (same real multiply-adds per step) and "
         "so twice the real parameters of the complex net's 2 x complex ones.",
@@ -126,12 +162,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--upsample", choices=("transpose", "bilinear"), default="transpose")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--norm-steps", type=int, default=100, help="steps of the timing run without batch norms"
+    )
     p.add_argument("--data-seed", type=int, default=1)
     p.add_argument("--out", default=os.path.join(HERE, "UNET.md"))
     p.add_argument("--no-reexec", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.steps < 10:
-        p.error("--steps must be at least 10")
+    if args.steps < 10 or args.norm_steps < 10:
+        p.error("--steps and --norm-steps must be at least 10")
     text = run(args)
     with open(args.out, "w") as f:
         f.write(text)

@@ -254,8 +254,8 @@ def _max_unpool(x, indices, kernel_size, stride, padding, output_size, nd):
         )
     size = unpool_size(x, kernel_size, stride, padding, output_size, nd, owner)
     lead = x.shape[:-nd]
-    out = x.new_zeros(*lead, math.prod(size))
-    return out.scatter(-1, indices.flatten(-nd), x.flatten(-nd)).view(*lead, *size)
+    out = x.new_zeros(*lead, math.prod(size))  # in place: the zeros need no copy nor gradient
+    return out.scatter_(-1, indices.flatten(-nd), x.flatten(-nd)).view(*lead, *size)
 
 
 def max_unpool1d(

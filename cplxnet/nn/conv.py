@@ -203,8 +203,9 @@ class Conv3d(TorchCounterpart, _ConvNd, torch_class=nn.Conv3d):
     r"""Complex 3-D convolution ``(B, C_in, D, H, W) -> (B, C_out, D_out, H_out, W_out)`` for
     volumes (e.g. MRI); see :class:`Conv1d` (same initialisation and arguments as
     ``torch.nn.Conv3d``). Computed as one real ``conv3d`` with twice the channels and the block
-    kernel (:func:`cplxnet.functional.conv3d`), which measured faster than torch's native complex
-    ``conv3d`` (``benchmarks/RESULTS.md``); the values are the same.
+    kernel (:func:`cplxnet.functional.conv3d`), the scheme of every rank; torch's native complex
+    ``conv3d`` gives the same values and measured about as fast (ours 1.02-1.07x its time,
+    ``benchmarks/RESULTS.md``).
 
     Examples::
 

@@ -49,6 +49,7 @@ CONV_CASES = [
     (3, {"groups": 2, "dilation": (1, 2, 1), "bias": False}),
     (3, {"padding": "same"}),
     (3, {"padding": 1, "padding_mode": "circular"}),
+    (3, {"padding": (0, 1, 2), "dilation": (1, 1, 2), "stride": (1, 2, 1)}),  # repacked input
 ]
 
 
@@ -74,6 +75,7 @@ TRANSPOSE_CASES = [
     (2, {"stride": 2}),
     (2, {"stride": (2, 3), "padding": (1, 0), "output_padding": (1, 2), "groups": 2}),
     (3, {"stride": 2, "padding": 1, "dilation": (1, 2, 1)}),
+    (2, {"stride": 2, "dilation": (1, 2), "output_padding": 1}),  # repacked output
 ]
 
 
@@ -273,6 +275,26 @@ def test_max_unpool_equals_torch_on_each_part(nd):
         unpool(y, idx[..., :1])
     with pytest.raises(ValueError, match="output_size .* is not reachable"):
         unpool(y, idx, [n + 2 for n in x.shape[-nd:]])
+
+
+def test_max_unpool_padding_overlaps_and_output_size_bounds_as_torch():
+    """Padded, overlapping windows (k=3, s=2, p=1): torch's default size, torch's values per part;
+    a repeated index keeps one entry (not their sum); output_size within ``default -/+ (s - 1)``."""
+    torch.manual_seed(0)
+    x = _crandn(2, 3, 7, 5)  # torch's default unpooled size is the input's
+    y, idx = cnn.MaxPool2d(3, 2, 1, return_indices=True)(x)
+    y = y.detach().requires_grad_()
+    unpool = cnn.MaxUnpool2d(3, 2, 1)
+    _assert_same(unpool(y, idx), _split(lambda r: F.max_unpool2d(r, idx, 3, 2, 1), y), [y])
+    assert unpool(y, idx).shape[-2:] == F.max_unpool2d(y.detach().real, idx, 3, 2, 1).shape[-2:]
+    dup = torch.tensor([[[1 + 1j, 2 - 1j]]], dtype=DT)
+    out = cnn.MaxUnpool1d(2, 1)(dup, torch.zeros(1, 1, 2, dtype=torch.long))
+    assert out[0, 0, 0] in (dup[0, 0, 0], dup[0, 0, 1]) and out[0, 0, 1:].eq(0).all()
+    default = unpool(y, idx).shape[-2:]
+    assert unpool(y, idx, [d + 1 for d in default]).shape[-2:] == tuple(d + 1 for d in default)
+    for bad in (-2, 2):  # default -/+ stride
+        with pytest.raises(ValueError, match="output_size .* is not reachable"):
+            unpool(y, idx, [d + bad for d in default])
 
 
 # ---- average pools and Upsample against the part formula ----------------------------------------
