@@ -21,6 +21,7 @@ the zero-copy view ``torch.view_as_real(z)``: no copies of the real and imaginar
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -130,6 +131,14 @@ def _split_parts(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return t.real.contiguous(), t.imag.contiguous()
 
 
+def _inverse_modulus(r: torch.Tensor, at0: float) -> torch.Tensor:
+    """``1 / r`` with ``at0`` where ``r = 0`` (``r`` a modulus from the squared parts, so it is
+    0 or at least the square root of the smallest subnormal, and ``1 / r`` overflows only at 0).
+    Two arithmetic kernels: a comparison or ``torch.where`` with a scalar measured 2-4x slower
+    than a multiplication on CPU."""
+    return r.reciprocal().nan_to_num_(nan=math.nan, posinf=at0)
+
+
 class _ModReLU(torch.autograd.Function):
     r"""modReLU with a hand-written backward on the contiguous parts of ``z``.
 
@@ -144,22 +153,22 @@ class _ModReLU(torch.autograd.Function):
     def forward(ctx, z, bias):  # noqa: D102 (autograd.Function)
         p = _split_parts(z)
         r = torch.addcmul(p[0] * p[0], p[1], p[1]).sqrt_()
-        rs = torch.where(r > 0, r, 1.0)
-        shifted = r.add_(bias)
-        s = torch.relu(shifted).div_(rs)
-        ctx.save_for_backward(z, bias, *p, rs, s, shifted > 0)
+        inv = _inverse_modulus(r, 1.0)
+        s = r.add_(bias).relu_().mul_(inv)
+        ctx.save_for_backward(z, bias, *p, inv, s)
         return z * s
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102
-        z, bias, p0, p1, rs, s, on = ctx.saved_tensors
+        z, bias, p0, p1, inv, s = ctx.saved_tensors
         p = (p0, p1)
         if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
             return grad_via_composed(_modrelu_autograd, (z, bias), ctx, grad)
         g = _split_parts(grad)
-        q = torch.addcmul(g[0] * p[0], g[1], p[1]).div_(rs)  # <g, z> / r
+        q = torch.addcmul(g[0] * p[0], g[1], p[1]).mul_(inv)  # <g, z> / r
+        on = torch.sign(s)  # 1[r + b > 0] as 0./1. (s >= 0): no boolean mask
         grad_bias = (q * on).sum_to_size(bias.shape) if ctx.needs_input_grad[1] else None
-        k = on.to(s.dtype).sub_(s).div_(rs).mul_(q)
+        k = on.sub_(s).mul_(inv).mul_(q)
         grad_z = torch.complex(torch.addcmul(g[0] * s, p[0], k), torch.addcmul(g[1] * s, p[1], k))
         return grad_z, grad_bias
 
@@ -323,7 +332,7 @@ class _Cardioid(torch.autograd.Function):
     def forward(ctx, z):  # noqa: D102 (autograd.Function)
         p = _split_parts(z)
         r = torch.addcmul(p[0] * p[0], p[1], p[1]).sqrt_()
-        inv = torch.where(r > 0, r, torch.inf).reciprocal_()
+        inv = _inverse_modulus(r, 0.0)
         s = (p[0] * inv).mul_(0.5).add_(0.5)
         ctx.save_for_backward(z, *p, inv, s)
         return z * s

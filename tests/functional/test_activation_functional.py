@@ -146,3 +146,46 @@ def test_complextorch_activations_agree_with_ours_where_defined():
     zc = z.clone()
     ctnn.CReLU()(zc)  # nn.ReLU(inplace=True) on views: overwrites the input
     assert not torch.equal(zc, z)
+
+
+@pytest.mark.parametrize("b", [-0.3, 0.0, 0.7])
+def test_modrelu_and_cardioid_values_and_gradients_at_zero_match_the_reference(b):
+    """At ``z = 0`` the hand-written backwards follow the composed reference: modReLU's gradient
+    is ``ReLU(b) g`` (``|z|`` replaced by 1), the cardioid's ``g / 2``; the output is 0."""
+    from reference_ops import reference_cardioid, reference_modrelu
+
+    z = torch.zeros(5, dtype=DT)
+    z[3:] = torch.randn(2, dtype=DT)  # two non-zero entries in the same call
+    g = torch.randn(5, dtype=DT)
+    bias = torch.full((5,), b, dtype=torch.float64)
+    for ours, ref, args in (
+        (CF.modrelu, reference_modrelu, (z, bias)),
+        (CF.cardioid, reference_cardioid, (z,)),
+    ):
+        leaves = [t.clone().requires_grad_() for t in args]
+        want_leaves = [t.clone().requires_grad_() for t in args]
+        out, want = ours(*leaves), ref(*want_leaves)
+        assert "Backward" in type(out.grad_fn).__name__ and out.grad_fn is not None
+        torch.testing.assert_close(out, want)
+        for got, exp in zip(
+            torch.autograd.grad(out, leaves, g), torch.autograd.grad(want, want_leaves, g)
+        ):
+            torch.testing.assert_close(got, exp)
+
+
+def test_modrelu_gradients_where_the_modulus_is_clipped_match_the_reference():
+    """A bias that zeroes about half the entries (``|z| + b <= 0``): there the output and both
+    gradients vanish; values and gradients equal the composed reference everywhere."""
+    from reference_ops import reference_modrelu
+
+    z = _z(8, 6)
+    bias = torch.full((6,), -1.0, dtype=torch.float64)
+    assert 0.2 < (z.abs() < 1.0).double().mean() < 0.8  # both regimes present
+    leaves = [z.clone().requires_grad_(), bias.clone().requires_grad_()]
+    want_leaves = [z.clone().requires_grad_(), bias.clone().requires_grad_()]
+    out, want = CF.modrelu(*leaves), reference_modrelu(*want_leaves)
+    torch.testing.assert_close(out, want)
+    g = _z(8, 6)
+    grads = torch.autograd.grad(out, leaves, g), torch.autograd.grad(want, want_leaves, g)
+    for got, exp in zip(*grads):
+        torch.testing.assert_close(got, exp)
