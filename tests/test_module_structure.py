@@ -25,18 +25,13 @@ LENGTH_EXCLUDED: set[str] = set()
 
 
 def _sources() -> list[tuple[str, pathlib.Path]]:
-    """``(module name, path)`` of every module of cplxnet and of the zoo (``cplxnet.models``,
-    the folder ``models/``, which ``cplxnet/models`` links to)."""
+    """``(module name, path)`` of every module of cplxnet, the zoo ``cplxnet.models`` included."""
     out = []
-    for folder, package in ((ROOT / "cplxnet", "cplxnet"), (ROOT / "models", "cplxnet.models")):
-        for path in sorted(folder.rglob("*.py")):
-            rel = path.relative_to(folder).with_suffix("")
-            if rel.parts[0] == "models" and package == "cplxnet":
-                continue  # the link to models/, read under its own name
-            parts = [package, *rel.parts]
-            if parts[-1] == "__init__":
-                parts.pop()
-            out.append((".".join(parts), path))
+    for path in sorted((ROOT / "cplxnet").rglob("*.py")):
+        parts = ["cplxnet", *path.relative_to(ROOT / "cplxnet").with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        out.append((".".join(parts), path))
     return out
 
 
