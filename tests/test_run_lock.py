@@ -106,7 +106,7 @@ def test_a_lock_left_by_a_process_that_is_gone_is_taken_over(toy_file, tmp_path,
 
 
 def test_a_bare_pid_of_a_live_process_still_holds(toy_file, tmp_path, capsys):
-    """The lock file of an earlier version (only a pid, no flock) counts while the pid lives."""
+    """A lock file holding only a bare pid (no flock) counts while the pid lives."""
     run = str(tmp_path / "run")
     with open(lock_file(run), "w") as fh:
         fh.write(str(os.getpid()))
