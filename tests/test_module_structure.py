@@ -252,10 +252,9 @@ def _prose(path: pathlib.Path) -> list[tuple[int, str]]:
             out.append((tok.start[0], tok.string))
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                if isinstance(body[0].value.value, str):
-                    out.append((body[0].lineno, body[0].value.value))
+            doc = ast.get_docstring(node, clean=False)
+            if doc is not None:
+                out.append((node.body[0].lineno, doc))
     return out
 
 
@@ -266,12 +265,13 @@ def narration(path: pathlib.Path) -> list[str]:
     for line, text in _prose(path):
         flat = " ".join(text.split())  # a phrase may break across lines
         for match in _NARRATION.finditer(flat):
-            found.append(f"{where}:{line}: ...{flat[max(0, match.start() - 30):match.end() + 30]}...")
+            start, end = max(0, match.start() - 30), match.end() + 30
+            found.append(f"{where}:{line}: ...{flat[start:end]}...")
     return found
 
 
 def _prose_files() -> list[pathlib.Path]:
-    files = [p for p in sorted((ROOT / "cplxnet").rglob("*.py"))]
+    files = sorted((ROOT / "cplxnet").rglob("*.py"))
     files += sorted((ROOT / "tests").rglob("*.py")) + sorted((ROOT / "benchmarks").glob("*.py"))
     return files
 
