@@ -57,7 +57,10 @@ LAYERS = [
 ]
 
 
-@pytest.mark.parametrize(("build", "shape", "dims"), LAYERS, ids=lambda v: str(v))
+LAYER_IDS = [f"{kind}Norm{nd}d" for kind in ("Batch", "Instance") for nd in (1, 2, 3)]
+
+
+@pytest.mark.parametrize(("build", "shape", "dims"), LAYERS, ids=LAYER_IDS)
 @pytest.mark.parametrize("affine", [True, False])
 def test_output_covariance_per_channel_or_instance(build, shape, dims, affine):
     m = build(affine=affine, eps=0.0, dtype=DT)
