@@ -125,6 +125,7 @@ lock.release()
 """
 
 
+@pytest.mark.slow
 def test_a_folder_held_by_another_process_refuses_force_and_resume(toy_file, tmp_path):
     """Real processes: one holds the folder; --force and --resume started meanwhile exit 1 with
     one line naming it and change nothing; once it ends the folder is free."""
@@ -155,6 +156,7 @@ def _history(run: str) -> list[dict]:
         return [json.loads(line) for line in fh]
 
 
+@pytest.mark.slow
 def test_two_force_runs_started_together_never_mix(toy_file, tmp_path):
     """Two ``train --force`` (different seeds) started at once: each either owns the folder or
     exits 1 with the in-use line; the folder holds one run (metrics, checkpoint and results
@@ -231,6 +233,7 @@ def _spawn(args, timeout=240.0) -> None:
             pytest.fail("a rank is still waiting: rank 0's refusal did not reach it")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not dist.is_available(), reason="torch.distributed unavailable")
 def test_data_parallel_ranks_all_stop_when_rank_0_cannot_own_the_folder(toy_file, tmp_path):
     run, out = str(tmp_path / "ddp"), str(tmp_path / "message")
