@@ -196,7 +196,12 @@ def test_values_and_gradients_equal_reference(name, shape, fast, ref, affine):
         torch.testing.assert_close(got, want)
 
 
-@pytest.mark.parametrize(("name", "shape", "fast", "ref"), CASES[:5], ids=[c[0] for c in CASES[:5]])
+@pytest.mark.parametrize(
+    ("name", "shape", "fast", "ref"),
+    # the batch norms of 2-d and 3-d inputs take tens of seconds: slow (CI runs them)
+    [pytest.param(*c, id=c[0], marks=[pytest.mark.slow] * (c[0] in ("batch 2d", "batch 3d")))
+     for c in CASES[:5]],
+)  # fmt: skip
 def test_gradcheck_and_gradgradcheck(name, shape, fast, ref):
     x = _leaf(_x(*shape))
     w, b = _affine(shape[1])
