@@ -198,8 +198,8 @@ def test_values_and_gradients_equal_reference(name, shape, fast, ref, affine):
 
 @pytest.mark.parametrize(
     ("name", "shape", "fast", "ref"),
-    # the batch norms of 2-d and 3-d inputs take tens of seconds: slow (CI runs them)
-    [pytest.param(*c, id=c[0], marks=[pytest.mark.slow] * (c[0] in ("batch 2d", "batch 3d")))
+    # seconds to tens of seconds each: only the (N, C) batch norm in the fast subset
+    [pytest.param(*c, id=c[0], marks=[pytest.mark.slow] * (c[0] != "batch (N, C)"))
      for c in CASES[:5]],
 )  # fmt: skip
 def test_gradcheck_and_gradgradcheck(name, shape, fast, ref):
@@ -421,6 +421,7 @@ def test_errors_name_the_layer_and_the_fix():
 NORM = pytest.mark.parametrize("info", NORM_MODULES, ids=[i.id for i in NORM_MODULES])
 
 
+@pytest.mark.slow  # seconds per module and mode (CI runs them; the module table compiles one)
 @NORM
 @pytest.mark.parametrize("train", [True, False], ids=["train", "eval"])
 def test_compiles_to_one_graph(info, train):
