@@ -26,7 +26,7 @@ Recurrent rows run over ``rnn_seq = 32`` steps (not 128): one forward + backward
 per step, hence the ratio, does not depend on the length. The row with complextorch's LSTM
 runs ``rnn_slow_rounds`` rounds.
 
-This file replaces the former ``attention.py`` and ``rnn.py`` (their rows are here).
+The attention and recurrent layers have their rows here too.
 
 Adding a row: write one function decorated with ``@row(name)`` that takes ``(d, cfg)`` and
 returns ``Case(ours=step, baselines={label: step, ...})``; build steps with

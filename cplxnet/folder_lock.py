@@ -7,8 +7,8 @@ held with ``flock(LOCK_EX | LOCK_NB)`` for as long as the owner runs. The file n
 as one JSON line: pid, host, start time (UTC) and command line, which a refused command quotes.
 The kernel releases a ``flock`` when its process ends in any way (also ``kill -9`` or a crash),
 so a lock file left by a process that is gone is stale by construction and the next command
-takes it over. A file holding only a pid (the format of earlier versions, which did not
-``flock``) counts as held while that pid is alive on this machine.
+takes it over. A file holding only a bare pid (a lock taken without ``flock``) counts as held
+while that pid is alive on this machine.
 
 On release the owner deletes the file while it still holds it; a command that opened the file
 just before then finds, once it holds it, that the name points to another file (or none) and
@@ -180,7 +180,7 @@ class FolderLock:
                 continue
             info = _read(self.path)
             if info is not None and info.get("legacy") and _alive(info["pid"]):
-                os.close(fd)  # an earlier version's lock (a bare pid) of a live process
+                os.close(fd)  # a bare-pid lock (no flock) of a live process
                 self._refuse(info)
             os.ftruncate(fd, 0)
             os.write(fd, (json.dumps(_describe_self(self.label)) + "\n").encode("utf-8"))

@@ -52,6 +52,7 @@ def error_of(capsys, argv) -> str:
 # -- the happy path ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_train_evaluate_predict_in_subprocesses(toy_file, tmp_path, capsys):
     """train through ``python -m cplxnet``, predict through the installed ``cplxnet`` script;
     evaluate in-process (a third interpreter start would only re-test the entry point)."""

@@ -55,7 +55,11 @@ def _batch() -> tuple[torch.Tensor, torch.Tensor]:
     return ids.masked_fill(mask, 0), mask
 
 
-@pytest.mark.parametrize(("family", "complex_", "encoding"), CASES)
+@pytest.mark.parametrize(
+    ("family", "complex_", "encoding"),
+    # seconds per model: the complex FastText in the fast subset, the others slow
+    [pytest.param(*c, marks=[pytest.mark.slow] * (c[:2] != ("fasttext", True))) for c in CASES],
+)
 def test_compiled_classifier_matches_eager(family, complex_, encoding):
     torch._dynamo.reset()
     model = _model(family, complex_, encoding)

@@ -21,7 +21,10 @@ import torch.multiprocessing as mp
 from cplxnet.data import DataSpec, prepare_data
 from cplxnet.train import load_checkpoint, train
 
-pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed unavailable")
+pytestmark = [
+    pytest.mark.skipif(not dist.is_available(), reason="torch.distributed unavailable"),
+    pytest.mark.slow,  # two spawned processes
+]
 
 
 def test_two_processes_equal_one_after_one_step(tmp_path):

@@ -56,7 +56,8 @@ def _batch(length: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
 def _family_cases(fields=(True, False)):
     for family in models.MODEL_CLASSES:
         for complex_ in fields:
-            yield pytest.param(family, complex_, id=f"{family}-{complex_}")
+            marks = () if family == "fasttext" else pytest.mark.slow  # seconds per model
+            yield pytest.param(family, complex_, id=f"{family}-{complex_}", marks=marks)
 
 
 @pytest.mark.parametrize(("family", "complex_"), list(_family_cases()))

@@ -8,7 +8,11 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 import cplxnet
+
+pytestmark = pytest.mark.slow  # subprocesses that import cplxnet and train
 
 # The folder holding the cplxnet package under test (a checkout or site-packages).
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(cplxnet.__file__)))

@@ -50,6 +50,7 @@ def classifier_run(tmp_path_factory):
     return run
 
 
+@pytest.mark.slow
 def test_language_model_run(lm_run, capsys):
     assert main(["inspect", lm_run]) == 0
     out = os.path.join(lm_run, "inspect")

@@ -106,7 +106,7 @@ def test_a_lock_left_by_a_process_that_is_gone_is_taken_over(toy_file, tmp_path,
 
 
 def test_a_bare_pid_of_a_live_process_still_holds(toy_file, tmp_path, capsys):
-    """The lock file of an earlier version (only a pid, no flock) counts while the pid lives."""
+    """A lock file holding only a bare pid (no flock) counts while the pid lives."""
     run = str(tmp_path / "run")
     with open(lock_file(run), "w") as fh:
         fh.write(str(os.getpid()))
@@ -125,6 +125,7 @@ lock.release()
 """
 
 
+@pytest.mark.slow
 def test_a_folder_held_by_another_process_refuses_force_and_resume(toy_file, tmp_path):
     """Real processes: one holds the folder; --force and --resume started meanwhile exit 1 with
     one line naming it and change nothing; once it ends the folder is free."""
@@ -155,6 +156,7 @@ def _history(run: str) -> list[dict]:
         return [json.loads(line) for line in fh]
 
 
+@pytest.mark.slow
 def test_two_force_runs_started_together_never_mix(toy_file, tmp_path):
     """Two ``train --force`` (different seeds) started at once: each either owns the folder or
     exits 1 with the in-use line; the folder holds one run (metrics, checkpoint and results
@@ -231,6 +233,7 @@ def _spawn(args, timeout=240.0) -> None:
             pytest.fail("a rank is still waiting: rank 0's refusal did not reach it")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not dist.is_available(), reason="torch.distributed unavailable")
 def test_data_parallel_ranks_all_stop_when_rank_0_cannot_own_the_folder(toy_file, tmp_path):
     run, out = str(tmp_path / "ddp"), str(tmp_path / "message")

@@ -14,6 +14,8 @@ import sys
 import pytest
 import torch.distributed as dist
 
+pytestmark = pytest.mark.slow  # a subprocess per rank
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

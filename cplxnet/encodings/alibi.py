@@ -58,6 +58,13 @@ class AlibiEncoding(PositionalEncoding):
         num_heads: number of heads ``H``.
         causal: the model's attention is causal (``-m_h (i - j)``); default bidirectional.
         device, dtype: model dtype; the slopes are real of its real dtype.
+
+    Examples::
+
+        >>> enc = AlibiEncoding(num_heads=2, causal=True)
+        >>> q = torch.randn(1, 2, 5, 8)  # packed real (B, H, L, 2 Dh)
+        >>> enc.logits_bias(q, q).shape
+        torch.Size([1, 2, 5, 5])
     """
 
     name = "alibi"

@@ -86,6 +86,13 @@ class PositionalEncoding(HasDtype, nn.Module):
 
     ``dtype`` (:class:`cplxnet._utils.HasDtype`) is the model dtype the encoding was built for;
     subclasses store it as ``self._dtype`` in ``__init__`` and show it in ``extra_repr``.
+
+    Examples::
+
+        >>> from cplxnet.encodings import create_encoding
+        >>> enc = create_encoding('sinusoidal', d_model=4)
+        >>> isinstance(enc, PositionalEncoding), sorted(enc.acts_on)
+        (True, ['input'])
     """
 
     name: ClassVar[str] = ""

@@ -74,6 +74,13 @@ class CombinedEncoding(PositionalEncoding):
 
     Args:
         members: built encodings, at least two, all for the same model dtype, no name twice.
+
+    Examples::
+
+        >>> from cplxnet.encodings import create_encoding
+        >>> enc = create_encoding('complex-order+rotary', vocab_size=10, d_model=8, num_heads=2)
+        >>> type(enc).__name__, sorted(enc.acts_on)
+        ('CombinedEncoding', ['qk', 'token'])
     """
 
     def __init__(self, members: Sequence[PositionalEncoding]) -> None:

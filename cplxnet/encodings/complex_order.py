@@ -80,6 +80,13 @@ class ComplexOrderEncoding(PositionalEncoding):
             for uniform).
         sparse: sparse gradients for the per-word tables.
         device, dtype: model dtype (complex by default; real for a real twin).
+
+    Examples::
+
+        >>> enc = ComplexOrderEncoding(vocab_size=10, d_model=4)
+        >>> z = enc.embed(torch.tensor([[1, 2, 3]]))  # word embedding r e^{i(w pos + theta)}
+        >>> z.shape, z.dtype
+        (torch.Size([1, 3, 4]), torch.complex64)
     """
 
     name = "complex-order"

@@ -23,6 +23,13 @@ class ComplexVanillaEncoding(ComplexOrderEncoding):
         vocab_size, d_model, padding_idx, amplitude, sparse, device, dtype, init, init_scale: as
             :class:`ComplexOrderEncoding` (``init="uniform"``: amplitudes :math:`U(-s, s)`,
             Kim's initialisation of random word vectors).
+
+    Examples::
+
+        >>> enc = ComplexVanillaEncoding(vocab_size=10, d_model=4)
+        >>> z = enc.embed(torch.tensor([[1, 2, 3]]))
+        >>> z.shape, z.dtype
+        (torch.Size([1, 3, 4]), torch.complex64)
     """
 
     name = "complex-vanilla"

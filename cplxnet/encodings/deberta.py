@@ -85,6 +85,13 @@ class DebertaEncoding(PositionalEncoding):
         std: initial standard deviation of the tables (DeBERTa's ``initializer_range``).
         device, dtype: model dtype (complex by default; real for a real twin). Relative
             parameters are real (packed widths); the absolute table is in the model dtype.
+
+    Examples::
+
+        >>> enc = DebertaEncoding(d_model=8, num_heads=2, max_relative_positions=4)
+        >>> q = torch.randn(1, 2, 5, 8)  # packed real (B, H, L, 2 Dh)
+        >>> enc.logits_bias(q, q).shape
+        torch.Size([1, 2, 5, 5])
     """
 
     name = "deberta"

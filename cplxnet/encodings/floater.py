@@ -26,6 +26,12 @@ class FloaterDynamics(nn.Module):
     time; the result is unpacked to the state's dtype, so it serves complex and real models. The
     output layer starts small (std ``0.02 / sqrt(hidden)``-scaled Glorot) so initial positions
     drift slowly from ``p(0)``.
+
+    Examples::
+
+        >>> f = FloaterDynamics(width=4)
+        >>> f(torch.zeros(1, 4), torch.tensor([0.5])).shape
+        torch.Size([1, 4])
     """
 
     def __init__(
@@ -111,6 +117,12 @@ class FloaterEncoding(PositionalEncoding):
         dynamics: optional ``dynamics(p, t) -> dp/dt`` replacing the default MLP.
         std: initial standard deviation of :math:`p(0)`.
         device, dtype: model dtype (complex by default; real for a real twin).
+
+    Examples::
+
+        >>> enc = FloaterEncoding(d_model=4)
+        >>> enc.encode_input(torch.zeros(2, 5, 4, dtype=torch.cfloat)).shape
+        torch.Size([2, 5, 4])
     """
 
     name = "floater"

@@ -36,6 +36,12 @@ class HierarchicalEncoding(TrainableEncoding):
         alpha: block weight in ``(0, 1)`` (Su's choice 0.4).
         std: standard deviation of the initial table (total variance ``std**2`` for complex).
         device, dtype: model dtype (complex by default; real for a real twin).
+
+    Examples::
+
+        >>> enc = HierarchicalEncoding(d_model=4, max_len=16)
+        >>> enc.encode_input(torch.zeros(2, 5, 4, dtype=torch.cfloat)).shape
+        torch.Size([2, 5, 4])
     """
 
     name = "hierarchical"

@@ -47,6 +47,12 @@ class MultiplicativeEncoding(PositionalEncoding):
         base: sinusoid frequency base.
         std: spread of the trainable table around one.
         device, dtype: model dtype (complex by default; real for a real twin).
+
+    Examples::
+
+        >>> enc = MultiplicativeEncoding(d_model=4)
+        >>> enc.encode_input(torch.ones(2, 5, 4, dtype=torch.cfloat)).shape
+        torch.Size([2, 5, 4])
     """
 
     name = "multiplicative"

@@ -19,6 +19,13 @@ class NoEncoding(PositionalEncoding):
     permutation-equivariant. A CNN still sees position through its zero padding at the sequence
     ends (Islam et al., "How much position information do convolutional neural networks encode?",
     ICLR 2020), which is the only position signal it gets with this choice.
+
+    Examples::
+
+        >>> enc = NoEncoding()
+        >>> x = torch.randn(2, 5, 4, dtype=torch.cfloat)
+        >>> enc.encode_input(x) is x, enc.logits_bias(x, x)
+        (True, None)
     """
 
     name = "none"

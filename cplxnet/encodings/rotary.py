@@ -82,6 +82,14 @@ class RotaryEncoding(PositionalEncoding):
         max_len: the model's length: initial length of the cached table (it grows on demand),
             and yarn's default training length.
         device, dtype: model dtype (complex by default; real for a real twin).
+
+    Examples::
+
+        >>> enc = RotaryEncoding(d_model=8, num_heads=2)
+        >>> q = torch.randn(1, 2, 5, 4, dtype=torch.cfloat)  # complex heads (B, H, L, Dh)
+        >>> q2, k2, v2 = enc.rotate(q, q, q)  # position t turns q_t by e^{i t theta}
+        >>> q2.shape, torch.allclose(q2.abs(), q.abs()), v2 is q
+        (torch.Size([1, 2, 5, 4]), True, True)
     """
 
     name = "rotary"

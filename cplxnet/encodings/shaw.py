@@ -39,6 +39,13 @@ class ShawEncoding(PositionalEncoding):
             term only (the paper's ablation without ``a^V``).
         device, dtype: model dtype (complex by default; real for a real twin). Parameters are
             real of the packed width.
+
+    Examples::
+
+        >>> enc = ShawEncoding(d_model=8, num_heads=2, max_relative_position=4)
+        >>> q = torch.randn(1, 2, 5, 8)  # packed real (B, H, L, 2 Dh)
+        >>> enc.logits_bias(q, q).shape
+        torch.Size([1, 2, 5, 5])
     """
 
     name = "shaw"

@@ -54,6 +54,12 @@ class SinusoidalEncoding(PositionalEncoding):
         d_model: model width (complex features, or reals for a real model).
         base: the frequency base (10000 in the paper).
         device, dtype: model dtype (complex by default; real for a real twin).
+
+    Examples::
+
+        >>> enc = SinusoidalEncoding(d_model=4)
+        >>> enc.encode_input(torch.zeros(2, 5, 4, dtype=torch.cfloat)).shape
+        torch.Size([2, 5, 4])
     """
 
     name = "sinusoidal"

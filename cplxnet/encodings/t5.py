@@ -81,6 +81,13 @@ class T5Encoding(PositionalEncoding):
             registry's context); chooses the default of ``bidirectional``.
         std: initial standard deviation of the table.
         device, dtype: model dtype; the table is real of its real dtype.
+
+    Examples::
+
+        >>> enc = T5Encoding(num_heads=2, num_buckets=8, max_distance=16)
+        >>> q = torch.randn(1, 2, 5, 8)  # packed real (B, H, L, 2 Dh)
+        >>> enc.logits_bias(q, q).shape
+        torch.Size([1, 2, 5, 5])
     """
 
     name = "t5"

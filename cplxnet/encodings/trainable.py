@@ -68,6 +68,12 @@ class TrainableEncoding(PositionalEncoding):
         alpha: block weight of the hierarchical extension.
         std: initial standard deviation (BERT's 0.02; total variance ``std**2`` for complex).
         device, dtype: model dtype (complex by default; real for a real twin).
+
+    Examples::
+
+        >>> enc = TrainableEncoding(d_model=4, max_len=16)
+        >>> enc.encode_input(torch.zeros(2, 5, 4, dtype=torch.cfloat)).shape
+        torch.Size([2, 5, 4])
     """
 
     name = "trainable"

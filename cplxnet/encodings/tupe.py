@@ -68,6 +68,13 @@ class TupeEncoding(PositionalEncoding):
             the relative table; ``U^Q, U^K`` start Glorot-uniform (complex: total variance).
         device, dtype: model dtype (complex by default; real for a real twin); ``p`` and ``U``
             have that dtype.
+
+    Examples::
+
+        >>> enc = TupeEncoding(d_model=8, num_heads=2, max_len=16)
+        >>> q = torch.randn(1, 2, 5, 8)  # packed real (B, H, L, 2 Dh)
+        >>> enc.logits_bias(q, q).shape
+        torch.Size([1, 2, 5, 5])
     """
 
     name = "tupe"

@@ -52,6 +52,13 @@ class XLEncoding(PositionalEncoding):
         std: initial standard deviation of ``u`` and ``v``.
         device, dtype: model dtype (complex by default; real for a real twin). Parameters are
             real (packed widths).
+
+    Examples::
+
+        >>> enc = XLEncoding(d_model=8, num_heads=2)
+        >>> q = torch.randn(1, 2, 5, 8)  # packed real (B, H, L, 2 Dh)
+        >>> enc.logits_bias(q, q).shape
+        torch.Size([1, 2, 5, 5])
     """
 
     name = "xl"

@@ -78,6 +78,14 @@ class XPosEncoding(RotaryEncoding):
         layout, scaling, factor, beta_fast, beta_slow, original_max_len, truncate, mscale,
             mscale_all_dim, attention_factor, max_len: as for :class:`RotaryEncoding`.
         device, dtype: model dtype (complex by default; real for a real twin).
+
+    Examples::
+
+        >>> enc = XPosEncoding(d_model=8, num_heads=2)
+        >>> q = torch.randn(1, 2, 5, 4, dtype=torch.cfloat)  # complex heads (B, H, L, Dh)
+        >>> q2, k2, v2 = enc.rotate(q, q, q)  # the rotary turn times a per-position scale
+        >>> q2.shape, k2.shape
+        (torch.Size([1, 2, 5, 4]), torch.Size([1, 2, 5, 4]))
     """
 
     name = "xpos"

@@ -141,7 +141,7 @@ def add_generate_command(sub: Any) -> None:
         metavar="N",
         help="tokens to generate (default 200; synthetic runs: the answer and <eos>)",
     )
-    # the former spelling, kept working and out of the help
+    # an alias of --max-new-tokens, accepted and left out of the help
     p.add_argument("--tokens", dest="tokens", type=non_negative_int, help=argparse.SUPPRESS)
     p.add_argument(
         "--temperature",

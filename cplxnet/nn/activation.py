@@ -53,6 +53,12 @@ class CReLU(nn.Module):
     r"""Split ReLU :math:`\max(x, 0) + i \max(y, 0)` (Trabelsi et al., ICLR 2018).
 
     Shape: any; complex -> complex (real -> ReLU).
+
+    Examples::
+
+        >>> act = CReLU()
+        >>> act(torch.tensor([1 - 2j, -1 + 3j]))
+        tensor([1.+0.j, 0.+3.j])
     """
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
@@ -63,7 +69,14 @@ class CReLU(nn.Module):
 
 
 class ZReLU(nn.Module):
-    r"""zReLU: keeps :math:`z` when :math:`0 \le \arg z \le \pi/2`, else 0 (Guberman 2016)."""
+    r"""zReLU: keeps :math:`z` when :math:`0 \le \arg z \le \pi/2`, else 0 (Guberman 2016).
+
+    Examples::
+
+        >>> act = ZReLU()
+        >>> act(torch.tensor([1 + 1j, -1 + 1j, 1 - 1j]))
+        tensor([1.+1.j, 0.+0.j, 0.+0.j])
+    """
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         """``z`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise:
@@ -73,7 +86,14 @@ class ZReLU(nn.Module):
 
 
 class Cardioid(nn.Module):
-    r"""Complex cardioid :math:`\tfrac12(1 + \cos\arg z) z` (Virtue et al., ICIP 2017)."""
+    r"""Complex cardioid :math:`\tfrac12(1 + \cos\arg z) z` (Virtue et al., ICIP 2017).
+
+    Examples::
+
+        >>> act = Cardioid()
+        >>> act(torch.tensor([2 + 0j, 1j, -2 + 0j]))
+        tensor([2.+0.0000j, 0.+0.5000j, -0.+0.0000j])
+    """
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         """``z`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise:
@@ -83,7 +103,14 @@ class Cardioid(nn.Module):
 
 
 class SplitTanh(nn.Module):
-    r"""Split tanh :math:`\tanh x + i \tanh y` (bounded; the analytic ``torch.tanh`` has poles)."""
+    r"""Split tanh :math:`\tanh x + i \tanh y` (bounded; the analytic ``torch.tanh`` has poles).
+
+    Examples::
+
+        >>> act = SplitTanh()
+        >>> act(torch.tensor([0 + 0j, 100 - 100j]))
+        tensor([0.+0.j, 1.-1.j])
+    """
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         """``z`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise:
@@ -93,7 +120,14 @@ class SplitTanh(nn.Module):
 
 
 class SplitSigmoid(nn.Module):
-    r"""Split sigmoid :math:`\sigma(x) + i \sigma(y)`."""
+    r"""Split sigmoid :math:`\sigma(x) + i \sigma(y)`.
+
+    Examples::
+
+        >>> act = SplitSigmoid()
+        >>> act(torch.tensor([0 + 0j]))
+        tensor([0.5000+0.5000j])
+    """
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         """``z`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise:
@@ -107,6 +141,12 @@ class SplitGELU(nn.Module):
 
     Args:
         approximate: 'none' or 'tanh', as ``torch.nn.GELU``.
+
+    Examples::
+
+        >>> act = SplitGELU()
+        >>> act(torch.tensor([1 - 1j]))
+        tensor([0.8413-0.1587j])
     """
 
     def __init__(self, approximate: str = "none") -> None:
@@ -142,6 +182,12 @@ class ModReLU(HasDtype, nn.Module):
             the inputs; the bias is stored in the matching real dtype.
 
     Shape: ``(*, *num_features)`` -> same.
+
+    Examples::
+
+        >>> act = ModReLU(4, bias_init=-1.0)
+        >>> act(torch.tensor([2 + 0j, 0.5j, -3 + 0j, 0.1 + 0j])).detach()
+        tensor([ 1.+0.j,  0.+0.j, -2.+0.j,  0.+0.j])
     """
 
     def __init__(

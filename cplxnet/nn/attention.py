@@ -136,6 +136,14 @@ class MultiheadAttention(HasDtype, nn.Module):
     ``enc.value_term(weights)`` to the packed output. An encoding acting on none of these sites
     (sinusoidal, trainable, complex-order: "input"/"token") raises a ValueError saying where to
     apply it.
+
+    Examples::
+
+        >>> attn = MultiheadAttention(16, 4, batch_first=True)
+        >>> x = torch.randn(2, 5, 16, dtype=torch.cfloat)
+        >>> out, weights = attn(x, x, x)
+        >>> out.shape, weights.shape
+        (torch.Size([2, 5, 16]), torch.Size([2, 5, 5]))
     """
 
     #: the encoding sites whose hooks ``forward`` calls

@@ -183,6 +183,12 @@ class Conv1d(TorchCounterpart, _ConvNd, torch_class=nn.Conv1d):
     Initialisation: complex Glorot-uniform (:func:`cplxnet.init.xavier_uniform_`) with torch's conv
     fans (``fan_in = C_in/groups * k``, ``fan_out = C_out * k``), so
     :math:`E|w|^2 = 2/(\text{fan\_in} + \text{fan\_out})`; bias zero.
+
+    Examples::
+
+        >>> conv = Conv1d(4, 8, 3, padding=1)
+        >>> conv(torch.randn(2, 4, 16, dtype=torch.cfloat)).shape
+        torch.Size([2, 8, 16])
     """
 
     _nd = 1
@@ -192,7 +198,14 @@ class Conv1d(TorchCounterpart, _ConvNd, torch_class=nn.Conv1d):
 
 class Conv2d(TorchCounterpart, _ConvNd, torch_class=nn.Conv2d):
     r"""Complex 2-D convolution ``(B, C_in, H, W) -> (B, C_out, H_out, W_out)``; see
-    :class:`Conv1d` (same initialisation and arguments as ``torch.nn.Conv2d``)."""
+    :class:`Conv1d` (same initialisation and arguments as ``torch.nn.Conv2d``).
+
+    Examples::
+
+        >>> conv = Conv2d(2, 4, 3, stride=2, padding=1)
+        >>> conv(torch.randn(1, 2, 16, 16, dtype=torch.cfloat)).shape
+        torch.Size([1, 4, 8, 8])
+    """
 
     _nd = 2
     _tuple = staticmethod(_pair)

@@ -20,9 +20,13 @@ class Dropout(nn.Module):
 
     Examples::
 
-        >>> drop = Dropout(0.2)
-        >>> drop(torch.randn(4, 16, dtype=torch.cfloat)).shape
-        torch.Size([4, 16])
+        >>> drop = Dropout(p=0.5)
+        >>> z = torch.ones(8, dtype=torch.cfloat)
+        >>> out = drop(z)  # each entry zeroed (real and imaginary part together) or scaled by 2
+        >>> bool(((out == 0) | (out == 2)).all())
+        True
+        >>> drop.eval()(z).equal(z)
+        True
     """
 
     def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
@@ -80,6 +84,14 @@ class Dropout2d(_ChannelDropout, nn.Dropout2d):
 
 class Dropout3d(_ChannelDropout, nn.Dropout3d):
     r"""Channel dropout of complex volumes ``(B, C, D, H, W)`` or ``(C, D, H, W)``; see
-    :class:`Dropout2d` (arguments as ``torch.nn.Dropout3d``)."""
+    :class:`Dropout2d` (arguments as ``torch.nn.Dropout3d``).
+
+    Examples::
+
+        >>> drop = Dropout3d(p=0.5)
+        >>> out = drop(torch.ones(2, 4, 3, 3, 3, dtype=torch.cfloat))  # whole channels zeroed
+        >>> out.shape, bool(((out == 0) | (out == 2)).all())
+        (torch.Size([2, 4, 3, 3, 3]), True)
+    """
 
     _fn = staticmethod(CF.dropout3d)

@@ -53,6 +53,12 @@ class Embedding(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.Embedding)
     zero.
 
     Shape: integer ``(*)`` -> complex ``(*, D)``.
+
+    Examples::
+
+        >>> emb = Embedding(10, 4, padding_idx=0)
+        >>> emb(torch.tensor([[0, 3, 7]])).shape, emb.weight.dtype
+        (torch.Size([1, 3, 4]), torch.complex64)
     """
 
     def __init__(

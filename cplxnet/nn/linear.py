@@ -49,6 +49,14 @@ class Linear(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.Linear):
     :func:`cplxnet.init.xavier_uniform_`, since torch's default complex init would double it;
     real weight: ``torch.nn.init.xavier_uniform_``, the same variance, so both give outputs of the
     same scale); bias zero.
+
+    Examples::
+
+        >>> fc = Linear(8, 4)
+        >>> fc(torch.randn(3, 8, dtype=torch.cfloat)).shape, fc.weight.dtype
+        (torch.Size([3, 4]), torch.complex64)
+        >>> Linear(8, 4, dtype=torch.float32)  # a real dtype is torch's layer
+        Linear(in_features=8, out_features=4, bias=True)
     """
 
     def __init__(

@@ -53,6 +53,13 @@ class LayerNorm(HasDtype, nn.Module):
             :math:`E|y|^2 = 1`) and complex ``bias``.
 
     Shape: ``(*, *normalized_shape)`` -> same.
+
+    Examples::
+
+        >>> norm = LayerNorm(16)  # mode='split': real and imaginary parts normalised apart
+        >>> out = norm(torch.randn(2, 5, 16, dtype=torch.cfloat))
+        >>> out.shape, LayerNorm(16, mode='whiten').weight.shape
+        (torch.Size([2, 5, 16]), torch.Size([2, 2, 16]))
     """
 
     def __init__(
@@ -133,6 +140,12 @@ class RMSNorm(HasDtype, nn.Module):
     RMSNorm.
 
     Shape: ``(*, *normalized_shape)`` -> same.
+
+    Examples::
+
+        >>> norm = RMSNorm(16)
+        >>> norm(torch.randn(2, 5, 16, dtype=torch.cfloat)).shape
+        torch.Size([2, 5, 16])
     """
 
     def __init__(

@@ -29,7 +29,14 @@ def _check(x: object, mask: torch.Tensor | None, dim: int, owner: str) -> None:
 class MeanPool(nn.Module):
     r"""Mean over the sequence dim ``dim`` (default 1, ``(B, L, D) -> (B, D)``) counting only
     non-padded positions; ``padding_mask`` ``(B, L)`` bool, True = padding (see
-    :func:`cplxnet.functional.masked_mean`). Complex or real input."""
+    :func:`cplxnet.functional.masked_mean`). Complex or real input.
+
+    Examples::
+
+        >>> pool = MeanPool(dim=1)  # (B, L, D) -> (B, D)
+        >>> pool(torch.tensor([[[1 + 1j], [3 - 1j]]]))
+        tensor([[2.+0.j]])
+    """
 
     def __init__(self, dim: int = 1) -> None:
         super().__init__()
@@ -50,7 +57,14 @@ class MaxMagnitudePool(nn.Module):
     r"""Per feature, the entry with the largest modulus over the sequence dim ``dim`` among
     non-padded positions (default ``dim=1``; ``dim=-1`` is max-over-time for a ``(B, C, L)`` conv
     output as in Kim's CNN). The gradient flows to the selected entries only (see
-    :func:`cplxnet.functional.masked_max_magnitude`). Complex or real input."""
+    :func:`cplxnet.functional.masked_max_magnitude`). Complex or real input.
+
+    Examples::
+
+        >>> pool = MaxMagnitudePool(dim=1)  # (B, L, D) -> (B, D)
+        >>> pool(torch.tensor([[[1 + 0j], [0 - 3j], [2 + 2j]]]))
+        tensor([[0.-3.j]])
+    """
 
     def __init__(self, dim: int = 1) -> None:
         super().__init__()
@@ -166,7 +180,14 @@ class MaxPool2d(_MaxPool, nn.MaxPool2d):
 
 class MaxPool3d(_MaxPool, nn.MaxPool3d):
     r"""Max pooling by modulus over ``(B, C, D, H, W)``; see :class:`MaxPool1d` (arguments as
-    ``torch.nn.MaxPool3d``)."""
+    ``torch.nn.MaxPool3d``).
+
+    Examples::
+
+        >>> pool = MaxPool3d(2)
+        >>> pool(torch.randn(1, 2, 4, 4, 4, dtype=torch.cfloat)).shape
+        torch.Size([1, 2, 2, 2, 2])
+    """
 
     _nd = 3
     _fn = staticmethod(CF.max_pool3d)
@@ -201,14 +222,30 @@ class MaxUnpool1d(_MaxUnpool, nn.MaxUnpool1d):
 
 
 class MaxUnpool2d(_MaxUnpool, nn.MaxUnpool2d):
-    r"""Partial inverse of :class:`MaxPool2d`; see :class:`MaxUnpool1d`."""
+    r"""Partial inverse of :class:`MaxPool2d`; see :class:`MaxUnpool1d`.
+
+    Examples::
+
+        >>> pool, unpool = MaxPool2d(2, return_indices=True), MaxUnpool2d(2)
+        >>> out, idx = pool(torch.randn(1, 3, 4, 4, dtype=torch.cfloat))
+        >>> unpool(out, idx).shape
+        torch.Size([1, 3, 4, 4])
+    """
 
     _nd = 2
     _fn = staticmethod(CF.max_unpool2d)
 
 
 class MaxUnpool3d(_MaxUnpool, nn.MaxUnpool3d):
-    r"""Partial inverse of :class:`MaxPool3d`; see :class:`MaxUnpool1d`."""
+    r"""Partial inverse of :class:`MaxPool3d`; see :class:`MaxUnpool1d`.
+
+    Examples::
+
+        >>> pool, unpool = MaxPool3d(2, return_indices=True), MaxUnpool3d(2)
+        >>> out, idx = pool(torch.randn(1, 3, 4, 4, 4, dtype=torch.cfloat))
+        >>> unpool(out, idx).shape
+        torch.Size([1, 3, 4, 4, 4])
+    """
 
     _nd = 3
     _fn = staticmethod(CF.max_unpool3d)
@@ -251,14 +288,28 @@ class _AvgPool(_GridPool):
 
 class AvgPool2d(_AvgPool, nn.AvgPool2d):
     r"""Average pooling over ``(B, C, H, W)``; see :class:`AvgPool1d` (arguments, including
-    ``divisor_override``, as ``torch.nn.AvgPool2d``)."""
+    ``divisor_override``, as ``torch.nn.AvgPool2d``).
+
+    Examples::
+
+        >>> pool = AvgPool2d(2)
+        >>> pool(torch.randn(2, 3, 8, 8, dtype=torch.cfloat)).shape
+        torch.Size([2, 3, 4, 4])
+    """
 
     _nd = 2
     _fn = staticmethod(CF.avg_pool2d)
 
 
 class AvgPool3d(_AvgPool, nn.AvgPool3d):
-    r"""Average pooling over ``(B, C, D, H, W)``; see :class:`AvgPool2d`."""
+    r"""Average pooling over ``(B, C, D, H, W)``; see :class:`AvgPool2d`.
+
+    Examples::
+
+        >>> pool = AvgPool3d(2, stride=1)
+        >>> pool(torch.randn(1, 3, 4, 4, 4, dtype=torch.cfloat)).shape
+        torch.Size([1, 3, 3, 3, 3])
+    """
 
     _nd = 3
     _fn = staticmethod(CF.avg_pool3d)
@@ -288,7 +339,15 @@ class AdaptiveMaxPool1d(_AdaptiveMax, nn.AdaptiveMaxPool1d):
 
 
 class AdaptiveMaxPool2d(_AdaptiveMax, nn.AdaptiveMaxPool2d):
-    r"""Adaptive max pooling by modulus over ``(B, C, H, W)``; see :class:`AdaptiveMaxPool1d`."""
+    r"""Adaptive max pooling by modulus over ``(B, C, H, W)``; see :class:`AdaptiveMaxPool1d`.
+
+    Examples::
+
+        >>> pool = AdaptiveMaxPool2d(4, return_indices=True)
+        >>> out, idx = pool(torch.randn(2, 3, 9, 7, dtype=torch.cfloat))
+        >>> out.shape, idx.shape
+        (torch.Size([2, 3, 4, 4]), torch.Size([2, 3, 4, 4]))
+    """
 
     _nd = 2
     _fn = staticmethod(CF.adaptive_max_pool2d)
@@ -296,7 +355,14 @@ class AdaptiveMaxPool2d(_AdaptiveMax, nn.AdaptiveMaxPool2d):
 
 class AdaptiveMaxPool3d(_AdaptiveMax, nn.AdaptiveMaxPool3d):
     r"""Adaptive max pooling by modulus over ``(B, C, D, H, W)``; see
-    :class:`AdaptiveMaxPool1d`."""
+    :class:`AdaptiveMaxPool1d`.
+
+    Examples::
+
+        >>> pool = AdaptiveMaxPool3d((1, 2, 2))
+        >>> pool(torch.randn(1, 3, 4, 6, 6, dtype=torch.cfloat)).shape
+        torch.Size([1, 3, 1, 2, 2])
+    """
 
     _nd = 3
     _fn = staticmethod(CF.adaptive_max_pool3d)
@@ -324,14 +390,28 @@ class AdaptiveAvgPool1d(_AdaptiveAvg, nn.AdaptiveAvgPool1d):
 
 
 class AdaptiveAvgPool2d(_AdaptiveAvg, nn.AdaptiveAvgPool2d):
-    r"""Adaptive average pooling over ``(B, C, H, W)``; see :class:`AdaptiveAvgPool1d`."""
+    r"""Adaptive average pooling over ``(B, C, H, W)``; see :class:`AdaptiveAvgPool1d`.
+
+    Examples::
+
+        >>> pool = AdaptiveAvgPool2d((4, 4))
+        >>> pool(torch.randn(2, 3, 9, 7, dtype=torch.cfloat)).shape
+        torch.Size([2, 3, 4, 4])
+    """
 
     _nd = 2
     _fn = staticmethod(CF.adaptive_avg_pool2d)
 
 
 class AdaptiveAvgPool3d(_AdaptiveAvg, nn.AdaptiveAvgPool3d):
-    r"""Adaptive average pooling over ``(B, C, D, H, W)``; see :class:`AdaptiveAvgPool1d`."""
+    r"""Adaptive average pooling over ``(B, C, D, H, W)``; see :class:`AdaptiveAvgPool1d`.
+
+    Examples::
+
+        >>> pool = AdaptiveAvgPool3d(2)
+        >>> pool(torch.randn(1, 3, 5, 6, 7, dtype=torch.cfloat)).shape
+        torch.Size([1, 3, 2, 2, 2])
+    """
 
     _nd = 3
     _fn = staticmethod(CF.adaptive_avg_pool3d)

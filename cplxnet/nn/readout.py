@@ -16,7 +16,14 @@ READOUTS: tuple[str, ...] = ("magnitude", "concat", "real")
 
 
 class Magnitude(nn.Module):
-    r""":math:`|z|`: complex ``(*)`` -> real ``(*)``; gradient finite (0) at :math:`z = 0`."""
+    r""":math:`|z|`: complex ``(*)`` -> real ``(*)``; gradient finite (0) at :math:`z = 0`.
+
+    Examples::
+
+        >>> readout = Magnitude()
+        >>> readout(torch.tensor([3 + 4j, -1j]))
+        tensor([5., 1.])
+    """
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         """``z`` ``(*)`` complex -> ``(*)`` real: ``|z|``."""
@@ -25,7 +32,14 @@ class Magnitude(nn.Module):
 
 
 class RealPart(nn.Module):
-    r""":math:`\mathrm{Re}\, z`: complex ``(*)`` -> real ``(*)``."""
+    r""":math:`\mathrm{Re}\, z`: complex ``(*)`` -> real ``(*)``.
+
+    Examples::
+
+        >>> readout = RealPart()
+        >>> readout(torch.tensor([3 + 4j, -1j]))
+        tensor([3., -0.])
+    """
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         """``z`` ``(*)`` complex -> ``(*)`` real: ``Re z``."""
@@ -34,7 +48,14 @@ class RealPart(nn.Module):
 
 
 class ConcatRealImag(nn.Module):
-    r"""``[Re z, Im z]`` along ``dim`` (default -1): complex ``(*, D)`` -> real ``(*, 2D)``."""
+    r"""``[Re z, Im z]`` along ``dim`` (default -1): complex ``(*, D)`` -> real ``(*, 2D)``.
+
+    Examples::
+
+        >>> readout = ConcatRealImag()
+        >>> readout(torch.tensor([[1 + 2j, 3 - 4j]]))
+        tensor([[ 1.,  3.,  2., -4.]])
+    """
 
     def __init__(self, dim: int = -1) -> None:
         super().__init__()

@@ -301,6 +301,13 @@ class LSTM(TorchCounterpart, _FusedRNNBase, torch_class=nn.LSTM):
 
     Init: real and imaginary parts uniform on :math:`\pm 1/\sqrt{2H}` (see
     :meth:`reset_parameters`).
+
+    Examples::
+
+        >>> lstm = LSTM(8, 16, batch_first=True, bidirectional=True)
+        >>> out, (h, c) = lstm(torch.randn(3, 5, 8, dtype=torch.cfloat))
+        >>> out.shape, h.shape, c.shape
+        (torch.Size([3, 5, 32]), torch.Size([2, 3, 16]), torch.Size([2, 3, 16]))
     """
 
     _kind = "lstm"
@@ -335,6 +342,13 @@ class GRU(TorchCounterpart, _FusedRNNBase, torch_class=nn.GRU):
     :class:`LSTM`). Arguments, forward (with ``hx = h_0``) and init as :class:`LSTM`; returns
     ``(output, h_n)``. ``proj_size`` stands in torch's place and must be 0, as in torch (a
     projection is an LSTM option).
+
+    Examples::
+
+        >>> gru = GRU(8, 16, num_layers=2, batch_first=True)
+        >>> out, h = gru(torch.randn(3, 5, 8, dtype=torch.cfloat))
+        >>> out.shape, h.shape
+        (torch.Size([3, 5, 16]), torch.Size([2, 3, 16]))
     """
 
     _kind = "gru"
@@ -398,6 +412,13 @@ class UnitaryRNNCell(HasDtype, nn.Module):
 
     Init: ``weight_ih`` complex Glorot uniform; :math:`U` a Haar-random unitary with eigenphases
     uniform on :math:`(-\pi, \pi)`.
+
+    Examples::
+
+        >>> cell = UnitaryRNNCell(8, 16)
+        >>> h = cell(torch.randn(3, 8, dtype=torch.cfloat))
+        >>> h.shape
+        torch.Size([3, 16])
     """
 
     def __init__(
@@ -473,6 +494,13 @@ class UnitaryRNN(_StackedRNN):
 
     Forward: ``rnn(x, lengths=None, hx=None, *, padding_mask=None)`` -> ``(output, h_n)``,
     with the length semantics of :class:`LSTM`.
+
+    Examples::
+
+        >>> rnn = UnitaryRNN(8, 16, batch_first=True)
+        >>> out, h = rnn(torch.randn(3, 5, 8, dtype=torch.cfloat))
+        >>> out.shape, h.shape
+        (torch.Size([3, 5, 16]), torch.Size([1, 3, 16]))
     """
 
     def __init__(

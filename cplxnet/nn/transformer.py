@@ -290,6 +290,13 @@ class TransformerEncoderLayer(TransformerLayerBase):
             imaginary parts (the Complex Order paper's Table 4 "shared projections"). Ignored
             for a real dtype.
         attention_dropout: dropout on the attention weights (``None``: ``dropout``, as torch).
+
+    Examples::
+
+        >>> layer = TransformerEncoderLayer(16, nhead=4, dim_feedforward=32, batch_first=True)
+        >>> x = torch.randn(2, 5, 16, dtype=torch.cfloat)
+        >>> layer(x, src_key_padding_mask=torch.zeros(2, 5, dtype=torch.bool)).shape
+        torch.Size([2, 5, 16])
     """
 
     def forward(
@@ -460,6 +467,13 @@ class TransformerEncoder(TransformerStackBase):
     :meth:`from_sizes` builds the layers from their arguments instead
     (``TransformerEncoder.from_sizes(d_model, nhead, num_layers, final_norm=None,
     **layer_kwargs)``).
+
+    Examples::
+
+        >>> layer = TransformerEncoderLayer(16, 4, dim_feedforward=32, batch_first=True)
+        >>> enc = TransformerEncoder(layer, num_layers=2)
+        >>> enc(torch.randn(2, 5, 16, dtype=torch.cfloat)).shape
+        torch.Size([2, 5, 16])
     """
 
     #: the encoding sites whose hooks ``forward`` calls (through the layers)

@@ -6,6 +6,8 @@ import csv
 import os
 import sys
 
+import pytest
+
 from cplxnet.cli import main
 
 TINY = [
@@ -15,6 +17,7 @@ TINY = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_compare_runs_reports_and_resumes(tmp_path, capsys):
     out = str(tmp_path / "out")
     args = ["compare", *TINY, "--encodings", "none,complex-order", "--out", out]

@@ -28,7 +28,7 @@ from cplxnet.compare import (  # noqa: E402
 from cplxnet.compare.executors import DaskExecutor  # noqa: E402
 
 # A Dask cluster that loses its workers for good would otherwise wait forever: fail instead.
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]  # a local Dask cluster per test
 
 KEYS = ("cell_id", "status", "dev_accuracy", "test_accuracy", "parameters", "best_epoch")
 

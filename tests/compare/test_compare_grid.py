@@ -227,6 +227,7 @@ def test_interrupted_cell_resumes_from_its_checkpoint(tmp_path, length_tsv):
         assert row[key] == whole[key]
 
 
+@pytest.mark.slow
 def test_parallel_jobs_give_the_same_rows(tmp_path, options):
     cells = _grid(options, families=("fasttext",), encodings="none,complex-order")
     one = run_grid(cells, str(tmp_path / "one"), options, jobs=1, threads=1, log=lambda m: None)

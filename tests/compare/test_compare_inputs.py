@@ -107,6 +107,7 @@ def test_the_cell_count_is_bounded_before_any_model_is_built(tmp_path, capsys, m
     assert "200,000" in err and f"{MAX_CELLS:,}" in err and "MAX_CELLS" in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seeds", ["1000000000", "0-1000000000"])
 def test_a_billion_seeds_ends_at_once_with_bounded_memory(tmp_path, seeds):
     """The command of issue 28 item 10, in a process limited to 2 GiB (it grew to 23 GB)."""

@@ -83,6 +83,7 @@ def test_lm_grid_runs_reports_and_resumes(tmp_path, text_file, capsys):
     assert err.startswith("cplxnet: error: ") and "steps: was 4, now 5" in err
 
 
+@pytest.mark.slow
 def test_interrupted_cell_resumes_as_an_uninterrupted_one(tmp_path, text_file, monkeypatch):
     """A cell killed after its first checkpoint continues from it (the grid finds the run
     folder); its scores equal those of a cell run in one go. A run folder of another budget (a

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # the parent, with workers that only record their pid and wait (exec keeps the pid)
@@ -42,6 +44,7 @@ def _wait(condition, timeout: float) -> bool:
     return condition()
 
 
+@pytest.mark.slow
 def test_sigterm_ends_the_workers_and_removes_the_lock(tmp_path):
     pids = tmp_path / "pids"
     pids.mkdir()

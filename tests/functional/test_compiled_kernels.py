@@ -28,6 +28,24 @@ pytestmark = pytest.mark.skipif(
 
 C64 = torch.complex64
 TOL = {"atol": 2e-6, "rtol": 2e-5}
+#: each case below compiles its own kernels (several seconds of C++ each): one case per kernel
+#: runs in the fast subset, the other layouts are ``slow`` (CI runs them all)
+SLOW = pytest.mark.slow
+
+
+def _cases(*axes, fast):
+    """``pytest.param`` of every combination of ``axes``; all but those in ``fast`` slow."""
+    combos = [()]
+    for axis in axes:
+        combos = [(*c, v) for c in combos for v in axis]
+
+    def name(v):
+        return "x".join(map(str, v)) if isinstance(v, tuple) else str(v)
+
+    return [
+        pytest.param(*c, marks=() if c in fast else SLOW, id="-".join(map(name, c)))
+        for c in combos
+    ]
 
 
 @pytest.fixture
@@ -77,13 +95,14 @@ def test_switch_is_off_by_default_and_returns_the_previous_setting():
 @pytest.mark.parametrize(
     "bias",
     [
-        lambda: torch.randn(8, dtype=torch.float32).requires_grad_(),
-        lambda: torch.randn(1, dtype=torch.float32).requires_grad_(),
-        lambda: torch.tensor(-0.5).requires_grad_(),
-        lambda: 0.3,
-        lambda: torch.randn(3, 8).requires_grad_(),  # 2-d bias: eager implementation
+        pytest.param(lambda: torch.randn(8).requires_grad_(), id="per-feature"),
+        pytest.param(lambda: torch.randn(1).requires_grad_(), id="shared",
+                     marks=SLOW),
+        pytest.param(lambda: torch.tensor(-0.5).requires_grad_(), id="0-dim", marks=SLOW),
+        pytest.param(lambda: 0.3, id="float", marks=SLOW),
+        # 2-d bias: eager implementation
+        pytest.param(lambda: torch.randn(3, 8).requires_grad_(), id="2d"),
     ],
-    ids=["per-feature", "shared", "0-dim", "float", "2d"],
 )
 def test_modrelu_kernels_equal_reference(compiled, bias):
     z, b = _z(4, 3, 8), bias()
@@ -106,7 +125,8 @@ def test_cardioid_kernels_equal_reference(compiled):
     _assert_same(CF.cardioid, reference_cardioid, (z,))
 
 
-@pytest.mark.parametrize("view", ["conj", "strided", "transposed"])
+@pytest.mark.parametrize("view", ["conj", pytest.param("strided", marks=SLOW),
+                                  pytest.param("transposed", marks=SLOW)])
 def test_kernels_on_conj_and_strided_inputs(compiled, view):
     base = _z(6, 16)
     z = {"conj": base.conj(), "strided": base[:, ::2], "transposed": base.T[:8]}[view]
@@ -171,9 +191,11 @@ LAYER_NORM_MODES = {
 }
 
 
-@pytest.mark.parametrize("mode", sorted(LAYER_NORM_MODES))
-@pytest.mark.parametrize("kind", ["weight+bias", "weight only", "bias only", "none"])
-@pytest.mark.parametrize("shape", [(12,), (3, 5)], ids=["1d", "2d"])
+@pytest.mark.parametrize(
+    ("mode", "kind", "shape"),
+    _cases(sorted(LAYER_NORM_MODES), ["weight+bias", "weight only", "bias only", "none"],
+           [(12,), (3, 5)], fast={("split", "weight+bias", (12,)), ("whiten", "none", (3, 5))}),
+)
 def test_layer_norm_kernels_equal_reference(compiled, mode, kind, shape):
     weight, node, seed, _, _ = LAYER_NORM_MODES[mode]
     x = _z(4, 6, *shape, seed=seed)
@@ -195,7 +217,7 @@ def test_layer_norm_kernels_equal_reference(compiled, mode, kind, shape):
     _assert_same(fast, ref, (x2.requires_grad_(), w, b), atol=5e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("mode", sorted(LAYER_NORM_MODES))
+@pytest.mark.parametrize("mode", ["split", pytest.param("whiten", marks=SLOW)])
 def test_layer_norm_kernels_on_strided_and_conj_inputs_and_double_backward(compiled, mode):
     weight, _, _, seed, probe = LAYER_NORM_MODES[mode]
     base = _z(5, 16, seed=seed)
@@ -224,8 +246,11 @@ def test_layer_norm_kernels_on_strided_and_conj_inputs_and_double_backward(compi
         torch.testing.assert_close(a, c, atol=1e-4, rtol=1e-3)
 
 
-@pytest.mark.parametrize("amplitude", ["word", "shared", "dimension"])
-@pytest.mark.parametrize("frequency", ["word", "shared", "dimension", None])
+@pytest.mark.parametrize(
+    ("amplitude", "frequency"),
+    _cases(["word", "shared", "dimension"], ["word", "shared", "dimension", None],
+           fast={("word", "word"), ("shared", None)}),
+)
 def test_complex_order_kernels_equal_reference_in_every_sharing_layout(
     compiled, amplitude, frequency
 ):

@@ -130,7 +130,11 @@ def test_input_errors():
         model(torch.zeros(1, 3, dtype=torch.long), torch.zeros(1, 4, dtype=torch.bool))
 
 
-@pytest.mark.parametrize("encoding", ["rotary", "complex-order", "t5"])
+@pytest.mark.parametrize(
+    "encoding",
+    ["rotary", pytest.param("complex-order", marks=pytest.mark.slow),
+     pytest.param("t5", marks=pytest.mark.slow)],
+)  # fmt: skip
 def test_gradcheck_complex128(encoding):
     torch.manual_seed(2)
     config = tiny(encoding, d_model=4, num_heads=2, dim_feedforward=4, num_layers=2, vocab_size=7)

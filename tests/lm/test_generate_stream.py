@@ -68,6 +68,7 @@ def test_max_new_tokens_and_its_alias(run, capsys):
     assert "--max-new-tokens" in help_text and "--tokens" not in help_text
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_the_text_so_far(run):
     env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(

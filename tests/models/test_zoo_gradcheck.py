@@ -18,8 +18,14 @@ SMALL = {
 }
 
 
-@pytest.mark.parametrize("readout", ["magnitude", "concat"])
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize(
+    ("family", "readout"),
+    [
+        pytest.param(f, r, marks=pytest.mark.slow if (f == "transformer") or r == "concat" else ())
+        for r in ("magnitude", "concat")
+        for f in FAMILIES
+    ],
+)  # the transformer and the concat readout are in the slow tests (CI runs them)
 def test_gradcheck_complex128(family, readout):
     torch.manual_seed(3)
     config = tiny_config(family, True, vocab_size=9, sparse_embeddings=False, readout=readout,
@@ -38,8 +44,9 @@ def test_gradcheck_complex128(family, readout):
 
 @pytest.mark.parametrize(
     ("family", "encoding"),
-    [("cnn", "complex-order"), ("transformer", "rotary"), ("transformer", "t5"),
-     ("transformer", "xpos"), ("transformer", "alibi"), ("lstm", "sinusoidal")],
+    [("cnn", "complex-order"), ("lstm", "sinusoidal"),
+     *(pytest.param("transformer", e, marks=pytest.mark.slow)
+       for e in ("rotary", "t5", "xpos", "alibi"))],
 )
 def test_gradcheck_complex128_with_encodings(family, encoding):
     """The encoding's parameters are checked with the rest (real readout this time)."""

@@ -447,7 +447,23 @@ def _wider(x: torch.Tensor) -> torch.Tensor:
     return torch.cat([x, torch.randn_like(x[..., :2])], -1)
 
 
-@pytest.mark.parametrize("info", EXPORT, ids=[i.id for i in EXPORT])
+#: entries whose export + compile takes seconds: ``slow`` (CI runs them); every kind of layer
+#: keeps entries in the fast subset
+SLOW_EXPORT = {
+    "Upsample_trilinear", "Upsample_bicubic", "Upsample_bilinear", "Conv3d", "Conv3d_replicate",
+    "Conv3d_unbatched_groups_dilation", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+    "MaxPool3d", "AvgPool2d_unbatched_divisor",
+}  # fmt: skip
+
+
+def test_the_slow_export_entries_exist():
+    assert {i.id for i in EXPORT} >= SLOW_EXPORT
+
+
+@pytest.mark.parametrize(
+    "info",
+    [pytest.param(i, id=i.id, marks=[pytest.mark.slow] * (i.id in SLOW_EXPORT)) for i in EXPORT],
+)
 def test_exports_with_a_dynamic_spatial_size_and_compiles_fullgraph(info):
     torch.manual_seed(0)
     m = make_module(info, dtype=torch.complex64) if info.takes_factory_kwargs else make_module(info)

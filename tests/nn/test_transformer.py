@@ -160,8 +160,9 @@ def test_pre_and_post_norm_differ():
 
 @pytest.mark.parametrize(
     ("norm_first", "norm", "score"),
-    [(False, "split", "real"), (True, "whiten", "real"), (True, "rms", "modulus")],
-)
+    [(False, "split", "real"), pytest.param(True, "whiten", "real", marks=pytest.mark.slow),
+     pytest.param(True, "rms", "modulus", marks=pytest.mark.slow)],
+)  # fmt: skip
 def test_gradcheck_complex128_eval(norm_first, norm, score):
     m = cnn.TransformerEncoderLayer(
         4,

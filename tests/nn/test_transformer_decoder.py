@@ -467,6 +467,7 @@ def test_bad_input_is_one_clear_error():
         m(torch.randn(B, S, D), tgt)
 
 
+@pytest.mark.slow
 def test_transformer_compiles_fullgraph_and_exports_with_padding():
     m = cnn.Transformer(D, H, 1, 1, 12, batch_first=True, dtype=torch.complex64).eval()
     src = torch.randn(2, 6, D, dtype=torch.complex64)

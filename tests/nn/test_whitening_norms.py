@@ -58,7 +58,10 @@ LAYERS = [
 ]
 
 
-@pytest.mark.parametrize(("build", "shape", "dims"), LAYERS, ids=lambda v: str(v))
+LAYER_IDS = [f"{kind}Norm{nd}d" for kind in ("Batch", "Instance") for nd in (1, 2, 3)]
+
+
+@pytest.mark.parametrize(("build", "shape", "dims"), LAYERS, ids=LAYER_IDS)
 @pytest.mark.parametrize("affine", [True, False])
 def test_output_covariance_per_channel_or_instance(build, shape, dims, affine):
     m = build(affine=affine, eps=0.0, dtype=DT)
@@ -194,7 +197,12 @@ def test_values_and_gradients_equal_reference(name, shape, fast, ref, affine):
         torch.testing.assert_close(got, want)
 
 
-@pytest.mark.parametrize(("name", "shape", "fast", "ref"), CASES[:5], ids=[c[0] for c in CASES[:5]])
+@pytest.mark.parametrize(
+    ("name", "shape", "fast", "ref"),
+    # seconds to tens of seconds each: only the (N, C) batch norm in the fast subset
+    [pytest.param(*c, id=c[0], marks=[pytest.mark.slow] * (c[0] != "batch (N, C)"))
+     for c in CASES[:5]],
+)  # fmt: skip
 def test_gradcheck_and_gradgradcheck(name, shape, fast, ref):
     x = _leaf(_x(*shape))
     w, b = _affine(shape[1])
@@ -441,6 +449,7 @@ def test_errors_name_the_layer_and_the_fix():
 NORM = pytest.mark.parametrize("info", NORM_MODULES, ids=[i.id for i in NORM_MODULES])
 
 
+@pytest.mark.slow  # seconds per module and mode (CI runs them; the module table compiles one)
 @NORM
 @pytest.mark.parametrize("train", [True, False], ids=["train", "eval"])
 def test_compiles_to_one_graph(info, train):
