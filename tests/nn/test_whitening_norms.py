@@ -316,8 +316,9 @@ def test_constant_and_real_valued_channels_stay_finite():
 def test_real_valued_input_in_complex64_is_real_batch_norm(scale):
     """Real data cast to complex (an image or a magnitude, imaginary part zero), at the scale of
     raw intensities: the whitening of each channel is real batch / instance / group norm scaled
-    by the init affine 1/sqrt(2) (none for InstanceNorm, ``affine=False`` as torch), in values and gradients, in complex64 (the 2x2 map must not
-    cancel: the widely linear form lost every digit at 1e8)."""
+    by the init affine 1/sqrt(2) (none for InstanceNorm, ``affine=False`` as torch), in values
+    and gradients, in complex64 (the 2x2 map must not cancel: the widely linear form lost every
+    digit at 1e8)."""
     torch.manual_seed(0)
     x = (torch.randn(4, 6, 8, 8) + 3.0) * scale
     r = torch.randn_like(x)
