@@ -34,6 +34,7 @@ from ..cli_options import (
     check_resume_options,
 )
 from ..runs import check_new_run_dir
+from ..runtime import on_rank0_first
 from .synthetic import SYNTHETIC_CONTEXT
 
 __all__ = [
@@ -252,10 +253,6 @@ def cmd_train(args: argparse.Namespace, error: type[Exception]) -> int:
         resume_lm(args.resume, steps=args.steps, quiet=args.quiet,
                   allow_changed_data=args.allow_changed_data)  # fmt: skip
         return 0
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        raise error("--task lm trains in one process; run it without torchrun")
     bad = _given(args, _CLASSIFIER_ONLY)
     if bad:
         raise error(f"{', '.join(bad)} apply to classifiers, not to --task lm; drop them")
@@ -273,7 +270,8 @@ def cmd_train(args: argparse.Namespace, error: type[Exception]) -> int:
     given = {k: v for k, v in lm_train_fields(args).items() if v is not None}
     fields = {**defaults, **given}
     run_dir = args.resolved_run_dir = args.run_dir or _default_run_dir(source, config)
-    check_new_run_dir(run_dir, args.force)  # fail before reading any data
+    # fail before reading any data (rank 0 checks; under torchrun the others raise its error)
+    on_rank0_first(lambda: check_new_run_dir(run_dir, args.force), lambda: None)
     if args.epochs is not None:
         if args.steps is not None:
             raise error("give either --steps or --epochs, not both")
