@@ -39,7 +39,6 @@ names are importable from here too.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import math
 import os
 from collections.abc import Callable
@@ -60,7 +59,7 @@ from .data import (
     prepare_data,
     read_word_vectors,
 )
-from .engine.loop import LoopState, fit, read_checkpoint
+from .engine.loop import LoopState, fit, new_run_config, read_checkpoint, take_run_folder
 from .inference import LoadedRun, evaluate_run, load_run, predict
 from .metrics import evaluate, macro_f1
 from .optimization import (
@@ -72,8 +71,6 @@ from .optimization import (
 )
 from .runs import (
     RUN_FILES,
-    RUN_FORMAT,
-    RUN_MARKER,
     RunError,
     RunFolder,
     check_data_unchanged,
@@ -87,7 +84,6 @@ from .runs import (
 from .runtime import (
     Logger,
     dist_info,
-    on_rank0_first,
     progress,
     resolve_zoo,
     rng_state,
@@ -219,23 +215,9 @@ def train(
     model = zoo.build_model(config)
     vector_info = None if vectors is None else _load_vectors(model, vectors, data, log)
 
-    run_config = {
-        RUN_MARKER: RUN_FORMAT,
-        "model": dataclasses.asdict(config),
-        "train": dataclasses.asdict(options),
-        "data": data.spec.to_dict(),
-        "seed": options.seed,
-        "vectors": vector_info,
-        "data_sha256": data_hashes(data.spec),
-        "world_size": world,
-        "versions": versions(),
-        "created": datetime.datetime.now().isoformat(timespec="seconds"),
-    }
-    # rank 0 checks and takes the folder (its lock first: one owner at a time) and writes it;
-    # the other ranks raise rank 0's error, if any
-    folder = on_rank0_first(
-        lambda: RunFolder(run_dir, force), lambda: RunFolder.existing(run_dir, lock=False)
-    )
+    run_config = new_run_config(config, options, data.spec.to_dict(), tail={
+        "vectors": vector_info, "data_sha256": data_hashes(data.spec)})  # fmt: skip
+    folder = take_run_folder(run_dir, force)
     try:
         if rank == 0:
             write_json(os.path.join(folder.path, "config.json"), run_config)
@@ -270,9 +252,7 @@ def resume(
     if not os.path.isdir(run_dir):
         raise RunError(f"run folder {run_dir} not found; give the folder of an earlier run")
     # rank 0 owns the folder (its lock) before it reads or changes anything
-    folder = on_rank0_first(
-        lambda: RunFolder.existing(run_dir), lambda: RunFolder.existing(run_dir, lock=False)
-    )
+    folder = take_run_folder(run_dir, None)
     try:
         return _resume(folder, epochs, quiet, zoo, callback, allow_changed_data)
     finally:

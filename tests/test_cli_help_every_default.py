@@ -12,6 +12,7 @@ import dataclasses
 import re
 
 import pytest
+from test_cli_help_defaults import help_entries
 
 import cplxnet.data
 import cplxnet.lm.train
@@ -24,25 +25,6 @@ from cplxnet.compare.lm import lm_options_from_args
 from cplxnet.compare.synthetic import SyntheticOrderTask
 from cplxnet.lm.generate import DEFAULT_NEW_TOKENS
 from cplxnet.models import LM_PRESET_TRAINING
-
-
-def help_entries(argv: list[str], capsys) -> dict[str, str]:
-    """``{flag: its help text on one line}`` of ``cplxnet ARGV --help``."""
-    with pytest.raises(SystemExit) as exit_info:
-        main([*argv, "--help"])
-    assert exit_info.value.code == 0
-    entries: dict[str, str] = {}
-    flag = None
-    for line in capsys.readouterr().out.splitlines():
-        m = re.match(r"^  (--[a-z-]+)", line)
-        if m:
-            flag = m.group(1)
-            entries[flag] = line
-        elif flag and line.startswith("     "):
-            entries[flag] += " " + line.strip()
-        else:
-            flag = None
-    return {k: re.sub(r"\s+", " ", re.sub(r"-\s+(?=[a-z])", "-", v)) for k, v in entries.items()}
 
 
 def printed(text: str) -> list[str]:

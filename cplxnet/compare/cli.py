@@ -109,7 +109,7 @@ def _seeds(text: str) -> Any:
 
 
 def _numbers(text: str) -> Any:
-    from .specs import parse_numbers
+    from ..encodings.specs import parse_numbers
 
     return parse_numbers(text)
 
@@ -391,6 +391,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from ..data import DataError
+    from ..encodings.specs import parse_encodings, parse_numbers
     from ..train import RunError
     from .expand import check_datas
     from .grid import (
@@ -401,7 +402,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
         parse_seeds,
     )
     from .report import render_report
-    from .specs import parse_encodings, parse_numbers
 
     if getattr(args, "task", "classify") == "lm":
         from .lm import cmd_compare_lm

@@ -23,6 +23,8 @@ of the loop, the model, every optimiser and every rank's RNG state) and the task
 from __future__ import annotations
 
 import copy
+import dataclasses
+import datetime
 import json
 import os
 import time
@@ -35,6 +37,8 @@ import torch.distributed as dist
 from torch import nn
 
 from ..runs import (
+    RUN_FORMAT,
+    RUN_MARKER,
     RunError,
     RunFolder,
     append_line,
@@ -45,7 +49,15 @@ from ..runs import (
     save_checkpoint,
     write_json,
 )
-from ..runtime import Logger, dist_info, gather_rng_states, progress, set_rng_state
+from ..runtime import (
+    Logger,
+    dist_info,
+    gather_rng_states,
+    on_rank0_first,
+    progress,
+    set_rng_state,
+    versions,
+)
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -60,6 +72,8 @@ __all__ = [
     "save_round",
     "fit",
     "load_best",
+    "new_run_config",
+    "take_run_folder",
 ]
 
 #: The version of ``checkpoint.pt`` and ``best.pt`` written by :func:`fit`.
@@ -181,6 +195,38 @@ class Task(Protocol):
 
     def final_line(self, results: dict, run_dir: str) -> str:
         """The log line after ``results.json`` is written."""
+
+
+def new_run_config(config: Any, options: Any, data: dict, *, head: dict | None = None,
+                   tail: dict | None = None) -> dict:  # fmt: skip
+    """``config.json`` of a new run: the run marker, ``head`` (a task's ``"task"``), the model
+    config, the training options, ``data``, the seed, ``tail`` (a task's own entries), the world
+    size, the versions and the time."""
+    return {
+        RUN_MARKER: RUN_FORMAT,
+        **(head or {}),
+        "model": dataclasses.asdict(config),
+        "train": dataclasses.asdict(options),
+        "data": data,
+        "seed": options.seed,
+        **(tail or {}),
+        "world_size": dist_info()[0],
+        "versions": versions(),
+        "created": datetime.datetime.now().isoformat(timespec="seconds"),
+    }
+
+
+def take_run_folder(run_dir: str, force: bool | None) -> RunFolder:
+    """The run folder ``run_dir``, taken by rank 0 (its lock first: one owner at a time; the
+    other ranks raise rank 0's error, if any): a new run's (``force``: it may replace an old run)
+    or, with ``force=None``, an existing run's (resume)."""
+    if force is None:
+        return on_rank0_first(
+            lambda: RunFolder.existing(run_dir), lambda: RunFolder.existing(run_dir, lock=False)
+        )
+    return on_rank0_first(
+        lambda: RunFolder(run_dir, force), lambda: RunFolder.existing(run_dir, lock=False)
+    )
 
 
 def check_checkpoint_format(state: dict, path: str) -> None:

@@ -28,7 +28,6 @@ loss at the training context); the test part is scored once, at the end, with be
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import math
 import os
 import time
@@ -40,11 +39,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data import DataError
-from ..engine.loop import LoopState, fit, read_checkpoint
+from ..engine.loop import LoopState, fit, new_run_config, read_checkpoint, take_run_folder
 from ..optimization import set_lr
 from ..runs import (
-    RUN_FORMAT,
-    RUN_MARKER,
     RunError,
     RunFolder,
     check_new_run_dir,
@@ -52,7 +49,7 @@ from ..runs import (
     run_task,
     write_json,
 )
-from ..runtime import Logger, dist_info, on_rank0_first, seed_everything, versions
+from ..runtime import Logger, dist_info, on_rank0_first, seed_everything
 from ..utils import count_parameters
 from .data import LMData, TokenVocab, file_sha256, prepare_lm_data
 from .evaluate import NA, evaluate_lengths, metric_name, score_stream
@@ -404,21 +401,8 @@ def train_lm(
     from .. import models as zoo
 
     model = zoo.build_model(config)
-    run_config = {
-        RUN_MARKER: RUN_FORMAT,
-        "task": "lm",
-        "model": dataclasses.asdict(config),
-        "train": dataclasses.asdict(options),
-        "data": task.spec(),
-        "seed": options.seed,
-        "world_size": world,
-        "versions": versions(),
-        "created": datetime.datetime.now().isoformat(timespec="seconds"),
-    }
-    # rank 0 takes the folder (its lock first: one owner at a time) and writes it
-    folder = on_rank0_first(
-        lambda: RunFolder(run_dir, force), lambda: RunFolder.existing(run_dir, lock=False)
-    )
+    run_config = new_run_config(config, options, task.spec(), head={"task": "lm"})
+    folder = take_run_folder(run_dir, force)
     try:
         if rank == 0:
             write_json(os.path.join(folder.path, "config.json"), run_config)
@@ -444,10 +428,7 @@ def resume_lm(
     """
     if not os.path.isdir(run_dir):
         raise RunError(f"run folder {run_dir} not found; give the folder of an earlier run")
-    # rank 0 owns the folder (its lock) before it reads or changes anything
-    folder = on_rank0_first(
-        lambda: RunFolder.existing(run_dir), lambda: RunFolder.existing(run_dir, lock=False)
-    )
+    folder = take_run_folder(run_dir, None)  # owned before it is read or changed
     try:
         return _resume(run_dir, folder, steps, quiet, callback, allow_changed_data)
     finally:
