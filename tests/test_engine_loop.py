@@ -127,3 +127,37 @@ def test_an_unknown_format_is_one_line():
     message = str(info.value)
     assert "\n" not in message and "run/checkpoint.pt has the unknown format 7" in message
     check_checkpoint_format({"format": CHECKPOINT_FORMAT}, "x")
+
+
+def test_the_rounds_of_a_language_model_end_at_each_evaluation_and_the_last_step():
+    from cplxnet.engine import LoopState
+    from cplxnet.lm import LMOptions
+    from cplxnet.lm.train import LMTask
+
+    task = LMTask("synthetic:copy", "char", 4)
+    task.options = LMOptions(steps=5, eval_every=2)
+    rounds, state = [], LoopState()
+    while not task.done(state):
+        steps = task.round(state)
+        rounds.append((steps.start, steps.stop))
+        state.step = steps.stop
+    assert rounds == [(0, 2), (2, 4), (4, 5)]
+    # a metrics line records the run's time so far (over sessions), not the round's
+    task.lr = 0.1
+    line = task.metrics(state, {"train_loss": 1.0}, {"loss": 2.0}, True, seconds=1.0,
+                        total_seconds=7.25)  # fmt: skip
+    assert line == {"step": 5, "train_loss": 1.0, "dev_loss": 2.0, "best": True, "lr": 0.1,
+                    "seconds": 7.25}  # fmt: skip
+
+
+def test_a_classifier_round_is_an_epoch_cut_by_max_steps(tmp_path):
+    from cplxnet.engine import LoopState
+    from cplxnet.train import ClassifyTask
+
+    data = prepare_data(DataSpec(toy.write_toy_tsv(tmp_path / "toy.tsv", n=100)))
+    task = ClassifyTask(data, TrainOptions(epochs=3, batch_size=10, max_steps=12), None, None)
+    state = LoopState(step=10, evaluations=1)
+    assert not task.done(state) and len(task.round(state)) == -(-len(data.train) // 10)
+    state.step = 12
+    assert task.round_over(state) and task.done(state)
+    assert task.done(LoopState(step=2, evaluations=3))

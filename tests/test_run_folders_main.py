@@ -37,6 +37,13 @@ def lines(path: str) -> list[dict]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
+def stray(run: str, line: dict) -> None:
+    """Append a metrics.jsonl line after the checkpoint's last (a run killed between the two
+    writes): resume rewrites the file from the checkpoint's history."""
+    with open(os.path.join(run, "metrics.jsonl"), "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(line) + "\n")
+
+
 def test_a_classifier_run_of_main_evaluates_and_resumes(tmp_path, capsys):
     run = copy_run("classify", tmp_path)
     before = read_json(os.path.join(run, "results.json"))
@@ -44,11 +51,12 @@ def test_a_classifier_run_of_main_evaluates_and_resumes(tmp_path, capsys):
     scores = json.loads(capsys.readouterr().out)
     assert scores["accuracy"] == pytest.approx(before["test_accuracy"], abs=1e-12)
     assert scores["loss"] == pytest.approx(before["test_loss"], rel=1e-6)
+    stray(run, {"epoch": 2, "train_loss": -1.0})  # a line the checkpoint never saw
     assert main(["train", "--resume", run, "--epochs", "2", "--quiet"]) == 0
     after = read_json(os.path.join(run, "results.json"))
     assert after["epochs_run"] == 2 and after["steps"] == 2 * before["steps"]
     history = lines(os.path.join(run, "metrics.jsonl"))
-    assert [m["epoch"] for m in history] == [1, 2]
+    assert [m["epoch"] for m in history] == [1, 2] and history[1]["train_loss"] > 0
     assert main(["predict", run, "a gorgeous film"]) == 0
 
 
@@ -59,10 +67,12 @@ def test_a_language_model_run_of_main_evaluates_and_resumes(tmp_path, capsys):
     assert main(["evaluate", run, "--context", context, "--json"]) == 0
     scores = json.loads(capsys.readouterr().out)
     assert scores["test"][context]["bpc"] == pytest.approx(before["test"][context]["bpc"], 1e-6)
+    stray(run, {"step": 6, "train_loss": -1.0})
     assert main(["train", "--resume", run, "--steps", "6", "--quiet"]) == 0
     after = read_json(os.path.join(run, "results.json"))
     assert after["steps"] == 6
-    assert [m["step"] for m in lines(os.path.join(run, "metrics.jsonl"))] == [2, 4, 6]
+    history = lines(os.path.join(run, "metrics.jsonl"))
+    assert [m["step"] for m in history] == [2, 4, 6] and history[2]["train_loss"] > 0
     assert main(["generate", run, "the", "--max-new-tokens", "3"]) == 0
 
 
