@@ -13,6 +13,7 @@ __all__ = [
     "seed_int",
     "float_value",
     "probability",
+    "unit_interval",
 ]
 
 #: The largest seed every generator takes (torch, NumPy and Python all accept 0..2**63-1).
@@ -74,6 +75,14 @@ def probability(text: str) -> float:
     value = float_value(text)
     if not 0 <= value < 1:
         raise argparse.ArgumentTypeError(f"expected a probability in [0, 1), got {_clip(text)}")
+    return value
+
+
+def unit_interval(text: str) -> float:
+    """A fraction: a number in [0, 1]."""
+    value = float_value(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {_clip(text)}")
     return value
 
 

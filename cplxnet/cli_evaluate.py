@@ -23,9 +23,7 @@ def add_evaluate_command(sub: Any) -> None:
         metavar="FILE",
         help="a labelled file to score instead of the run's test split",
     )
-    e.add_argument("--format", default=None, choices=("tsv", "csv", "jsonl"))
-    e.add_argument("--label-field", default=None)
-    e.add_argument("--text-field", default=None)
+    add_options(e, "evaluate", ("--format", "--label-field", "--text-field"))
     e.add_argument("--json", action="store_true", help="print the metrics as JSON")
     e.add_argument(
         "--context",

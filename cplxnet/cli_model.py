@@ -26,7 +26,7 @@ SET_RESERVED = {
 def encoding_overrides(text: str) -> dict[str, Any]:
     """Config fields of ``--encoding NAME[:option=value...]`` (parsed as ``cplxnet compare``
     does: a name, a ``+`` combination or a Complex Order variant, with its options)."""
-    from .compare.specs import check_option_values, parse_encoding
+    from .encodings.specs import check_option_values, parse_encoding
 
     try:
         spec = parse_encoding(text)
@@ -38,7 +38,7 @@ def encoding_overrides(text: str) -> dict[str, Any]:
 
 def apply_sets(config: Any, items: Sequence[str], zoo: Any) -> Any:
     """``config`` with the ``--set`` fields (``field=value`` or ``family.field=value``)."""
-    from .compare.specs import check_field_values, field_defaults, parse_sets
+    from .encodings.specs import check_field_values, field_defaults, parse_sets
 
     try:
         sets = parse_sets(items, SET_RESERVED)

@@ -21,11 +21,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._argtypes import float_value, non_negative_int, positive_int, seed_int
+from ._argtypes import float_value, non_negative_int, positive_int, seed_int, unit_interval
 from .data import DataSpec
 from .lm.synthetic import SYNTHETIC_CONTEXT
 from .lm.train import LMOptions
 from .models.presets import LM_PRESET_TRAINING
+from .optimization import SCHEDULES
 from .train_options import TrainOptions
 
 __all__ = [
@@ -40,7 +41,9 @@ __all__ = [
     "OPTIONS",
     "add_options",
     "LM_FLAGS",
+    "SCHEDULE_FLAGS",
     "LM_PRESET",
+    "lm_default",
 ]
 
 # exit statuses; usage errors exit with argparse's 2
@@ -130,31 +133,49 @@ _LM = {**{"context": 64}, **LM_PRESET_TRAINING.get(LM_PRESET, {})}
 _MULTIPLES = [f"{m}L" if m != 1 else "L" for m in _LO.eval_multiples]
 #: The language-model options of ``train --task lm`` and ``compare --task lm``.
 LM_FLAGS = ("--tokens", "--context", "--steps", "--eval-every")
+#: The learning-rate schedule options of ``train --task lm`` and ``compare --task lm``.
+SCHEDULE_FLAGS = ("--schedule", "--warmup-steps", "--min-lr-ratio")
+
+
+def lm_default(name: str, fmt: str = "") -> str:
+    """The default of the language-model training field ``name`` as the help prints it: the
+    default preset's (``"the preset's, 32 for lm-char"``) or :class:`LMOptions`'."""
+    if name in _LM:
+        return f"the preset's, {_LM[name]:{fmt}} for {LM_PRESET}"
+    value = getattr(_LO, name)
+    return "none" if value is None else f"{value:{fmt}}"
+
 
 _OPTION_LIST: tuple[Option, ...] = (
     # -- data ------------------------------------------------------------------------------------
     # compare's --data (a list of data sets) is one of its grid options, not this one
     Option(
         "--data",
-        "bundled 'mr' or 'trec', or a TSV/CSV/JSONL file with a header "
-        f"(default: {_DS.data})",
+        f"bundled 'mr' or 'trec', or a TSV/CSV/JSONL file with a header (default: {_DS.data})",
         commands=("train",),
     ),
     Option("--test", "a separate test file", {"metavar": "FILE"}, commands=("train",)),
     Option("--dev", "a separate dev file", {"metavar": "FILE"}, commands=("train",)),
+    # evaluate reads its --data file as train reads --data
     Option(
         "--format",
         "file format (default: from the extension)",
         {"choices": ("tsv", "csv", "jsonl")},
-        commands=("train",),
+        commands=("train", "evaluate"),
     ),
     Option(
         "--label-field",
         f"label column / JSON key (default: {_DS.label_field})",
-        commands=("train",),
+        commands=("train", "evaluate"),
+        per_command={
+            "evaluate": {"help": "label column / JSON key of --data (default: the run's)"}
+        },
     ),
     Option(
-        "--text-field", f"text column / JSON key (default: {_DS.text_field})", commands=("train",)
+        "--text-field",
+        f"text column / JSON key (default: {_DS.text_field})",
+        commands=("train", "evaluate"),
+        per_command={"evaluate": {"help": "text column / JSON key of --data (default: the run's)"}},
     ),
     Option(
         "--split",
@@ -215,25 +236,32 @@ _OPTION_LIST: tuple[Option, ...] = (
     Option("--seed", f"training seed (default {_TO.seed})", {"type": seed_int}, ("train",)),
     Option(
         "--batch-size",
-        f"global batch size (default {_TO.batch_size})",
+        f"global batch size (default {_TO.batch_size}; --task lm: windows per step, "
+        f"{lm_default('batch_size')})",
         {"type": positive_int},
     ),
-    Option("--lr", f"learning rate (default {_TO.lr:g})", {"type": float_value}),
+    Option(
+        "--lr",
+        f"learning rate (default {_TO.lr:g}; --task lm: {lm_default('lr', 'g')})",
+        {"type": float_value},
+    ),
     Option(
         "--weight-decay",
-        f"AdamW weight decay on the dense parameters (default {_TO.weight_decay:g})",
+        f"AdamW weight decay on the dense parameters (default {_TO.weight_decay:g}; --task lm: "
+        f"{lm_default('weight_decay', 'g')})",
         {"type": float_value},
     ),
     Option(
         "--clip-norm",
-        "clip the dense gradients to this total norm (default: no clipping)",
+        "clip the dense gradients to this total norm (default: no clipping; --task lm: "
+        f"{lm_default('clip_norm', 'g')})",
         {"type": float_value},
     ),
     Option(
         "--patience",
-        "stop after N epochs without a better dev accuracy (--task lm: N evaluations without a "
-        "better dev loss; the best dev checkpoint is always the one scored; default: no early "
-        "stopping)",
+        "stop after N epochs without a better dev accuracy (a language model: N evaluations "
+        "without a better dev loss; the best dev checkpoint is always the one scored; default: "
+        "no early stopping)",
         {"type": positive_int},
     ),
     Option(
@@ -284,28 +312,44 @@ _OPTION_LIST: tuple[Option, ...] = (
     ),
     Option(
         "--steps",
-        f"optimiser steps (default: the preset's, {_LM.get('steps', _LO.steps)} for {LM_PRESET})",
+        f"optimiser steps (default: {lm_default('steps')})",
         {"type": positive_int},
         per_command={
             "train": {
-                "help": f"optimiser steps (default: the preset's, "
-                f"{_LM.get('steps', _LO.steps)} for {LM_PRESET}; --epochs N instead: N passes "
-                "over the training tokens)"
+                "help": f"optimiser steps (default: {lm_default('steps')}; --epochs N instead: "
+                "N passes over the training tokens)"
             }
         },
     ),
     Option(
         "--eval-every",
-        f"score dev and save a checkpoint every N steps (default "
-        f"{_LM.get('eval_every', _LO.eval_every)})",
+        f"score dev and save a checkpoint every N steps (default {lm_default('eval_every')})",
         {"type": positive_int, "metavar": "N"},
+    ),
+    Option(
+        "--schedule",
+        f"learning rate after the warm-up: constant or cosine (default {lm_default('schedule')}; "
+        "cosine decays to --min-lr-ratio x --lr at the last step; nanoGPT's recipe)",
+        {"choices": SCHEDULES},
+    ),
+    Option(
+        "--warmup-steps",
+        f"linear learning-rate warm-up over the first N steps (default "
+        f"{lm_default('warmup_steps')})",
+        {"type": non_negative_int, "metavar": "N"},
+    ),
+    Option(
+        "--min-lr-ratio",
+        "the cosine schedule's floor as a fraction of --lr, 0..1 (default "
+        f"{lm_default('min_lr_ratio', 'g')})",
+        {"type": unit_interval, "metavar": "R"},
     ),
     # -- process ---------------------------------------------------------------------------------
     Option(
         "--threads",
         "torch CPU threads (default: torch's choice; on a busy machine 1 is often fastest)",
         {"type": positive_int},
-        commands=("train", "evaluate", "predict", "compare"),
+        commands=("train", "evaluate", "predict", "compare", "generate", "inspect"),
         per_command={"compare": {"help": "torch threads per cell (default max(1, cores // jobs))"}},
     ),
 )

@@ -400,8 +400,9 @@ def add_inspect_command(sub: Any) -> None:
                    "reused)")  # fmt: skip
     p.add_argument("--samples", type=positive_int, default=8, metavar="N",
                    help="input sequences for the attention plots (default 8)")  # fmt: skip
-    p.add_argument("--threads", type=positive_int, default=None,
-                   help="torch CPU threads (default: torch's)")  # fmt: skip
+    from .cli_options import add_options
+
+    add_options(p, "inspect", ("--threads",))
     p.set_defaults(handler=cmd_inspect)
 
 

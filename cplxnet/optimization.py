@@ -17,8 +17,8 @@ from .data import EncodedSplit, collate
 from .train_options import TrainOptions
 
 __all__ = [
-    "ddp_handles_sparse", "set_sparse", "make_optimizers", "train_step", "SCHEDULES", "lr_at",
-    "set_lr",
+    "ddp_handles_sparse", "set_sparse", "make_optimizers", "optimizer_step", "train_step",
+    "SCHEDULES", "lr_at", "set_lr",
 ]  # fmt: skip
 
 #: learning-rate schedules of :func:`lr_at`
@@ -114,7 +114,7 @@ def make_optimizers(
     return optimizers, dense
 
 
-def train_step(
+def optimizer_step(
     model: nn.Module,
     split: EncodedSplit,
     batch: np.ndarray,
@@ -125,16 +125,17 @@ def train_step(
     clip_norm: float | None = None,
     clip_params: Sequence[nn.Parameter] = (),
     constrain: Callable[[], None] | None = None,
-) -> tuple[float, int, int]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One optimiser step on this rank's shard ``batch[rank::world]`` of a global batch.
 
     ``constrain`` (the zoo model's ``apply_constraints``, e.g. max-norm on the head's rows) runs
     after the step; ``model`` may be a wrapper (DDP, compiled), so it is passed, not looked up.
-
     The loss is ``sum(cross-entropy over the shard) * world / len(batch)``: DDP averages the
     ranks' gradients, so the step follows the gradient of the mean loss over the global batch
     whatever the shard sizes. Every shard is padded to the global batch's longest text.
-    Returns the shard's summed loss, correct predictions and size.
+
+    Returns the shard's summed loss, correct predictions and size as tensors on the logits'
+    device (nothing is read back to the host; :func:`train_step` reads them).
     """
     shard = batch[rank::world]
     pad_to = max(len(split.ids[i]) for i in batch)
@@ -151,5 +152,19 @@ def train_step(
         constrain()
     for opt in optimizers:
         opt.zero_grad(set_to_none=True)
-    correct = int((logits.detach().argmax(1) == y).sum())
-    return float(loss_sum.detach()), correct, len(shard)
+    correct = (logits.detach().argmax(1) == y).sum()
+    count = torch.tensor(len(shard), device=logits.device)
+    return loss_sum.detach(), correct, count
+
+
+def train_step(
+    model: nn.Module,
+    split: EncodedSplit,
+    batch: np.ndarray,
+    optimizers: Sequence[torch.optim.Optimizer],
+    **kwargs: Any,
+) -> tuple[float, int, int]:
+    """:func:`optimizer_step` (same arguments) with its shard's summed loss, correct
+    predictions and size read as Python numbers."""
+    loss, correct, count = optimizer_step(model, split, batch, optimizers, **kwargs)
+    return float(loss), int(correct), int(count)

@@ -55,6 +55,7 @@ __all__ = [
     "read_run_config",
     "save_checkpoint",
     "load_checkpoint",
+    "check_entries",
     "load_weights",
     "file_sha256",
     "data_hashes",
@@ -231,7 +232,14 @@ def load_checkpoint(
             f"{path} is not a cplxnet checkpoint (it holds a {type(state).__name__}, not a "
             "dict); restore the run's own file or train the run again"
         )
-    for key, kind in (keys or {}).items():
+    check_entries(state, keys or {}, path)
+    return state
+
+
+def check_entries(state: dict, keys: Mapping[str, type | tuple[type, ...]], path: str) -> None:
+    """Every entry of ``keys`` is in the checkpoint ``state`` with its type, else a
+    :class:`RunError` naming the file ``path``."""
+    for key, kind in keys.items():
         if key not in state:
             raise RunError(
                 f"{path} is not a cplxnet checkpoint of this kind (no {key!r} entry); restore "
@@ -242,7 +250,6 @@ def load_checkpoint(
                 f"{path} is not a cplxnet checkpoint of this kind ({key!r} is a "
                 f"{type(state[key]).__name__}); restore the run's own file or train the run again"
             )
-    return state
 
 
 def load_weights(model: torch.nn.Module, state: Mapping[str, Any], path: str) -> None:

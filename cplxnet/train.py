@@ -27,27 +27,24 @@ Data parallel: under ``torchrun`` (``torch.distributed`` initialised) the model 
 ``batch_size`` examples and the loss is scaled so that the averaged gradient is the gradient of
 the global batch mean. Only rank 0 writes the run folder.
 
-This module holds :func:`train`, :func:`resume` and the epoch loop; the other parts are
-:mod:`cplxnet.train_options` (:class:`TrainOptions`), :mod:`cplxnet.train_state` (what a checkpoint
-holds), :mod:`cplxnet.optimization` (optimisers, :func:`train_step`), :mod:`cplxnet.metrics`,
-:mod:`cplxnet.inference` (:func:`load_run`, :func:`evaluate_run`, :func:`predict`) and
-:mod:`cplxnet.runtime` (seeds, RNG states, rank, progress). Their public names are importable
-from here too.
+This module holds :func:`train`, :func:`resume` and :class:`ClassifyTask`, the classifier's
+side of the training loop every task shares (:func:`cplxnet.engine.fit`: rounds, checkpoints,
+resume, early stopping, data parallelism); the other parts are :mod:`cplxnet.train_options`
+(:class:`TrainOptions`), :mod:`cplxnet.optimization` (optimisers, :func:`train_step`),
+:mod:`cplxnet.metrics`, :mod:`cplxnet.inference` (:func:`load_run`, :func:`evaluate_run`,
+:func:`predict`) and :mod:`cplxnet.runtime` (seeds, RNG states, rank, progress). Their public
+names are importable from here too.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import json
 import math
 import os
-import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
 from .data import (
@@ -62,16 +59,20 @@ from .data import (
     prepare_data,
     read_word_vectors,
 )
+from .engine.loop import LoopState, fit, new_run_config, read_checkpoint, take_run_folder
 from .inference import LoadedRun, evaluate_run, load_run, predict
 from .metrics import evaluate, macro_f1
-from .optimization import ddp_handles_sparse, make_optimizers, set_sparse, train_step
+from .optimization import (
+    ddp_handles_sparse,
+    make_optimizers,
+    optimizer_step,
+    set_sparse,
+    train_step,
+)
 from .runs import (
     RUN_FILES,
-    RUN_FORMAT,
-    RUN_MARKER,
     RunError,
     RunFolder,
-    atomic_write,
     check_data_unchanged,
     check_model_memory,
     data_hashes,
@@ -83,8 +84,6 @@ from .runs import (
 from .runtime import (
     Logger,
     dist_info,
-    gather_rng_states,
-    on_rank0_first,
     progress,
     resolve_zoo,
     rng_state,
@@ -93,14 +92,6 @@ from .runtime import (
     versions,
 )
 from .train_options import TrainOptions
-from .train_state import (
-    CHECKPOINT_FORMAT,
-    RESUME_KEYS,
-    TrainState,
-    restore_state,
-    save_epoch,
-    score_best,
-)
 from .utils import count_parameters
 
 __all__ = [
@@ -119,6 +110,7 @@ __all__ = [
     "seed_everything",
     "RUN_FILES",
     "train_step",
+    "ClassifyTask",
     "rng_state",
     "set_rng_state",
     "progress",
@@ -223,30 +215,16 @@ def train(
     model = zoo.build_model(config)
     vector_info = None if vectors is None else _load_vectors(model, vectors, data, log)
 
-    run_config = {
-        RUN_MARKER: RUN_FORMAT,
-        "model": dataclasses.asdict(config),
-        "train": dataclasses.asdict(options),
-        "data": data.spec.to_dict(),
-        "seed": options.seed,
-        "vectors": vector_info,
-        "data_sha256": data_hashes(data.spec),
-        "world_size": world,
-        "versions": versions(),
-        "created": datetime.datetime.now().isoformat(timespec="seconds"),
-    }
-    # rank 0 checks and takes the folder (its lock first: one owner at a time) and writes it;
-    # the other ranks raise rank 0's error, if any
-    folder = on_rank0_first(
-        lambda: RunFolder(run_dir, force), lambda: RunFolder.existing(run_dir, lock=False)
-    )
+    run_config = new_run_config(config, options, data.spec.to_dict(), tail={
+        "vectors": vector_info, "data_sha256": data_hashes(data.spec)})  # fmt: skip
+    folder = take_run_folder(run_dir, force)
     try:
         if rank == 0:
             write_json(os.path.join(folder.path, "config.json"), run_config)
             write_json(os.path.join(folder.path, "vocab.json"), data.vocab.to_dict(), indent=None)
             write_json(os.path.join(folder.path, "labels.json"), data.labels.labels, indent=None)
         log(data.summary())
-        return _fit(model, data, folder, options, zoo, log, quiet, callback, state=None)
+        return _fit(model, data, folder, options, zoo, quiet, callback, state=None)
     except BaseException:
         folder.abort()  # before the first checkpoint: remove what this run wrote
         raise
@@ -274,9 +252,7 @@ def resume(
     if not os.path.isdir(run_dir):
         raise RunError(f"run folder {run_dir} not found; give the folder of an earlier run")
     # rank 0 owns the folder (its lock) before it reads or changes anything
-    folder = on_rank0_first(
-        lambda: RunFolder.existing(run_dir), lambda: RunFolder.existing(run_dir, lock=False)
-    )
+    folder = take_run_folder(run_dir, None)
     try:
         return _resume(folder, epochs, quiet, zoo, callback, allow_changed_data)
     finally:
@@ -301,7 +277,7 @@ def _resume(
             f"{run_dir} has no checkpoint.pt: the run stopped before its first epoch ended, so "
             "there is nothing to resume; start it again with the same command and --force"
         )
-    state = load_checkpoint(os.path.join(run_dir, "checkpoint.pt"), keys=RESUME_KEYS)
+    state = read_checkpoint(os.path.join(run_dir, "checkpoint.pt"), "classify")
     options, done = _resumed_options(run_dir, run_config, state, options, epochs)
     if world != run_config.get("world_size", 1):
         log(
@@ -332,7 +308,7 @@ def _resume(
             write_json(os.path.join(run_dir, "config.json"), run_config)
         log(f"resuming {run_dir} after epoch {state['epoch']} of {options.epochs}")
 
-    return _fit(model, data, folder, options, zoo, log, quiet, callback, state=state, start=start)
+    return _fit(model, data, folder, options, zoo, quiet, callback, state=state, start=start)
 
 
 def _resumed_options(
@@ -341,11 +317,6 @@ def _resumed_options(
     """The options to resume with (``epochs`` extends the plan, in ``run_config`` and ``state``
     too) and whether the run has a ``results.json``; a run with nothing left to train is an
     error."""
-    if state["format"] != CHECKPOINT_FORMAT:
-        raise RunError(
-            f"{run_dir}/checkpoint.pt has the unknown format {state['format']}; resume it with "
-            "the cplxnet version that wrote it"
-        )
     if epochs is not None and (epochs != options.epochs or state.get("stopped")):
         if epochs < state["epoch"]:
             raise RunError(
@@ -364,195 +335,148 @@ def _resumed_options(
     return options, done
 
 
-def _prepare_model(
-    model: nn.Module, options: TrainOptions, zoo: Any, world: int, log: Logger
-) -> tuple[nn.Module, list[torch.optim.Optimizer], list[nn.Parameter]]:
-    """Choose the tables' gradients, wrap the model (DDP, compile) and make the optimisers.
+class ClassifyTask:
+    """A text classifier as a task of the training loop (:class:`cplxnet.engine.Task`): a round
+    is an epoch of shuffled, length-bucketed batches (each rank takes its shard of every global
+    batch, :func:`cplxnet.optimization.train_step`); dev accuracy chooses the best epoch."""
 
-    Returns the model to call forward on, the optimisers and the dense parameters (those that
-    gradient clipping acts on)."""
-    # the trainer chooses the tables' gradients, whatever the config says: sparse with SparseAdam
-    # (faster: a step touches only the rows of the batch's tokens) unless --dense
-    set_sparse(model, options.sparse)
-    if not options.sparse:
-        pass
-    elif options.compile and zoo.sparse_parameters(model):
-        # torch.compile (2.13) fails on the sparse backward of cplxnet's packed complex tables
-        set_sparse(model, False)
-        log("note: --compile uses dense gradients for the embedding tables")
-    elif world > 1 and not ddp_handles_sparse(model, zoo):
-        # DDP reduces sparse gradients only for torch's own Embedding/EmbeddingBag; other
-        # sparse tables (cplxnet's packed complex Embedding, encodings' tables) go dense.
-        set_sparse(model, False)
-        log("note: data-parallel training uses dense gradients for the embedding tables")
-    forward_model = model
-    if world > 1:
-        forward_model = nn.parallel.DistributedDataParallel(model)
-    if options.compile:
-        forward_model = torch.compile(forward_model)
-    optimizers, dense = make_optimizers(model, options, zoo)
-    return forward_model, optimizers, dense
+    kind = "classify"
 
+    def __init__(self, data: PreparedData, options: TrainOptions, zoo: Any, model: nn.Module):
+        self.data, self.options, self.zoo, self.model = data, options, zoo, model
+        self.world, self.rank = 1, 0
 
-def _train_epoch(
-    forward_model: nn.Module,
-    model: nn.Module,
-    data: PreparedData,
-    optimizers: list[torch.optim.Optimizer],
-    dense: list[nn.Parameter],
-    options: TrainOptions,
-    standing: TrainState,
-    quiet: bool,
-) -> tuple[float, float]:
-    """One epoch of optimiser steps (fewer if ``max_steps`` is reached); returns the mean
-    training loss and accuracy over all ranks."""
-    world, rank = dist_info()
-    model.train()
-    batches = batch_indices(
-        data.train.lengths(),
-        options.batch_size,
-        shuffle=True,
-        bucket=options.bucket,
-        seed=options.seed,
-        epoch=standing.epoch,
-        min_batch=world,
-    )
-    totals = torch.zeros(3, dtype=torch.float64)  # loss sum, correct, count
-    bar = progress(len(batches), f"epoch {standing.epoch + 1}/{options.epochs}", quiet, rank)
-    try:
-        for batch in batches:
-            loss, correct, count = train_step(
-                forward_model,
-                data.train,
-                batch,
-                optimizers,
-                world=world,
-                rank=rank,
-                clip_norm=options.clip_norm,
-                clip_params=dense,
-                constrain=getattr(model, "apply_constraints", None),
+    def prepare(self, model: nn.Module, world: int, rank: int, log: Logger):
+        """Choose the tables' gradients, wrap the model (DDP, compile) and make the optimisers."""
+        options, zoo = self.options, self.zoo
+        self.world, self.rank = world, rank
+        # the trainer chooses the tables' gradients, whatever the config says: sparse with
+        # SparseAdam (a step touches only the rows of the batch's tokens) unless --dense
+        set_sparse(model, options.sparse)
+        if not options.sparse:
+            pass
+        elif options.compile and zoo.sparse_parameters(model):
+            # torch.compile (2.13) fails on the sparse backward of cplxnet's packed complex tables
+            set_sparse(model, False)
+            log("note: --compile uses dense gradients for the embedding tables")
+        elif world > 1 and not ddp_handles_sparse(model, zoo):
+            # DDP reduces sparse gradients only for torch's own Embedding/EmbeddingBag; other
+            # sparse tables (cplxnet's packed complex Embedding, encodings' tables) go dense.
+            set_sparse(model, False)
+            log("note: data-parallel training uses dense gradients for the embedding tables")
+        forward = model
+        if world > 1:
+            forward = nn.parallel.DistributedDataParallel(model)
+        if options.compile:
+            forward = torch.compile(forward)
+        self.optimizers, self.dense = make_optimizers(model, options, zoo)
+        return forward, self.optimizers
+
+    def _steps_left(self, state: LoopState) -> bool:
+        return self.options.max_steps is None or state.step < self.options.max_steps
+
+    def done(self, state: LoopState) -> bool:
+        return state.evaluations >= self.options.epochs or not self._steps_left(state)
+
+    def round(self, state: LoopState) -> list:
+        o = self.options
+        return batch_indices(self.data.train.lengths(), o.batch_size, shuffle=True,
+                             bucket=o.bucket, seed=o.seed, epoch=state.evaluations,
+                             min_batch=self.world)  # fmt: skip
+
+    def round_label(self, state: LoopState) -> str:
+        return f"epoch {state.evaluations + 1}/{self.options.epochs}"
+
+    def step(self, forward: nn.Module, batch: Any, step: int) -> torch.Tensor:
+        loss, correct, count = optimizer_step(
+            forward, self.data.train, batch, self.optimizers, world=self.world,
+            rank=self.rank, clip_norm=self.options.clip_norm, clip_params=self.dense,
+            constrain=getattr(self.model, "apply_constraints", None),
+        )  # fmt: skip
+        return torch.stack([loss.double(), correct.double(), count.double()])
+
+    def round_over(self, state: LoopState) -> bool:
+        return not self._steps_left(state)
+
+    def postfix(self, totals: torch.Tensor, steps: int) -> dict[str, str]:
+        return {"loss": f"{totals[0] / totals[2]:.4f}", "acc": f"{totals[1] / totals[2]:.3f}"}
+
+    def train_metrics(self, totals: torch.Tensor, steps: int, state: LoopState) -> dict:
+        loss, acc = float(totals[0] / totals[2]), float(totals[1] / totals[2])
+        if not math.isfinite(loss):
+            raise RunError(
+                f"the training loss became {loss} in epoch {state.evaluations + 1}; lower --lr "
+                "or set --clip-norm"
             )
-            standing.step += 1
-            totals += torch.tensor([loss, correct, count], dtype=torch.float64)
-            bar.update(1)
-            bar.set_postfix(loss=f"{totals[0] / totals[2]:.4f}", acc=f"{totals[1] / totals[2]:.3f}")
-            if not standing.steps_left(options):
-                break
-    finally:
-        bar.close()
-    if world > 1:
-        dist.all_reduce(totals)
-    train_loss, train_acc = float(totals[0] / totals[2]), float(totals[1] / totals[2])
-    if not math.isfinite(train_loss):
-        raise RunError(
-            f"the training loss became {train_loss} in epoch {standing.epoch + 1}; lower --lr or "
-            "set --clip-norm"
+        return {"train_loss": loss, "train_accuracy": acc}
+
+    def score_dev(self, model: nn.Module) -> dict:
+        return evaluate(model, self.data.dev, self.options.eval_batch_size)
+
+    def improved(self, dev: dict, best: dict | None) -> bool:
+        return best is None or dev["accuracy"] > best["dev_accuracy"]
+
+    def best_entry(self, state: LoopState, dev: dict) -> dict:
+        return {"epoch": state.evaluations, "dev_accuracy": dev["accuracy"],
+                "dev_loss": dev["loss"], "dev_macro_f1": dev["macro_f1"]}  # fmt: skip
+
+    def metrics(self, state, train, dev, improved, seconds, total_seconds) -> dict:
+        return {"epoch": state.evaluations, "step": state.step, **train,
+                "dev_loss": dev["loss"], "dev_accuracy": dev["accuracy"],
+                "dev_macro_f1": dev["macro_f1"], "best": improved,
+                "seconds": round(seconds, 3)}  # fmt: skip
+
+    def checkpoint_entries(self, state: LoopState) -> dict:
+        return {"epoch": state.evaluations}
+
+    def describe(self, state: LoopState, m: dict, improved: bool) -> str:
+        return (
+            f"epoch {state.evaluations}/{self.options.epochs}  train loss {m['train_loss']:.4f} "
+            f"acc {m['train_accuracy']:.4f}  dev loss {m['dev_loss']:.4f} acc "
+            f"{m['dev_accuracy']:.4f} macro-F1 {m['dev_macro_f1']:.4f}"
+            f"{'  *best' if improved else ''}  {m['seconds']:.1f}s"
         )
-    return train_loss, train_acc
 
+    def callback_key(self, state: LoopState) -> int:
+        return state.evaluations
 
-def _fit(
-    model: nn.Module,
-    data: PreparedData,
-    folder: RunFolder,
-    options: TrainOptions,
-    zoo: Any,
-    log: Logger,
-    quiet: bool,
-    callback: Callable[[int, dict], None] | None,
-    state: dict | None,
-    start: Callable[[], None] | None = None,
-) -> dict:
-    """Train from ``state`` (a checkpoint, or ``None`` for a new run) to the planned end, score
-    the test split and write ``results.json``; ``start`` runs once the checkpoint is loaded."""
-    world, rank = dist_info()
-    run_dir = folder.final  # for messages; files go to folder.path (see RunFolder)
-    forward_model, optimizers, dense = _prepare_model(model, options, zoo, world, log)
-    standing = TrainState()
-    if state is not None:
-        checkpoint = os.path.join(folder.path, "checkpoint.pt")
-        standing = restore_state(state, model, optimizers, checkpoint, run_dir, world, rank)
-        if start is not None:
-            start()
-        if rank == 0:  # metrics.jsonl may have a line the checkpoint never saw: rewrite it
-            atomic_write(
-                os.path.join(folder.path, "metrics.jsonl"),
-                lambda fh: fh.writelines(json.dumps(m) + "\n" for m in standing.history),
-            )
+    def stop_message(self, state: LoopState) -> str:
+        return f"early stopping: no better dev accuracy for {self.options.patience} epochs"
 
-    started = time.perf_counter()
-    while standing.epoch < options.epochs and not standing.stopped:
-        if not standing.steps_left(options):
-            break
-        t0 = time.perf_counter()
-        train_loss, train_acc = _train_epoch(
-            forward_model, model, data, optimizers, dense, options, standing, quiet
-        )
-        dev = evaluate(model, data.dev, options.eval_batch_size)
-        standing.epoch += 1
-        metrics = {
-            "epoch": standing.epoch,
-            "step": standing.step,
-            "train_loss": train_loss,
-            "train_accuracy": train_acc,
-            "dev_loss": dev["loss"],
-            "dev_accuracy": dev["accuracy"],
-            "dev_macro_f1": dev["macro_f1"],
-            "best": False,
-            "seconds": round(time.perf_counter() - t0, 3),
+    def nothing_trained(self) -> str:
+        return "no epoch was trained (epochs or max_steps too small)"
+
+    def score_test(self, scorer: nn.Module, log: Logger) -> dict:
+        return evaluate(scorer, self.data.test, self.options.eval_batch_size)
+
+    def results(self, model: nn.Module, state: LoopState, test: dict, timing: dict) -> dict:
+        best, data = state.best, self.data
+        return {
+            "test_accuracy": test["accuracy"],
+            "test_macro_f1": test["macro_f1"],
+            "test_loss": test["loss"],
+            "test_size": test["n"],
+            "best_epoch": best["epoch"],
+            "dev_accuracy": best["dev_accuracy"],
+            "dev_macro_f1": best["dev_macro_f1"],
+            "epochs_run": state.evaluations,
+            "steps": state.step,
+            "stopped_early": state.stopped,
+            "real_parameters": count_parameters(model, trainable_only=False).total_real,
+            "seconds_this_session": round(timing["session_seconds"], 1),
+            "splits": data.splits.sizes(),
+            "split": data.splits.description,
         }
-        improved = standing.record(metrics, dev, options.patience)
-        rngs = gather_rng_states(world)
-        if rank == 0:
-            save_epoch(folder, model, optimizers, standing, rngs, improved, log)
-        log(
-            f"epoch {standing.epoch}/{options.epochs}  train loss {train_loss:.4f} acc "
-            f"{train_acc:.4f}  dev loss {dev['loss']:.4f} acc {dev['accuracy']:.4f} macro-F1 "
-            f"{dev['macro_f1']:.4f}{'  *best' if improved else ''}  {metrics['seconds']:.1f}s"
+
+    def final_line(self, r: dict, run_dir: str) -> str:
+        return (
+            f"best dev accuracy {r['dev_accuracy']:.4f} at epoch {r['best_epoch']}; test "
+            f"accuracy {r['test_accuracy']:.4f}, macro-F1 {r['test_macro_f1']:.4f} "
+            f"(n={r['test_size']}). Run folder: {run_dir}"
         )
-        if callback is not None:
-            callback(standing.epoch, metrics)
-        if standing.stopped:
-            log(f"early stopping: no better dev accuracy for {options.patience} epochs")
-
-    if standing.best is None:
-        raise RunError("no epoch was trained (epochs or max_steps too small)")
-    results = _final_results(model, folder, data, options, standing)
-    results["seconds_this_session"] = round(time.perf_counter() - started, 1)
-    results["splits"] = data.splits.sizes()
-    results["split"] = data.splits.description
-    if rank == 0:
-        write_json(os.path.join(folder.path, "results.json"), results)
-    log(
-        f"best dev accuracy {results['dev_accuracy']:.4f} at epoch {results['best_epoch']}; test "
-        f"accuracy {results['test_accuracy']:.4f}, macro-F1 {results['test_macro_f1']:.4f} "
-        f"(n={results['test_size']}). Run folder: {run_dir}"
-    )
-    return results
 
 
-def _final_results(
-    model: nn.Module,
-    folder: RunFolder,
-    data: PreparedData,
-    options: TrainOptions,
-    standing: TrainState,
-) -> dict:
-    """The test scores of the best dev epoch's weights and the run's totals (the first entries of
-    ``results.json``)."""
-    test = score_best(model, folder, data, options.eval_batch_size)
-    best = standing.best
-    n_params = count_parameters(model, trainable_only=False).total_real
-    return {
-        "test_accuracy": test["accuracy"],
-        "test_macro_f1": test["macro_f1"],
-        "test_loss": test["loss"],
-        "test_size": test["n"],
-        "best_epoch": best["epoch"],
-        "dev_accuracy": best["dev_accuracy"],
-        "dev_macro_f1": best["dev_macro_f1"],
-        "epochs_run": standing.epoch,
-        "steps": standing.step,
-        "stopped_early": standing.stopped,
-        "real_parameters": n_params,
-    }
+def _fit(model, data, folder, options, zoo, quiet, callback, state, start=None) -> dict:
+    task = ClassifyTask(data, options, zoo, model)
+    return fit(task, model, folder, patience=options.patience, quiet=quiet, callback=callback,
+               state=state, start=start)  # fmt: skip

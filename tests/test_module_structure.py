@@ -314,3 +314,59 @@ def test_the_narration_check_finds_planted_lines_and_spares_descriptions(tmp_pat
     found = narration(path)
     lines = sorted(int(f.split(":")[1]) for f in found)
     assert lines == [*range(1, len(planted) + 1), len(planted) + len(spared) + 1], found
+
+
+#: The layers of cplxnet, lowest first (CONTRIBUTING.md draws them): a module imports modules of
+#: its own layer and of the layers below it, never above. A module belongs to the longest name
+#: listed that it is or is inside of; ``cplxnet`` is the package's own ``__init__``.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("library", ("cplxnet", "cplxnet._utils", "cplxnet._argtypes", "cplxnet.utils",
+                 "cplxnet.functional", "cplxnet.nn", "cplxnet.init", "cplxnet.encodings",
+                 "cplxnet.data")),
+    ("zoo", ("cplxnet.models",)),
+    ("engine", ("cplxnet.engine", "cplxnet.runs", "cplxnet.folder_lock", "cplxnet.runtime",
+                "cplxnet.metrics", "cplxnet.optimization", "cplxnet.train_options",
+                "cplxnet.inference")),
+    ("tasks", ("cplxnet.train", "cplxnet.lm")),
+    ("apps", ("cplxnet.compare", "cplxnet.inspect")),
+    ("cli", ("cplxnet.cli", "cplxnet.cli_options", "cplxnet.cli_model", "cplxnet.cli_train",
+             "cplxnet.cli_evaluate", "cplxnet.__main__", "cplxnet.lm.cli", "cplxnet.compare.cli",
+             "cplxnet.compare.command")),
+)  # fmt: skip
+#: Imports that still run up the layers, each with the reason; the test fails when one is gone
+#: (remove it here) or a new one appears.
+KNOWN_UPWARD: dict[tuple[str, str], str] = {
+    ("cplxnet.compare.lm", "cplxnet.cli_options"): "compare/lm.py also holds its command",
+    ("cplxnet.compare.lm", "cplxnet.compare.command"): "compare/lm.py also holds its command",
+    ("cplxnet.compare.lm", "cplxnet.lm.cli"): "compare/lm.py checks --set as train --task lm",
+    ("cplxnet.inspect", "cplxnet.cli_options"): "inspect.py also holds its subcommand's parser",
+}
+
+
+def layer_of(module: str) -> int:
+    best, found = -1, None
+    for rank, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            inside = module == prefix or (prefix != "cplxnet" and module.startswith(prefix + "."))
+            if inside and len(prefix) > best:
+                best, found = len(prefix), rank
+    assert found is not None, f"{module} is in no layer of LAYERS"
+    return found
+
+
+def upward_imports(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """The edges of ``graph`` from a module to a module of a higher layer."""
+    return {(a, b) for a, deps in graph.items() for b in deps if layer_of(b) > layer_of(a)}
+
+
+def test_no_import_runs_up_the_layers():
+    found = upward_imports(import_graph())
+    assert sorted(found - set(KNOWN_UPWARD)) == [], "imports from a higher layer"
+    assert sorted(set(KNOWN_UPWARD) - found) == [], "gone: remove them from KNOWN_UPWARD"
+
+
+def test_the_layer_check_sees_an_upward_import():
+    graph = {"cplxnet.nn.linear": {"cplxnet.train"}, "cplxnet.train": {"cplxnet.runs"},
+             "cplxnet.cli": {"cplxnet.compare.report"}}  # fmt: skip
+    assert upward_imports(graph) == {("cplxnet.nn.linear", "cplxnet.train")}
+    assert [layer_of(m) for m in ("cplxnet", "cplxnet.lm.cli", "cplxnet.lm.train")] == [0, 5, 3]

@@ -92,7 +92,7 @@ def test_force_keeps_the_old_run_until_the_new_one_has_a_checkpoint(
     def broken_step(*args, **kwargs):
         raise RuntimeError("the machine fell over")
 
-    monkeypatch.setattr(engine, "train_step", broken_step)
+    monkeypatch.setattr(engine, "optimizer_step", broken_step)
     with pytest.raises(RuntimeError, match="fell over"):
         main(["train", "--data", toy_file, "--run-dir", run, *TINY, "--force", "--seed", "4"])
     assert snapshot(run) == before  # the finished run is untouched
@@ -158,7 +158,7 @@ def test_a_failure_in_the_first_epoch_leaves_no_stub(toy_file, tmp_path, monkeyp
     def broken_step(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(engine, "train_step", broken_step)
+    monkeypatch.setattr(engine, "optimizer_step", broken_step)
     assert main(["train", "--data", toy_file, "--run-dir", run, *TINY]) == 130
     assert not os.path.exists(run)
     nested = tmp_path / "a" / "b" / "run"  # parents the run created go too, nothing above them

@@ -17,7 +17,7 @@ import test_train_zoo as toy
 import torch
 from test_cli import TINY
 
-import cplxnet.train as engine
+import cplxnet.engine.loop as engine
 from cplxnet import runs
 from cplxnet.cli import main
 
@@ -131,7 +131,7 @@ def test_a_real_full_disk(toy_file, tmp_path, capsys, monkeypatch):
     if mounted.returncode != 0:
         pytest.skip("cannot mount a tmpfs here (needs root)")
     try:
-        real_save_epoch = engine.save_epoch
+        real_save_epoch = engine.save_round
 
         def save_epoch_then_fill(*args, **kwargs):
             real_save_epoch(*args, **kwargs)
@@ -143,7 +143,7 @@ def test_a_real_full_disk(toy_file, tmp_path, capsys, monkeypatch):
                 except OSError as err:
                     assert err.errno == errno.ENOSPC
 
-        monkeypatch.setattr(engine, "save_epoch", save_epoch_then_fill)
+        monkeypatch.setattr(engine, "save_round", save_epoch_then_fill)
         run = str(disk / "run")
         full_disk_line(capsys, ["train", "--data", toy_file, "--run-dir", run, *TINY], run)
         assert runs.load_checkpoint(os.path.join(run, "checkpoint.pt"))["epoch"] == 1

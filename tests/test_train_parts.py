@@ -124,13 +124,13 @@ def test_each_epoch_has_the_batch_order_of_its_seed_and_number(data, tmp_path, m
     import cplxnet.train as engine
 
     seen: list[list[int]] = []
-    real_step = engine.train_step
+    real_step = engine.optimizer_step
 
     def spy(model, split, batch, *args, **kwargs):
         seen.append([int(i) for i in batch])
         return real_step(model, split, batch, *args, **kwargs)
 
-    monkeypatch.setattr(engine, "train_step", spy)
+    monkeypatch.setattr(engine, "optimizer_step", spy)
     options = TrainOptions(epochs=3, batch_size=16, seed=5)
     config = zoo.make_config(d_model=4)
     engine.train(config, data, str(tmp_path / "run"), options, zoo=zoo, quiet=True)

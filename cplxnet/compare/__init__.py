@@ -10,10 +10,19 @@
   (encoding, number) column for the whole report, a legend naming every line, never clipped);
 * :mod:`~cplxnet.compare.extrapolate` and :mod:`~cplxnet.compare.synthetic`: length
   extrapolation on real data split by length and on a synthetic order task;
-* :mod:`~cplxnet.compare.specs`: encoding specs (``complex-order:phase=false``), the Complex
-  Order ablations, number fields.
+* :mod:`~cplxnet.encodings.specs` (also as :mod:`~cplxnet.compare.specs`): encoding specs
+  (``complex-order:phase=false``), the Complex Order ablations, number fields.
 """
 
+from ..encodings.specs import (
+    EVAL_VARIANTS,
+    MODEL_VARIANTS,
+    VARIANTS,
+    EncodingSpec,
+    parse_encoding,
+    parse_encodings,
+    parse_numbers,
+)
 from .grid import (
     Cell,
     CompareError,
@@ -45,15 +54,6 @@ from .report import (
     results_figure,
     results_table,
     significance_table,
-)
-from .specs import (
-    EVAL_VARIANTS,
-    MODEL_VARIANTS,
-    VARIANTS,
-    EncodingSpec,
-    parse_encoding,
-    parse_encodings,
-    parse_numbers,
 )
 from .synthetic import LengthBin, SyntheticOrderTask, length_bins
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .specs import EncodingSpec
+from ..encodings.specs import EncodingSpec
 
 __all__ = [
     "REAL_WIDTHS",
@@ -151,7 +151,7 @@ def parse_sets(items: Sequence[str] | None) -> dict[str, dict[str, Any]]:
     """``--set key=value`` (every family that has the field) or ``--set family.key=value``
     (:func:`cplxnet.compare.specs.parse_sets`; the grid chooses the encoding, the number field
     and the family)."""
-    from .specs import parse_sets as parse
+    from ..encodings.specs import parse_sets as parse
 
     try:
         return parse(items, _GRID_CHOSEN)

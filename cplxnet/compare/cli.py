@@ -14,7 +14,7 @@ Examples::
     cplxnet compare --executor dask --jobs 4 ...                  # a Dask LocalCluster
     cplxnet compare --executor dask --scheduler tcp://head:8786 ...   # a Dask cluster
     cplxnet compare --task lm --data mr --encodings none,rotary,alibi,complex-order@both \
-        --seeds 3 --steps 2000 --jobs 2 --out runs/lm     # language models, bpc at L..8L
+        --seeds 3 --jobs 2 --out runs/lm     # language models, bpc at L..8L
     cplxnet report runs/table2                  # re-render report.md and the plots
 """
 
@@ -25,14 +25,10 @@ import os
 from typing import Any
 
 from .._argtypes import non_negative_int, positive_int
-from ..cli_options import LM_FLAGS, add_options
+from ..cli_options import LM_FLAGS, SCHEDULE_FLAGS, add_options
 from ..cli_options import fail as _fail
 from ..cli_options import split_list as _split_list
-from ..lm.cli import add_schedule_arguments
 from .command import DEFAULT_FAMILIES, executor_from_args, run_and_report
-
-#: the learning-rate schedule flags of ``--task lm`` (:func:`cplxnet.lm.cli.add_schedule_arguments`)
-SCHEDULE_FLAGS = ("--schedule", "--warmup-steps", "--min-lr-ratio")
 
 __all__ = [
     "add_subcommands",
@@ -44,7 +40,10 @@ __all__ = [
 ]
 
 DEFAULT_DATA = "mr,trec"
+#: ``--data`` with ``--extrapolate`` and with ``--task lm``
+EXTRAPOLATE_DATA, LM_DATA = "synthetic,mr,trec", "mr"
 DEFAULT_ENCODINGS = "none,trainable,sinusoidal,complex-vanilla,complex-order"
+DEFAULT_SEEDS, DEFAULT_TARGET = "3", "complex-order"
 #: The training and data options of ``cplxnet compare`` (:data:`cplxnet.cli_options.OPTIONS`),
 #: the same for every cell.
 BUDGET_FLAGS = (
@@ -110,7 +109,7 @@ def _seeds(text: str) -> Any:
 
 
 def _numbers(text: str) -> Any:
-    from .specs import parse_numbers
+    from ..encodings.specs import parse_numbers
 
     return parse_numbers(text)
 
@@ -150,7 +149,7 @@ def add_subcommands(sub: Any) -> None:
         "--data",
         default=None,
         help=f"datasets: mr, trec, synthetic or files (default {DEFAULT_DATA}; with "
-        "--extrapolate: synthetic,mr,trec)",
+        f"--extrapolate: {EXTRAPOLATE_DATA}; --task lm: {LM_DATA})",
     )
     g.add_argument(
         "--families",
@@ -168,9 +167,9 @@ def add_subcommands(sub: Any) -> None:
     )
     g.add_argument(
         "--seeds",
-        default="3",
+        default=DEFAULT_SEEDS,
         type=_checked(_seeds, "--seeds"),
-        help="N (seeds 0..N-1) or a list/range (default 3)",
+        help=f"N (seeds 0..N-1) or a list/range (default {DEFAULT_SEEDS})",
     )
     g.add_argument(
         "--folds",
@@ -198,8 +197,8 @@ def add_subcommands(sub: Any) -> None:
     g.add_argument("--no-report", action="store_true", help="do not write report.md / plots")
     g.add_argument(
         "--target",
-        default="complex-order",
-        help="encoding tested against the best real one (default complex-order)",
+        default=DEFAULT_TARGET,
+        help=f"encoding tested against the best real one (default {DEFAULT_TARGET})",
     )
 
     d = c.add_argument_group("executor (where the cells run)")
@@ -258,8 +257,7 @@ def add_subcommands(sub: Any) -> None:
     )
 
     lm = c.add_argument_group("language models (--task lm)")
-    add_options(lm, "compare", LM_FLAGS)
-    add_schedule_arguments(lm)
+    add_options(lm, "compare", LM_FLAGS + SCHEDULE_FLAGS)
 
     x = c.add_argument_group("length extrapolation")
     x.add_argument(
@@ -268,20 +266,31 @@ def add_subcommands(sub: Any) -> None:
         help="train on texts of at most L tokens, score length bins [1,L], (L,2L], (2L,4L] "
         "(real data split by length, and a synthetic 'is a before b' task)",
     )
+    from .extrapolate import DEFAULT_FACTORS, DEFAULT_TRAIN_LEN
+    from .synthetic import SyntheticOrderTask as _Task
+
+    lens = ",".join(f"{k}={v}" for k, v in DEFAULT_TRAIN_LEN.items())
+    factors = ",".join(map(str, DEFAULT_FACTORS))
     x.add_argument(
         "--train-len",
         default=None,
-        help="L: one number, or per dataset (synthetic=16,mr=16,trec=8: the defaults)",
+        help=f"L: one number, or per dataset (default {lens}; other files 16)",
     )
-    x.add_argument("--factors", default="1,2,4", help="bin ends as multiples of L (default 1,2,4)")
+    x.add_argument(
+        "--factors", default=factors, help=f"bin ends as multiples of L (default {factors})"
+    )
     x.add_argument(
         "--synthetic-size",
         type=positive_int,
         default=None,
-        help="synthetic task: training examples (default 2000; dev and each test bin 400)",
+        help=f"synthetic task: training examples (default {_Task.n_train}; dev {_Task.n_dev} and "
+        f"each test bin {_Task.n_test})",
     )
     x.add_argument(
-        "--synthetic-vocab", type=positive_int, default=None, help="synthetic filler words (50)"
+        "--synthetic-vocab",
+        type=positive_int,
+        default=None,
+        help=f"synthetic filler words (default {_Task.vocab})",
     )
     c.set_defaults(handler=cmd_compare)
 
@@ -294,7 +303,9 @@ def add_subcommands(sub: Any) -> None:
     )
     r.add_argument("results", metavar="RESULTS", help="results folder, .json or .csv")
     r.add_argument("--out", default=None, help="folder for report.md/plots (default: beside)")
-    r.add_argument("--target", default="complex-order", help="encoding tested (complex-order)")
+    r.add_argument(
+        "--target", default=DEFAULT_TARGET, help=f"encoding tested (default {DEFAULT_TARGET})"
+    )
     r.add_argument(
         "--metric",
         default="test_accuracy",
@@ -379,10 +390,9 @@ def options_from_args(args: argparse.Namespace) -> Any:
     )
 
 
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
     from ..data import DataError
+    from ..encodings.specs import parse_encodings, parse_numbers
     from ..train import RunError
     from .expand import check_datas
     from .grid import (
@@ -393,7 +403,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
         parse_seeds,
     )
     from .report import render_report
-    from .specs import parse_encodings, parse_numbers
 
     if getattr(args, "task", "classify") == "lm":
         from .lm import cmd_compare_lm
@@ -419,7 +428,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             from .synthetic import length_bins
 
             length_bins(16, tuple(options.extrapolate["factors"]))  # validate the factors
-        default = "synthetic,mr,trec" if args.extrapolate else DEFAULT_DATA
+        default = EXTRAPOLATE_DATA if args.extrapolate else DEFAULT_DATA
         datas = _split_list(default if args.data is None else args.data)
         mode = "extrapolate" if args.extrapolate else "grid"
         seeds, folds = parse_seeds(args.seeds), parse_folds(args.folds)

@@ -9,6 +9,13 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from ..encodings.specs import (
+    EncodingSpec,
+    check_field_values,
+    check_option_values,
+    field_defaults,
+    numbers_for,
+)
 from .cells import (
     MAX_CELLS,
     MAX_CONFIGURATIONS,
@@ -24,13 +31,6 @@ from .cells import (
     preset_key,
     preset_label,
     split_spec,
-)
-from .specs import (
-    EncodingSpec,
-    check_field_values,
-    check_option_values,
-    field_defaults,
-    numbers_for,
 )
 
 __all__ = [

@@ -452,7 +452,7 @@ def lm_options_from_args(args: argparse.Namespace) -> tuple[list[str], GridOptio
     """The datasets and the :class:`GridOptions` of a ``compare --task lm`` command line, checked
     as ``train --task lm`` checks them (:func:`cplxnet.lm.cli.check_lm_sets`)."""
     from ..cli_options import split_list
-    from ..lm.cli import check_lm_sets, default_context
+    from ..lm.cli import check_lm_sets, default_context, lm_train_fields
     from .cells import parse_sets
     from .command import DEFAULT_FAMILIES
 
@@ -496,18 +496,7 @@ def lm_options_from_args(args: argparse.Namespace) -> tuple[list[str], GridOptio
         preset=args.preset or DEFAULT_PRESET,
         tokens=args.tokens or "char",
         context=args.context or default_context(args.preset, all(synthetic)),
-        train={
-            "steps": args.steps,
-            "batch_size": args.batch_size,
-            "lr": args.lr,
-            "weight_decay": args.weight_decay,
-            "clip_norm": args.clip_norm,
-            "eval_every": args.eval_every,
-            "schedule": args.schedule,
-            "warmup_steps": args.warmup_steps,
-            "min_lr_ratio": args.min_lr_ratio,
-            "patience": args.patience,
-        },
+        train=lm_train_fields(args),
         sets=parse_sets(args.sets),
         real_width=args.real_width or "flops",
     )

@@ -29,11 +29,12 @@ from ..cli_options import (
     LM_FLAGS,
     LM_PRESET,
     RESUME_COMMON,
+    SCHEDULE_FLAGS,
     add_options,
     check_resume_options,
 )
-from ..optimization import SCHEDULES
 from ..runs import check_new_run_dir
+from ..runtime import on_rank0_first
 from .synthetic import SYNTHETIC_CONTEXT
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "cmd_generate",
     "default_context",
     "check_lm_sets",
+    "lm_train_fields",
     "SYNTHETIC_CONTEXT",
 ]
 
@@ -55,8 +57,7 @@ _CLASSIFIER_ONLY = (
     "max_len", "min_freq", "max_vocab", "clean", "keep_case", "limit", "vectors", "dense",
     "max_steps", "compile",
 )  # fmt: skip
-_LM_ONLY = tuple(flag[2:].replace("-", "_") for flag in LM_FLAGS)
-_LM_ONLY += ("schedule", "warmup_steps", "min_lr_ratio")
+_LM_ONLY = tuple(flag[2:].replace("-", "_") for flag in LM_FLAGS + SCHEDULE_FLAGS)
 
 
 def lm_only_options(args: argparse.Namespace) -> list[str]:
@@ -93,30 +94,10 @@ def default_context(preset: str | None, synthetic: bool) -> int:
     return int(zoo.LM_PRESET_TRAINING.get(preset or LM_PRESET, {}).get("context", 64))
 
 
-def add_schedule_arguments(group: Any) -> None:
+def add_schedule_arguments(group: Any, command: str = "train") -> None:
     """The learning-rate schedule options of a language model (``train --task lm`` and
-    ``compare --task lm``)."""
-    group.add_argument(
-        "--schedule",
-        choices=SCHEDULES,
-        default=None,
-        help="learning rate after the warm-up: constant (default) or cosine (decays to "
-        "--min-lr-ratio x --lr at the last step; nanoGPT's recipe)",
-    )
-    group.add_argument(
-        "--warmup-steps",
-        type=non_negative_int,
-        default=None,
-        metavar="N",
-        help="linear learning-rate warm-up over the first N steps (default 0)",
-    )
-    group.add_argument(
-        "--min-lr-ratio",
-        type=_ratio,
-        default=None,
-        metavar="R",
-        help="the cosine schedule's floor as a fraction of --lr, 0..1 (default 0.1)",
-    )
+    ``compare --task lm``; :data:`cplxnet.cli_options.SCHEDULE_FLAGS`)."""
+    add_options(group, command, SCHEDULE_FLAGS)
 
 
 def add_generate_command(sub: Any) -> None:
@@ -133,42 +114,43 @@ def add_generate_command(sub: Any) -> None:
     )
     p.add_argument("run", metavar="RUN", help="a language-model run folder")
     p.add_argument("prompt", metavar="PROMPT", help="the text to continue")
+    import inspect
+
+    from .generate import DEFAULT_NEW_TOKENS, stream_text
+
+    defaults = {k: v.default for k, v in inspect.signature(stream_text).parameters.items()}
     p.add_argument(
         "--max-new-tokens",
         dest="tokens",
         type=non_negative_int,
         default=None,
         metavar="N",
-        help="tokens to generate (default 200; synthetic runs: the answer and <eos>)",
+        help=f"tokens to generate (default {DEFAULT_NEW_TOKENS}; synthetic runs: the answer "
+        "and <eos>)",
     )
-    # an alias of --max-new-tokens, accepted and left out of the help
+    # --tokens N is the same option, left out of the help
     p.add_argument("--tokens", dest="tokens", type=non_negative_int, help=argparse.SUPPRESS)
     p.add_argument(
         "--temperature",
         type=_temperature,
-        default=1.0,
-        help="sampling temperature >= 0 (default 1; 0, or below 1e-6, is greedy: always the "
-        "most likely token)",
+        default=defaults["temperature"],
+        help=f"sampling temperature >= 0 (default {defaults['temperature']:g}; 0, or below "
+        "1e-6, is greedy: always the most likely token)",
     )
-    p.add_argument("--seed", type=seed_int, default=0, help="sampling seed 0..2**63-1 (default 0)")
+    p.add_argument(
+        "--seed",
+        type=seed_int,
+        default=defaults["seed"],
+        help=f"sampling seed 0..2**63-1 (default {defaults['seed']})",
+    )
     p.add_argument(
         "--context",
         type=positive_int,
         default=None,
         help="the model sees the last N tokens (default: the training context)",
     )
-    p.add_argument(
-        "--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's)"
-    )
+    add_options(p, "generate", ("--threads",))
     p.set_defaults(handler=cmd_generate)
-
-
-def _ratio(text: str) -> float:
-    """A fraction in [0, 1]."""
-    value = float_value(text)
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text}")
-    return value
 
 
 def _temperature(text: str) -> float:
@@ -177,6 +159,20 @@ def _temperature(text: str) -> float:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a temperature >= 0, got {text}")
     return value
+
+
+#: The :class:`~cplxnet.lm.LMOptions` fields a command line sets (argparse names; ``seed``
+#: only where the command has ``--seed``).
+LM_TRAIN_FIELDS = (
+    "steps", "batch_size", "lr", "weight_decay", "clip_norm", "eval_every", "schedule",
+    "warmup_steps", "min_lr_ratio", "patience", "seed",
+)  # fmt: skip
+
+
+def lm_train_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """``{LMOptions field: its value on the command line, None when not given}`` of ``train
+    --task lm`` and ``compare --task lm``."""
+    return {k: getattr(args, k) for k in LM_TRAIN_FIELDS if hasattr(args, k)}
 
 
 def _given(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
@@ -257,10 +253,6 @@ def cmd_train(args: argparse.Namespace, error: type[Exception]) -> int:
         resume_lm(args.resume, steps=args.steps, quiet=args.quiet,
                   allow_changed_data=args.allow_changed_data)  # fmt: skip
         return 0
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        raise error("--task lm trains in one process; run it without torchrun")
     bad = _given(args, _CLASSIFIER_ONLY)
     if bad:
         raise error(f"{', '.join(bad)} apply to classifiers, not to --task lm; drop them")
@@ -275,14 +267,11 @@ def cmd_train(args: argparse.Namespace, error: type[Exception]) -> int:
     context = args.context or default_context(preset, synthetic)
     defaults.pop("context", None)
     tokens = args.tokens or "char"
-    fields = {**defaults, **{k: v for k, v in {
-        "steps": args.steps, "batch_size": args.batch_size, "lr": args.lr,
-        "weight_decay": args.weight_decay, "clip_norm": args.clip_norm, "seed": args.seed,
-        "eval_every": args.eval_every, "schedule": args.schedule,
-        "warmup_steps": args.warmup_steps, "min_lr_ratio": args.min_lr_ratio,
-        "patience": args.patience}.items() if v is not None}}  # fmt: skip
+    given = {k: v for k, v in lm_train_fields(args).items() if v is not None}
+    fields = {**defaults, **given}
     run_dir = args.resolved_run_dir = args.run_dir or _default_run_dir(source, config)
-    check_new_run_dir(run_dir, args.force)  # fail before reading any data
+    # fail before reading any data (rank 0 checks; under torchrun the others raise its error)
+    on_rank0_first(lambda: check_new_run_dir(run_dir, args.force), lambda: None)
     if args.epochs is not None:
         if args.steps is not None:
             raise error("give either --steps or --epochs, not both")

@@ -11,7 +11,6 @@ and test are text the model never trained on. The vocabulary is that of the trai
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections import Counter
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from ..data import BUNDLED, DataError, load_dataset
+from ..runs import file_sha256
 
 __all__ = [
     "TOKENIZATIONS",
@@ -41,15 +41,6 @@ __all__ = [
 TOKENIZATIONS = ("char", "word")
 SPLIT_FRACTIONS = (0.90, 0.05, 0.05)
 PAD, UNK = "<pad>", "<unk>"
-
-
-def file_sha256(path: str) -> str:
-    """SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_corpus(source: str) -> str:

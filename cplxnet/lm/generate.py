@@ -28,8 +28,11 @@ from .train import LMOptions, LMTask, build_lm_model, load_lm_config
 
 __all__ = [
     "LoadedLM", "load_lm_run", "scaled_models", "evaluate_lm_run", "generate", "stream",
-    "generate_text", "stream_text",
+    "generate_text", "stream_text", "DEFAULT_NEW_TOKENS",
 ]  # fmt: skip
+
+#: Tokens :func:`stream_text` generates for a text run when ``num_tokens`` is not given.
+DEFAULT_NEW_TOKENS = 200
 
 
 @dataclass
@@ -252,7 +255,7 @@ def stream(
 def generate_text(
     run: LoadedLM | str,
     prompt: str,
-    num_tokens: int | None = 200,
+    num_tokens: int | None = DEFAULT_NEW_TOKENS,
     *,
     temperature: float = 1.0,
     seed: int = 0,
@@ -266,7 +269,7 @@ def generate_text(
 def stream_text(
     run: LoadedLM | str,
     prompt: str,
-    num_tokens: int | None = 200,
+    num_tokens: int | None = DEFAULT_NEW_TOKENS,
     *,
     temperature: float = 1.0,
     seed: int = 0,
@@ -297,7 +300,7 @@ def stream_text(
         if num_tokens is None:
             num_tokens = len(pieces)
     elif num_tokens is None:
-        num_tokens = 200
+        num_tokens = DEFAULT_NEW_TOKENS
     ids = run.vocab.encode(pieces)
     if context is None and not synthetic:
         context = run.context  # a synthetic answer needs its whole prompt

@@ -27,10 +27,7 @@ loss at the training context); the test part is scored once, at the end, with be
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-import datetime
-import json
 import math
 import os
 import time
@@ -42,23 +39,17 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data import DataError
+from ..engine.loop import LoopState, fit, new_run_config, read_checkpoint, take_run_folder
 from ..optimization import set_lr
 from ..runs import (
-    RUN_FORMAT,
-    RUN_MARKER,
     RunError,
     RunFolder,
-    append_line,
-    atomic_write,
     check_new_run_dir,
-    load_checkpoint,
-    load_weights,
     read_run_config,
     run_task,
-    save_checkpoint,
     write_json,
 )
-from ..runtime import progress, rng_state, seed_everything, set_rng_state, versions
+from ..runtime import Logger, dist_info, on_rank0_first, seed_everything
 from ..utils import count_parameters
 from .data import LMData, TokenVocab, file_sha256, prepare_lm_data
 from .evaluate import NA, effective_length, evaluate_lengths, metric_name, score_stream
@@ -78,7 +69,6 @@ __all__ = [
 ]
 
 SYNTHETIC_PREFIX = "synthetic:"
-CHECKPOINT_FORMAT = 1
 
 
 # ------------------------------------------------------------------------------------------------
@@ -213,6 +203,135 @@ class LMTask:
         return out
 
 
+    # -- the training loop's task (cplxnet.engine.Task): set ``options`` first ---------------
+
+    kind = "lm"
+    options: LMOptions
+
+    def prepare(self, model: nn.Module, world: int, rank: int, log: Logger):
+        """AdamW over the trainable parameters; under torchrun the model in DDP (each rank
+        takes its share of every step's windows)."""
+        o = self.options
+        if o.batch_size < world:
+            raise RunError(f"--batch-size {o.batch_size} is smaller than the {world} processes; "
+                           f"give at least {world} windows per step")  # fmt: skip
+        self.world, self.rank = world, rank
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(self.params, lr=o.lr, weight_decay=o.weight_decay)
+        model.train()
+        forward = nn.parallel.DistributedDataParallel(model) if world > 1 else model
+        return forward, [self.optimizer]
+
+    def done(self, state: LoopState) -> bool:
+        return state.step >= self.options.steps
+
+    def round(self, state: LoopState) -> range:
+        every, steps = self.options.eval_every, self.options.steps
+        return range(state.step, min((state.step // every + 1) * every, steps))
+
+    def round_label(self, state: LoopState) -> str:
+        return f"steps to {self.round(state).stop}/{self.options.steps}"
+
+    def step(self, forward: nn.Module, batch: int, step: int) -> torch.Tensor:
+        """Optimiser step ``batch`` (its index: the windows come from ``(seed, step)``); under
+        DDP the loss is this rank's summed cross-entropy over the step's counted targets times
+        the world size, so the averaged gradient is the whole step's mean loss."""
+        o = self.options
+        self.lr = o.lr_at(step)
+        set_lr([self.optimizer], self.lr)
+        ids, targets, mask = self.batch(step, o.seed, o.batch_size)
+        if self.world == 1:
+            logits = forward(ids, mask)
+            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
+            loss.backward()
+        else:
+            counted = (targets != IGNORE).sum()
+            part = slice(self.rank, None, self.world)
+            ids, targets = ids[part], targets[part]
+            logits = forward(ids, None if mask is None else mask[part])
+            total = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE,
+                                    reduction="sum")  # fmt: skip
+            (total * (self.world / counted)).backward()
+            loss = total / counted  # this rank's share of the step's mean loss
+        if o.clip_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.params, o.clip_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss.detach().double().reshape(1)
+
+    def round_over(self, state: LoopState) -> bool:
+        return False
+
+    def postfix(self, totals: torch.Tensor, steps: int) -> dict[str, str]:
+        return {"loss": f"{float(totals[0]) / steps:.4f}"}
+
+    def train_metrics(self, totals: torch.Tensor, steps: int, state: LoopState) -> dict:
+        loss = float(totals[0])
+        if not math.isfinite(loss):
+            raise RunError(f"the training loss became {loss} by step {state.step}; lower --lr or "
+                           "set --clip-norm")  # fmt: skip
+        return {"train_loss": loss / steps}
+
+    def score_dev(self, model: nn.Module) -> dict:
+        return self.dev(model, self.options.batch_tokens)
+
+    def improved(self, dev: dict, best: dict | None) -> bool:
+        return best is None or dev["loss"] < best["dev"]["loss"]
+
+    def best_entry(self, state: LoopState, dev: dict) -> dict:
+        return {"step": state.step, "dev": dev}
+
+    def metrics(self, state, train, dev, improved, seconds, total_seconds) -> dict:
+        return {"step": state.step, **train, **{f"dev_{k}": v for k, v in dev.items()},
+                "best": improved, "lr": self.lr, "seconds": round(total_seconds, 3)}  # fmt: skip
+
+    def checkpoint_entries(self, state: LoopState) -> dict:
+        return {}
+
+    def describe(self, state: LoopState, m: dict, improved: bool) -> str:
+        scores = "  ".join(f"dev {k[4:]} {v:.4f}" for k, v in m.items() if k.startswith("dev_"))
+        return (f"step {state.step}/{self.options.steps}  train loss {m['train_loss']:.4f}  "
+                f"{scores}{'  *best' if improved else ''}")  # fmt: skip
+
+    def callback_key(self, state: LoopState) -> int:
+        return state.step
+
+    def stop_message(self, state: LoopState) -> str:
+        return (f"early stop at step {state.step}: no better dev loss in "
+                f"{self.options.patience} evaluations")  # fmt: skip
+
+    def nothing_trained(self) -> str:
+        return "no step was trained (steps too small)"
+
+    def score_test(self, scorer: nn.Module, log: Logger) -> dict:
+        return self.test(scorer, self.options, log)
+
+    def results(self, model: nn.Module, state: LoopState, test: dict, timing: dict) -> dict:
+        results = {
+            "task": "lm",
+            "data": self.source,
+            "tokens": self.tokens,
+            "context": self.context,
+            "metric": self.metric,
+            "test": test,
+            "dev": state.best["dev"],
+            "best_step": state.best["step"],
+            "steps": state.step,
+            "train_seconds": round(timing["train_seconds"], 1),
+            "train_cpu_seconds": round(timing["train_cpu_seconds"], 1),
+            "test_seconds": round(timing["test_seconds"], 1),
+            "real_parameters": count_parameters(model, trainable_only=False).total_real,
+            "seed": self.options.seed,
+        }
+        if self.data is not None:
+            results["splits"] = self.data.sizes()
+            results["unknown_test_tokens"] = self.data.unknown_test
+        return results
+
+    def final_line(self, results: dict, run_dir: str) -> str:
+        return _describe(results) + f"; run folder: {run_dir}"
+
+
 def make_task(source: str, tokens: str = "char", context: int = 64) -> LMTask:
     """The task of ``source`` (see :class:`LMTask`)."""
     return LMTask(source, tokens, context)
@@ -280,28 +399,22 @@ def train_lm(
     "n": 100}, "17-32": {...}, "33-64": {...}}`` (prompt-length bins).
     """
     options = options or LMOptions()
-    check_new_run_dir(run_dir, force)  # before reading any data; touches nothing
+    world, rank = dist_info()
+    # before reading any data; touches nothing (rank 0 checks, the others raise its error)
+    on_rank0_first(lambda: check_new_run_dir(run_dir, force), lambda: None)
     task = LMTask(source, tokens, context)
     config = _fit_config(config, task)
     seed_everything(options.seed)
     from .. import models as zoo
 
     model = zoo.build_model(config)
-    run_config = {
-        RUN_MARKER: RUN_FORMAT,
-        "task": "lm",
-        "model": dataclasses.asdict(config),
-        "train": dataclasses.asdict(options),
-        "data": task.spec(),
-        "seed": options.seed,
-        "versions": versions(),
-        "created": datetime.datetime.now().isoformat(timespec="seconds"),
-    }
-    folder = RunFolder(run_dir, force)  # its lock first: one owner at a time
+    run_config = new_run_config(config, options, task.spec(), head={"task": "lm"})
+    folder = take_run_folder(run_dir, force)
     try:
-        write_json(os.path.join(folder.path, "config.json"), run_config)
-        task.vocab.save(os.path.join(folder.path, "vocab.json"))
-        _logger(quiet)(task.summary())
+        if rank == 0:
+            write_json(os.path.join(folder.path, "config.json"), run_config)
+            task.vocab.save(os.path.join(folder.path, "vocab.json"))
+        Logger(quiet, rank)(task.summary())
         return _fit(model, task, folder, options, quiet, callback, state=None)
     finally:
         folder.abort()  # before the first checkpoint: remove what this run wrote; let it go
@@ -322,7 +435,7 @@ def resume_lm(
     """
     if not os.path.isdir(run_dir):
         raise RunError(f"run folder {run_dir} not found; give the folder of an earlier run")
-    folder = RunFolder.existing(run_dir)  # this process owns the folder before it reads it
+    folder = take_run_folder(run_dir, None)  # owned before it is read or changed
     try:
         return _resume(run_dir, folder, steps, quiet, callback, allow_changed_data)
     finally:
@@ -336,12 +449,7 @@ def _resume(run_dir: str, folder: RunFolder, steps: int | None, quiet: bool,
         run_dir, other_task="resume it without --task lm"
     )
     ckpt = os.path.join(run_dir, "checkpoint.pt")
-    state = load_checkpoint(ckpt, keys=CHECKPOINT_KEYS)
-    if state["format"] != CHECKPOINT_FORMAT:
-        raise RunError(
-            f"{ckpt} has an unknown format {state['format']}; resume it with the cplxnet "
-            "version that wrote it"
-        )
+    state = read_checkpoint(ckpt, "lm")
     done = os.path.exists(os.path.join(run_dir, "results.json"))
     if steps is not None and steps != options.steps:
         if steps < state["step"]:
@@ -362,32 +470,25 @@ def _resume(run_dir: str, folder: RunFolder, steps: int | None, quiet: bool,
             f"run {run_dir} is already complete ({state['step']} steps; results.json exists); "
             f"pass --steps N with N > {state['step']} to train it for more steps"
         )
+    world, rank = dist_info()
+    if world != run_config.get("world_size", 1):
+        Logger(quiet, rank)(
+            f"note: resuming a run of {run_config.get('world_size', 1)} process(es) with {world}; "
+            "the result will not be bit-identical to an uninterrupted run"
+        )
     vocab = TokenVocab.load(os.path.join(run_dir, "vocab.json"))
     spec = {k: v for k, v in run_config["data"].items() if not allow_changed or k != "sha256"}
     task = LMTask.from_spec(spec, vocab)
     model = build_lm_model(config, run_dir)
-    load_weights(model, state["model"], ckpt)  # the weights fit this run's model
-    try:  # and so does the optimiser state (a dry load into a throwaway optimiser)
-        params = [p for p in model.parameters() if p.requires_grad]
-        torch.optim.AdamW(params, lr=options.lr).load_state_dict(state["optimizer"])
-    except (ValueError, KeyError, TypeError, RuntimeError) as err:
-        raise RunError(
-            f"{ckpt} holds an optimiser state of another model ({type(err).__name__}); restore "
-            "the run's own file or train the run again"
-        ) from None
-    if done:
-        os.remove(os.path.join(run_dir, "results.json"))
-    write_json(os.path.join(run_dir, "config.json"), run_config)
-    _logger(quiet)(f"resuming {run_dir} after step {state['step']} of {options.steps}")
-    return _fit(model, task, folder, options, quiet, callback, state=state)
 
+    def start() -> None:  # the checkpoint fits: only now change the run folder
+        if rank == 0:
+            if done:
+                os.remove(os.path.join(run_dir, "results.json"))
+            write_json(os.path.join(run_dir, "config.json"), run_config)
+        Logger(quiet, rank)(f"resuming {run_dir} after step {state['step']} of {options.steps}")
 
-#: The entries of checkpoint.pt and their types (checked by :func:`resume_lm`).
-CHECKPOINT_KEYS = {
-    "format": int, "step": int, "model": dict, "optimizer": dict, "rng": dict,
-    "history": list, "best": (dict, type(None)), "seconds": (int, float),
-    "cpu_seconds": (int, float),
-}  # fmt: skip
+    return _fit(model, task, folder, options, quiet, callback, state=state, start=start)
 
 
 def load_lm_config(run_dir: str, *, other_task: str) -> tuple[dict, Any, LMOptions]:
@@ -438,138 +539,12 @@ def build_lm_model(config: Any, run_dir: str) -> nn.Module:
         ) from None
 
 
-def _logger(quiet: bool) -> Callable[[str], None]:
-    return (lambda message: None) if quiet else (lambda message: print(message, flush=True))
-
-
-def _fit(
-    model: nn.Module,
-    task: LMTask,
-    folder: RunFolder,
-    options: LMOptions,
-    quiet: bool,
-    callback: Callable[[int, dict], None] | None,
-    state: dict | None,
-) -> dict:
-    run_dir = folder.final  # for messages; files go to folder.path (see cplxnet.runs.RunFolder)
-
-    def path(_: str, name: str) -> str:
-        return os.path.join(folder.path, name)
-
-    log = _logger(quiet)
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=options.lr, weight_decay=options.weight_decay)
-    history: list[dict] = []
-    best: dict | None = None
-    step, seconds, cpu_seconds = 0, 0.0, 0.0
-    if state is not None:
-        load_weights(model, state["model"], path(run_dir, "checkpoint.pt"))
-        optimizer.load_state_dict(state["optimizer"])
-        set_rng_state(state["rng"])
-        history, best = list(state["history"]), state["best"]
-        step, seconds, cpu_seconds = state["step"], state["seconds"], state["cpu_seconds"]
-        atomic_write(  # metrics.jsonl may have lines the checkpoint never saw
-            path(run_dir, "metrics.jsonl"),
-            lambda fh: fh.writelines(json.dumps(m) + "\n" for m in history),
-        )
-
-    model.train()
-    bar = progress(options.steps - step, "train", quiet)
-    started, cpu_started = time.perf_counter(), time.process_time()
-    running, running_n = 0.0, 0
-    try:
-        while step < options.steps and not options.stalled(history):
-            lr = options.lr_at(step)
-            set_lr([optimizer], lr)
-            ids, targets, mask = task.batch(step, options.seed, options.batch_size)
-            logits = model(ids, mask)
-            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
-            loss.backward()
-            if options.clip_norm is not None:
-                torch.nn.utils.clip_grad_norm_(params, options.clip_norm)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
-            running += float(loss.detach())
-            running_n += 1
-            bar.update(1)
-            bar.set_postfix(loss=f"{running / running_n:.4f}")
-            if not math.isfinite(running):
-                raise RunError(
-                    f"the training loss became {running} at step {step}; lower --lr or set "
-                    "--clip-norm"
-                )
-            if step % options.eval_every and step != options.steps:
-                continue
-            dev = task.dev(model, options.batch_tokens)
-            improved = best is None or dev["loss"] < best["dev"]["loss"]
-            elapsed = time.perf_counter() - started
-            metrics = {"step": step, "train_loss": running / running_n,
-                       **{f"dev_{k}": v for k, v in dev.items()}, "best": improved, "lr": lr,
-                       "seconds": round(seconds + elapsed, 3)}  # fmt: skip
-            history.append(metrics)
-            running, running_n = 0.0, 0
-            if improved:
-                best = {"step": step, "dev": dev}
-                save_checkpoint({"format": CHECKPOINT_FORMAT, "step": step,
-                                 "model": model.state_dict(), "dev": dev},
-                                path(run_dir, "best.pt"))  # fmt: skip
-            save_checkpoint(
-                {"format": CHECKPOINT_FORMAT, "step": step, "model": model.state_dict(),
-                 "optimizer": optimizer.state_dict(), "rng": rng_state(), "history": history,
-                 "best": best, "seconds": seconds + elapsed,
-                 "cpu_seconds": cpu_seconds + time.process_time() - cpu_started},
-                path(run_dir, "checkpoint.pt"),
-            )  # fmt: skip
-            folder.promote()  # a new run replacing an old one takes its place now
-            if folder.note:
-                log(folder.note)
-                folder.note = ""
-            append_line(path(run_dir, "metrics.jsonl"), json.dumps(metrics))
-            if not quiet:
-                scores = "  ".join(f"dev {k} {v:.4f}" for k, v in dev.items())
-                bar.write(f"step {step}/{options.steps}  train loss {metrics['train_loss']:.4f}  "
-                          f"{scores}{'  *best' if improved else ''}")  # fmt: skip
-            if callback is not None:
-                callback(step, metrics)
-            if options.stalled(history):
-                log(f"early stop at step {step}: no better dev loss in {options.patience} "
-                    "evaluations")  # fmt: skip
-                break
-    finally:
-        bar.close()
-    seconds += time.perf_counter() - started
-    cpu_seconds += time.process_time() - cpu_started
-    if best is None:
-        raise RunError("no step was trained (steps too small)")
-
-    t0 = time.perf_counter()
-    scorer = copy.deepcopy(model)  # keeps the live model's last state; draws no random numbers
-    best_path = path(run_dir, "best.pt")
-    load_weights(scorer, load_checkpoint(best_path, keys={"model": dict})["model"], best_path)
-    test = task.test(scorer, options, log)
-    results = {
-        "task": "lm",
-        "data": task.source,
-        "tokens": task.tokens,
-        "context": task.context,
-        "metric": task.metric,
-        "test": test,
-        "dev": best["dev"],
-        "best_step": best["step"],
-        "steps": step,
-        "train_seconds": round(seconds, 1),
-        "train_cpu_seconds": round(cpu_seconds, 1),
-        "test_seconds": round(time.perf_counter() - t0, 1),
-        "real_parameters": count_parameters(model, trainable_only=False).total_real,
-        "seed": options.seed,
-    }
-    if task.data is not None:
-        results["splits"] = task.data.sizes()
-        results["unknown_test_tokens"] = task.data.unknown_test
-    write_json(path(run_dir, "results.json"), results)
-    log(_describe(results) + f"; run folder: {run_dir}")
-    return results
+def _fit(model: nn.Module, task: LMTask, folder: RunFolder, options: LMOptions, quiet: bool,
+         callback: Callable[[int, dict], None] | None, state: dict | None,
+         start: Callable[[], None] | None = None) -> dict:  # fmt: skip
+    task.options = options
+    return fit(task, model, folder, patience=options.patience, quiet=quiet, callback=callback,
+               state=state, start=start)  # fmt: skip
 
 
 def _describe(results: dict) -> str:

@@ -93,10 +93,11 @@ def test_extending_with_a_damaged_checkpoint_leaves_the_folder_untouched(run, ca
 
 @pytest.mark.parametrize(
     ("change", "match"),
-    [(lambda s: s.pop("optimizer"), "no 'optimizer' entry"),
+    [(lambda s: s.pop("optimizers"), "no 'optimizers' entry"),
      (lambda s: s.pop("rng"), "no 'rng' entry"),
      (lambda s: s.__setitem__("step", "4"), "'step' is a str"),
-     (lambda s: s.__setitem__("optimizer", {"state": {}, "param_groups": []}), "optimiser state"),
+     (lambda s: s.__setitem__("optimizers", [{"state": {}, "param_groups": []}]),
+      "optimiser state"),
      (other_weights, "does not fit")],
 )  # fmt: skip
 def test_resume_with_a_mismatched_checkpoint(run, capsys, change, match):
