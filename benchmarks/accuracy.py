@@ -87,9 +87,7 @@ def _name(t: Target, seed: int, fold: int | None) -> str:
     return f"{t.key}-seed{seed}" + (f"-fold{fold}" if fold is not None else "")
 
 
-def run_one(
-    t: Target, seed: int, fold: int | None, runs: str, records: str, threads: int
-) -> dict:
+def run_one(t: Target, seed: int, fold: int | None, runs: str, records: str, threads: int) -> dict:
     """The record of one run: reused from ``records`` or from a finished run folder under
     ``runs`` when its settings equal the current preset's, else trained now; saved to
     ``records/<run>.json``."""

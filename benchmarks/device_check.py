@@ -289,9 +289,7 @@ def main(argv: list[str] | None = None) -> str:
     lines += ["", "## Models: complex vs real twin, decoder tokens per second", ""]
     lines += model_rows(device, a.quick, budget, skipped)
     lines += ["", "## Skipped", "", *(f"- {s}" for s in skipped or ["nothing"]), ""]
-    lines.append(
-        f"Total {time.perf_counter() - t0:.0f} s; load average after: {layers.loadavg()}."
-    )
+    lines.append(f"Total {time.perf_counter() - t0:.0f} s; load average after: {layers.loadavg()}.")
     report = "\n".join(lines) + "\n"
     print(report)
     if a.out:

@@ -68,7 +68,7 @@ def measure(m: torch.nn.Module, new: int, rounds: int) -> tuple[float, float, fl
     assert torch.equal(*warm)  # warm-up, and the same tokens
     times: dict[bool, list[float]] = {True: [], False: []}
     for r in range(rounds):
-        for c in ((True, False) if r % 2 == 0 else (False, True)):
+        for c in (True, False) if r % 2 == 0 else (False, True):
             times[c].append(timed(run[c]))
     ratio = statistics.median(u / c for c, u in zip(times[True], times[False]))
     return new / statistics.median(times[True]), new / statistics.median(times[False]), ratio

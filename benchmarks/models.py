@@ -109,7 +109,11 @@ layers = importlib.util.module_from_spec(_spec)
 sys.modules["layers"] = layers
 _spec.loader.exec_module(layers)
 Case, Config, cinput, rinput, fwd_bwd = (
-    layers.Case, layers.Config, layers.cinput, layers.rinput, layers.fwd_bwd
+    layers.Case,
+    layers.Config,
+    layers.cinput,
+    layers.rinput,
+    layers.fwd_bwd,
 )
 loadavg, run_rows, write_section = layers.loadavg, layers.run_rows, layers.write_section
 
@@ -209,9 +213,7 @@ class CTLSTMBody(nn.Module):
 
     def __init__(self, input_size: int, hidden_size: int, bidirectional: bool) -> None:
         super().__init__()
-        self.rnn = ctnn.LSTM(
-            input_size, hidden_size, batch_first=True, bidirectional=bidirectional
-        )
+        self.rnn = ctnn.LSTM(input_size, hidden_size, batch_first=True, bidirectional=bidirectional)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor):
         return self.rnn(x)

@@ -11,5 +11,12 @@ from ._utils import complex_dtype, real_dtype
 
 __version__ = "0.1.0"
 __all__ = [
-    "encodings", "functional", "init", "nn", "utils", "complex_dtype", "real_dtype", "__version__"
+    "encodings",
+    "functional",
+    "init",
+    "nn",
+    "utils",
+    "complex_dtype",
+    "real_dtype",
+    "__version__",
 ]

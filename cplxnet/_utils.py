@@ -55,9 +55,7 @@ def real_dtype(dtype: torch.dtype | None = None) -> torch.dtype:
     return _REAL_OF.get(dtype, dtype)
 
 
-def resolve_dtype(
-    dtype: torch.dtype | None, owner: str, allow_real: bool = False
-) -> torch.dtype:
+def resolve_dtype(dtype: torch.dtype | None, owner: str, allow_real: bool = False) -> torch.dtype:
     """Resolve a module's ``dtype=`` argument.
 
     ``None`` gives the complex dtype of ``torch.get_default_dtype()``. A real floating dtype is
@@ -132,9 +130,7 @@ def check_mask(
         got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
         raise TypeError(f"{owner}: {name} must be a torch.bool tensor, got {got}")
     if tuple(mask.shape) != tuple(shape):
-        raise ValueError(
-            f"{owner}: {name} must have shape {tuple(shape)}, got {tuple(mask.shape)}"
-        )
+        raise ValueError(f"{owner}: {name} must have shape {tuple(shape)}, got {tuple(mask.shape)}")
 
 
 def pack(x: torch.Tensor) -> torch.Tensor:

@@ -142,6 +142,7 @@ def attention_by_distance(model: nn.Module, ids: torch.Tensor) -> list[torch.Ten
 
     handles = []
     for n, layer in enumerate(layers):
+
         def post(module, args, kwargs, out, n=n):
             captured[n] = _mean_by_distance(out[1].double())
 
@@ -355,9 +356,15 @@ def inspect_run(run_dir: str, out: str | None = None, *, samples: int = 8) -> st
             )
             md += [f"At {tag} = {n}, the attention-weighted mean distance per head: {spans}.",
                    "", f"![attention at {tag}]({name})", ""]  # fmt: skip
-        biases = [(n, bias_by_distance(run.model, n)) for n in lengths
-                  if run.model.unsupported_length(n) is None] if hasattr(
-            run.model, "unsupported_length") else [(L, bias_by_distance(run.model, L))]
+        biases = (
+            [
+                (n, bias_by_distance(run.model, n))
+                for n in lengths
+                if run.model.unsupported_length(n) is None
+            ]
+            if hasattr(run.model, "unsupported_length")
+            else [(L, bias_by_distance(run.model, L))]
+        )
         biases = [(n, b) for n, b in biases if b is not None]
         if biases:
             md += ["## Position bias of the logits", ""]

@@ -366,9 +366,7 @@ def check_replaceable(path: str) -> None:
             if "config.json" in entries
             else "it has no config.json"
         )
-        raise RunError(
-            f"{refuse}it is not a cplxnet run folder ({why}); choose another --run-dir"
-        )
+        raise RunError(f"{refuse}it is not a cplxnet run folder ({why}); choose another --run-dir")
     foreign = [e for e in entries if not _own_entry(e)]
     if foreign:
         more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""

@@ -74,4 +74,3 @@ def count_parameters(model: nn.Module, trainable_only: bool = True) -> Parameter
         else:
             n_real += p.numel()
     return ParameterCount(n_complex, n_real, 2 * n_complex + n_real)
-

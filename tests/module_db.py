@@ -185,9 +185,7 @@ _BF = {"batch_first": True}
 
 MODULES.extend(
     [
-        ModuleInfo(
-            cnn.LSTM, _rnn_seq_lengths, args=(2, 2), kwargs={"bidirectional": True, **_BF}
-        ),
+        ModuleInfo(cnn.LSTM, _rnn_seq_lengths, args=(2, 2), kwargs={"bidirectional": True, **_BF}),
         ModuleInfo(
             cnn.LSTM,
             _rnn_seq_lengths,

@@ -89,8 +89,9 @@ MODULES: list[ModuleInfo] = [
         **_C,
     ),
     # ---- pools ----
-    ModuleInfo(cnn.MaxPool1d, grid(2, 3, 7), args=(3,), kwargs={"stride": 2, "padding": 1}, **_C,
-               **_FREE),
+    ModuleInfo(
+        cnn.MaxPool1d, grid(2, 3, 7), args=(3,), kwargs={"stride": 2, "padding": 1}, **_C, **_FREE
+    ),
     ModuleInfo(
         cnn.MaxPool1d,
         grid(3, 8),  # unbatched
@@ -108,15 +109,19 @@ MODULES: list[ModuleInfo] = [
         name="MaxPool2d_unbatched_ceil_indices",
         **_FREE,
     ),
-    ModuleInfo(cnn.MaxPool3d, grid(1, 2, 4, 3, 5), args=(2,), kwargs={"stride": 1}, **_C,
-               **_FREE),
+    ModuleInfo(cnn.MaxPool3d, grid(1, 2, 4, 3, 5), args=(2,), kwargs={"stride": 1}, **_C, **_FREE),
     ModuleInfo(
-        cnn.MaxUnpool1d, pooled(cnn.MaxPool1d(2, return_indices=True), 2, 3, 8), args=(2,),
+        cnn.MaxUnpool1d,
+        pooled(cnn.MaxPool1d(2, return_indices=True), 2, 3, 8),
+        args=(2,),
         **_FREE,
     ),
     ModuleInfo(
-        cnn.MaxUnpool2d, pooled(cnn.MaxPool2d(2, return_indices=True), 2, 2, 4, 6), args=(2,),
-        **_C, **_FREE,
+        cnn.MaxUnpool2d,
+        pooled(cnn.MaxPool2d(2, return_indices=True), 2, 2, 4, 6),
+        args=(2,),
+        **_C,
+        **_FREE,
     ),
     ModuleInfo(
         cnn.MaxUnpool3d,
@@ -140,17 +145,39 @@ MODULES: list[ModuleInfo] = [
         name="AvgPool2d_unbatched_divisor",
         **_FREE,
     ),
-    ModuleInfo(cnn.AvgPool3d, grid(1, 2, 4, 3, 5), args=(2, 1, 1), kwargs={"ceil_mode": True},
-               **_C, **_FREE),
+    ModuleInfo(
+        cnn.AvgPool3d,
+        grid(1, 2, 4, 3, 5),
+        args=(2, 1, 1),
+        kwargs={"ceil_mode": True},
+        **_C,
+        **_FREE,
+    ),
     ModuleInfo(cnn.AdaptiveAvgPool1d, grid(2, 3, 7), args=(3,), **_C, **_FREE),
-    ModuleInfo(cnn.AdaptiveAvgPool2d, grid(2, 5, 7), args=((2, None),),
-               name="AdaptiveAvgPool2d_unbatched", **_FREE),
+    ModuleInfo(
+        cnn.AdaptiveAvgPool2d,
+        grid(2, 5, 7),
+        args=((2, None),),
+        name="AdaptiveAvgPool2d_unbatched",
+        **_FREE,
+    ),
     ModuleInfo(cnn.AdaptiveAvgPool3d, grid(1, 2, 3, 4, 5), args=(2,), **_C, **_FREE),
-    ModuleInfo(cnn.AdaptiveMaxPool1d, grid(2, 3, 7), args=(3,), kwargs={"return_indices": True},
-               **_C, **_FREE),
+    ModuleInfo(
+        cnn.AdaptiveMaxPool1d,
+        grid(2, 3, 7),
+        args=(3,),
+        kwargs={"return_indices": True},
+        **_C,
+        **_FREE,
+    ),
     ModuleInfo(cnn.AdaptiveMaxPool2d, grid(2, 2, 5, 7), args=((2, 3),), **_C, **_FREE),
-    ModuleInfo(cnn.AdaptiveMaxPool3d, grid(2, 3, 4, 5), args=(2,),
-               name="AdaptiveMaxPool3d_unbatched", **_FREE),
+    ModuleInfo(
+        cnn.AdaptiveMaxPool3d,
+        grid(2, 3, 4, 5),
+        args=(2,),
+        name="AdaptiveMaxPool3d_unbatched",
+        **_FREE,
+    ),
     # ---- up-sampling ----
     ModuleInfo(cnn.Upsample, grid(2, 3, 4), kwargs={"scale_factor": 2}, **_C, **_FREE),
     ModuleInfo(
@@ -192,14 +219,21 @@ MODULES: list[ModuleInfo] = [
     ),
     # ---- channel dropout ----
     ModuleInfo(cnn.Dropout2d, grid(2, 3, 4, 4), args=(0.3,), is_random=True, **_FREE),
-    ModuleInfo(cnn.Dropout3d, grid(3, 2, 2, 4), args=(0.3,), is_random=True,
-               name="Dropout3d_unbatched", **_FREE),
+    ModuleInfo(
+        cnn.Dropout3d,
+        grid(3, 2, 2, 4),
+        args=(0.3,),
+        is_random=True,
+        name="Dropout3d_unbatched",
+        **_FREE,
+    ),
 ]
 
 # entries with one grid input (no indices, no output_size, deterministic): exported with a
 # dynamic last spatial size and compiled with fullgraph=True in tests/nn/test_grid_layers.py
 _NOT_EXPORTED = ("MaxUnpool", "Dropout")
 EXPORT = [
-    m for m in MODULES
+    m
+    for m in MODULES
     if not m.id.startswith(_NOT_EXPORTED) and m.id != "ConvTranspose2d_output_size"
 ]

@@ -31,18 +31,47 @@ def _cell_input(pair: bool | None):
 MODULES: list[ModuleInfo] = [
     # the real-twin test converts tensor arguments, not the (h, c) pair: LSTM entries with a
     # real twin start from zeros (tests/nn/test_rnn_cell.py passes states to the real twin)
-    ModuleInfo(cnn.LSTMCell, _cell_input(None), args=(3, 2), supports_real=True,
-               compile_backend="aot_eager"),
-    ModuleInfo(cnn.LSTMCell, _cell_input(None), args=(3, 2), kwargs={"gate": "analytic"},
-               supports_real=True, name="LSTMCell_analytic_zero_state"),
-    ModuleInfo(cnn.LSTMCell, _cell_input(True), args=(3, 2), kwargs={"gate": "analytic"},
-               name="LSTMCell_analytic", compile_backend="aot_eager"),
+    ModuleInfo(
+        cnn.LSTMCell,
+        _cell_input(None),
+        args=(3, 2),
+        supports_real=True,
+        compile_backend="aot_eager",
+    ),
+    ModuleInfo(
+        cnn.LSTMCell,
+        _cell_input(None),
+        args=(3, 2),
+        kwargs={"gate": "analytic"},
+        supports_real=True,
+        name="LSTMCell_analytic_zero_state",
+    ),
+    ModuleInfo(
+        cnn.LSTMCell,
+        _cell_input(True),
+        args=(3, 2),
+        kwargs={"gate": "analytic"},
+        name="LSTMCell_analytic",
+        compile_backend="aot_eager",
+    ),
     ModuleInfo(cnn.LSTMCell, _cell_input(True), args=(3, 2), name="LSTMCell_state"),
     ModuleInfo(cnn.LSTMCell, _cell_input(True), args=(3, 2, False), name="LSTMCell_nobias"),
-    ModuleInfo(cnn.GRUCell, _cell_input(False), args=(3, 2), supports_real=True,
-               compile_backend="aot_eager"),
-    ModuleInfo(cnn.GRUCell, _cell_input(False), args=(3, 2), kwargs={"gate": "analytic"},
-               supports_real=True, name="GRUCell_analytic", compile_backend="aot_eager"),
+    ModuleInfo(
+        cnn.GRUCell,
+        _cell_input(False),
+        args=(3, 2),
+        supports_real=True,
+        compile_backend="aot_eager",
+    ),
+    ModuleInfo(
+        cnn.GRUCell,
+        _cell_input(False),
+        args=(3, 2),
+        kwargs={"gate": "analytic"},
+        supports_real=True,
+        name="GRUCell_analytic",
+        compile_backend="aot_eager",
+    ),
 ]
 
 
@@ -54,17 +83,24 @@ def _tgt_memory(dtype, device):
     mem = _randn((2, 5, 4), dtype, device)
     tpad = torch.tensor([[False] * 3, [False, False, True]], device=device)
     mpad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2], device=device)
-    return (tgt, mem), {"tgt_key_padding_mask": tpad, "memory_key_padding_mask": mpad,
-                        "tgt_is_causal": True}
+    return (tgt, mem), {
+        "tgt_key_padding_mask": tpad,
+        "memory_key_padding_mask": mpad,
+        "tgt_is_causal": True,
+    }
 
 
 def _tgt_memory_masks(dtype, device):
     """Decoder input with a bool memory mask ``(T, S)`` and a bool target mask ``(T, T)``."""
     (tgt, mem), _ = _tgt_memory(dtype, device)
-    banned = torch.tensor([[False, True, False, True, True], [False] * 5,
-                           [False, False, True, False, False]], device=device)
-    return (tgt, mem), {"memory_mask": banned,
-                        "tgt_mask": torch.ones(3, 3, dtype=torch.bool, device=device).triu(1)}
+    banned = torch.tensor(
+        [[False, True, False, True, True], [False] * 5, [False, False, True, False, False]],
+        device=device,
+    )
+    return (tgt, mem), {
+        "memory_mask": banned,
+        "tgt_mask": torch.ones(3, 3, dtype=torch.bool, device=device).triu(1),
+    }
 
 
 def _src_tgt(dtype, device):
@@ -76,14 +112,26 @@ _SMALL = {"dim_feedforward": 6, "batch_first": True}
 
 MODULES.extend(
     [
-        ModuleInfo(cnn.TransformerDecoderLayer, _tgt_memory, args=(4, 2), kwargs=_SMALL,
-                   is_random=True, supports_real=True, compile_backend="aot_eager"),
+        ModuleInfo(
+            cnn.TransformerDecoderLayer,
+            _tgt_memory,
+            args=(4, 2),
+            kwargs=_SMALL,
+            is_random=True,
+            supports_real=True,
+            compile_backend="aot_eager",
+        ),
         ModuleInfo(
             cnn.TransformerDecoderLayer,
             _tgt_memory_masks,
             args=(4, 2),
-            kwargs={"norm_first": True, "norm": "whiten", "activation": "gelu",
-                    "score": "modulus", **_SMALL},
+            kwargs={
+                "norm_first": True,
+                "norm": "whiten",
+                "activation": "gelu",
+                "score": "modulus",
+                **_SMALL,
+            },
             is_random=True,
             name="TransformerDecoderLayer_prenorm_whiten_masks",
         ),
@@ -104,7 +152,14 @@ MODULES.extend(
             is_random=True,
             supports_real=True,
         ),
-        ModuleInfo(cnn.Transformer, _src_tgt, args=(4, 2, 1, 1, 6), kwargs={"batch_first": True},
-                   is_random=True, supports_real=True, compile_backend="aot_eager"),
+        ModuleInfo(
+            cnn.Transformer,
+            _src_tgt,
+            args=(4, 2, 1, 1, 6),
+            kwargs={"batch_first": True},
+            is_random=True,
+            supports_real=True,
+            compile_backend="aot_eager",
+        ),
     ]
 )

@@ -74,7 +74,9 @@ def test_train_evaluate_predict_in_subprocesses(toy_file, tmp_path, capsys):
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     assert len(lines) == 3 and [line.split("\t")[2] for line in lines] == [
-        "good film", "a great fun plot", "the dull actor"
+        "good film",
+        "a great fun plot",
+        "the dull actor",
     ]
     assert all(line.split("\t")[0] in ("neg", "pos") for line in lines)
     assert all(0.5 <= float(line.split("\t")[1]) <= 1 for line in lines)

@@ -99,9 +99,7 @@ def test_model_memory_is_checked_before_allocating():
     ],
     ids=["two-lines", "three-lines", "two-lines-with-test"],
 )
-def test_tiny_data_is_refused_before_training(
-    toy_file, tmp_path, capsys, content, args, expected
-):
+def test_tiny_data_is_refused_before_training(toy_file, tmp_path, capsys, content, args, expected):
     args = [toy_file if a == "TOY" else a for a in args]
     path = tmp_path / "tiny.tsv"
     path.write_text(content)

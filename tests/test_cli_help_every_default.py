@@ -51,9 +51,9 @@ def engine_calls(monkeypatch, tmp_path):
 
     monkeypatch.setattr(cplxnet.data, "prepare_data", capture_data)
     monkeypatch.setattr(
-        cplxnet.train, "train", lambda config, data, run_dir, options, **kw: seen.update(
-            classify=options
-        )
+        cplxnet.train,
+        "train",
+        lambda config, data, run_dir, options, **kw: seen.update(classify=options),
     )
     lm_runs: list = []
     monkeypatch.setattr(
@@ -166,8 +166,7 @@ def test_compare_help_prints_the_defaults_compare_uses(capsys):
         "--families": [f"default {args.families}"],
         "--encodings": [f"default {args.encodings}"],
         "--number": [
-            "default: complex for complex-* encodings, real for the others, as the paper's "
-            "Table 2"
+            "default: complex for complex-* encodings, real for the others, as the paper's Table 2"
         ],
         "--seeds": [f"default {args.seeds}"],
         "--folds": ["default"],
@@ -214,8 +213,9 @@ def test_compare_help_prints_the_defaults_compare_uses(capsys):
     _compare(h, expected)
     assert h["--task"].split("(default)")[0].rstrip().endswith("classify")
     assert args.task == "classify"
-    assert args.executor == "local" and "local: this machine, --jobs processes (default)" in (
-        h["--executor"]
+    assert (
+        args.executor == "local"
+        and "local: this machine, --jobs processes (default)" in (h["--executor"])
     )
     assert parser_default("compare", "--data") is None  # cmd_compare reads DEFAULT_DATA
     assert (classify.real_width, text.real_width) == ("same", "flops")

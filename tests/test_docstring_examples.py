@@ -45,11 +45,33 @@ def examples(cls: type) -> str | None:
 def test_the_list_holds_the_main_layers():
     names = {cls.__name__ for cls in PUBLIC}
     assert {
-        "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose2d", "Embedding", "LSTM", "GRU",
-        "LSTMCell", "GRUCell", "UnitaryRNNCell", "LayerNorm", "BatchNorm1d", "RMSNorm",
-        "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "Transformer",
-        "ModReLU", "Cardioid", "MaxPool2d", "AvgPool2d", "MSELoss", "Dropout",
-        "RotaryEncoding", "ComplexOrderEncoding", "SinusoidalEncoding",
+        "Linear",
+        "Conv1d",
+        "Conv2d",
+        "Conv3d",
+        "ConvTranspose2d",
+        "Embedding",
+        "LSTM",
+        "GRU",
+        "LSTMCell",
+        "GRUCell",
+        "UnitaryRNNCell",
+        "LayerNorm",
+        "BatchNorm1d",
+        "RMSNorm",
+        "MultiheadAttention",
+        "TransformerEncoderLayer",
+        "TransformerEncoder",
+        "Transformer",
+        "ModReLU",
+        "Cardioid",
+        "MaxPool2d",
+        "AvgPool2d",
+        "MSELoss",
+        "Dropout",
+        "RotaryEncoding",
+        "ComplexOrderEncoding",
+        "SinusoidalEncoding",
     } <= names, sorted(names)
 
 

@@ -170,7 +170,12 @@ def test_scan_rnn_equals_torchs_packed_kernel(kind, extra, bidirectional):
     gradients."""
     torch.manual_seed(0)
     ref = (torch.nn.LSTM if kind == "lstm" else torch.nn.GRU)(
-        3, 4, num_layers=2, bidirectional=bidirectional, batch_first=True, dtype=torch.float64,
+        3,
+        4,
+        num_layers=2,
+        bidirectional=bidirectional,
+        batch_first=True,
+        dtype=torch.float64,
         **extra,
     )
     x = torch.randn(3, 7, 3, dtype=torch.float64, requires_grad=True)

@@ -278,9 +278,7 @@ def _prose_files() -> list[pathlib.Path]:
 
 def test_no_comment_or_docstring_narrates_history_or_authors():
     found = [f for path in _prose_files() for f in narration(path)]
-    assert not found, (
-        "describe the code as it is (no history, no authors):\n" + "\n".join(found)
-    )
+    assert not found, "describe the code as it is (no history, no authors):\n" + "\n".join(found)
 
 
 def test_the_narration_check_finds_planted_lines_and_spares_descriptions(tmp_path):

@@ -192,8 +192,11 @@ def test_folder_lock_is_per_open_file_and_names_its_owner(tmp_path):
         with open(path) as fh:
             info = json.load(fh)
         assert info["pid"] == os.getpid() and info["host"] == socket.gethostname()
-        with pytest.raises(RuntimeError, match=r"^out is in use by another cplxnet compare "
-                           rf"\(pid {os.getpid()} on host .*, started .*\); choose another"):
+        with pytest.raises(
+            RuntimeError,
+            match=r"^out is in use by another cplxnet compare "
+            rf"\(pid {os.getpid()} on host .*, started .*\); choose another",
+        ):
             FolderLock(path, "out", "cplxnet compare", "choose another --out",
                        RuntimeError).acquire()  # fmt: skip
     assert not os.path.exists(path)

@@ -57,7 +57,7 @@ def test_torchrun_reports_cplxnet_s_line_as_the_root_cause(tmp_path):
     assert p.returncode != 0
     ours = [line for line in p.stderr.splitlines() if line.startswith("cplxnet: error: ")]
     assert len(ours) == 1 and "missing.tsv" in ours[0], p.stderr
-    assert 'cplxnet/cli' not in p.stderr and "RunError" not in p.stderr  # no rank's traceback
+    assert "cplxnet/cli" not in p.stderr and "RunError" not in p.stderr  # no rank's traceback
     root = p.stderr.split("Root Cause", 1)[1]
     assert f"traceback : {ours[0]}" in root, p.stderr
     assert "To enable traceback see" not in root

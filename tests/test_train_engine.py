@@ -134,8 +134,9 @@ def test_extending_a_finished_run_equals_training_longer(data, tmp_path):
     with pytest.raises(RunError, match="N > 1"):  # the planned number again extends nothing
         resume(short, epochs=1, zoo=zoo, quiet=True)
     resume(short, epochs=2, zoo=zoo, quiet=True)
-    assert_same_state(params(os.path.join(longer, "checkpoint.pt")),
-                      params(os.path.join(short, "checkpoint.pt")))
+    assert_same_state(
+        params(os.path.join(longer, "checkpoint.pt")), params(os.path.join(short, "checkpoint.pt"))
+    )
     assert metrics(longer) == metrics(short) and results(longer) == results(short)
 
 
@@ -170,9 +171,12 @@ def test_sparse_tables_use_sparse_adam_and_dense_option(data, tmp_path):
 
 def test_options_weight_decay_clipping_patience_and_max_steps(data, tmp_path):
     res = train(
-        cfg(), data, str(tmp_path / "r"),
+        cfg(),
+        data,
+        str(tmp_path / "r"),
         opts(epochs=30, weight_decay=0.01, clip_norm=0.5, patience=1, lr=0.05),
-        zoo=zoo, quiet=True,
+        zoo=zoo,
+        quiet=True,
     )
     assert res["stopped_early"] and res["epochs_run"] < 30
     res = train(cfg(), data, str(tmp_path / "m"), opts(epochs=5, max_steps=3), zoo=zoo, quiet=True)
@@ -270,6 +274,7 @@ def test_data_parallel_falls_back_to_dense_for_tables_ddp_cannot_reduce():
     tiny = zoo.build_model(cfg(vocab_size=5))
     assert ddp_handles_sparse(tiny, zoo)  # torch.nn.Embedding(sparse=True): DDP reduces it
     import cplxnet.models as models
+
     model = models.build_model(
         models.make_config("fasttext", vocab_size=5, d_model=4, sparse_embeddings=True)
     )

@@ -37,7 +37,9 @@ class TinyModel(nn.Module):
         super().__init__()
         self.config = config
         self.word = nn.Embedding(
-            config.vocab_size, config.d_model, padding_idx=config.padding_idx,
+            config.vocab_size,
+            config.d_model,
+            padding_idx=config.padding_idx,
             sparse=config.sparse_embeddings,
         )
         self.hidden = nn.Linear(config.d_model, config.d_model)

@@ -280,7 +280,6 @@ def paper_table(rows: Sequence[dict[str, Any]], digits: int = 3) -> str:
     return markdown_table(header, table)
 
 
-
 def extrapolation_table(rows: Sequence[dict[str, Any]], digits: int = 3) -> str:
     """Accuracy per length bin (mean ± std over seeds) for each dataset, family and encoding;
     the first bin is in-distribution. Best of each (dataset, family, bin) in bold."""

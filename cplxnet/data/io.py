@@ -187,8 +187,7 @@ def _make_example(label, text, source: str, number: int, label_field: str, text_
         )
     if isinstance(label, bool) or not isinstance(label, (str, int)):
         raise DataError(
-            f"{source} line {number}: the label {_short_repr(label)} must be a string or an "
-            "integer"
+            f"{source} line {number}: the label {_short_repr(label)} must be a string or an integer"
         )
     return Example(text=text.strip(), label=str(label).strip(), source=source, line=number)
 
@@ -268,7 +267,7 @@ def _check_swallowed(
             if len(fields) == width and fields[li] in labels:
                 raise DataError(
                     f"{source} line {first}: a quote opened on this line runs to line {last} and "
-                    f"swallows records such as line {first + offset}; close the quote (write \"\" "
+                    f'swallows records such as line {first + offset}; close the quote (write "" '
                     "for a quote inside a quoted text)"
                 )
 

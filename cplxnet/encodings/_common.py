@@ -103,9 +103,7 @@ def check_sequence(
     check_last_dim(x, width, owner, name)
 
 
-def check_heads(
-    q: torch.Tensor, k: torch.Tensor, num_heads: int, width: int, owner: str
-) -> None:
+def check_heads(q: torch.Tensor, k: torch.Tensor, num_heads: int, width: int, owner: str) -> None:
     """Check packed real ``q (B, H, Lq, P)`` and ``k (B, H, Lk, P)`` given to ``logits_bias``."""
     for name, t in (("q", q), ("k", k)):
         if not isinstance(t, torch.Tensor) or not t.is_floating_point():

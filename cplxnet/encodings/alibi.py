@@ -88,13 +88,17 @@ class AlibiEncoding(PositionalEncoding):
         self._dtype = fk["dtype"]
         slopes = torch.tensor(alibi_slopes(num_heads), dtype=torch.float64)
         self.register_buffer(
-            "slopes", slopes.to(device=fk["device"], dtype=real_dtype(fk["dtype"])),
+            "slopes",
+            slopes.to(device=fk["device"], dtype=real_dtype(fk["dtype"])),
             persistent=False,
         )
 
     def logits_bias(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        if q.dim() != 4 or k.dim() != 4 or q.shape[1] != self.num_heads or (
-            k.shape[1] != self.num_heads
+        if (
+            q.dim() != 4
+            or k.dim() != 4
+            or q.shape[1] != self.num_heads
+            or (k.shape[1] != self.num_heads)
         ):
             raise ValueError(
                 f"{type(self).__name__}: expected q, k of shape (B, {self.num_heads}, L, P), got "

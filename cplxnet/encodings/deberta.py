@@ -195,9 +195,13 @@ class DebertaEncoding(PositionalEncoding):
         Qr = rows @ self.pos_query_proj.to(q.dtype).T + self.pos_query_bias.to(q.dtype)
         Qr = Qr.view(-1, H, P).transpose(0, 1)  # (H, Nr, P)
         c2p = (q @ Kr.transpose(-1, -2)).gather(-1, (c2p_idx - lo).expand(B, H, Lq, Lk))
-        p2c = (k @ Qr.transpose(-1, -2)).gather(  # (B, H, Lk, Lq) -> (B, H, Lq, Lk)
-            -1, (p2c_idx - lo).T.expand(B, H, Lk, Lq)
-        ).transpose(-1, -2)
+        p2c = (
+            (k @ Qr.transpose(-1, -2))
+            .gather(  # (B, H, Lk, Lq) -> (B, H, Lq, Lk)
+                -1, (p2c_idx - lo).T.expand(B, H, Lk, Lq)
+            )
+            .transpose(-1, -2)
+        )
         return (c2p + p2c) * self.content_scale(P)
 
     def layer_input(self, x: torch.Tensor, layer: int, num_layers: int) -> torch.Tensor:

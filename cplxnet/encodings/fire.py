@@ -83,8 +83,10 @@ class FireEncoding(PositionalEncoding):
         super().__init__()
         check_sizes(owner, num_heads=num_heads, hidden=hidden)
         for what, v in (("init_c", init_c), ("threshold", threshold), ("eps", eps)):
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
-                math.isfinite(v) and v > 0
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, (int, float))
+                or not (math.isfinite(v) and v > 0)
             ):
                 raise ValueError(f"{owner}: {what} must be a finite positive number, got {v!r}")
         self.num_heads, self.hidden = num_heads, hidden

@@ -96,19 +96,27 @@ class RandomizedEncoding(PositionalEncoding):
             raise ValueError(f"{owner}: base must be the name of another encoding, got {base!r}")
         self.max_positions = int(max_positions)
         self.base = create_encoding(
-            base, d_model=d_model, num_heads=num_heads, vocab_size=vocab_size,
-            max_len=self.max_positions, causal=causal, device=fk["device"], dtype=fk["dtype"],
+            base,
+            d_model=d_model,
+            num_heads=num_heads,
+            vocab_size=vocab_size,
+            max_len=self.max_positions,
+            causal=causal,
+            device=fk["device"],
+            dtype=fk["dtype"],
         )
         unusable = sorted(self.base.acts_on - set(_HOOKS))
         refusing = [
-            s for s in sorted(self.base.acts_on & set(_HOOKS))
+            s
+            for s in sorted(self.base.acts_on & set(_HOOKS))
             if "positions" not in inspect.signature(getattr(self.base, _HOOKS[s])).parameters
         ]
         if unusable or refusing or not self.base.acts_on:
             why = (
                 f"it acts on {unusable}, where there are no absolute positions to replace"
                 if unusable
-                else f"its {_HOOKS[refusing[0]]} takes no positions" if refusing
+                else f"its {_HOOKS[refusing[0]]} takes no positions"
+                if refusing
                 else "it acts nowhere"
             )
             raise ValueError(

@@ -115,8 +115,10 @@ def yarn_rope(
     owner = "yarn_rope"
     s = _check_factor(factor, owner)
     _check_dim(dim, owner)
-    if isinstance(original_max_len, bool) or not isinstance(original_max_len, int) or (
-        original_max_len < 1
+    if (
+        isinstance(original_max_len, bool)
+        or not isinstance(original_max_len, int)
+        or (original_max_len < 1)
     ):
         raise ValueError(
             f"{owner}: original_max_len (the training length) must be a positive int, got "
@@ -135,7 +137,8 @@ def yarn_rope(
         raise TypeError(f"{owner}: truncate must be True or False, got {truncate!r}")
     for what, value in (("mscale", mscale), ("mscale_all_dim", mscale_all_dim)):
         if value is not None and (
-            isinstance(value, bool) or not isinstance(value, (int, float))
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
             or not math.isfinite(value)
         ):
             raise ValueError(f"{owner}: {what} must be a finite number, got {value!r}")
@@ -148,12 +151,15 @@ def yarn_rope(
     ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
     keep = 1 - ramp  # gamma_j: 1 keeps the frequency, 0 interpolates it
     theta, _ = default_rope(dim, base)
+
     def mscale_of(a: float) -> float:
         return 0.1 * a * math.log(s) + 1.0 if s > 1 else 1.0
 
     if attention_factor is not None:
-        if isinstance(attention_factor, bool) or not isinstance(attention_factor, (int, float)) or (
-            not (math.isfinite(attention_factor) and attention_factor > 0)
+        if (
+            isinstance(attention_factor, bool)
+            or not isinstance(attention_factor, (int, float))
+            or (not (math.isfinite(attention_factor) and attention_factor > 0))
         ):
             raise ValueError(
                 f"{owner}: attention_factor must be a finite positive number, got "

@@ -126,14 +126,23 @@ class RotaryEncoding(PositionalEncoding):
         self.base, self.rotate_values = check_base(base, owner), bool(rotate_values)
         self.layout = check_choice(layout, LAYOUTS, owner, "layout")
         given = dict(
-            beta_fast=beta_fast, beta_slow=beta_slow, original_max_len=original_max_len,
-            truncate=truncate, mscale=mscale, mscale_all_dim=mscale_all_dim,
+            beta_fast=beta_fast,
+            beta_slow=beta_slow,
+            original_max_len=original_max_len,
+            truncate=truncate,
+            mscale=mscale,
+            mscale_all_dim=mscale_all_dim,
             attention_factor=attention_factor,
         )
         self.scaling_options = {n: v for n, v in given.items() if v is not None}
         #: float64 (features,) rotation frequencies theta_j, and the factor multiplying q and k.
         self.frequencies, self.attention_factor = rope_frequencies(
-            scaling, 2 * self.features, self.base, factor, max_len=int(max_len), owner=owner,
+            scaling,
+            2 * self.features,
+            self.base,
+            factor,
+            max_len=int(max_len),
+            owner=owner,
             **self.scaling_options,
         )
         self.scaling, self.factor = scaling, float(factor)

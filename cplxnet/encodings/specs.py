@@ -191,6 +191,7 @@ class EncodingSpec:
     @property
     def slug(self) -> str:
         """A file-name-safe form of :attr:`canonical`."""
+
         def pairs(d: dict[str, Any]) -> list[str]:
             return [f"{k}={_format_value(d[k])}".replace("=", "-") for k in sorted(d)]
 
@@ -222,7 +223,10 @@ class EncodingSpec:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EncodingSpec:
         return cls(
-            d["label"], d["name"], dict(d.get("options") or {}), dict(d.get("model") or {}),
+            d["label"],
+            d["name"],
+            dict(d.get("options") or {}),
+            dict(d.get("model") or {}),
             dict(d.get("evaluation") or {}),
         )
 
@@ -357,8 +361,10 @@ def _kind_error(default: Any, value: Any) -> str | None:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return "a number"
         return None if math.isfinite(value) else "a finite number"
-    if isinstance(default, (tuple, list)) and default and all(
-        isinstance(d, int) and not isinstance(d, bool) for d in default
+    if (
+        isinstance(default, (tuple, list))
+        and default
+        and all(isinstance(d, int) and not isinstance(d, bool) for d in default)
     ):
         items = value if isinstance(value, (list, tuple)) else [value]
         if items and all(isinstance(v, int) and not isinstance(v, bool) for v in items):

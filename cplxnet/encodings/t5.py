@@ -42,11 +42,14 @@ def relative_position_bucket(
         dist = (-rel).clamp(min=0)
     max_exact = n // 2
     is_small = dist < max_exact
-    large = max_exact + (
-        torch.log(dist.float() / max_exact)
-        / math.log(max_distance / max_exact)
-        * (n - max_exact)
-    ).long()
+    large = (
+        max_exact
+        + (
+            torch.log(dist.float() / max_exact)
+            / math.log(max_distance / max_exact)
+            * (n - max_exact)
+        ).long()
+    )
     large = large.clamp(max=n - 1)
     return ret + torch.where(is_small, dist, large)
 

@@ -59,9 +59,7 @@ _OWNER = "scaled_dot_product_attention"
 # --------------------------------------------------------------------------------------------
 
 
-def _check_qkv(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, owner: str
-) -> None:
+def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, owner: str) -> None:
     # Fast path (the common case costs a few attribute reads); diagnose only on failure.
     vv = k if v is None else v
     if (
@@ -79,9 +77,7 @@ def _check_qkv(
     _diagnose_qkv(q, k, v, owner)
 
 
-def _diagnose_qkv(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, owner: str
-) -> None:
+def _diagnose_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, owner: str) -> None:
     named = [("q", q), ("k", k)] + ([("v", v)] if v is not None else [])
     for name, t in named:
         if not isinstance(t, torch.Tensor):
@@ -89,9 +85,7 @@ def _diagnose_qkv(
         if not (t.is_complex() or t.is_floating_point()):
             raise TypeError(f"{owner}: {name} must be a complex or floating tensor, got {t.dtype}")
         if t.dim() < 2:
-            raise ValueError(
-                f"{owner}: {name} must have shape (B, H, L, Dh), got {tuple(t.shape)}"
-            )
+            raise ValueError(f"{owner}: {name} must have shape (B, H, L, Dh), got {tuple(t.shape)}")
     desc = ", ".join(f"{n}={t.dtype}" for n, t in named)
     if len({t.is_complex() for _, t in named}) > 1:
         raise TypeError(
@@ -102,9 +96,7 @@ def _diagnose_qkv(
         raise TypeError(f"{owner}: q, k and v must have the same dtype, got {desc}")
     shapes = ", ".join(f"{n}={tuple(t.shape)}" for n, t in named)
     if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"{owner}: q and k must have the same head width (last dim), got {shapes}"
-        )
+        raise ValueError(f"{owner}: q and k must have the same head width (last dim), got {shapes}")
     if len({tuple(t.shape[:-2]) for _, t in named}) > 1:
         raise ValueError(
             f"{owner}: q, k and v must have the same leading (batch, head) dims, got {shapes}"
@@ -112,9 +104,7 @@ def _diagnose_qkv(
     raise ValueError(f"{owner}: k and v must have the same length (dim -2), got {shapes}")
 
 
-def check_broadcast(
-    t: torch.Tensor, target: tuple[int, ...], owner: str, name: str
-) -> None:
+def check_broadcast(t: torch.Tensor, target: tuple[int, ...], owner: str, name: str) -> None:
     shape = t.shape
     # plain-Python test: torch.broadcast_shapes costs tens of microseconds per call
     if len(shape) > len(target) or any(

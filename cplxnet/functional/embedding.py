@@ -37,9 +37,7 @@ def embedding_packed(
     if max_norm is not None and norm_type != 2.0:
         _renorm_complex_rows_(packed_weight, ids, max_norm, norm_type)
         max_norm = None
-    out = F.embedding(
-        ids, packed_weight, padding_idx, max_norm, 2.0, scale_grad_by_freq, sparse
-    )
+    out = F.embedding(ids, packed_weight, padding_idx, max_norm, 2.0, scale_grad_by_freq, sparse)
     return torch.view_as_complex(out.unflatten(-1, (-1, 2)))
 
 

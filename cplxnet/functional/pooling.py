@@ -219,9 +219,7 @@ def unpool_size(
     k = (kernel_size,) * nd if isinstance(kernel_size, int) else tuple(kernel_size)
     s = k if stride is None else (stride,) * nd if isinstance(stride, int) else tuple(stride)
     p = (padding,) * nd if isinstance(padding, int) else tuple(padding)
-    default = tuple(
-        (n - 1) * si - 2 * pi + ki for n, si, pi, ki in zip(x.shape[-nd:], s, p, k)
-    )
+    default = tuple((n - 1) * si - 2 * pi + ki for n, si, pi, ki in zip(x.shape[-nd:], s, p, k))
     if output_size is None:
         return default
     size = tuple(output_size)
@@ -231,9 +229,7 @@ def unpool_size(
         raise ValueError(
             f"{owner}: output_size must have {nd} or {x.dim()} elements, got {tuple(output_size)}"
         )
-    bad = [
-        (o, d, si) for o, d, si in zip(size, default, s) if not d - si < o < d + si
-    ]
+    bad = [(o, d, si) for o, d, si in zip(size, default, s) if not d - si < o < d + si]
     if bad:
         lo = tuple(d - si + 1 for d, si in zip(default, s))
         hi = tuple(d + si - 1 for d, si in zip(default, s))

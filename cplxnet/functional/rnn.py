@@ -251,8 +251,10 @@ def _fused_rnn(
     hidden = weights[0].shape[0] // n_gates
     out_size = weights[1].shape[-1]  # the width of h: proj_size with weight_hr, else hidden
     rows = n_gates * hidden
-    if weights[0].shape[0] != rows or weights[1].shape[0] != rows or (
-        not has_proj and out_size != hidden
+    if (
+        weights[0].shape[0] != rows
+        or weights[1].shape[0] != rows
+        or (not has_proj and out_size != hidden)
     ):
         width = "proj_size" if has_proj else f"hidden_size = {hidden}"
         raise ValueError(
@@ -350,7 +352,6 @@ def _fused_rnn(
     if split:
         out_states = [unpack(s, x) for s in out_states]
     return out, out_states
-
 
 
 def lstm(

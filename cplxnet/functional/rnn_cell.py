@@ -66,7 +66,11 @@ def lstm_cell(
     products (``gate="analytic"``), as :func:`cplxnet.functional.lstm`.
     """
     h, c = _cell_step(
-        "lstm", input, list(hx), [weight_ih, weight_hh, bias_ih, bias_hh], gate,
+        "lstm",
+        input,
+        list(hx),
+        [weight_ih, weight_hh, bias_ih, bias_hh],
+        gate,
         "cplxnet.functional.lstm_cell",
     )
     return h, c
@@ -89,7 +93,11 @@ def gru_cell(
     :math:`h' = (1 - z) \odot n + z \odot h`, split or analytic as :func:`cplxnet.functional.gru`.
     """
     (h,) = _cell_step(
-        "gru", input, [hx], [weight_ih, weight_hh, bias_ih, bias_hh], gate,
+        "gru",
+        input,
+        [hx],
+        [weight_ih, weight_hh, bias_ih, bias_hh],
+        gate,
         "cplxnet.functional.gru_cell",
     )
     return h

@@ -40,8 +40,9 @@ def _cell(kind: str, xt: _Tensor, h: _Tensor, c: _Tensor | None, w_hh: _Tensor, 
     return (1 - z) * n + z * h, None
 
 
-def scan_layers(kind, data, lengths, hxs, flat, per_dir, num_layers, dirs, dropout, training,
-              interleaved):
+def scan_layers(
+    kind, data, lengths, hxs, flat, per_dir, num_layers, dirs, dropout, training, interleaved
+):
     """The fused kernel's result with ``lengths``, as a ``scan`` over time: the form
     ``torch.export``/``torch.compile`` trace with a dynamic length (packed sequences have
     data-dependent shapes). ``data`` ``(L, B, F)`` time-major, ``hxs`` ``[(layers * dirs, B, H)]``,

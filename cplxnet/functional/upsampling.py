@@ -11,6 +11,7 @@ from .pooling import on_parts
 
 __all__ = ["interpolate"]
 
+
 def interpolate(
     x: torch.Tensor,
     size: int | Sequence[int] | None = None,

@@ -63,6 +63,8 @@ _LM_ONLY = tuple(flag[2:].replace("-", "_") for flag in LM_FLAGS + SCHEDULE_FLAG
 def lm_only_options(args: argparse.Namespace) -> list[str]:
     """The language-model options given on a ``train`` command line (``--context``, ...)."""
     return _given(args, _LM_ONLY)
+
+
 _RESUME_OK = RESUME_COMMON | {"steps", "task"}
 
 

@@ -202,7 +202,6 @@ class LMTask:
                     f"{time.perf_counter() - t0:.1f}s")  # fmt: skip
         return out
 
-
     # -- the training loop's task (cplxnet.engine.Task): set ``options`` first ---------------
 
     kind = "lm"
@@ -445,9 +444,7 @@ def resume_lm(
 def _resume(run_dir: str, folder: RunFolder, steps: int | None, quiet: bool,
             callback: Callable[[int, dict], None] | None, allow_changed: bool) -> dict:  # fmt: skip
     # Everything is checked before the folder changes: a bad input leaves the run as it was.
-    run_config, config, options = load_lm_config(
-        run_dir, other_task="resume it without --task lm"
-    )
+    run_config, config, options = load_lm_config(run_dir, other_task="resume it without --task lm")
     ckpt = os.path.join(run_dir, "checkpoint.pt")
     state = read_checkpoint(ckpt, "lm")
     done = os.path.exists(os.path.join(run_dir, "results.json"))

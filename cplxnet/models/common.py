@@ -344,9 +344,7 @@ class TextClassifier(nn.Module):
         raise NotImplementedError
 
     # -- shared ---------------------------------------------------------------------------------
-    def _check_inputs(
-        self, ids: torch.Tensor, padding_mask: torch.Tensor | None
-    ) -> torch.Tensor:
+    def _check_inputs(self, ids: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
         owner = type(self).__name__
         if not isinstance(ids, torch.Tensor) or ids.dtype not in (torch.int64, torch.int32):
             got = ids.dtype if isinstance(ids, torch.Tensor) else type(ids).__name__
@@ -364,9 +362,11 @@ class TextClassifier(nn.Module):
         if padding_mask is None:
             return torch.zeros(ids.shape, dtype=torch.bool, device=ids.device)
         if not isinstance(padding_mask, torch.Tensor) or padding_mask.dtype != torch.bool:
-            got = padding_mask.dtype if isinstance(padding_mask, torch.Tensor) else type(
-                padding_mask
-            ).__name__
+            got = (
+                padding_mask.dtype
+                if isinstance(padding_mask, torch.Tensor)
+                else type(padding_mask).__name__
+            )
             raise TypeError(f"{owner}: padding_mask must be a torch.bool tensor, got {got}")
         if padding_mask.shape != ids.shape:
             raise ValueError(
@@ -376,9 +376,7 @@ class TextClassifier(nn.Module):
         lengths_from_padding_mask(padding_mask, owner)  # padding only at the end of each text
         return padding_mask
 
-    def forward(
-        self, ids: torch.Tensor, padding_mask: torch.Tensor | None = None
-    ) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Logits ``(B, num_classes)`` (real) of the token ids ``(B, L)``; ``padding_mask``
         ``(B, L)`` bool marks padding with True (at the end of each sequence; ``None``: no
         padding). An empty batch (``B = 0``) gives ``(0, num_classes)`` logits."""

@@ -38,9 +38,7 @@ def _xavier_uniform_(w: torch.Tensor) -> None:
         nn.init.xavier_uniform_(w)
 
 
-def check_encoding(
-    encoding: object, owner: str, applied: frozenset[str] | None = None
-) -> None:
+def check_encoding(encoding: object, owner: str, applied: frozenset[str] | None = None) -> None:
     """Raise unless ``encoding`` is a :class:`PositionalEncoding` acting on at least one of the
     sites ``owner`` applies (an encoding without sites, ``none``, is accepted anywhere)."""
     from ..encodings.base import PositionalEncoding
@@ -179,8 +177,12 @@ class MultiheadAttention(HasDtype, nn.Module):
             )
         if isinstance(dropout, bool) or not 0.0 <= dropout <= 1.0:
             raise ValueError(f"{owner}: dropout must be a number in [0, 1], got {dropout!r}")
-        for name, flag in (("bias", bias), ("add_bias_kv", add_bias_kv),
-                           ("add_zero_attn", add_zero_attn), ("batch_first", batch_first)):
+        for name, flag in (
+            ("bias", bias),
+            ("add_bias_kv", add_bias_kv),
+            ("add_zero_attn", add_zero_attn),
+            ("batch_first", batch_first),
+        ):
             if not isinstance(flag, bool):
                 raise TypeError(f"{owner}: {name} must be a bool, got {flag!r}")
         self.embed_dim = embed_dim
@@ -355,8 +357,12 @@ class MultiheadAttention(HasDtype, nn.Module):
             self._check_cache(cache, self_attention, key_padding_mask, attn_mask, encoding)
         q, k, v = self._project(query, key, value, self_attention)  # (B, L, D) each
         bias = _padding_bias(key_padding_mask, (B, Lk), q, owner)
-        allowed = None if bias is not None or key_padding_mask is None else (
-            ~key_padding_mask[:, None, None, :]  # (B, 1, 1, Lk) bool, True = may attend
+        allowed = (
+            None
+            if bias is not None or key_padding_mask is None
+            else (
+                ~key_padding_mask[:, None, None, :]  # (B, 1, 1, Lk) bool, True = may attend
+            )
         )
         if attn_mask is not None:
             attn_mask = _attn_mask_4d(attn_mask, (B, H, Lq, Lk), owner)
@@ -471,9 +477,7 @@ class MultiheadAttention(HasDtype, nn.Module):
         return s + f", dtype={self.dtype}"
 
 
-def _append_keys(
-    mask: torch.Tensor | None, lk: int, extra: int, fill: bool
-) -> torch.Tensor | None:
+def _append_keys(mask: torch.Tensor | None, lk: int, extra: int, fill: bool) -> torch.Tensor | None:
     """``mask`` ``(..., Lk)`` (last dim 1 or ``lk``) with ``extra`` key columns of ``fill``
     appended (0.0 for a float mask)."""
     if mask is None:

@@ -100,7 +100,8 @@ class _ConvNd(HasDtype, nn.Module):
         self.padding_mode = padding_mode
         self._dtype = fk["dtype"]
         shape = (
-            (in_channels, out_channels // groups) if transposed
+            (in_channels, out_channels // groups)
+            if transposed
             else (out_channels, in_channels // groups)
         )
         self.weight = nn.Parameter(torch.empty(*shape, *self.kernel_size, **fk))

@@ -121,8 +121,11 @@ class TransformerLayerBase(HasDtype, nn.Module):
             raise ValueError(
                 f"{owner}: layer_norm_eps must be a positive number, got {layer_norm_eps!r}"
             )
-        for name, flag in (("batch_first", batch_first), ("norm_first", norm_first),
-                           ("bias", bias)):
+        for name, flag in (
+            ("batch_first", batch_first),
+            ("norm_first", norm_first),
+            ("bias", bias),
+        ):
             if not isinstance(flag, bool):
                 raise TypeError(f"{owner}: {name} must be a bool, got {flag!r}")
         self.norm_kind = check_choice(norm, NORMS, owner, "norm")
@@ -185,14 +188,11 @@ class TransformerLayerBase(HasDtype, nn.Module):
         layout = "(B, L, " if self.batch_first else "(L, B, "
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(
-                f"{owner}: expected {name} of shape {layout}{self.d_model}), got "
-                f"{tuple(x.shape)}"
+                f"{owner}: expected {name} of shape {layout}{self.d_model}), got {tuple(x.shape)}"
             )
         return x if self.batch_first else x.transpose(0, 1)
 
-    def _attend(
-        self, attn, names, q, kv, attn_mask, padding_mask, is_causal, encoding, cache=None
-    ):
+    def _attend(self, attn, names, q, kv, attn_mask, padding_mask, is_causal, encoding, cache=None):
         """``attn(q, kv, kv)``'s output (with its :class:`~cplxnet.nn.KVCache` ``cache``); its mask
         errors name this layer and the layer's mask arguments ``names = (mask, key padding
         mask)``."""
@@ -211,7 +211,7 @@ class TransformerLayerBase(HasDtype, nn.Module):
         except (TypeError, ValueError) as err:
             msg = str(err)
             if msg.startswith("MultiheadAttention: "):
-                msg = f"{type(self).__name__}: " + msg[len("MultiheadAttention: "):]
+                msg = f"{type(self).__name__}: " + msg[len("MultiheadAttention: ") :]
                 msg = re.sub(r"\bkey_padding_mask\b", names[1], msg)
                 msg = re.sub(r"\battn_mask\b", names[0], msg)
             raise type(err)(msg) from None
@@ -220,8 +220,15 @@ class TransformerLayerBase(HasDtype, nn.Module):
         self, x, attn_mask, padding_mask, is_causal, encoding, cache=None
     ) -> torch.Tensor:
         x = self._attend(
-            self.self_attn, self.self_mask_names, x, x, attn_mask, padding_mask, is_causal,
-            encoding, cache,
+            self.self_attn,
+            self.self_mask_names,
+            x,
+            x,
+            attn_mask,
+            padding_mask,
+            is_causal,
+            encoding,
+            cache,
         )
         return self.dropout1(x)
 
@@ -433,9 +440,7 @@ class TransformerStackBase(nn.Module):
 
     def _check_dtype(self, x: torch.Tensor, name: str) -> None:
         dtype = getattr(self.layers[0], "dtype", None)
-        if isinstance(dtype, torch.dtype) and (
-            not isinstance(x, torch.Tensor) or x.dtype != dtype
-        ):
+        if isinstance(dtype, torch.dtype) and (not isinstance(x, torch.Tensor) or x.dtype != dtype):
             got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
             raise TypeError(
                 f"{type(self).__name__}: {name} has dtype {got} but the layers are {dtype}; "
@@ -535,8 +540,14 @@ class TransformerEncoder(TransformerStackBase):
                 x = layer(x, mask, src_key_padding_mask, is_causal, **kw)
             else:
                 x = layer(
-                    x, mask, src_key_padding_mask, is_causal,
-                    encoding=encoding, layer=i, num_layers=n, **kw,
+                    x,
+                    mask,
+                    src_key_padding_mask,
+                    is_causal,
+                    encoding=encoding,
+                    layer=i,
+                    num_layers=n,
+                    **kw,
                 )
         if self.norm is not None:
             x = self.norm(x)

@@ -117,8 +117,14 @@ class TransformerDecoderLayer(TransformerLayerBase):
 
     def _mha_block(self, x, memory, attn_mask, padding_mask, is_causal, encoding):
         x = self._attend(
-            self.multihead_attn, ("memory_mask", "memory_key_padding_mask"), x, memory,
-            attn_mask, padding_mask, is_causal, encoding,
+            self.multihead_attn,
+            ("memory_mask", "memory_key_padding_mask"),
+            x,
+            memory,
+            attn_mask,
+            padding_mask,
+            is_causal,
+            encoding,
         )
         return self.dropout2(x)
 
@@ -254,16 +260,29 @@ class TransformerDecoder(TransformerStackBase):
             check_encoding(encoding, owner, self.sites)
         if memory_encoding is not None:
             check_memory_encoding(memory_encoding, owner)
-        masks = (tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask,
-                 bool(tgt_is_causal), memory_is_causal)
+        masks = (
+            tgt_mask,
+            memory_mask,
+            tgt_key_padding_mask,
+            memory_key_padding_mask,
+            bool(tgt_is_causal),
+            memory_is_causal,
+        )
         n = self.num_layers
         x = tgt
         for i, layer in enumerate(self.layers):
             if encoding is None and memory_encoding is None:
                 x = layer(x, memory, *masks)
             else:
-                x = layer(x, memory, *masks, encoding=encoding, memory_encoding=memory_encoding,
-                          layer=i, num_layers=n)
+                x = layer(
+                    x,
+                    memory,
+                    *masks,
+                    encoding=encoding,
+                    memory_encoding=memory_encoding,
+                    layer=i,
+                    num_layers=n,
+                )
         if self.norm is not None:
             x = self.norm(x)
         return x
@@ -340,10 +359,24 @@ class Transformer(HasDtype, nn.Module):
     ) -> None:
         fk = factory_kwargs(device, dtype, type(self).__name__, allow_real=True)
         super().__init__()
-        args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
-                batch_first, norm_first, bias)
-        kwargs = {"norm": norm, "score": score, "projection": projection,
-                  "attention_dropout": attention_dropout, **fk}
+        args = (
+            d_model,
+            nhead,
+            dim_feedforward,
+            dropout,
+            activation,
+            layer_norm_eps,
+            batch_first,
+            norm_first,
+            bias,
+        )
+        kwargs = {
+            "norm": norm,
+            "score": score,
+            "projection": projection,
+            "attention_dropout": attention_dropout,
+            **fk,
+        }
         if custom_encoder is not None:
             self.encoder = custom_encoder
         else:
@@ -430,16 +463,27 @@ class Transformer(HasDtype, nn.Module):
             )
         enc = {} if src_encoding is None else {"encoding": src_encoding}
         memory = self.encoder(
-            src, mask=src_mask, src_key_padding_mask=src_key_padding_mask,
-            is_causal=src_is_causal, **enc,
+            src,
+            mask=src_mask,
+            src_key_padding_mask=src_key_padding_mask,
+            is_causal=src_is_causal,
+            **enc,
         )
-        dec = {k: v for k, v in (("encoding", tgt_encoding),
-                                 ("memory_encoding", memory_encoding)) if v is not None}
+        dec = {
+            k: v
+            for k, v in (("encoding", tgt_encoding), ("memory_encoding", memory_encoding))
+            if v is not None
+        }
         return self.decoder(
-            tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+            tgt,
+            memory,
+            tgt_mask=tgt_mask,
+            memory_mask=memory_mask,
             tgt_key_padding_mask=tgt_key_padding_mask,
             memory_key_padding_mask=memory_key_padding_mask,
-            tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal, **dec,
+            tgt_is_causal=tgt_is_causal,
+            memory_is_causal=memory_is_causal,
+            **dec,
         )
 
     def extra_repr(self) -> str:

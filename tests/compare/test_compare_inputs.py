@@ -101,8 +101,22 @@ def test_the_cell_count_is_bounded_before_any_model_is_built(tmp_path, capsys, m
 
     monkeypatch.setattr(expand, "check_combination", never)
     # 1000 seeds x 10 folds x 2 families x 5 encodings x 2 number fields = 200,000 cells
-    argv = ["compare", "--data", "mr", "--folds", "all", "--families", "fasttext,cnn",
-            "--number", "both", "--seeds", "1000", "--dry-run", "--out", str(tmp_path / "o")]
+    argv = [
+        "compare",
+        "--data",
+        "mr",
+        "--folds",
+        "all",
+        "--families",
+        "fasttext,cnn",
+        "--number",
+        "both",
+        "--seeds",
+        "1000",
+        "--dry-run",
+        "--out",
+        str(tmp_path / "o"),
+    ]
     err = one_error(capsys, argv, 1)
     assert "200,000" in err and f"{MAX_CELLS:,}" in err and "MAX_CELLS" in err
 

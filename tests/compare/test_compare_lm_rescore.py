@@ -83,8 +83,10 @@ def test_rotary_yarn_rescores_the_kept_rotary_runs(tmp_path, text_file, capsys):
     assert main(args) == 0
     printed = capsys.readouterr().out
     line = next(x for x in printed.splitlines() if "ERROR" in x)
-    want = (f"CompareError: rotary-yarn re-scores runs/{rotary['cell_id']}, which is missing: "
-            "train that cell with --keep-runs (delete its cells/ file), then --retry-errors")
+    want = (
+        f"CompareError: rotary-yarn re-scores runs/{rotary['cell_id']}, which is missing: "
+        "train that cell with --keep-runs (delete its cells/ file), then --retry-errors"
+    )
     assert want in line and _cells(out)["rotary-yarn"]["error"] == want
 
 

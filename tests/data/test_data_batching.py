@@ -66,15 +66,20 @@ def test_encode_truncates_only_when_asked_and_names_the_text():
     assert encode_texts(["a b c d", "!!"], tok, vocab) == [[2, 3, 4, UNK_ID], [UNK_ID, UNK_ID]]
     assert encode_texts(["a b c"], tok, vocab, max_len=2) == [[2, 3]]
     assert encode_texts([""], tok, vocab) == [[UNK_ID]]  # never an empty sequence
-    with pytest.raises(DataError, match=r"f\.tsv line 4: the text has 3 tokens but the model's "
-                       r"max_len is 2; pass --max-len N"):
+    with pytest.raises(
+        DataError,
+        match=r"f\.tsv line 4: the text has 3 tokens but the model's "
+        r"max_len is 2; pass --max-len N",
+    ):
         encode_texts(["a b c"], tok, vocab, max_len=2, truncate=False, where=["f.tsv line 4"])
 
 
 def test_prepare_data_length_limit_error_and_truncation(tmp_path):
     p = tmp_path / "d.tsv"
-    p.write_text("label\ttext\n" + "".join(f"{'xy'[i % 2]}\tw{i} " + "v " * (i % 7) + "\n"
-                                            for i in range(40)))
+    p.write_text(
+        "label\ttext\n"
+        + "".join(f"{'xy'[i % 2]}\tw{i} " + "v " * (i % 7) + "\n" for i in range(40))
+    )
     pattern = r"line \d+: the text has [67] tokens but the model's max_len"
     with pytest.raises(DataError, match=pattern):
         prepare_data(DataSpec(str(p)), model_max_len=5)

@@ -27,10 +27,20 @@ def test_bundled_trec_counts_and_labels():
     assert ds.bundled and set(ds.parts) == {"train", "test"}
     assert len(ds.parts["train"]) == 5452 and len(ds.parts["test"]) == 500
     assert Counter(ex.label for ex in ds.parts["train"]) == {
-        "ENTY": 1250, "HUM": 1223, "DESC": 1162, "NUM": 896, "LOC": 835, "ABBR": 86,
+        "ENTY": 1250,
+        "HUM": 1223,
+        "DESC": 1162,
+        "NUM": 896,
+        "LOC": 835,
+        "ABBR": 86,
     }
     assert Counter(ex.label for ex in ds.parts["test"]) == {
-        "DESC": 138, "NUM": 113, "ENTY": 94, "LOC": 81, "HUM": 65, "ABBR": 9,
+        "DESC": 138,
+        "NUM": 113,
+        "ENTY": 94,
+        "LOC": 81,
+        "HUM": 65,
+        "ABBR": 9,
     }
     first = ds.parts["test"][0]
     assert (first.label, first.text) == ("NUM", "How far is it from Denver to Aspen ?")
@@ -66,10 +76,11 @@ def test_unknown_bundled_name_lists_valid_ones():
 
 
 def test_tsv_splits_on_first_tab_and_keeps_quotes(tmp_path):
-    p = write(tmp_path / "d.tsv", 'label\ttext\npos\the said "hi"\tthere\nneg\t\'\'ok\'\'\n\n')
+    p = write(tmp_path / "d.tsv", "label\ttext\npos\the said \"hi\"\tthere\nneg\t''ok''\n\n")
     ex = read_examples(p)
     assert [(e.label, e.text, e.line) for e in ex] == [
-        ("pos", 'he said "hi"\tthere', 2), ("neg", "''ok''", 3)
+        ("pos", 'he said "hi"\tthere', 2),
+        ("neg", "''ok''", 3),
     ]
 
 
@@ -112,22 +123,37 @@ def test_format_override_and_unknown_extension(tmp_path):
         ("empty.tsv", "", r"empty\.tsv: the file is empty"),
         ("blank.tsv", "\n\n  \n", r"blank\.tsv: the file is empty"),
         ("header_only.tsv", "label\ttext\n", r"header_only\.tsv: no examples after the header"),
-        ("bad_header.tsv", "lbl\ttxt\na\tb\n",
-         r"bad_header\.tsv line 1: the header \['lbl', 'txt'\] lacks the field\(s\) 'label', "
-         r"'text'.*--label-field"),
-        ("no_tab.tsv", "label\ttext\npos\tgood\nneg bad\n",
-         r"no_tab\.tsv line 3: expected 2 tab-separated fields.*found 1"),
+        (
+            "bad_header.tsv",
+            "lbl\ttxt\na\tb\n",
+            r"bad_header\.tsv line 1: the header \['lbl', 'txt'\] lacks the field\(s\) 'label', "
+            r"'text'.*--label-field",
+        ),
+        (
+            "no_tab.tsv",
+            "label\ttext\npos\tgood\nneg bad\n",
+            r"no_tab\.tsv line 3: expected 2 tab-separated fields.*found 1",
+        ),
         ("no_label.tsv", "label\ttext\npos\tgood\n\tbad\n", r"no_label\.tsv line 3: no label"),
-        ("empty_text.tsv", "label\ttext\npos\tgood\nneg\t  \n",
-         r"empty_text\.tsv line 3: the text is empty"),
+        (
+            "empty_text.tsv",
+            "label\ttext\npos\tgood\nneg\t  \n",
+            r"empty_text\.tsv line 3: the text is empty",
+        ),
         ("bad.csv", "label,text\npos\n", r"bad\.csv line 2: expected 2 comma-separated fields"),
-        ("bad.jsonl", '{"label": 1, "text": "a"}\n{"label": 1,\n',
-         r"bad\.jsonl line 2: not valid JSON"),
+        (
+            "bad.jsonl",
+            '{"label": 1, "text": "a"}\n{"label": 1,\n',
+            r"bad\.jsonl line 2: not valid JSON",
+        ),
         ("notobj.jsonl", "[1, 2]\n", r"notobj\.jsonl line 1: expected a JSON object"),
         ("nolabel.jsonl", '{"text": "a"}\n', r"nolabel\.jsonl line 1: no label \(field 'label'\)"),
         ("notext.jsonl", '{"label": "a"}\n', r"notext\.jsonl line 1: no text \(field 'text'\)"),
-        ("numtext.jsonl", '{"label": "a", "text": 5}\n',
-         r"numtext\.jsonl line 1: the text \(field 'text'\) must be a string"),
+        (
+            "numtext.jsonl",
+            '{"label": "a", "text": 5}\n',
+            r"numtext\.jsonl line 1: the text \(field 'text'\) must be a string",
+        ),
     ],
 )
 def test_malformed_files(tmp_path, name, content, pattern):
@@ -175,8 +201,11 @@ def _csv(n: int, broken: int | None = None, close_at: int | None = None) -> str:
     "content, pattern",
     [
         (_csv(80, broken=40), r"line 42: a quote opened on this line is never closed"),
-        (_csv(80, broken=3, close_at=9), r"line 5: a quote opened on this line runs to line 11 "
-         r"and swallows records such as line 6"),
+        (
+            _csv(80, broken=3, close_at=9),
+            r"line 5: a quote opened on this line runs to line 11 "
+            r"and swallows records such as line 6",
+        ),
         ('label,text\npos,"good" movie\nneg,bad\n', r"line 2: malformed CSV"),
     ],
     ids=["never-closed", "closed-later", "text-after-quote"],

@@ -20,7 +20,17 @@ from cplxnet.data import (
 def test_tokenizer_default_keeps_contractions_and_splits_punctuation():
     tok = Tokenizer()
     assert tok("The Rock's ''Conan'', isn't it? well-made!") == [
-        "the", "rock's", "''", "conan", "''", ",", "isn't", "it", "?", "well-made", "!",
+        "the",
+        "rock's",
+        "''",
+        "conan",
+        "''",
+        ",",
+        "isn't",
+        "it",
+        "?",
+        "well-made",
+        "!",
     ]
     assert Tokenizer(lowercase=False)("Hello World") == ["Hello", "World"]
 
@@ -28,7 +38,20 @@ def test_tokenizer_default_keeps_contractions_and_splits_punctuation():
 def test_tokenizer_kim_cleaning():
     tok = Tokenizer(clean=True)
     assert tok("He's here, isn't he? (Yes) -- caf\u00e9 we'll") == [
-        "he", "'s", "here", ",", "is", "n't", "he", "?", "(", "yes", ")", "caf", "we", "'ll",
+        "he",
+        "'s",
+        "here",
+        ",",
+        "is",
+        "n't",
+        "he",
+        "?",
+        "(",
+        "yes",
+        ")",
+        "caf",
+        "we",
+        "'ll",
     ]
     assert Tokenizer.from_dict(tok.to_dict()) == tok
 

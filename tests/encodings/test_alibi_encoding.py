@@ -125,8 +125,10 @@ def test_create_with_model_context():
 
 @pytest.mark.parametrize("family", ["cnn", "lstm", "fasttext"])
 def test_models_without_attention_refuse_alibi(family):
-    with pytest.raises(ValueError, match=f"encoding 'alibi' acts on attention logits, but model "
-                                         f"'{family}' has no attention"):
+    with pytest.raises(
+        ValueError,
+        match=f"encoding 'alibi' acts on attention logits, but model '{family}' has no attention",
+    ):
         check_sites("alibi", MODEL_CLASSES[family].supported_sites, family)
     check_sites("alibi", MODEL_CLASSES["transformer"].supported_sites, "transformer")
 

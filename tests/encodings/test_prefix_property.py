@@ -20,8 +20,15 @@ CTX = dict(d_model=8, num_heads=2, vocab_size=V, max_len=16, causal=True)
 
 def decoder(encoding: str, complex_: bool) -> torch.nn.Module:
     config = make_config(
-        "decoder", vocab_size=V, encoding=encoding, d_model=8, num_heads=2, dim_feedforward=12,
-        num_layers=2, max_len=16, complex=complex_,
+        "decoder",
+        vocab_size=V,
+        encoding=encoding,
+        d_model=8,
+        num_heads=2,
+        dim_feedforward=12,
+        num_layers=2,
+        max_len=16,
+        complex=complex_,
     )
     model = build_model(config if complex_ else real_twin(config), dtype=torch.float64).eval()
     g = torch.Generator().manual_seed(0)

@@ -114,8 +114,14 @@ def test_draws_cover_the_whole_stated_range():
 
 def test_one_draw_per_forward_shared_by_every_layer(monkeypatch):
     config = make_config(
-        "decoder", vocab_size=11, encoding="randomized", d_model=8, num_heads=2,
-        dim_feedforward=8, num_layers=3, max_len=6,
+        "decoder",
+        vocab_size=11,
+        encoding="randomized",
+        d_model=8,
+        num_heads=2,
+        dim_feedforward=8,
+        num_layers=3,
+        max_len=6,
     )
     model = build_model(config).train()
     enc = model.encoding

@@ -29,6 +29,7 @@ def yarn_reference(dim, base, s, length, beta_fast=32, beta_slow=1):
     ramp runs from floor(d(beta_fast)) (clamped at 0) to ceil(d(beta_slow)) (clamped at dim - 1); at
     index j, ramp = clamp((j - low) / (high - low), 0, 1) and the new frequency is
     theta_j / s * ramp + theta_j * (1 - ramp); attention factor 0.1 ln s + 1 (1 if s <= 1)."""
+
     def d(r):
         return dim * math.log(length / (2 * math.pi * r)) / (2 * math.log(base))
 
@@ -133,8 +134,9 @@ def test_yarn_applied_in_rotate(name, layout):
             s = 0.0
             for f in range(n):
                 z = (f / n + 0.4) / 1.4 if name == "xpos" else 1.0
-                w = z ** ((m - j) / 8.0) * complex(math.cos((m - j) * freqs[f]),
-                                                   math.sin((m - j) * freqs[f]))
+                w = z ** ((m - j) / 8.0) * complex(
+                    math.cos((m - j) * freqs[f]), math.sin((m - j) * freqs[f])
+                )
                 s += (complex(qc[0, 0, m, f]) * complex(kc[0, 0, j, f]).conjugate() * w).real
             assert scores[m, j].item() == pytest.approx(a * a * s, rel=1e-10, abs=1e-12)
 
@@ -162,8 +164,9 @@ def test_bad_scaling_options():
         RotaryEncoding(8, 2, scaling="cubic")
     with pytest.raises(ValueError, match="factor apply only with scaling="):
         RotaryEncoding(8, 2, factor=2.0)
-    with pytest.raises(ValueError, match="beta_fast does not apply to scaling='linear'; it "
-                                         "applies to 'yarn'"):
+    with pytest.raises(
+        ValueError, match="beta_fast does not apply to scaling='linear'; it applies to 'yarn'"
+    ):
         RotaryEncoding(8, 2, scaling="linear", factor=2.0, beta_fast=16)
     with pytest.raises(ValueError, match="beta_slow < beta_fast"):
         XPosEncoding(8, 2, scaling="yarn", factor=2.0, beta_fast=1, beta_slow=32)
@@ -173,10 +176,12 @@ def test_bad_scaling_options():
         RotaryEncoding(2, 2, scaling="ntk", factor=2.0)
 
 
-def hf_yarn(dim, base, s, length, truncate=True, mscale=None, mscale_all_dim=None,
-            attention_factor=None):
+def hf_yarn(
+    dim, base, s, length, truncate=True, mscale=None, mscale_all_dim=None, attention_factor=None
+):
     """Hugging Face's ``_compute_yarn_parameters`` (transformers 5.x) transcribed: ramp bounds
     rounded only with ``truncate``, the factor from mscale / mscale_all_dim or given."""
+
     def get_mscale(scale, m=1):
         return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
 
@@ -222,8 +227,9 @@ def test_yarn_accepts_hugging_face_options(opts):
     same = f.tolist() == default_f.tolist() and a == default_a
     assert same == (opts == dict(mscale=1.0))
     for name in ("rotary", "xpos"):
-        enc = create_encoding(name, d_model=32, num_heads=1, max_len=2048, scaling="yarn",
-                              factor=8.0, **opts)
+        enc = create_encoding(
+            name, d_model=32, num_heads=1, max_len=2048, scaling="yarn", factor=8.0, **opts
+        )
         assert enc.frequencies.tolist() == pytest.approx(ref, rel=1e-13)
         assert enc.attention_factor == pytest.approx(ref_a, rel=1e-15)
 
@@ -237,8 +243,9 @@ def test_yarn_options_are_checked_and_belong_to_yarn():
         RotaryEncoding(8, 2, scaling="yarn", factor=2.0, attention_factor=0.0)
     with pytest.raises(ValueError, match="mscale does not apply to scaling='ntk'"):
         RotaryEncoding(8, 2, scaling="ntk", factor=2.0, mscale=1.0)
-    assert "truncate=False" in repr(RotaryEncoding(8, 2, scaling="yarn", factor=2.0,
-                                                   truncate=False))
+    assert "truncate=False" in repr(
+        RotaryEncoding(8, 2, scaling="yarn", factor=2.0, truncate=False)
+    )
 
 
 def test_ntk_is_the_static_base_change_and_equals_hugging_face_dynamic_at_one_length():

@@ -101,8 +101,12 @@ def test_real_inputs_equal_torch_sdpa(config):
         mask = bias if mask is None else bias.masked_fill(~mask, -math.inf)
     if kw.get("is_causal"):
         causal = torch.ones(LQ, LK, dtype=torch.bool).tril()
-        mask = causal if mask is None else (
-            mask & causal if mask.dtype == torch.bool else mask.masked_fill(~causal, -math.inf)
+        mask = (
+            causal
+            if mask is None
+            else (
+                mask & causal if mask.dtype == torch.bool else mask.masked_fill(~causal, -math.inf)
+            )
         )
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     got = CF.scaled_dot_product_attention(q, k, v, **{**kw, "bias": kw.get("bias")})
@@ -173,6 +177,7 @@ def test_fully_masked_rows_give_zero_and_finite_grads(dtype, score, how):
         mask[0, ..., 0] = False
         kw = {"attn_mask": mask, "is_causal": True}
     dead = (0, slice(None), 2) if how != "causal_and_mask" else (0, slice(None), 0)
+
     def reference(*args, **kwargs):
         return CF.attention_reference(*args, **kwargs)[0]
 

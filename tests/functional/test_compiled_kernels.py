@@ -43,8 +43,7 @@ def _cases(*axes, fast):
         return "x".join(map(str, v)) if isinstance(v, tuple) else str(v)
 
     return [
-        pytest.param(*c, marks=() if c in fast else SLOW, id="-".join(map(name, c)))
-        for c in combos
+        pytest.param(*c, marks=() if c in fast else SLOW, id="-".join(map(name, c))) for c in combos
     ]
 
 
@@ -96,8 +95,7 @@ def test_switch_is_off_by_default_and_returns_the_previous_setting():
     "bias",
     [
         pytest.param(lambda: torch.randn(8).requires_grad_(), id="per-feature"),
-        pytest.param(lambda: torch.randn(1).requires_grad_(), id="shared",
-                     marks=SLOW),
+        pytest.param(lambda: torch.randn(1).requires_grad_(), id="shared", marks=SLOW),
         pytest.param(lambda: torch.tensor(-0.5).requires_grad_(), id="0-dim", marks=SLOW),
         pytest.param(lambda: 0.3, id="float", marks=SLOW),
         # 2-d bias: eager implementation
@@ -125,8 +123,9 @@ def test_cardioid_kernels_equal_reference(compiled):
     _assert_same(CF.cardioid, reference_cardioid, (z,))
 
 
-@pytest.mark.parametrize("view", ["conj", pytest.param("strided", marks=SLOW),
-                                  pytest.param("transposed", marks=SLOW)])
+@pytest.mark.parametrize(
+    "view", ["conj", pytest.param("strided", marks=SLOW), pytest.param("transposed", marks=SLOW)]
+)
 def test_kernels_on_conj_and_strided_inputs(compiled, view):
     base = _z(6, 16)
     z = {"conj": base.conj(), "strided": base[:, ::2], "transposed": base.T[:8]}[view]
@@ -193,8 +192,12 @@ LAYER_NORM_MODES = {
 
 @pytest.mark.parametrize(
     ("mode", "kind", "shape"),
-    _cases(sorted(LAYER_NORM_MODES), ["weight+bias", "weight only", "bias only", "none"],
-           [(12,), (3, 5)], fast={("split", "weight+bias", (12,)), ("whiten", "none", (3, 5))}),
+    _cases(
+        sorted(LAYER_NORM_MODES),
+        ["weight+bias", "weight only", "bias only", "none"],
+        [(12,), (3, 5)],
+        fast={("split", "weight+bias", (12,)), ("whiten", "none", (3, 5))},
+    ),
 )
 def test_layer_norm_kernels_equal_reference(compiled, mode, kind, shape):
     weight, node, seed, _, _ = LAYER_NORM_MODES[mode]
@@ -248,8 +251,11 @@ def test_layer_norm_kernels_on_strided_and_conj_inputs_and_double_backward(compi
 
 @pytest.mark.parametrize(
     ("amplitude", "frequency"),
-    _cases(["word", "shared", "dimension"], ["word", "shared", "dimension", None],
-           fast={("word", "word"), ("shared", None)}),
+    _cases(
+        ["word", "shared", "dimension"],
+        ["word", "shared", "dimension", None],
+        fast={("word", "word"), ("shared", None)},
+    ),
 )
 def test_complex_order_kernels_equal_reference_in_every_sharing_layout(
     compiled, amplitude, frequency

@@ -160,17 +160,20 @@ def test_batch_norm_module_train_then_eval_matches_reference_buffers():
     [
         pytest.param(
             lambda x, w, b: CF.layer_norm(x, (5,), w, b, 1e-3, mode="whiten"),
-            id="ln_whiten", marks=pytest.mark.slow,
+            id="ln_whiten",
+            marks=pytest.mark.slow,
         ),
         pytest.param(
             lambda x, w, b: CF.layer_norm(x, (5,), w[0], b, 1e-3, mode="split"), id="ln_split"
         ),
         pytest.param(
             lambda x, w, b: CF.batch_norm(x.transpose(1, 2), None, None, w, b, True, eps=1e-3),
-            id="bn_3d", marks=pytest.mark.slow,
+            id="bn_3d",
+            marks=pytest.mark.slow,
         ),
-        pytest.param(lambda x, w, b: CF.batch_norm(x[:, 0], None, None, w, b, True, eps=1e-3),
-                     id="bn_2d"),
+        pytest.param(
+            lambda x, w, b: CF.batch_norm(x[:, 0], None, None, w, b, True, eps=1e-3), id="bn_2d"
+        ),
     ],
 )
 def test_norm_gradcheck_and_gradgradcheck(fn):

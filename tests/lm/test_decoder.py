@@ -23,8 +23,16 @@ V = 13
 
 
 def tiny(encoding="none", complex=True, **fields):
-    base = {"vocab_size": V, "encoding": encoding, "d_model": 8, "num_heads": 2,
-            "dim_feedforward": 12, "num_layers": 2, "max_len": 16, "complex": complex}
+    base = {
+        "vocab_size": V,
+        "encoding": encoding,
+        "d_model": 8,
+        "num_heads": 2,
+        "dim_feedforward": 12,
+        "num_layers": 2,
+        "max_len": 16,
+        "complex": complex,
+    }
     base.update(fields)
     return make_config("decoder", **base)
 

@@ -17,8 +17,21 @@ from cplxnet.lm import generate_text, load_lm_run
 from cplxnet.lm.generate import stream, stream_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TINY = ["--task", "lm", "--d-model", "8", "--steps", "4", "--eval-every", "2", "--batch-size",
-        "4", "--quiet", "--threads", "1"]
+TINY = [
+    "--task",
+    "lm",
+    "--d-model",
+    "8",
+    "--steps",
+    "4",
+    "--eval-every",
+    "2",
+    "--batch-size",
+    "4",
+    "--quiet",
+    "--threads",
+    "1",
+]
 
 
 @pytest.fixture(scope="module")

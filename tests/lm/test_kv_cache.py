@@ -69,8 +69,11 @@ def test_cached_logits_equal_the_uncached_pass(name, complex_):
     assert torch.allclose(got, full, rtol=0, atol=1e-10)  # float64: exact up to rounding
 
 
-@pytest.mark.parametrize("options", [{"scaling": "yarn", "factor": 2.0}, {"rotate_values": True},
-                                     {"layout": "half"}], ids=["yarn", "values", "half"])
+@pytest.mark.parametrize(
+    "options",
+    [{"scaling": "yarn", "factor": 2.0}, {"rotate_values": True}, {"layout": "half"}],
+    ids=["yarn", "values", "half"],
+)
 @torch.no_grad()
 def test_rotary_variants_cache(options):
     for complex_ in (True, False):

@@ -10,8 +10,21 @@ import pytest
 
 from cplxnet.cli import main
 
-TINY = ["--task", "lm", "--d-model", "8", "--steps", "4", "--eval-every", "2", "--batch-size",
-        "4", "--quiet", "--threads", "1"]
+TINY = [
+    "--task",
+    "lm",
+    "--d-model",
+    "8",
+    "--steps",
+    "4",
+    "--eval-every",
+    "2",
+    "--batch-size",
+    "4",
+    "--quiet",
+    "--threads",
+    "1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +73,24 @@ def test_resume_of_a_finished_run_is_a_clear_error(trained, capsys):
 
 def test_synthetic_and_real_twin(tmp_path, capsys):
     run = str(tmp_path / "s")
-    assert main(["train", "--data", "synthetic:reverse", "--context", "2", "--real",
-                 "--encoding", "none", "--run-dir", run, *TINY]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--data",
+                "synthetic:reverse",
+                "--context",
+                "2",
+                "--real",
+                "--encoding",
+                "none",
+                "--run-dir",
+                run,
+                *TINY,
+            ]
+        )
+        == 0
+    )
     with open(os.path.join(run, "config.json"), encoding="utf-8") as fh:
         model = json.load(fh)["model"]
     assert model["complex"] is False and model["dim_feedforward"] == 512  # the twin of lm-char
@@ -72,16 +101,21 @@ def test_synthetic_and_real_twin(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     ("content", "match"),
-    [(b"\x00\x01\x02binary" * 50, "binary"), (b"", "empty"), (b"short text", "too short"),
-     (b"x" * 100, "larger than the data")],
+    [
+        (b"\x00\x01\x02binary" * 50, "binary"),
+        (b"", "empty"),
+        (b"short text", "too short"),
+        (b"x" * 100, "larger than the data"),
+    ],
 )
 def test_bad_text_files(tmp_path, capsys, content, match):
     path = tmp_path / "bad.txt"
     path.write_bytes(content)
     context = "200" if match == "larger than the data" else "8"
     run = str(tmp_path / "run")
-    err = error_of(capsys, ["train", "--data", str(path), "--context", context, "--run-dir", run,
-                            *TINY])
+    err = error_of(
+        capsys, ["train", "--data", str(path), "--context", context, "--run-dir", run, *TINY]
+    )
     assert match in err and not os.path.exists(run)  # nothing created
 
 
@@ -105,8 +139,9 @@ def test_bad_options(tmp_path, capsys, text_file, extra, match):
 
 
 def test_lm_options_without_task_lm_and_mixed_commands(trained, tmp_path, capsys):
-    assert "add --task lm" in error_of(capsys, ["train", "--context", "8", "--run-dir",
-                                                str(tmp_path / "x")])
+    assert "add --task lm" in error_of(
+        capsys, ["train", "--context", "8", "--run-dir", str(tmp_path / "x")]
+    )
     assert "language model" in error_of(capsys, ["predict", trained, "a text"])
     assert "own test part" in error_of(capsys, ["evaluate", trained, "--data", "x.tsv"])
     assert "empty" in error_of(capsys, ["generate", trained, ""])
@@ -115,8 +150,24 @@ def test_lm_options_without_task_lm_and_mixed_commands(trained, tmp_path, capsys
 
 def test_epochs_become_steps(text_file, tmp_path):
     run = str(tmp_path / "e")
-    argv = ["train", "--task", "lm", "--data", text_file, "--context", "8", "--epochs", "1",
-            "--batch-size", "64", "--d-model", "8", "--quiet", "--run-dir", run]
+    argv = [
+        "train",
+        "--task",
+        "lm",
+        "--data",
+        text_file,
+        "--context",
+        "8",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "64",
+        "--d-model",
+        "8",
+        "--quiet",
+        "--run-dir",
+        run,
+    ]
     assert main(argv) == 0
     with open(os.path.join(run, "results.json"), encoding="utf-8") as fh:
         assert json.load(fh)["steps"] == 4  # ceil(1,944 training characters / (64 x 8))

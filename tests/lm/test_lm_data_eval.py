@@ -107,8 +107,9 @@ def test_each_token_is_scored_with_its_own_window_context():
 
 def test_batched_scoring_equals_scoring_each_window_alone():
     torch.manual_seed(2)
-    config = make_config("decoder", vocab_size=9, d_model=4, num_heads=2, dim_feedforward=8,
-                         encoding="rotary")
+    config = make_config(
+        "decoder", vocab_size=9, d_model=4, num_heads=2, dim_feedforward=8, encoding="rotary"
+    )
     model = build_model(config, dtype=torch.float64).eval()
     stream = torch.randint(1, 9, (60,))
     total, count = 0.0, 0
@@ -122,8 +123,15 @@ def test_batched_scoring_equals_scoring_each_window_alone():
 
 
 def test_evaluate_lengths_reports_na_for_a_trainable_table_beyond_max_len():
-    config = make_config("decoder", vocab_size=9, d_model=4, num_heads=2, dim_feedforward=8,
-                         encoding="trainable", max_len=8)
+    config = make_config(
+        "decoder",
+        vocab_size=9,
+        d_model=4,
+        num_heads=2,
+        dim_feedforward=8,
+        encoding="trainable",
+        max_len=8,
+    )
     model = build_model(config)
     stream = torch.randint(1, 9, (100,))
     out = evaluate_lengths(model, stream, [8, 16, 32])
@@ -147,8 +155,11 @@ def test_split_is_contiguous_90_5_5_with_a_training_vocabulary(tmp_path):
     path.write_text(text, encoding="utf-8")
     data = prepare_lm_data(str(path), "char", context=8)
     n = len(text)
-    assert data.sizes() == {"train": int(0.9 * n), "dev": int(0.05 * n),
-                            "test": n - int(0.9 * n) - int(0.05 * n)}
+    assert data.sizes() == {
+        "train": int(0.9 * n),
+        "dev": int(0.05 * n),
+        "test": n - int(0.9 * n) - int(0.05 * n),
+    }
     whole = torch.cat([data.train, data.dev, data.test])
     assert data.vocab.decode(whole[: data.sizes()["train"]]) == list(text[: int(0.9 * n)])
     assert set(data.vocab.itos) == {"<pad>", "<unk>", "a", "b", "c"}

@@ -25,8 +25,10 @@ def text_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("lm") / "text.txt"
     words = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "sleeps"]
     g = torch.Generator().manual_seed(0)
-    lines = [" ".join(words[int(i)] for i in torch.randint(0, len(words), (9,), generator=g))
-             for _ in range(60)]
+    lines = [
+        " ".join(words[int(i)] for i in torch.randint(0, len(words), (9,), generator=g))
+        for _ in range(60)
+    ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return str(path)
 
@@ -38,8 +40,10 @@ def metrics(run):
 
 def test_warmup_then_cosine_to_the_floor():
     lr, total, warm = 2.0, 12, 3
-    curve = [lr_at(t, lr, total, schedule="cosine", warmup_steps=warm, min_lr_ratio=0.1)
-             for t in range(total)]
+    curve = [
+        lr_at(t, lr, total, schedule="cosine", warmup_steps=warm, min_lr_ratio=0.1)
+        for t in range(total)
+    ]
     assert curve[:warm] == pytest.approx([lr * (t + 1) / (warm + 1) for t in range(warm)])
     assert curve[warm] == pytest.approx(lr) and curve[-1] == pytest.approx(0.1 * lr)
     # the half-way point of the decay is the mean of the peak and the floor
@@ -51,22 +55,35 @@ def test_warmup_then_cosine_to_the_floor():
         c = 0.5 * (1 + math.cos(math.pi * (t - warm) / (total - 1 - warm)))
         assert curve[t] == pytest.approx(0.2 + c * (lr - 0.2))
     assert [lr_at(t, lr, total, warmup_steps=2) for t in range(4)] == pytest.approx(
-        [lr / 3, 2 * lr / 3, lr, lr])
+        [lr / 3, 2 * lr / 3, lr, lr]
+    )
     with pytest.raises(ValueError, match="schedule"):
         lr_at(5, lr, total, schedule="linear")
 
 
 def test_options_are_checked():
-    for bad, match in (({"schedule": "step"}, "schedule"), ({"warmup_steps": 99}, "warmup"),
-                       ({"min_lr_ratio": 1.5}, "min_lr_ratio"), ({"patience": 0}, "patience")):
+    for bad, match in (
+        ({"schedule": "step"}, "schedule"),
+        ({"warmup_steps": 99}, "warmup"),
+        ({"min_lr_ratio": 1.5}, "min_lr_ratio"),
+        ({"patience": 0}, "patience"),
+    ):
         with pytest.raises(ValueError, match=match):
             LMOptions(steps=10, **bad)
 
 
 def test_the_run_records_the_lr_curve_and_resumes_exactly(text_file, tmp_path):
     config = make_config("decoder", encoding="rotary", dropout=0.1, **TINY)
-    options = LMOptions(steps=12, batch_size=4, eval_every=2, eval_multiples=(1,), lr=1e-2,
-                        schedule="cosine", warmup_steps=3, min_lr_ratio=0.2)
+    options = LMOptions(
+        steps=12,
+        batch_size=4,
+        eval_every=2,
+        eval_multiples=(1,),
+        lr=1e-2,
+        schedule="cosine",
+        warmup_steps=3,
+        min_lr_ratio=0.2,
+    )
     whole_dir = str(tmp_path / "whole")
     whole = train_lm(config, text_file, whole_dir, options, context=8, quiet=True)
     lines = metrics(whole_dir)
@@ -82,14 +99,20 @@ def test_the_run_records_the_lr_curve_and_resumes_exactly(text_file, tmp_path):
         train_lm(config, text_file, run, options, context=8, quiet=True, callback=kill)
     resumed = resume_lm(run, quiet=True)
     assert resumed["test"] == whole["test"] and metrics(run) == [
-        {**m, "seconds": r["seconds"]} for m, r in zip(lines, metrics(run))]
+        {**m, "seconds": r["seconds"]} for m, r in zip(lines, metrics(run))
+    ]
     a = torch.load(os.path.join(whole_dir, "checkpoint.pt"), weights_only=True)["model"]
     b = torch.load(os.path.join(run, "checkpoint.pt"), weights_only=True)["model"]
     assert all(torch.equal(a[k], b[k]) for k in a)
     # the schedule changed the training: a constant lr ends elsewhere
-    flat = train_lm(config, text_file, str(tmp_path / "flat"), LMOptions(
-        steps=12, batch_size=4, eval_every=2, eval_multiples=(1,), lr=1e-2), context=8,
-        quiet=True)
+    flat = train_lm(
+        config,
+        text_file,
+        str(tmp_path / "flat"),
+        LMOptions(steps=12, batch_size=4, eval_every=2, eval_multiples=(1,), lr=1e-2),
+        context=8,
+        quiet=True,
+    )
     assert flat["dev"] != whole["dev"]
 
 
@@ -109,28 +132,80 @@ def test_early_stopping_counts_evaluations(text_file, tmp_path, monkeypatch):
     with pytest.raises(RunError, match="stopped early"):
         resume_lm(run, quiet=True)
     assert not LMOptions(steps=9, patience=3).stalled(
-        [{"best": True}, {"best": False}, {"best": False}])
+        [{"best": True}, {"best": False}, {"best": False}]
+    )
 
 
 def test_cli_options(text_file, tmp_path, capsys):
     run = str(tmp_path / "cli")
-    code = main(["train", "--task", "lm", "--data", text_file, "--context", "8", "--steps", "6",
-                 "--eval-every", "2", "--batch-size", "2", "--set", "d_model=8", "--set",
-                 "num_heads=2", "--set", "dim_feedforward=16", "--set", "num_layers=1",
-                 "--schedule", "cosine", "--warmup-steps", "2", "--min-lr-ratio", "0.5",
-                 "--patience", "5", "--dropout", "0.1", "--lr", "0.01", "--run-dir", run,
-                 "--quiet"])
+    code = main(
+        [
+            "train",
+            "--task",
+            "lm",
+            "--data",
+            text_file,
+            "--context",
+            "8",
+            "--steps",
+            "6",
+            "--eval-every",
+            "2",
+            "--batch-size",
+            "2",
+            "--set",
+            "d_model=8",
+            "--set",
+            "num_heads=2",
+            "--set",
+            "dim_feedforward=16",
+            "--set",
+            "num_layers=1",
+            "--schedule",
+            "cosine",
+            "--warmup-steps",
+            "2",
+            "--min-lr-ratio",
+            "0.5",
+            "--patience",
+            "5",
+            "--dropout",
+            "0.1",
+            "--lr",
+            "0.01",
+            "--run-dir",
+            run,
+            "--quiet",
+        ]
+    )
     assert code == 0
     with open(os.path.join(run, "config.json"), encoding="utf-8") as fh:
         config = json.load(fh)
     train = config["train"]
-    assert (train["schedule"], train["warmup_steps"], train["min_lr_ratio"], train["patience"]) \
-        == ("cosine", 2, 0.5, 5)
+    assert (train["schedule"], train["warmup_steps"], train["min_lr_ratio"], train["patience"]) == (
+        "cosine",
+        2,
+        0.5,
+        5,
+    )
     assert config["model"]["dropout"] == 0.1
     assert metrics(run)[-1]["lr"] == pytest.approx(0.005)
     capsys.readouterr()
-    code = main(["train", "--task", "lm", "--data", text_file, "--steps", "4",
-                 "--warmup-steps", "5", "--run-dir", str(tmp_path / "bad")])
+    code = main(
+        [
+            "train",
+            "--task",
+            "lm",
+            "--data",
+            text_file,
+            "--steps",
+            "4",
+            "--warmup-steps",
+            "5",
+            "--run-dir",
+            str(tmp_path / "bad"),
+        ]
+    )
     assert code != 0 and "warmup_steps" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["train", "--task", "lm", "--min-lr-ratio", "2"])
@@ -144,8 +219,12 @@ def test_compare_grid_takes_the_recipe(capsys, tmp_path):
     options = lm_grid_options(train={"steps": 50, "schedule": "cosine", "warmup_steps": 5,
                                      "min_lr_ratio": 0.2, "patience": 3})  # fmt: skip
     train = options.to_dict()["lm"]["train"]
-    assert (train["schedule"], train["warmup_steps"], train["min_lr_ratio"], train["patience"]) \
-        == ("cosine", 5, 0.2, 3)
+    assert (train["schedule"], train["warmup_steps"], train["min_lr_ratio"], train["patience"]) == (
+        "cosine",
+        5,
+        0.2,
+        3,
+    )
     code = main(["compare", "--data", "mr", "--schedule", "cosine", "--out", str(tmp_path / "c")])
     assert code == 1 and "--schedule apply to --task lm" in capsys.readouterr().err
 

@@ -38,8 +38,10 @@ def text_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("lm") / "text.txt"
     words = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "sleeps"]
     g = torch.Generator().manual_seed(0)
-    lines = [" ".join(words[int(i)] for i in torch.randint(0, len(words), (9,), generator=g))
-             for _ in range(60)]
+    lines = [
+        " ".join(words[int(i)] for i in torch.randint(0, len(words), (9,), generator=g))
+        for _ in range(60)
+    ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return str(path)
 
@@ -51,8 +53,14 @@ def state(run_dir):
 def test_run_folder_and_results(text_file, tmp_path):
     run = str(tmp_path / "run")
     results = train_lm(tiny(), text_file, run, OPTIONS, context=8, quiet=True)
-    assert sorted(os.listdir(run)) == ["best.pt", "checkpoint.pt", "config.json",
-                                       "metrics.jsonl", "results.json", "vocab.json"]
+    assert sorted(os.listdir(run)) == [
+        "best.pt",
+        "checkpoint.pt",
+        "config.json",
+        "metrics.jsonl",
+        "results.json",
+        "vocab.json",
+    ]
     with open(os.path.join(run, "results.json"), encoding="utf-8") as fh:
         assert json.load(fh) == json.loads(json.dumps(results))
     assert results["metric"] == "bpc" and results["steps"] == 6
@@ -97,15 +105,17 @@ def test_resume_after_a_kill_equals_an_uninterrupted_run(text_file, tmp_path):
 
 
 def test_trainable_table_reports_na_beyond_the_training_context(text_file, tmp_path):
-    results = train_lm(tiny("trainable"), text_file, str(tmp_path / "r"), OPTIONS, context=8,
-                       quiet=True)
+    results = train_lm(
+        tiny("trainable"), text_file, str(tmp_path / "r"), OPTIONS, context=8, quiet=True
+    )
     assert results["test"]["8"]["bpc"] > 0
     assert results["test"]["16"]["bpc"] is None and "max_len=8" in results["test"]["16"][NA]
 
 
 def test_word_tokens_give_perplexity(text_file, tmp_path):
-    results = train_lm(tiny("none"), text_file, str(tmp_path / "w"), OPTIONS, tokens="word",
-                       context=4, quiet=True)
+    results = train_lm(
+        tiny("none"), text_file, str(tmp_path / "w"), OPTIONS, tokens="word", context=4, quiet=True
+    )
     assert results["metric"] == "perplexity"
     assert 1 < results["test"]["4"]["perplexity"] < 100
     assert results["dev"]["perplexity"] > 1
@@ -126,7 +136,7 @@ def test_generation_is_deterministic_for_a_seed(text_file, tmp_path):
             nxt = loaded.model(seq[-8:][None])[0, -1]
         nxt[:2] = float("-inf")
         seq = torch.cat([seq, nxt.argmax().view(1)])
-    assert torch.equal(greedy, seq[len(ids):])
+    assert torch.equal(greedy, seq[len(ids) :])
 
 
 # -- synthetic tasks --------------------------------------------------------------------------
@@ -160,14 +170,16 @@ def test_batched_greedy_answers_equal_one_prompt_at_a_time():
 
 def test_synthetic_run_scores_every_bin(tmp_path):
     options = LMOptions(steps=4, batch_size=8, eval_every=2)
-    results = train_lm(tiny("trainable"), "synthetic:copy", str(tmp_path / "s"), options,
-                       context=3, quiet=True)
+    results = train_lm(
+        tiny("trainable"), "synthetic:copy", str(tmp_path / "s"), options, context=3, quiet=True
+    )
     assert results["metric"] == "accuracy" and list(results["test"]) == ["1-3", "4-6", "7-12"]
     assert 0 <= results["test"]["1-3"]["accuracy"] <= 1 and results["test"]["1-3"]["n"] == 100
     assert results["test"]["4-6"]["accuracy"] is None  # 13 inputs > max_len 7
     assert "max_len=7" in results["test"]["4-6"][NA]
-    rotary = train_lm(tiny("rotary"), "synthetic:reverse", str(tmp_path / "r"), options,
-                      context=3, quiet=True)
+    rotary = train_lm(
+        tiny("rotary"), "synthetic:reverse", str(tmp_path / "r"), options, context=3, quiet=True
+    )
     assert all(entry["accuracy"] is not None for entry in rotary["test"].values())
     assert set(evaluate_lm_run(str(tmp_path / "r"), 5)) == {"5"}
     answer = generate_text(str(tmp_path / "r"), "abc", None, temperature=0)

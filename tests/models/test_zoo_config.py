@@ -37,8 +37,15 @@ def test_paper_transformer_defaults():
 
 @pytest.mark.parametrize("family", ["fasttext", "cnn", "lstm", "transformer"])
 def test_round_trip_asdict_and_json(family):
-    c = make_config(family, vocab_size=77, num_classes=5, complex=False, encoding="sinusoidal",
-                    encoding_options={"base": 100.0}, readout="concat")
+    c = make_config(
+        family,
+        vocab_size=77,
+        num_classes=5,
+        complex=False,
+        encoding="sinusoidal",
+        encoding_options={"base": 100.0},
+        readout="concat",
+    )
     d = dataclasses.asdict(c)
     assert d["family"] == family
     assert config_from_dict(d) == c

@@ -28,8 +28,9 @@ SMALL = {
 )  # the transformer and the concat readout are in the slow tests (CI runs them)
 def test_gradcheck_complex128(family, readout):
     torch.manual_seed(3)
-    config = tiny_config(family, True, vocab_size=9, sparse_embeddings=False, readout=readout,
-                         **SMALL[family])
+    config = tiny_config(
+        family, True, vocab_size=9, sparse_embeddings=False, readout=readout, **SMALL[family]
+    )
     model = build_model(config, dtype=torch.float64).eval()
     ids, mask = batch([4, 2], vocab=9)
     names = [n for n, _ in model.named_parameters()]
@@ -44,15 +45,27 @@ def test_gradcheck_complex128(family, readout):
 
 @pytest.mark.parametrize(
     ("family", "encoding"),
-    [("cnn", "complex-order"), ("lstm", "sinusoidal"),
-     *(pytest.param("transformer", e, marks=pytest.mark.slow)
-       for e in ("rotary", "t5", "xpos", "alibi"))],
+    [
+        ("cnn", "complex-order"),
+        ("lstm", "sinusoidal"),
+        *(
+            pytest.param("transformer", e, marks=pytest.mark.slow)
+            for e in ("rotary", "t5", "xpos", "alibi")
+        ),
+    ],
 )
 def test_gradcheck_complex128_with_encodings(family, encoding):
     """The encoding's parameters are checked with the rest (real readout this time)."""
     torch.manual_seed(4)
-    config = tiny_config(family, True, vocab_size=9, sparse_embeddings=False, readout="real",
-                         encoding=encoding, **SMALL[family])
+    config = tiny_config(
+        family,
+        True,
+        vocab_size=9,
+        sparse_embeddings=False,
+        readout="real",
+        encoding=encoding,
+        **SMALL[family],
+    )
     model = build_model(config, dtype=torch.float64).eval()
     ids, mask = batch([4, 3], vocab=9)
     names = [n for n, _ in model.named_parameters()]

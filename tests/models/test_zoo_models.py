@@ -82,8 +82,9 @@ def test_cnn_short_texts(complex):
 @pytest.mark.parametrize("pooling", ["final", "mean", "max"])
 @pytest.mark.parametrize("complex", [True, False])
 def test_lstm_poolings(pooling, complex):
-    model = build_model(tiny_config("lstm", complex, pooling=pooling, bidirectional=False,
-                                    num_layers=2)).eval()
+    model = build_model(
+        tiny_config("lstm", complex, pooling=pooling, bidirectional=False, num_layers=2)
+    ).eval()
     ids, mask = batch([5, 2, 3])
     out = model(ids, mask)
     assert out.shape == (3, CLASSES)
@@ -161,8 +162,11 @@ def test_sparse_parameters(family, complex):
     for p in sparse:
         assert p.grad is None or p.grad.is_sparse
     dense_ids = {id(p) for p in model.parameters()} - {id(p) for p in sparse}
-    assert all(not p.grad.is_sparse for p in model.parameters() if id(p) in dense_ids
-               and p.grad is not None)
+    assert all(
+        not p.grad.is_sparse
+        for p in model.parameters()
+        if id(p) in dense_ids and p.grad is not None
+    )
     off = build_model(tiny_config(family, complex, sparse_embeddings=False))
     assert sparse_parameters(off) == []
 
@@ -178,8 +182,13 @@ def test_build_model_accepts_dicts_and_rejects_others():
 def test_sparse_parameters_of_a_token_encoding(complex):
     """complex-order gets the model's padding_idx and sparse flag; its per-word tables (and
     only they: not a shared amplitude) are the sparse parameters."""
-    config = tiny_config("cnn", complex, encoding="complex-order", sparse_embeddings=True,
-                         encoding_options={"amplitude": "shared"})
+    config = tiny_config(
+        "cnn",
+        complex,
+        encoding="complex-order",
+        sparse_embeddings=True,
+        encoding_options={"amplitude": "shared"},
+    )
     model = build_model(config)
     enc = model.encoding
     assert enc.padding_idx == 0 and enc.sparse
@@ -191,13 +200,15 @@ def test_sparse_parameters_of_a_token_encoding(complex):
     model(ids, mask).sum().backward()
     assert all(p.grad.is_sparse for p in sparse)
     assert not enc.amplitude_weight.grad.is_sparse
-    dense = build_model(tiny_config("cnn", complex, encoding="complex-order",
-                                    sparse_embeddings=False))
+    dense = build_model(
+        tiny_config("cnn", complex, encoding="complex-order", sparse_embeddings=False)
+    )
     assert sparse_parameters(dense) == [] and not dense.encoding.sparse
 
 
-@pytest.mark.parametrize("activation", ["crelu", "modrelu", "zrelu", "cardioid", "split_tanh",
-                                        "split_gelu"])
+@pytest.mark.parametrize(
+    "activation", ["crelu", "modrelu", "zrelu", "cardioid", "split_tanh", "split_gelu"]
+)
 @pytest.mark.parametrize("complex", [True, False], ids=["complex", "real"])
 def test_cnn_activations(activation, complex):
     model = build_model(tiny_config("cnn", complex, activation=activation))

@@ -42,8 +42,11 @@ def test_sparse_embeddings_true_still_gives_sparse_tables():
 
 @pytest.mark.parametrize(
     ("fields", "want"),
-    [({"dropout": 0.0}, 0.0), ({"dropout": 0.3}, 0.3), ({"dropout": 0.3, "attention_dropout": 0.05},
-                                                         0.05)],
+    [
+        ({"dropout": 0.0}, 0.0),
+        ({"dropout": 0.3}, 0.3),
+        ({"dropout": 0.3, "attention_dropout": 0.05}, 0.05),
+    ],
 )
 def test_attention_dropout_follows_dropout_unless_set(fields, want):
     config = make_config("transformer", vocab_size=11, d_model=8, num_heads=2, **fields)

@@ -89,7 +89,10 @@ def test_complex_order_takes_the_vectors_as_amplitudes(complex):
 
 
 def test_shared_amplitudes_cannot_take_vectors():
-    model = build_model(tiny_config("fasttext", True, encoding="complex-order",
-                                    encoding_options={"amplitude": "shared"}))
+    model = build_model(
+        tiny_config(
+            "fasttext", True, encoding="complex-order", encoding_options={"amplitude": "shared"}
+        )
+    )
     with pytest.raises(TypeError, match="no per-word amplitude table"):
         model.load_word_vectors(torch.randn(VOCAB, 6))

@@ -269,8 +269,10 @@ def test_max_unpool_equals_torch_on_each_part(nd):
         return getattr(F, f"max_unpool{nd}d")(r, idx, 2, output_size=size)
 
     _assert_same(unpool(y, idx, size), _split(ref_fn, y), [y])
-    torch.testing.assert_close(unpool(y, idx), _split(lambda r: ref_fn(r)[..., :-1], y)
-                               if nd == 1 else unpool(y, idx, list(x.shape)))
+    torch.testing.assert_close(
+        unpool(y, idx),
+        _split(lambda r: ref_fn(r)[..., :-1], y) if nd == 1 else unpool(y, idx, list(x.shape)),
+    )
     with pytest.raises(ValueError, match="max_unpool.*indices must be the torch.long tensor"):
         unpool(y, idx[..., :1])
     with pytest.raises(ValueError, match="output_size .* is not reachable"):

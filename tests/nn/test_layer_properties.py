@@ -73,8 +73,12 @@ def test_rms_norm_and_modrelu_commute_with_phase_and_rms_norm_ignores_scale(seed
 
 
 @SETTINGS
-@given(seed=seeds, a=st.floats(0.1, 10.0), b=st.floats(0.1, 10.0), shift=st.complex_numbers(
-    max_magnitude=5.0, allow_nan=False, allow_infinity=False))
+@given(
+    seed=seeds,
+    a=st.floats(0.1, 10.0),
+    b=st.floats(0.1, 10.0),
+    shift=st.complex_numbers(max_magnitude=5.0, allow_nan=False, allow_infinity=False),
+)
 def test_split_layer_norm_ignores_per_part_scale_and_shift(seed, a, b, shift):
     ln = cnn.LayerNorm(8, eps=0.0, dtype=DT)
     x = _x(seed, 3, 8)

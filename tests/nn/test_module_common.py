@@ -287,9 +287,7 @@ def test_compile_entries_exist():
     assert module_db.MODULES is MODULES
 
 
-@_params(
-    [i for i in MODULES if i.takes_factory_kwargs and i.id not in _CONTAINERS]
-)
+@_params([i for i in MODULES if i.takes_factory_kwargs and i.id not in _CONTAINERS])
 @pytest.mark.parametrize("dtype", [None, torch.complex128], ids=["default", "c128"])
 def test_public_dtype_is_the_factory_dtype_and_shown(info, dtype):
     """Every module built for a dtype keeps it one way: the public read-only ``dtype``

@@ -68,8 +68,11 @@ def test_refusal_message_names_the_fix():
     from cplxnet import nn as cnn
 
     norm = cnn.LayerNorm(4)
-    with pytest.raises(TypeError, match=r"LayerNorm: cannot change the precision .* build it with "
-                       r"LayerNorm\(\.\.\., dtype=torch\.complex128\) instead"):
+    with pytest.raises(
+        TypeError,
+        match=r"LayerNorm: cannot change the precision .* build it with "
+        r"LayerNorm\(\.\.\., dtype=torch\.complex128\) instead",
+    ):
         norm.double()
     with pytest.raises(TypeError, match="already is torch.complex64: drop the dtype conversion"):
         norm.to(torch.complex64)

@@ -263,8 +263,16 @@ def test_positional_arguments_follow_torch(cls):
     theirs = getattr(torch.nn, cls.__name__)
     args = (3, 4, 2, False, True, 0.25, True) + ((2,) if cls is cnn.LSTM else ())
     ours, ref = cls(*args), theirs(*args)
-    for name in ("input_size", "hidden_size", "num_layers", "bias", "batch_first", "dropout",
-                 "bidirectional", "proj_size"):
+    for name in (
+        "input_size",
+        "hidden_size",
+        "num_layers",
+        "bias",
+        "batch_first",
+        "dropout",
+        "bidirectional",
+        "proj_size",
+    ):
         assert getattr(ours, name) == getattr(ref, name), name
     default, ref_default = cls(3, 4), theirs(3, 4)
     for name in ("num_layers", "bias", "batch_first", "dropout", "bidirectional", "proj_size"):
@@ -389,8 +397,11 @@ def test_a_list_is_never_the_state(cls):
     mod = cls(8, 5, batch_first=True, dtype=DT)
     x = torch.randn(2, 4, 8, dtype=DT)
     h = torch.zeros(1, 2, 5, dtype=DT)
-    with pytest.raises(TypeError, match=r"lengths must be a \(batch,\) integer tensor or a "
-                       r"list/tuple of ints, got a list of Tensor; pass the initial state as hx="):
+    with pytest.raises(
+        TypeError,
+        match=r"lengths must be a \(batch,\) integer tensor or a "
+        r"list/tuple of ints, got a list of Tensor; pass the initial state as hx=",
+    ):
         mod(x, [h, h])
     with pytest.raises(TypeError, match="got a list of float"):
         mod(x, lengths=[4.0, 2.0])

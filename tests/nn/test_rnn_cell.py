@@ -101,8 +101,9 @@ def test_cell_equals_the_explicit_complex_formula(kind, gate, bias):
     _randomize(cell)
     x = torch.randn(B, D, dtype=C, requires_grad=True)
     hx = _state(kind)
-    _assert_same(cell(x, hx), _reference(kind, gate, cell, x, hx),
-                 [*_leaves(x, hx), *cell.parameters()])
+    _assert_same(
+        cell(x, hx), _reference(kind, gate, cell, x, hx), [*_leaves(x, hx), *cell.parameters()]
+    )
 
 
 @pytest.mark.parametrize("gate", ["split", "analytic"])
@@ -118,8 +119,12 @@ def test_one_step_equals_one_step_of_the_sequence_layer(kind, gate):
     out, state = seq(x[None], tuple(s[None] for s in hx) if kind == "lstm" else hx[None])
     want = tuple(s[0] for s in state) if kind == "lstm" else state[0]
     torch.testing.assert_close(out[0], want[0] if kind == "lstm" else want)
-    _assert_same(cell(x, hx), want, [*_leaves(x, hx), *cell.parameters()],
-                 [*_leaves(x, hx), *seq.parameters()])
+    _assert_same(
+        cell(x, hx),
+        want,
+        [*_leaves(x, hx), *cell.parameters()],
+        [*_leaves(x, hx), *seq.parameters()],
+    )
     # and a whole sequence, step by step, equals the sequence layer
     xs = torch.randn(5, B, D, dtype=C)
     steps, s = [], None
@@ -188,8 +193,9 @@ def test_torchs_arguments_state_dict_and_shapes(kind):
     out = _outs(m(x, hx))
     assert all(o.shape == (H,) for o in out)
     # unbatched equals the batch of one
-    for a, b in zip(out, _outs(m(x[None], tuple(s[None] for s in hx) if kind == "lstm"
-                                  else hx[None]))):
+    for a, b in zip(
+        out, _outs(m(x[None], tuple(s[None] for s in hx) if kind == "lstm" else hx[None]))
+    ):
         torch.testing.assert_close(a, b[0])
 
 

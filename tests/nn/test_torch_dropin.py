@@ -44,7 +44,8 @@ def _tel_options(m: nn.Module) -> dict:
         "nhead": m.self_attn.num_heads,
         "dim_feedforward": m.linear1.out_features,
         "dropout": (m.dropout.p, m.dropout1.p, m.dropout2.p, m.self_attn.dropout),
-        "activation": "gelu" if isinstance(act, nn.GELU) or act is torch.nn.functional.gelu
+        "activation": "gelu"
+        if isinstance(act, nn.GELU) or act is torch.nn.functional.gelu
         else "relu",
         "layer_norm_eps": (m.norm1.eps, m.norm2.eps),
         # torch keeps batch_first on the attention; cplxnet's layer transposes once for both blocks
@@ -58,7 +59,6 @@ def _te_options(m: nn.Module) -> dict:
     return {"num_layers": m.num_layers, "norm": type(m.norm).__name__, "n": len(m.layers)}
 
 
-
 # (cplxnet class, torch class, positional arguments, options reader); args end with the
 # arguments cplxnet and torch share before device/dtype, all set away from their defaults
 CASES = [
@@ -70,8 +70,12 @@ CASES = [
         (D, H, 0.25, False, True, True, 6, 5, False),
         _mha_options,
     ),
-    (cnn.MultiheadAttention, nn.MultiheadAttention, (D, H, 0.0, True, False, False, 6, 5, True),
-     _mha_options),
+    (
+        cnn.MultiheadAttention,
+        nn.MultiheadAttention,
+        (D, H, 0.0, True, False, False, 6, 5, True),
+        _mha_options,
+    ),
     (
         cnn.TransformerEncoderLayer,
         nn.TransformerEncoderLayer,
@@ -119,7 +123,10 @@ def test_transformer_encoder_takes_torchs_arguments():
     norm = nn.LayerNorm(D, dtype=DT)
     m = cnn.TransformerEncoder(layer, 3, norm, False, False)
     t = nn.TransformerEncoder(
-        nn.TransformerEncoderLayer(D, H, 12, 0.0, dtype=DT), 3, nn.LayerNorm(D, dtype=DT), False,
+        nn.TransformerEncoderLayer(D, H, 12, 0.0, dtype=DT),
+        3,
+        nn.LayerNorm(D, dtype=DT),
+        False,
         False,
     )
     assert _te_options(m) == _te_options(t) == {"num_layers": 3, "norm": "LayerNorm", "n": 3}
@@ -176,8 +183,9 @@ def test_mha_3d_attn_mask_is_per_batch_and_head():
             out4, w4 = m(x, attn_mask=mask.view(B, H, L, L), average_attn_weights=False)
             torch.testing.assert_close(out, out4)
             torch.testing.assert_close(w, w4)
-            assert not torch.allclose(w, m(x, attn_mask=mask[:1].expand(B * H, L, L),
-                                           average_attn_weights=False)[1])
+            assert not torch.allclose(
+                w, m(x, attn_mask=mask[:1].expand(B * H, L, L), average_attn_weights=False)[1]
+            )
     t = nn.MultiheadAttention(D, H, batch_first=True, dtype=DT)
     m.load_state_dict(t.state_dict())
     torch.testing.assert_close(m(x, x, x, attn_mask=fmask)[0], t(x, x, x, attn_mask=fmask)[0])
@@ -229,8 +237,7 @@ def test_transformer_layer_and_encoder_equal_torch(batch_first, norm_first):
     """torch's positional ``__init__`` and ``forward(src, src_mask, src_key_padding_mask,
     is_causal)`` (and the encoder's ``(src, mask, src_key_padding_mask)``), both layouts."""
     args = (D, H, 12, 0.0, "gelu", 1e-3, batch_first, norm_first)
-    m, t = cnn.TransformerEncoderLayer(*args, dtype=DT), nn.TransformerEncoderLayer(*args,
-                                                                                     dtype=DT)
+    m, t = cnn.TransformerEncoderLayer(*args, dtype=DT), nn.TransformerEncoderLayer(*args, dtype=DT)
     _randomize(t)
     m.load_state_dict(t.state_dict())
     m.eval(), t.eval()

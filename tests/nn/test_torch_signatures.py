@@ -97,8 +97,19 @@ PAIRS = list(_pairs())
 
 def test_the_table_covers_the_layers_that_matter():
     names = {p.values[0] for p in PAIRS}
-    assert {"Linear", "LayerNorm", "Embedding", "Dropout", "Conv2d", "LSTM", "MultiheadAttention",
-            "embedding", "dropout", "scaled_dot_product_attention", "conv2d"} <= names
+    assert {
+        "Linear",
+        "LayerNorm",
+        "Embedding",
+        "Dropout",
+        "Conv2d",
+        "LSTM",
+        "MultiheadAttention",
+        "embedding",
+        "dropout",
+        "scaled_dot_product_attention",
+        "conv2d",
+    } <= names
 
 
 @pytest.mark.parametrize(("name", "ours", "theirs"), PAIRS)
@@ -128,8 +139,12 @@ def test_positional_calls_written_for_torch_land_where_torch_puts_them():
     ln = cnn.LayerNorm(6, 1e-3, False, dtype=torch.complex128)
     assert ln.eps == 1e-3 and ln.weight is None and ln.mode == "split"
     emb = cnn.Embedding(10, 4, None, 1.0, 1.0, True, dtype=torch.complex128)
-    assert (emb.max_norm, emb.norm_type, emb.scale_grad_by_freq, emb.sparse) == (1.0, 1.0, True,
-                                                                                 False)
+    assert (emb.max_norm, emb.norm_type, emb.scale_grad_by_freq, emb.sparse) == (
+        1.0,
+        1.0,
+        True,
+        False,
+    )
     drop = cnn.Dropout(0.5, True)
     z = torch.randn(64, dtype=torch.complex128)
     out = drop(z)

@@ -58,8 +58,12 @@ def _masks(kind: str) -> dict:
         mm = torch.randn(T, S, dtype=R, generator=g)
         tpad = tpad.to(R) * -2.0
         mpad = mpad.to(R) * -3.0
-    return {"tgt_mask": tm, "memory_mask": mm, "tgt_key_padding_mask": tpad,
-            "memory_key_padding_mask": mpad}
+    return {
+        "tgt_mask": tm,
+        "memory_mask": mm,
+        "tgt_key_padding_mask": tpad,
+        "memory_key_padding_mask": mpad,
+    }
 
 
 def _for_torch(masks: dict) -> dict:
@@ -112,23 +116,39 @@ def test_decoder_layer_and_decoder_equal_torch(batch_first, norm_first, masks):
     leaves = [_leaves(tgt), _leaves(mem)]
     names = [n for n, _ in t.named_parameters()]
     mp = dict(m.named_parameters())
-    _compare(lambda: m(tgt, mem, **kw), lambda: t(tgt, mem, **_for_torch(kw)), leaves,
-             [mp[n] for n in names], list(t.parameters()))
+    _compare(
+        lambda: m(tgt, mem, **kw),
+        lambda: t(tgt, mem, **_for_torch(kw)),
+        leaves,
+        [mp[n] for n in names],
+        list(t.parameters()),
+    )
     # the stack, positionally as torch: (tgt, memory, tgt_mask, memory_mask,
     # tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal, memory_is_causal)
     dm = cnn.TransformerDecoder(m, 2, nn.LayerNorm(D, dtype=R))
     dt = nn.TransformerDecoder(t, 2, nn.LayerNorm(D, dtype=R))
     _randomize(dt)
     dm.load_state_dict(dt.state_dict())
-    keys = ["tgt_mask", "memory_mask", "tgt_key_padding_mask", "memory_key_padding_mask",
-            "tgt_is_causal", "memory_is_causal"]
+    keys = [
+        "tgt_mask",
+        "memory_mask",
+        "tgt_key_padding_mask",
+        "memory_key_padding_mask",
+        "tgt_is_causal",
+        "memory_is_causal",
+    ]
     tk = _for_torch(kw)
     pos = [kw.get(k) for k in keys[:4]] + [kw.get(k, False) for k in keys[4:]]
     tpos = [tk.get(k) for k in keys[:4]] + [tk.get(k, False) for k in keys[4:]]
     names = [n for n, _ in dt.named_parameters()]
     mp = dict(dm.named_parameters())
-    _compare(lambda: dm(tgt, mem, *pos), lambda: dt(tgt, mem, *tpos), leaves,
-             [mp[n] for n in names], list(dt.parameters()))
+    _compare(
+        lambda: dm(tgt, mem, *pos),
+        lambda: dt(tgt, mem, *tpos),
+        leaves,
+        [mp[n] for n in names],
+        list(dt.parameters()),
+    )
 
 
 @pytest.mark.parametrize("masks", ["bool", "float", "causal"])
@@ -154,16 +174,31 @@ def test_transformer_equals_torch(batch_first, norm_first, masks):
     smask = torch.randn(S, S, dtype=R) if masks == "float" else None
 
     def call(mod, k):
-        return mod(s_, t_, smask, k.get("tgt_mask"), k.get("memory_mask"), spad,
-                   k.get("tgt_key_padding_mask"), k.get("memory_key_padding_mask"), None,
-                   k.get("tgt_is_causal"), False)
+        return mod(
+            s_,
+            t_,
+            smask,
+            k.get("tgt_mask"),
+            k.get("memory_mask"),
+            spad,
+            k.get("tgt_key_padding_mask"),
+            k.get("memory_key_padding_mask"),
+            None,
+            k.get("tgt_is_causal"),
+            False,
+        )
 
     names = [n for n, _ in t.named_parameters()]
     mp = dict(m.named_parameters())
     with torch.no_grad():  # torch's fast paths need no_grad; our values equal them too
         torch.testing.assert_close(call(m, kw), call(t, tk))
-    _compare(lambda: call(m, kw), lambda: call(t, tk), [src, tgt], [mp[n] for n in names],
-             list(t.parameters()))
+    _compare(
+        lambda: call(m, kw),
+        lambda: call(t, tk),
+        [src, tgt],
+        [mp[n] for n in names],
+        list(t.parameters()),
+    )
 
 
 def test_transformer_init_is_torchs_glorot_and_mask_is_torchs():
@@ -258,13 +293,19 @@ def test_decoder_layer_equals_the_explicit_complex_formula(norm_first, masks):
     kw = _masks(masks)
     tgt, mem = _inputs(C)
     params = list(layer.parameters())
-    _compare(lambda: layer(tgt, mem, **kw), lambda: _layer_ref(layer, tgt, mem, kw),
-             [tgt, mem], params, params)
+    _compare(
+        lambda: layer(tgt, mem, **kw),
+        lambda: _layer_ref(layer, tgt, mem, kw),
+        [tgt, mem],
+        params,
+        params,
+    )
 
 
 def test_decoder_stack_and_transformer_compose_their_parts():
-    dec = cnn.TransformerDecoder.from_sizes(D, H, 2, final_norm="split", dim_feedforward=12,
-                                            dropout=0.0, batch_first=True, dtype=C)
+    dec = cnn.TransformerDecoder.from_sizes(
+        D, H, 2, final_norm="split", dim_feedforward=12, dropout=0.0, batch_first=True, dtype=C
+    )
     _randomize(dec)
     kw = _masks("bool")
     tgt, mem = _inputs(C)
@@ -315,13 +356,18 @@ def test_encodings_in_self_and_cross_attention_equal_the_formula():
     _compare(
         lambda: layer(tgt, mem, **kw, encoding=rot, memory_encoding=rot),
         lambda: _layer_ref(layer, tgt, mem, kw, _rotate(freqs, C), None, _rotate(freqs, C)),
-        [tgt, mem], params, params,
+        [tgt, mem],
+        params,
+        params,
     )
     _compare(
         lambda: layer(tgt, mem, **kw, encoding=t5),
-        lambda: _layer_ref(layer, tgt, mem, kw, None, lambda q, k: t5.logits_bias(pack(q),
-                                                                                  pack(k))),
-        [tgt, mem], params, params,
+        lambda: _layer_ref(
+            layer, tgt, mem, kw, None, lambda q, k: t5.logits_bias(pack(q), pack(k))
+        ),
+        [tgt, mem],
+        params,
+        params,
     )
     plain = layer(tgt, mem, **kw)
     assert not torch.allclose(layer(tgt, mem, **kw, memory_encoding=rot), plain)
@@ -330,14 +376,14 @@ def test_encodings_in_self_and_cross_attention_equal_the_formula():
     got = dec(tgt, mem, tgt_is_causal=True, encoding=t5, memory_encoding=rot)
     x = tgt
     for i, lyr in enumerate(dec.layers):
-        x = lyr(x, mem, tgt_is_causal=True, encoding=t5, memory_encoding=rot, layer=i,
-                num_layers=2)
+        x = lyr(x, mem, tgt_is_causal=True, encoding=t5, memory_encoding=rot, layer=i, num_layers=2)
     torch.testing.assert_close(got, x)
     m = cnn.Transformer(D, H, 1, 1, 12, 0.0, batch_first=True, dtype=C).eval()
     src = torch.randn(B, S, D, dtype=C)
     got = m(src, tgt, tgt_is_causal=True, src_encoding=t5, tgt_encoding=rot, memory_encoding=rot)
-    want = m.decoder(tgt, m.encoder(src, encoding=t5), tgt_is_causal=True, encoding=rot,
-                     memory_encoding=rot)
+    want = m.decoder(
+        tgt, m.encoder(src, encoding=t5), tgt_is_causal=True, encoding=rot, memory_encoding=rot
+    )
     torch.testing.assert_close(got, want)
 
 
@@ -346,8 +392,9 @@ def test_relative_encodings_are_refused_in_cross_attention(spec):
     enc = create_encoding(spec, d_model=D, num_heads=H, causal=True, dtype=C)
     layer = cnn.TransformerDecoderLayer(D, H, 12, batch_first=True, dtype=C)
     tgt, mem = _inputs(C)
-    with pytest.raises(ValueError, match="TransformerDecoderLayer: memory_encoding .* undefined "
-                                         "in cross-attention"):
+    with pytest.raises(
+        ValueError, match="TransformerDecoderLayer: memory_encoding .* undefined in cross-attention"
+    ):
         layer(tgt, mem, memory_encoding=enc)
     layer(tgt, mem, encoding=enc, tgt_is_causal=True)  # defined in the self-attention
     with pytest.raises(ValueError, match="TransformerDecoder: memory_encoding"):
@@ -363,22 +410,36 @@ def _tdl_options(m: nn.Module) -> dict:
         "d_model": m.self_attn.embed_dim,
         "nhead": (m.self_attn.num_heads, m.multihead_attn.num_heads),
         "dim_feedforward": m.linear1.out_features,
-        "dropout": (m.dropout.p, m.dropout1.p, m.dropout2.p, m.dropout3.p, m.self_attn.dropout,
-                    m.multihead_attn.dropout),
-        "activation": "gelu" if isinstance(act, nn.GELU) or act is torch.nn.functional.gelu
+        "dropout": (
+            m.dropout.p,
+            m.dropout1.p,
+            m.dropout2.p,
+            m.dropout3.p,
+            m.self_attn.dropout,
+            m.multihead_attn.dropout,
+        ),
+        "activation": "gelu"
+        if isinstance(act, nn.GELU) or act is torch.nn.functional.gelu
         else "relu",
         "layer_norm_eps": (m.norm1.eps, m.norm2.eps, m.norm3.eps),
         "batch_first": m.batch_first if hasattr(m, "batch_first") else m.self_attn.batch_first,
         "norm_first": m.norm_first,
-        "bias": (m.linear1.bias is not None, m.norm3.bias is not None,
-                 m.multihead_attn.in_proj_bias is not None),
+        "bias": (
+            m.linear1.bias is not None,
+            m.norm3.bias is not None,
+            m.multihead_attn.in_proj_bias is not None,
+        ),
     }
 
 
 def _tf_options(m: nn.Module) -> dict:
     return {
-        "enc": (len(m.encoder.layers), m.encoder.layers[0].linear1.out_features,
-                m.encoder.layers[0].norm_first, m.encoder.norm.eps),
+        "enc": (
+            len(m.encoder.layers),
+            m.encoder.layers[0].linear1.out_features,
+            m.encoder.layers[0].norm_first,
+            m.encoder.norm.eps,
+        ),
         "dec": (len(m.decoder.layers), _tdl_options(m.decoder.layers[0])),
         "batch_first": m.batch_first,
         "final_norm_bias": m.decoder.norm.bias is not None,
@@ -386,14 +447,30 @@ def _tf_options(m: nn.Module) -> dict:
 
 
 CASES = [
-    (cnn.TransformerDecoderLayer, nn.TransformerDecoderLayer,
-     (D, H, 16, 0.2, "gelu", 1e-3, True, True, False), _tdl_options),
-    (cnn.TransformerDecoderLayer, nn.TransformerDecoderLayer,
-     (D, H, 12, 0.3, "relu", 1e-4, False, False, True), _tdl_options),
-    (cnn.Transformer, nn.Transformer,
-     (D, H, 2, 3, 16, 0.2, "gelu", None, None, 1e-3, True, True, False), _tf_options),
-    (cnn.Transformer, nn.Transformer,
-     (D, H, 1, 2, 12, 0.3, "relu", None, None, 1e-4, False, False, True), _tf_options),
+    (
+        cnn.TransformerDecoderLayer,
+        nn.TransformerDecoderLayer,
+        (D, H, 16, 0.2, "gelu", 1e-3, True, True, False),
+        _tdl_options,
+    ),
+    (
+        cnn.TransformerDecoderLayer,
+        nn.TransformerDecoderLayer,
+        (D, H, 12, 0.3, "relu", 1e-4, False, False, True),
+        _tdl_options,
+    ),
+    (
+        cnn.Transformer,
+        nn.Transformer,
+        (D, H, 2, 3, 16, 0.2, "gelu", None, None, 1e-3, True, True, False),
+        _tf_options,
+    ),
+    (
+        cnn.Transformer,
+        nn.Transformer,
+        (D, H, 1, 2, 12, 0.3, "relu", None, None, 1e-4, False, False, True),
+        _tf_options,
+    ),
 ]
 
 
@@ -408,8 +485,10 @@ def test_positional_arguments_land_where_torch_puts_them(ours, theirs, args, opt
 
 
 def test_defaults_are_torchs():
-    got, want = _tdl_options(cnn.TransformerDecoderLayer(D, H, dtype=R)), _tdl_options(
-        nn.TransformerDecoderLayer(D, H, dtype=R))
+    got, want = (
+        _tdl_options(cnn.TransformerDecoderLayer(D, H, dtype=R)),
+        _tdl_options(nn.TransformerDecoderLayer(D, H, dtype=R)),
+    )
     assert got.pop("batch_first") is False and want.pop("batch_first") is False
     assert got == want
     m, t = cnn.Transformer(dtype=R), nn.Transformer(dtype=R)
@@ -422,20 +501,27 @@ def test_defaults_are_torchs():
 
 # ---- export and errors ----
 def test_decoder_layer_exports_with_dynamic_lengths():
-    layer = cnn.TransformerDecoderLayer(D, H, 12, batch_first=True,
-                                        dtype=torch.complex64).eval()
+    layer = cnn.TransformerDecoderLayer(D, H, 12, batch_first=True, dtype=torch.complex64).eval()
     tgt = torch.randn(2, 5, D, dtype=torch.complex64)
     mem = torch.randn(2, 6, D, dtype=torch.complex64)
     pad = torch.zeros(2, 6, dtype=torch.bool)
     pad[1, 4:] = True
     t_len, s_len = torch.export.Dim("t", min=2, max=64), torch.export.Dim("s", min=2, max=64)
     program = torch.export.export(
-        layer, (tgt, mem), {"memory_key_padding_mask": pad, "tgt_is_causal": True},
-        dynamic_shapes={"tgt": {1: t_len}, "memory": {1: s_len},
-                        "memory_key_padding_mask": {1: s_len}, "tgt_is_causal": None},
+        layer,
+        (tgt, mem),
+        {"memory_key_padding_mask": pad, "tgt_is_causal": True},
+        dynamic_shapes={
+            "tgt": {1: t_len},
+            "memory": {1: s_len},
+            "memory_key_padding_mask": {1: s_len},
+            "tgt_is_causal": None,
+        },
     )
-    tgt, mem = torch.randn(2, 7, D, dtype=torch.complex64), torch.randn(2, 3, D,
-                                                                          dtype=torch.complex64)
+    tgt, mem = (
+        torch.randn(2, 7, D, dtype=torch.complex64),
+        torch.randn(2, 3, D, dtype=torch.complex64),
+    )
     pad = torch.zeros(2, 3, dtype=torch.bool)
     pad[0, 2:] = True
     torch.testing.assert_close(
@@ -447,8 +533,10 @@ def test_decoder_layer_exports_with_dynamic_lengths():
 def test_bad_input_is_one_clear_error():
     layer = cnn.TransformerDecoderLayer(D, H, 12, batch_first=True, dtype=C)
     tgt, mem = _inputs(C)
-    with pytest.raises(ValueError, match="TransformerDecoderLayer: tgt and memory must have the "
-                                         "same batch size, got 3 and 2"):
+    with pytest.raises(
+        ValueError,
+        match="TransformerDecoderLayer: tgt and memory must have the same batch size, got 3 and 2",
+    ):
         layer(tgt, mem[:2])
     with pytest.raises(ValueError, match=r"expected memory of shape \(B, L, 8\), got \(3, 5, 4\)"):
         layer(tgt, mem[..., :4])
@@ -482,12 +570,21 @@ def test_transformer_compiles_fullgraph_and_exports_with_padding():
     s_len = torch.export.Dim("s", min=2, max=64)
     t_len = torch.export.Dim("t", min=2, max=64)
     program = torch.export.export(
-        m, (src, tgt), kw,
-        dynamic_shapes={"src": {1: s_len}, "tgt": {1: t_len}, "src_key_padding_mask": {1: s_len},
-                        "memory_key_padding_mask": {1: s_len}, "tgt_is_causal": None},
+        m,
+        (src, tgt),
+        kw,
+        dynamic_shapes={
+            "src": {1: s_len},
+            "tgt": {1: t_len},
+            "src_key_padding_mask": {1: s_len},
+            "memory_key_padding_mask": {1: s_len},
+            "tgt_is_causal": None,
+        },
     )
-    src, tgt = torch.randn(2, 9, D, dtype=torch.complex64), torch.randn(2, 3, D,
-                                                                          dtype=torch.complex64)
+    src, tgt = (
+        torch.randn(2, 9, D, dtype=torch.complex64),
+        torch.randn(2, 3, D, dtype=torch.complex64),
+    )
     spad = torch.zeros(2, 9, dtype=torch.bool)
     spad[0, 5:] = True
     kw = {"src_key_padding_mask": spad, "memory_key_padding_mask": spad, "tgt_is_causal": True}

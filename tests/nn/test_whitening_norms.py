@@ -311,7 +311,6 @@ def test_constant_and_real_valued_channels_stay_finite():
     assert torch.allclose(y[:, 1].imag, torch.zeros((), dtype=R), atol=1e-9)
 
 
-
 @pytest.mark.parametrize("scale", [1.0, 1e2, 1e4, 1e8])
 def test_real_valued_input_in_complex64_is_real_batch_norm(scale):
     """Real data cast to complex (an image or a magnitude, imaginary part zero), at the scale of
@@ -338,6 +337,7 @@ def test_real_valued_input_in_complex64_is_real_batch_norm(scale):
         torch.testing.assert_close(y.real, want, rtol=1e-4, atol=1e-4, msg=name)
         assert y.imag.abs().max() == 0, name
         torch.testing.assert_close(z.grad.real, xr.grad, rtol=1e-3, atol=1e-3 / scale, msg=name)
+
 
 # ------------------------------------------------------------------------------------------------
 # complextorch
