@@ -157,7 +157,7 @@ def training_table(
         gains = [g for r in runs if (g := plateau_gain(r["history"], key)) is not None]
         if gains:
             m, s = mean_std(gains)
-            text = f"{100 * m:.1f}% ± {100 * s:.1f}%"
+            text = f"{100 * m:.1f}%" + (f" ± {100 * s:.1f}%" if len(gains) > 1 else "")
             if m >= PLATEAU:
                 text += " †"
                 still += 1

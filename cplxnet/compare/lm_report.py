@@ -186,7 +186,7 @@ def lm_table(
                 cells.append(f"n/a [{note}]")
                 continue
             mean, std, n = s
-            text = f"{mean:.{digits}f} ± {std:.{digits}f}"
+            text = f"{mean:.{digits}f}" + (f" ± {std:.{digits}f}" if n > 1 else "")  # std: n > 1
             if round(mean, 9) == round(best[length], 9):
                 text = f"**{text}**"
             if n < seeds:
