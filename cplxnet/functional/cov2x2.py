@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["inv_sqrt_2x2", "inv_sqrt_2x2_matrix", "widely_linear", "identity_2x2"]
+__all__ = ["inv_sqrt_2x2", "inv_sqrt_2x2_matrix", "identity_2x2"]
 
 
 def inv_sqrt_2x2(
@@ -39,16 +39,6 @@ def inv_sqrt_2x2_matrix(v: torch.Tensor, eps: float) -> torch.Tensor:
     """:func:`inv_sqrt_2x2` of the symmetric ``(..., 2, 2)`` ``v`` as a ``(..., 2, 2)`` matrix."""
     wrr, wri, wii = inv_sqrt_2x2(v[..., 0, 0], v[..., 0, 1], v[..., 1, 1], eps)
     return torch.stack([wrr, wri, wri, wii], -1).unflatten(-1, (2, 2))
-
-
-def widely_linear(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""The real 2x2 maps ``t`` ``(..., 2, 2)`` of :math:`(x, y)` as widely linear maps
-    :math:`p z + q \bar z` of :math:`z = x + iy`: complex ``(p, q)`` of shape ``(...)``, with
-    :math:`p = ((t_{00} + t_{11}) + i (t_{10} - t_{01})) / 2` and
-    :math:`q = ((t_{00} - t_{11}) + i (t_{10} + t_{01})) / 2`. The transpose of ``t`` is
-    :math:`(\bar p, q)`."""
-    a, b, c, d = t[..., 0, 0], t[..., 0, 1], t[..., 1, 0], t[..., 1, 1]
-    return torch.complex(a + d, c - b) * 0.5, torch.complex(a - d, c + b) * 0.5
 
 
 def identity_2x2(shape: tuple, like: torch.Tensor, scale: float) -> torch.Tensor:
