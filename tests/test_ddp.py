@@ -16,7 +16,7 @@ import pytest
 import test_train_zoo as toy
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from spawn_ranks import spawn_ranks
 
 from cplxnet.data import DataSpec, prepare_data
 from cplxnet.train import load_checkpoint, train
@@ -31,9 +31,7 @@ def test_two_processes_equal_one_after_one_step(tmp_path):
     toy_file = toy.write_toy_tsv(tmp_path / "toy.tsv", n=100)
     modes = {"dense": False, "sparse": True}
     runs = [(str(tmp_path / f"ddp-{name}"), sparse) for name, sparse in modes.items()]
-    mp.spawn(
-        toy.ddp_train_worker, args=(2, str(tmp_path / "init"), toy_file, runs), nprocs=2, join=True
-    )
+    spawn_ranks(toy.ddp_train_worker, (2, str(tmp_path / "init"), toy_file, runs))
     zoo = sys.modules[toy.__name__]
     for name, sparse in modes.items():
         ddp_run, single_run = str(tmp_path / f"ddp-{name}"), str(tmp_path / f"single-{name}")

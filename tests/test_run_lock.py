@@ -11,13 +11,12 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 import test_train_zoo as toy
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from spawn_ranks import spawn_ranks
 from test_cli import TINY
 
 from cplxnet import runs
@@ -226,14 +225,8 @@ def ddp_lock_worker(rank, world, init_file, toy_file, run, out):
 
 
 def _spawn(args, timeout=240.0) -> None:
-    ctx = mp.start_processes(ddp_lock_worker, args=args, nprocs=2, join=False,
-                             start_method="spawn")  # fmt: skip
-    deadline = time.monotonic() + timeout
-    while not ctx.join(timeout=1):
-        if time.monotonic() > deadline:
-            for p in ctx.processes:
-                p.kill()
-            pytest.fail("a rank is still waiting: rank 0's refusal did not reach it")
+    spawn_ranks(ddp_lock_worker, args, timeout=timeout,
+                hang="a rank is still waiting: rank 0's refusal did not reach it")  # fmt: skip
 
 
 @pytest.mark.slow

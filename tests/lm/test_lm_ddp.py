@@ -17,7 +17,7 @@ import socket
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from spawn_ranks import spawn_ranks
 
 from cplxnet.cli import main
 
@@ -34,15 +34,29 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun_rank(rank: int, world: int, port: int, runs: list[list[str]]) -> None:
-    """One rank, with the environment torchrun gives it (spawned by the test)."""
+def torchrun_rank(rank: int, world: int, runs: list[tuple[int, list[str]]]) -> None:
+    """One rank, with the environment torchrun gives it (spawned by the test). Each run gets a
+    port of its own, as each torchrun launch does: a rank that starts the next run must not reach
+    the store rank 0 still holds for the last one."""
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))  # fmt: skip
+                      MASTER_ADDR="127.0.0.1")  # fmt: skip
     torch.set_num_threads(1)
-    for argv in runs:
+    for port, argv in runs:
+        os.environ["MASTER_PORT"] = str(port)
         status = main(argv)
         if status != 0:
             raise SystemExit(f"rank {rank}: cplxnet {' '.join(argv)} exited with {status}")
+
+
+def run_ranks(runs: list[list[str]], world: int = 2) -> None:
+    """The command lines ``runs`` one after another in ``world`` spawned ranks, each on a port
+    of its own."""
+    ports: list[int] = []
+    while len(ports) < len(runs):
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    spawn_ranks(torchrun_rank, (world, list(zip(ports, runs))), nprocs=world)
 
 
 def read(run: str, name: str):
@@ -87,7 +101,7 @@ def test_two_processes_equal_one(tmp_path, text_file):
                "text": ["--data", text_file, "--context", "8"]}  # fmt: skip
     runs = [["train", *COMMON, *argv, "--run-dir", str(tmp_path / f"ddp-{name}")]
             for name, argv in sources.items()]  # fmt: skip
-    mp.spawn(torchrun_rank, args=(2, free_port(), runs), nprocs=2, join=True)
+    run_ranks(runs)
     for name, argv in sources.items():
         ddp, single = str(tmp_path / f"ddp-{name}"), str(tmp_path / f"single-{name}")
         assert main(["train", *COMMON, *argv, "--run-dir", single]) == 0
