@@ -10,7 +10,6 @@ import math
 from collections.abc import Callable, Sequence
 
 import torch
-import torch.nn.functional as F
 
 from .._utils import as_complex, eager_complex, grad_via_composed, join, parts
 
@@ -18,7 +17,7 @@ __all__: list[str] = []
 
 
 def check_rank(x: torch.Tensor, nd: int) -> None:
-    """Raise the ValueError of a grid op of rank ``nd`` unless ``x`` is ``(B, C, *S)``/``(C, *S)``."""
+    """The ValueError of a grid op of rank ``nd`` unless ``x`` is ``(B, C, *S)`` or ``(C, *S)``."""
     if x.dim() not in (nd + 1, nd + 2):
         raise ValueError(
             f"expected a ({nd + 2}-D) batched or ({nd + 1}-D) unbatched input for a {nd}-D grid "
@@ -58,7 +57,7 @@ def on_parts(fn: Callable, x: torch.Tensor, nd: int, split: bool = False) -> tor
     return from_channels_last(fn(channels_last(x, nd)), x, nd)
 
 
-# ---- the mean over non-overlapping blocks ---------------------------------------------------------
+# ---- the mean over non-overlapping blocks ----------------------------------------------------
 def _block_sum(r: torch.Tensor, k: Sequence[int]) -> torch.Tensor:
     """Sums of real ``r`` ``(M, *S, 2)`` over blocks ``k`` (each ``S_i`` divisible by ``k_i``):
     one axis at a time, the ``k_i`` entries of each block added as strided slices (contiguous
