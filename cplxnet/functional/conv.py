@@ -94,7 +94,7 @@ def _is_zero(v) -> bool:
     return not any((v,) if isinstance(v, int) else v)
 
 
-def _blocks_1d(x, weight, stride, padding, output_padding, groups, dilation) -> bool:
+def non_overlapping_1d(x, weight, stride, padding, output_padding, groups, dilation) -> bool:
     """A complex 1-D transposed convolution whose windows do not overlap: ``stride`` = kernel
     size, no padding, output padding or dilation, one group (each input position writes its own
     ``k`` outputs)."""
@@ -107,7 +107,7 @@ def _blocks_1d(x, weight, stride, padding, output_padding, groups, dilation) -> 
 
 
 def _conv_transpose_blocks(x: torch.Tensor, weight: torch.Tensor, bias) -> torch.Tensor:
-    """:func:`_blocks_1d` transposed convolution as ONE complex GEMM: ``y[b, o, l k + j] =
+    """:func:`non_overlapping_1d` transposed convolution as ONE complex GEMM: ``y[b, o, l k + j] =
     sum_c x[b, c, l] W[c, o, j] + bias[o]`` with ``x`` ``(B, C, L)`` read as ``(B L, C)`` (one
     copy) and the ``(B L, C_out k)`` result permuted to ``(B, C_out, L k)`` (one copy)."""
     n, c, length = x.shape
@@ -124,7 +124,9 @@ def _conv_transpose(x, weight, bias, stride, padding, output_padding, groups, di
         return fn(x, weight, bias, stride, padding, output_padding, groups, dilation)
     unbatched = x.dim() == nd + 1
     xb = x.unsqueeze(0) if unbatched else x
-    if nd == 1 and _blocks_1d(xb, weight, stride, padding, output_padding, groups, dilation):
+    if nd == 1 and non_overlapping_1d(
+        xb, weight, stride, padding, output_padding, groups, dilation
+    ):
         out = _conv_transpose_blocks(xb, weight, bias)
     else:
         w, b = _block_weight(weight, bias, groups, transposed=True)

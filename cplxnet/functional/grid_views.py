@@ -129,7 +129,11 @@ def block_mean(x: torch.Tensor, k: Sequence[int], divisor: float) -> torch.Tenso
 
 
 def _tuple(v, nd: int) -> tuple:
-    return (v,) * nd if isinstance(v, int) else tuple(v)
+    """``v`` as ``nd`` sizes (an int repeated, a sequence as given); ``()`` for anything else,
+    which the callers treat as "not a fast path" (torch then reports it)."""
+    if isinstance(v, int):
+        return (v,) * nd
+    return tuple(v) if isinstance(v, (tuple, list, torch.Size)) else ()
 
 
 def pool_blocks(x: torch.Tensor, nd: int, kernel_size, stride, padding, ceil_mode) -> tuple | None:
