@@ -30,10 +30,10 @@ def interpolate(
     torch's interpolation of the contiguous real and imaginary parts (two calls; one copy each way,
     :func:`cplxnet.functional.on_parts`): torch's kernels on the copy-free ``(B C, 2, *S)`` real
     view (channels-last, two channels) measured 1.3-2.2x slower than these copies
-    (``benchmarks/RESULTS.md``). 'nearest' with every size kept or doubled (torch's source index
-    there is exactly ``j`` or ``j >> 1``) repeats each complex entry over its block instead
-    (:func:`cplxnet.functional.grid_views.block_repeat`: one copy out, the backward a sum over
-    each block on the interleaved layout). A real ``x`` gets torch's result.
+    (``benchmarks/RESULTS.md``). 'nearest' to sizes ``k S`` with ``k`` a power of two up to 16
+    (where torch's source index ``floor(j / k)`` is exact) repeats each complex entry over its
+    block instead (:func:`cplxnet.functional.grid_views.block_repeat`: one copy out, the
+    backward a sum over each block on the interleaved layout). A real ``x`` gets torch's result.
     """
     if not isinstance(x, torch.Tensor) or x.dim() not in (3, 4, 5):
         got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
