@@ -90,6 +90,12 @@ def _block_mean_composed(x: torch.Tensor, k: tuple, divisor: float) -> torch.Ten
     return out.reshape(*x.shape[:-nd], *out.shape[1:])
 
 
+def _stand_in(g: torch.Tensor, shape) -> torch.Tensor:
+    """A zero input of ``shape`` for the composed form of a linear map in a double backward:
+    its vector-Jacobian product does not depend on the input, which is therefore not saved."""
+    return g.new_zeros(shape).requires_grad_()
+
+
 class _BlockMean(torch.autograd.Function):
     """Complex ``x`` ``(*, *S)`` -> the sums over blocks ``k`` divided by ``divisor``, computed
     on the interleaved real view (no copy in); the backward repeats ``g / divisor`` over each
@@ -98,7 +104,6 @@ class _BlockMean(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, k, divisor):  # noqa: D102 (autograd.Function)
         ctx.k, ctx.divisor, ctx.shape = k, divisor, x.shape
-        ctx.save_for_backward(x)  # for a double backward only (a view: no memory)
         nd = len(k)
         r = torch.view_as_real(x.resolve_conj()).reshape(-1, *x.shape[-nd:], 2)
         y = _block_sum(r, k)
@@ -107,8 +112,8 @@ class _BlockMean(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g):  # noqa: D102
-        if torch.is_grad_enabled():
-            (x,) = ctx.saved_tensors
+        if torch.is_grad_enabled():  # double backward: the composed form (a linear map)
+            x = _stand_in(g, ctx.shape)
             return (*grad_via_composed(_block_mean_composed, (x, ctx.k, ctx.divisor), ctx, g),)
         nd = len(ctx.k)
         gm = (g / ctx.divisor).reshape(-1, *g.shape[-nd:])
@@ -183,14 +188,12 @@ class _BlockRepeat(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, k):  # noqa: D102 (autograd.Function)
         ctx.k, ctx.shape = k, x.shape
-        ctx.save_for_backward(x)  # for a double backward only (no memory of its own)
         return _repeat_composed(x.resolve_conj(), k)
 
     @staticmethod
     def backward(ctx, g):  # noqa: D102
-        if torch.is_grad_enabled():
-            (x,) = ctx.saved_tensors
-            return (*grad_via_composed(_repeat_composed, (x, ctx.k), ctx, g),)
+        if torch.is_grad_enabled():  # double backward: the composed form (a linear map)
+            return (*grad_via_composed(_repeat_composed, (_stand_in(g, ctx.shape), ctx.k), ctx, g),)
         nd = len(ctx.k)
         r = torch.view_as_real(g.resolve_conj()).reshape(-1, *g.shape[-nd:], 2)
         y = _block_sum(r, ctx.k)

@@ -27,9 +27,10 @@ def interpolate(
 
     Interpolation is real-linear with real weights, so
     :math:`\mathrm{interp}(x) = \mathrm{interp}(\Re x) + i\,\mathrm{interp}(\Im x)`, computed as
-    torch's interpolation of the contiguous real and imaginary parts (two calls; one copy each way,
-    :func:`cplxnet.functional.on_parts`): torch's kernels on the copy-free ``(B C, 2, *S)`` real
-    view (channels-last, two channels) measured 1.3-2.2x slower than these copies
+    torch's interpolation of the contiguous real and imaginary parts (two calls; one copy each
+    way, :func:`cplxnet.functional.grid_views.on_parts`): torch's kernels on the copy-free
+    ``(B C, 2, *S)`` real view (channels-last, two channels) measured 1.3-2.2x slower than these
+    copies
     (``benchmarks/RESULTS.md``). 'nearest' to sizes ``k S`` with ``k`` a power of two up to 16
     (where torch's source index ``floor(j / k)`` is exact) repeats each complex entry over its
     block instead (:func:`cplxnet.functional.grid_views.block_repeat`: one copy out, the
