@@ -73,6 +73,14 @@ MODULES: list[ModuleInfo] = [
         kwargs={"dilation": 2, "bias": False},
         name="ConvTranspose1d_unbatched_dilation",
     ),
+    ModuleInfo(
+        cnn.ConvTranspose1d,
+        grid(2, 3, 5),
+        args=(3, 4, 2),
+        kwargs={"stride": 2},  # stride = kernel size: one complex GEMM
+        name="ConvTranspose1d_stride_kernel",
+        **_C,
+    ),
     ModuleInfo(cnn.ConvTranspose2d, grid(2, 2, 3, 4), args=(2, 3, 2), kwargs={"stride": 2}, **_C),
     ModuleInfo(
         cnn.ConvTranspose2d,
@@ -162,6 +170,13 @@ MODULES: list[ModuleInfo] = [
         **_FREE,
     ),
     ModuleInfo(cnn.AdaptiveAvgPool3d, grid(1, 2, 3, 4, 5), args=(2,), **_C, **_FREE),
+    ModuleInfo(
+        cnn.AdaptiveAvgPool2d,
+        grid(2, 3, 4, 6),
+        args=((2, 3),),  # divisible sizes: the block mean
+        name="AdaptiveAvgPool2d_blocks",
+        **_FREE,
+    ),
     ModuleInfo(
         cnn.AdaptiveMaxPool1d,
         grid(2, 3, 7),

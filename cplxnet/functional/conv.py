@@ -86,15 +86,52 @@ def _conv(x, weight, bias, stride, padding, dilation, groups, padding_mode, nd):
     return out.squeeze(0) if unbatched else out
 
 
+def _is_one(v) -> bool:
+    return all(e == 1 for e in ((v,) if isinstance(v, int) else v))
+
+
+def _is_zero(v) -> bool:
+    return not any((v,) if isinstance(v, int) else v)
+
+
+def non_overlapping_1d(x, weight, stride, padding, output_padding, groups, dilation) -> bool:
+    """A complex 1-D transposed convolution whose windows do not overlap: ``stride`` = kernel
+    size, no padding, output padding or dilation, one group (each input position writes its own
+    ``k`` outputs)."""
+    k = weight.shape[-1]
+    s = stride if isinstance(stride, int) else stride[0] if len(stride) == 1 else None
+    return (
+        x.dim() == 3 and groups == 1 and s == k and _is_zero(padding)
+        and _is_zero(output_padding) and _is_one(dilation) and x.shape[1] == weight.shape[0]
+    )  # fmt: skip
+
+
+def _conv_transpose_blocks(x: torch.Tensor, weight: torch.Tensor, bias) -> torch.Tensor:
+    """:func:`non_overlapping_1d` transposed convolution as ONE complex GEMM: ``y[b, o, l k + j] =
+    sum_c x[b, c, l] W[c, o, j] + bias[o]`` with ``x`` ``(B, C, L)`` read as ``(B L, C)`` (one
+    copy) and the ``(B L, C_out k)`` result permuted to ``(B, C_out, L k)`` (one copy)."""
+    n, c, length = x.shape
+    co, k = weight.shape[1], weight.shape[2]
+    xt = x.transpose(1, 2).reshape(n * length, c)
+    wm = weight.reshape(c, co * k)
+    y = torch.mm(xt, wm) if bias is None else torch.addmm(bias.repeat_interleave(k), xt, wm)
+    return y.view(n, length, co, k).permute(0, 2, 1, 3).reshape(n, co, length * k)
+
+
 def _conv_transpose(x, weight, bias, stride, padding, output_padding, groups, dilation, nd):
     fn = _REAL_CONV_T[nd]
     if not x.is_complex():
         return fn(x, weight, bias, stride, padding, output_padding, groups, dilation)
     unbatched = x.dim() == nd + 1
     xb = x.unsqueeze(0) if unbatched else x
-    w, b = _block_weight(weight, bias, groups, transposed=True)
-    y = fn(_to_parts(xb, groups), w, b, stride, padding, output_padding, groups, dilation)
-    out = _from_parts(y, groups)
+    if nd == 1 and non_overlapping_1d(
+        xb, weight, stride, padding, output_padding, groups, dilation
+    ):
+        out = _conv_transpose_blocks(xb, weight, bias)
+    else:
+        w, b = _block_weight(weight, bias, groups, transposed=True)
+        y = fn(_to_parts(xb, groups), w, b, stride, padding, output_padding, groups, dilation)
+        out = _from_parts(y, groups)
     return out.squeeze(0) if unbatched else out
 
 
@@ -179,6 +216,9 @@ def conv_transpose1d(
     computed as ONE real transposed convolution with twice the channels and the block kernel
     ``[[A, B], [-B, A]]`` (rows: input parts ``x_r``, ``x_i``), plus one repacking copy each way,
     as :func:`conv1d`. Equals torch's native complex ``conv_transpose1d`` (the test reference).
+    Non-overlapping windows (``stride`` = kernel size, no padding, output padding or dilation,
+    one group: a U-Net's upsampling) are ONE complex GEMM of ``(B L, C_in)`` by
+    ``(C_in, C_out k)`` instead (measured faster in 1-D only; ``benchmarks/RESULTS.md``).
     """
     return _conv_transpose(x, weight, bias, stride, padding, output_padding, groups, dilation, 1)
 

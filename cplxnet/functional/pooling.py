@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from .._utils import as_complex, eager_complex, join, pack, parts, unpack
+from .._utils import pack, unpack
+from .grid_views import adaptive_blocks, block_mean, on_parts, pool_blocks
 
 __all__ = [
     "masked_mean",
@@ -124,33 +125,6 @@ def _by_modulus(pool: Callable, x: torch.Tensor, nd: int, return_indices: bool, 
     _, idx = pool(x.detach().abs(), *args, return_indices=True)
     out = _gather_at(x, idx, nd)
     return (out, idx) if return_indices else out
-
-
-def on_parts(fn: Callable, x: torch.Tensor, nd: int, split: bool = False) -> torch.Tensor:
-    """``fn`` (a real op acting on each channel of ``(M, C', *S)``) applied to the real and
-    imaginary parts of complex ``x`` ``(*, *S)``, the result complex ``(*, *S')``.
-
-    Default: ONE call on ``x`` viewed as ``(M, 2, *S)`` (``M`` = the product of the leading sizes,
-    the parts as two channels of stride 1: torch's channels-last layout for 2-D and 3-D grids, no
-    copy). ``split``: two calls on the contiguous parts (:func:`cplxnet._utils.parts`, one copy
-    each way), for the kernels that measured slower on that view than the copies cost
-    (``benchmarks/RESULTS.md``). A real ``x`` is passed to ``fn`` unchanged."""
-    if x.dim() not in (nd + 1, nd + 2):
-        raise ValueError(
-            f"expected a ({nd + 2}-D) batched or ({nd + 1}-D) unbatched input for a {nd}-D grid "
-            f"operation, got shape {tuple(x.shape)}"
-        )
-    if not x.is_complex():
-        return fn(x)
-    if split:
-        if eager_complex(x):
-            re, im = parts(x)
-            return join(fn(re), fn(im))
-        return torch.complex(fn(x.real), fn(x.imag))
-    lead, spatial = x.shape[:-nd], x.shape[-nd:]
-    r = torch.view_as_real(x).reshape(math.prod(lead), *spatial, 2).movedim(-1, 1)
-    y = fn(r)  # (M, 2, *S')
-    return as_complex(y.movedim(1, -1)).reshape(*lead, *y.shape[2:])
 
 
 def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nd):
@@ -294,6 +268,16 @@ def max_unpool3d(
     return _max_unpool(x, indices, kernel_size, stride, padding, output_size, 3)
 
 
+def _avg_pool(x, nd, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor, split):
+    k = pool_blocks(x, nd, kernel_size, stride, padding, ceil_mode)
+    if k is not None:
+        return block_mean(x, k, math.prod(k) if divisor is None else divisor)
+    args = (kernel_size, stride, padding, ceil_mode, count_include_pad)
+    if nd == 1:
+        return on_parts(lambda r: F.avg_pool1d(r, *args), x, 1, split)
+    return on_parts(lambda r: _AVG[nd](r, *args, divisor), x, nd, split)
+
+
 def avg_pool1d(
     x: torch.Tensor,
     kernel_size: int | Sequence[int],
@@ -302,16 +286,16 @@ def avg_pool1d(
     ceil_mode: bool = False,
     count_include_pad: bool = True,
 ) -> torch.Tensor:
-    r"""Average pooling on ``(B, C, L)`` (or ``(C, L)``): :math:`y = rac{1}{n}\sum_j x_j` over
+    r"""Average pooling on ``(B, C, L)`` (or ``(C, L)``): :math:`y = \frac{1}{n}\sum_j x_j` over
     each window, i.e. torch's ``avg_pool1d`` of :math:`\Re x` plus :math:`i` times that of
     :math:`\Im x` (the average is real-linear); arguments and sizes as
-    ``torch.nn.functional.avg_pool1d``. Both parts go through ONE torch call on the ``(M, 2, L)``
-    real view (:func:`on_parts`)."""
-    return on_parts(
-        lambda r: F.avg_pool1d(r, kernel_size, stride, padding, ceil_mode, count_include_pad),
-        x,
-        1,
-    )
+    ``torch.nn.functional.avg_pool1d``.
+
+    Non-overlapping windows (``stride`` = ``kernel_size``, no padding, as in most U-Nets) are
+    summed on the interleaved layout (:func:`cplxnet.functional.grid_views.block_mean`: strided
+    additions, no copy in; the backward repeats the gradient over each window); other windows go
+    through ONE torch call on the ``(M, 2, L)`` real view (:func:`on_parts`)."""
+    return _avg_pool(x, 1, kernel_size, stride, padding, ceil_mode, count_include_pad, None, False)
 
 
 def avg_pool2d(
@@ -324,13 +308,9 @@ def avg_pool2d(
     divisor_override: int | None = None,
 ) -> torch.Tensor:
     r"""Average pooling on ``(B, C, H, W)`` (or unbatched); see :func:`avg_pool1d` (torch's
-    ``divisor_override`` too). The ``(M, 2, H, W)`` view is channels-last: no copy."""
-    return on_parts(
-        lambda r: F.avg_pool2d(
-            r, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
-        ),
-        x,
-        2,
+    ``divisor_override`` too). Overlapping windows: two torch calls on the contiguous parts."""
+    return _avg_pool(
+        x, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, True
     )
 
 
@@ -343,15 +323,9 @@ def avg_pool3d(
     count_include_pad: bool = True,
     divisor_override: int | None = None,
 ) -> torch.Tensor:
-    r"""Average pooling on ``(B, C, D, H, W)`` (or unbatched); see :func:`avg_pool2d` (two
-    calls on the contiguous parts: torch's 3-D kernel is slow on the channels-last view)."""
-    return on_parts(
-        lambda r: F.avg_pool3d(
-            r, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
-        ),
-        x,
-        3,
-        split=True,
+    r"""Average pooling on ``(B, C, D, H, W)`` (or unbatched); see :func:`avg_pool2d`."""
+    return _avg_pool(
+        x, 3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, True
     )
 
 
@@ -379,18 +353,27 @@ def adaptive_max_pool3d(
     return _by_modulus(_AMAX[3], x, 3, return_indices, output_size)
 
 
+def _adaptive_avg_pool(x, nd, output_size):
+    k = adaptive_blocks(x, nd, output_size)
+    if k is not None:
+        return block_mean(x, k, math.prod(k))
+    return on_parts(lambda r: _AAVG[nd](r, output_size), x, nd, split=True)
+
+
 def adaptive_avg_pool1d(x: torch.Tensor, output_size: int | Sequence[int]) -> torch.Tensor:
     r"""Adaptive average pooling on ``(B, C, L)`` (or ``(C, L)``): torch's
-    ``adaptive_avg_pool1d`` of the real and imaginary parts (:func:`on_parts`, two calls on the
-    contiguous parts: faster than one call on the channels-last view)."""
-    return on_parts(lambda r: _AAVG[1](r, output_size), x, 1, split=True)
+    ``adaptive_avg_pool1d`` of the real and imaginary parts. Sizes divisible by the output size
+    (e.g. global pooling to 1) are non-overlapping windows, summed on the interleaved layout as
+    in :func:`avg_pool1d`; other sizes take two torch calls on the contiguous parts
+    (:func:`on_parts`, faster than one call on the channels-last view)."""
+    return _adaptive_avg_pool(x, 1, output_size)
 
 
 def adaptive_avg_pool2d(x: torch.Tensor, output_size: int | Sequence[int | None]) -> torch.Tensor:
     r"""Adaptive average pooling on ``(B, C, H, W)``; see :func:`adaptive_avg_pool1d`."""
-    return on_parts(lambda r: _AAVG[2](r, output_size), x, 2, split=True)
+    return _adaptive_avg_pool(x, 2, output_size)
 
 
 def adaptive_avg_pool3d(x: torch.Tensor, output_size: int | Sequence[int | None]) -> torch.Tensor:
     r"""Adaptive average pooling on ``(B, C, D, H, W)``; see :func:`adaptive_avg_pool1d`."""
-    return on_parts(lambda r: _AAVG[3](r, output_size), x, 3, split=True)
+    return _adaptive_avg_pool(x, 3, output_size)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from .pooling import on_parts
+from .grid_views import block_repeat, nearest_blocks, on_parts
 
 __all__ = ["interpolate"]
 
@@ -27,10 +27,14 @@ def interpolate(
 
     Interpolation is real-linear with real weights, so
     :math:`\mathrm{interp}(x) = \mathrm{interp}(\Re x) + i\,\mathrm{interp}(\Im x)`, computed as
-    torch's interpolation of the contiguous real and imaginary parts (two calls; one copy each way,
-    :func:`cplxnet.functional.on_parts`): torch's kernels on the copy-free ``(B C, 2, *S)`` real
-    view (channels-last, two channels) measured 1.3-2.2x slower than these copies
-    (``benchmarks/RESULTS.md``). A real ``x`` gets torch's result.
+    torch's interpolation of the contiguous real and imaginary parts (two calls; one copy each
+    way, :func:`cplxnet.functional.grid_views.on_parts`): torch's kernels on the copy-free
+    ``(B C, 2, *S)`` real view (channels-last, two channels) measured 1.3-2.2x slower than these
+    copies
+    (``benchmarks/RESULTS.md``). 'nearest' to sizes ``k S`` with ``k`` a power of two up to 16
+    (where torch's source index ``floor(j / k)`` is exact) repeats each complex entry over its
+    block instead (:func:`cplxnet.functional.grid_views.block_repeat`: one copy out, the
+    backward a sum over each block on the interleaved layout). A real ``x`` gets torch's result.
     """
     if not isinstance(x, torch.Tensor) or x.dim() not in (3, 4, 5):
         got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
@@ -38,6 +42,12 @@ def interpolate(
             f"interpolate: expected a batched input (B, C, L), (B, C, H, W) or (B, C, D, H, W), "
             f"got {got}"
         )
+
+    k = nearest_blocks(
+        x, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias
+    )
+    if k is not None:
+        return block_repeat(x, k)
 
     def fn(r: torch.Tensor) -> torch.Tensor:
         return F.interpolate(

@@ -327,9 +327,10 @@ class ConvTranspose1d(TorchCounterpart, _ConvTransposeNd, torch_class=nn.ConvTra
     ``torch.nn.ConvTranspose1d``; see :func:`cplxnet.functional.conv_transpose1d` for the math.
 
     Computed as one real transposed convolution with twice the channels and the real block
-    kernel ``[[A, B], [-B, A]]`` of :math:`W = A + iB`; torch's native complex
-    ``conv_transpose1d`` gives the same values (the test reference) and measured slower
-    (``benchmarks/RESULTS.md``).
+    kernel ``[[A, B], [-B, A]]`` of :math:`W = A + iB`, or, with ``stride`` equal to the kernel
+    size (no padding, output padding or dilation, one group), as one complex GEMM; torch's
+    native complex ``conv_transpose1d`` gives the same values (the test reference) and measured
+    slower (``benchmarks/RESULTS.md``).
 
     Examples::
 

@@ -253,7 +253,8 @@ class MaxUnpool3d(_MaxUnpool, nn.MaxUnpool3d):
 
 class AvgPool1d(_GridPool, nn.AvgPool1d):
     r"""Average pooling over ``(B, C, L)``: torch's ``AvgPool1d`` (same arguments) of the real
-    and imaginary parts, in one call on a real view (:func:`cplxnet.functional.avg_pool1d`).
+    and imaginary parts (:func:`cplxnet.functional.avg_pool1d`: non-overlapping windows summed
+    on the interleaved layout, other windows in one torch call on a real view).
 
     Examples::
 
@@ -377,7 +378,7 @@ class _AdaptiveAvg(_GridPool):
 
 class AdaptiveAvgPool1d(_AdaptiveAvg, nn.AdaptiveAvgPool1d):
     r"""Adaptive average pooling over ``(B, C, L)``: torch's ``AdaptiveAvgPool1d`` of the real
-    and imaginary parts in one call (:func:`cplxnet.functional.adaptive_avg_pool1d`).
+    and imaginary parts (:func:`cplxnet.functional.adaptive_avg_pool1d`).
 
     Examples::
 

@@ -19,7 +19,8 @@ class Upsample(nn.Upsample):
     it).
 
     :math:`y = \mathrm{up}(\Re x) + i\,\mathrm{up}(\Im x)` with torch's real interpolation (the
-    weights are real), on the contiguous parts (:func:`cplxnet.functional.interpolate`).
+    weights are real), on the contiguous parts; 'nearest' by powers of two repeats each complex
+    entry instead (:func:`cplxnet.functional.interpolate`).
     ``torch.nn.PixelShuffle`` and ``torch.nn.PixelUnshuffle`` work on complex tensors as they
     are (pure index permutations).
 
