@@ -10,8 +10,9 @@ The 2x2 inverse square root has a closed form (:func:`inv_sqrt_2x2`), evaluated 
 trace-normalised covariance so that it stays finite for data of any scale; ``eps`` is added to
 both diagonal entries of :math:`V`.
 
-Layouts (eager): the split layer norm copies the input into its contiguous real and imaginary
-parts (:func:`cplxnet._utils.parts`, one copy) and runs torch's fused real ``layer_norm`` on each;
+Layouts (eager): the split layer norm copies the input into two contiguous part planes
+(:func:`cplxnet.functional.interleaved.part_planes`, one copy) and runs torch's fused real
+``native_layer_norm`` and its backward on each (:class:`_LayerNormSplit`);
 the whitening norms copy it once into a grouped layout (each row's real parts followed by its
 imaginary parts) on which the moments and the 2x2 whitening are batched matrix products, with a
 hand-written backward (:class:`_WhitenAffine`). torch's element-wise kernels do not vectorise on
@@ -447,14 +448,14 @@ def layer_norm(
     On a real ``x`` (``mode="split"`` only) this is ``F.layer_norm`` with real ``weight``/``bias``
     of shape ``normalized_shape``.
 
-    ``"split"`` copies ``x`` into its contiguous real and imaginary parts
-    (:func:`cplxnet._utils.parts`), runs torch's fused real ``layer_norm`` on each (with the
-    affine fused in) and joins the result. ``"whiten"`` copies each row of ``x`` into its ``D``
-    real parts followed by its ``D`` imaginary parts, computes the moments and applies the
-    whitening as batched 2x2 matrix products over these rows, and has a hand-written backward
-    (:class:`_WhitenAffine`). After :func:`cplxnet.functional.use_compiled_kernels`, complex64
-    inputs run as compiled kernels on the interleaved data instead
-    (:class:`_LayerNormSplitCompiled`, :class:`_WhitenRowsCompiled`).
+    ``"split"`` copies ``x`` into its contiguous real and imaginary parts, runs torch's fused
+    real layer norm on each (with the affine fused in) and joins the result, forward and
+    backward in one autograd Function (:class:`_LayerNormSplit`). ``"whiten"`` copies each row
+    of ``x`` into its ``D`` real parts followed by its ``D`` imaginary parts, computes the
+    moments and applies the whitening as batched 2x2 matrix products over these rows, and has a
+    hand-written backward (:class:`_WhitenAffine`). After
+    :func:`cplxnet.functional.use_compiled_kernels`, complex64 inputs run as compiled kernels on
+    the interleaved data instead (:class:`_LayerNormSplitCompiled`, :class:`_WhitenRowsCompiled`).
     """
     shape = tuple(normalized_shape)
     if not x.is_complex():
