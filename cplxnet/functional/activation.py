@@ -29,6 +29,7 @@ import torch.nn.functional as F
 
 from .._utils import as_complex, eager_complex, grad_via_composed
 from . import compiled as _kernels
+from . import interleaved as _il
 
 __all__ = [
     "crelu",
@@ -124,53 +125,46 @@ def _modrelu_autograd(z: torch.Tensor, bias: torch.Tensor | float) -> torch.Tens
     return z * (F.relu(mag + bias) / torch.where(mag > 0, mag, 1.0))
 
 
-def _split_parts(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Real and imaginary parts of complex ``t`` as contiguous tensors (element-wise kernels do
-    not vectorise on the stride-2 views ``t.real``, ``t.imag``)."""
-    t = t.resolve_conj()
-    return t.real.contiguous(), t.imag.contiguous()
-
-
 def _inverse_modulus(r: torch.Tensor, at0: float) -> torch.Tensor:
-    """``1 / r`` with ``at0`` where ``r = 0`` (``r`` a modulus from the squared parts, so it is
-    0 or at least the square root of the smallest subnormal, and ``1 / r`` overflows only at 0).
-    Two arithmetic kernels: a comparison or ``torch.where`` with a scalar measured 2-4x slower
-    than a multiplication on CPU."""
+    """``1 / r`` with ``at0`` where ``1 / r`` overflows (``r = 0``, and moduli below the
+    reciprocal of the largest float, which the callers treat as the origin). Two arithmetic
+    kernels: a comparison or ``torch.where`` with a scalar measured 2-4x slower than a
+    multiplication on CPU."""
     return r.reciprocal().nan_to_num_(nan=math.nan, posinf=at0)
 
 
 class _ModReLU(torch.autograd.Function):
-    r"""modReLU with a hand-written backward on the contiguous parts of ``z``.
+    r"""modReLU with a hand-written backward on the interleaved layout of ``z``.
 
     With :math:`r = |z|`, :math:`s = \mathrm{ReLU}(r + b) / r` and the incoming gradient
     :math:`g` (torch's convention), :math:`\partial_z = s\, g + z\, (\mathbb 1[r + b > 0] - s)
     \langle g, z\rangle / r^2` and :math:`\partial_b = \mathbb 1[r + b > 0] \langle g, z\rangle / r`
     (:math:`\langle g, z\rangle = \mathrm{Re}(g \bar z)`); at :math:`z = 0`, :math:`r` is replaced
-    by 1 in the denominators, as in the forward.
+    by 1 in the denominators, as in the forward. The modulus, :math:`\langle g, z\rangle` and the
+    products with the real gains run on the complex data itself
+    (:mod:`cplxnet.functional.interleaved`: NumPy's SIMD loops on CPU), the gains on real tensors
+    of half the size: forward one modulus, five real half-size passes and one product; backward
+    one inner product, five real passes and one sum of two products.
     """
 
     @staticmethod
     def forward(ctx, z, bias):  # noqa: D102 (autograd.Function)
-        p = _split_parts(z)
-        r = torch.addcmul(p[0] * p[0], p[1], p[1]).sqrt_()
+        r = _il.modulus(z)
         inv = _inverse_modulus(r, 1.0)
         s = r.add_(bias).relu_().mul_(inv)
-        ctx.save_for_backward(z, bias, *p, inv, s)
-        return z * s
+        ctx.save_for_backward(z, bias, inv, s)
+        return _il.scale_add(z, s)
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102
-        z, bias, p0, p1, inv, s = ctx.saved_tensors
-        p = (p0, p1)
+        z, bias, inv, s = ctx.saved_tensors
         if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
             return grad_via_composed(_modrelu_autograd, (z, bias), ctx, grad)
-        g = _split_parts(grad)
-        q = torch.addcmul(g[0] * p[0], g[1], p[1]).mul_(inv)  # <g, z> / r
+        q = _il.real_dot(grad, z).mul_(inv)  # <g, z> / r
         on = torch.sign(s)  # 1[r + b > 0] as 0./1. (s >= 0): no boolean mask
         grad_bias = (q * on).sum_to_size(bias.shape) if ctx.needs_input_grad[1] else None
         k = on.sub_(s).mul_(inv).mul_(q)
-        grad_z = torch.complex(torch.addcmul(g[0] * s, p[0], k), torch.addcmul(g[1] * s, p[1], k))
-        return grad_z, grad_bias
+        return _il.scale_add(grad, s, z, k), grad_bias
 
 
 class _ModReLUCompiled(torch.autograd.Function):
@@ -206,9 +200,9 @@ def modrelu(z: torch.Tensor, bias: torch.Tensor | float) -> torch.Tensor:
     entries with :math:`|z| < -b` are zeroed. ``bias`` is real and broadcasts against ``z``.
     Computed as :math:`z \cdot \mathrm{ReLU}(|z| + b) / |z|` with the denominator replaced by 1
     where :math:`z = 0`, so output (0) and gradient (at most :math:`\max(b, 0)`) are finite at the
-    origin. For complex eager inputs the modulus is taken on the contiguous real and imaginary
-    parts and the backward is written by hand (:class:`_ModReLU`: one modulus, no ``abs``/
-    ``where`` backward passes); real inputs, tracing and double backward use the composed form.
+    origin. For complex eager inputs the backward is written by hand (:class:`_ModReLU`: one
+    modulus, no ``abs``/``where`` backward passes); real inputs, tracing and double backward use
+    the composed form.
     After :func:`cplxnet.functional.use_compiled_kernels`, complex64 inputs with a bias of one
     entry or one per last-dim feature run as compiled kernels (:class:`_ModReLUCompiled`).
     """
@@ -320,34 +314,32 @@ def _cardioid_autograd(z: torch.Tensor) -> torch.Tensor:
 
 
 class _Cardioid(torch.autograd.Function):
-    r"""Cardioid with a hand-written backward on the contiguous parts of ``z = x + iy``.
+    r"""Cardioid with a hand-written backward on the interleaved layout of ``z = x + iy``.
 
     :math:`s = \tfrac12 (1 + x / r)`, :math:`\partial_x s = \tfrac12 y^2 / r^3`,
     :math:`\partial_y s = -\tfrac12 x y / r^3`, so with :math:`t = \tfrac12 \langle g, z\rangle
-    y / r^3`: :math:`\partial_x = s g_x + t y`, :math:`\partial_y = s g_y - t x`; :math:`1/r` is
-    replaced by 0 at :math:`z = 0` (gradient :math:`g / 2` there, as ``sgn``'s backward gives).
+    y / r^3`: :math:`\partial_x = s g_x + t y`, :math:`\partial_y = s g_y - t x`, i.e.
+    :math:`\partial_z = s g + t \cdot (-i z)`; :math:`1/r` is replaced by 0 at :math:`z = 0`
+    (gradient :math:`g / 2` there, as ``sgn``'s backward gives). The modulus,
+    :math:`\langle g, z\rangle` and the products with the real gains run on the complex data
+    (:mod:`cplxnet.functional.interleaved`), as in :class:`_ModReLU`.
     """
 
     @staticmethod
     def forward(ctx, z):  # noqa: D102 (autograd.Function)
-        p = _split_parts(z)
-        r = torch.addcmul(p[0] * p[0], p[1], p[1]).sqrt_()
-        inv = _inverse_modulus(r, 0.0)
-        s = (p[0] * inv).mul_(0.5).add_(0.5)
-        ctx.save_for_backward(z, *p, inv, s)
-        return z * s
+        z = z.resolve_conj()
+        inv = _inverse_modulus(_il.modulus(z), 0.0)
+        s = (z.real * inv).mul_(0.5).add_(0.5)
+        ctx.save_for_backward(z, inv, s)
+        return _il.scale_add(z, s)
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102
-        z, p0, p1, inv, s = ctx.saved_tensors
-        p = (p0, p1)
+        z, inv, s = ctx.saved_tensors
         if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
             return grad_via_composed(_cardioid_autograd, (z,), ctx, grad)
-        g = _split_parts(grad)
-        t = torch.addcmul(g[0] * p[0], g[1], p[1]).mul_(inv.pow(3)).mul_(p[1]).mul_(0.5)
-        return torch.complex(
-            torch.addcmul(g[0] * s, t, p[1]), torch.addcmul(g[1] * s, t, p[0], value=-1.0)
-        )
+        t = _il.real_dot(grad, z).mul_(inv.pow(3)).mul_(z.imag).mul_(0.5)
+        return _il.scale_add(grad, s, z * -1j, t)
 
 
 class _CardioidCompiled(torch.autograd.Function):

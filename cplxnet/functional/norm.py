@@ -10,8 +10,9 @@ The 2x2 inverse square root has a closed form (:func:`inv_sqrt_2x2`), evaluated 
 trace-normalised covariance so that it stays finite for data of any scale; ``eps`` is added to
 both diagonal entries of :math:`V`.
 
-Layouts (eager): the split layer norm copies the input into its contiguous real and imaginary
-parts (:func:`cplxnet._utils.parts`, one copy) and runs torch's fused real ``layer_norm`` on each;
+Layouts (eager): the split layer norm copies the input into two contiguous part planes
+(:func:`cplxnet.functional.interleaved.part_planes`, one copy) and runs torch's fused real
+``native_layer_norm`` and its backward on each (:class:`_LayerNormSplit`);
 the whitening norms copy it once into a grouped layout (each row's real parts followed by its
 imaginary parts) on which the moments and the 2x2 whitening are batched matrix products, with a
 hand-written backward (:class:`_WhitenAffine`). torch's element-wise kernels do not vectorise on
@@ -29,8 +30,9 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from .._utils import as_complex, grad_via_composed, is_tracing, join, pack, parts
+from .._utils import as_complex, eager_complex, grad_via_composed, is_tracing, join, pack, parts
 from . import compiled as _kernels
+from . import interleaved as _il
 from .cov2x2 import inv_sqrt_2x2
 
 __all__ = ["layer_norm", "rms_norm", "whiten", "inv_sqrt_2x2"]
@@ -304,12 +306,67 @@ def _layer_norm_whiten(x, shape, weight, bias, eps):
 
 
 def _layer_norm_split(x, shape, weight, bias, eps):
-    """Split layer norm in eager ops: torch's fused real ``layer_norm`` on the contiguous parts
-    (also the differentiable form behind the compiled kernels' double backward)."""
+    """Split layer norm composed of differentiable ops: torch's fused real ``layer_norm`` on the
+    contiguous parts (tracing, and the double backward of :class:`_LayerNormSplit` and of the
+    compiled kernels)."""
     re, im = parts(x)
     w = (None, None) if weight is None else (weight[0], weight[1])
     b = (None, None) if bias is None else (bias.real, bias.imag)
     return join(F.layer_norm(re, shape, w[0], b[0], eps), F.layer_norm(im, shape, w[1], b[1], eps))
+
+
+class _LayerNormSplit(torch.autograd.Function):
+    r"""Split layer norm of complex ``x`` over rows of ``size`` entries: torch's fused real
+    ``native_layer_norm`` (forward) and ``native_layer_norm_backward`` on each part plane, with
+    the affine of the part fused in.
+
+    Forward: one copy of ``x`` into its two contiguous part planes
+    (:func:`cplxnet.functional.interleaved.part_planes`), two fused norms, one
+    ``torch.complex`` join. Backward: the same copy of the incoming gradient, the two fused
+    backward kernels (which also give the gains' and shifts' gradients), one join. Saved: the
+    part planes and the per-row means and inverse deviations. Double backward differentiates
+    :func:`_layer_norm_split` (the same map composed of differentiable ops).
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, shape, eps):  # noqa: D102 (autograd.Function)
+        size = math.prod(shape)
+        p = _il.part_planes(x, size)
+        w = (None, None) if weight is None else weight.reshape(2, size).unbind(0)
+        b = (None, None) if bias is None else torch.view_as_real(bias.resolve_conj()).unbind(-1)
+        b = tuple(None if t is None else t.reshape(size) for t in b)
+        y0, m0, r0 = torch.native_layer_norm(p[0], (size,), w[0], b[0], eps)
+        y1, m1, r1 = torch.native_layer_norm(p[1], (size,), w[1], b[1], eps)
+        ctx.save_for_backward(x, weight, bias, p, m0, r0, m1, r1)
+        ctx.shape, ctx.eps = shape, eps
+        return torch.complex(y0, y1).reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        x, weight, bias, p, m0, r0, m1, r1 = ctx.saved_tensors
+        shape, eps = ctx.shape, ctx.eps
+        if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
+            out = grad_via_composed(
+                lambda x, w, b: _layer_norm_split(x, shape, w, b, eps),
+                (x, weight, bias),
+                ctx,
+                grad,
+            )
+            return (*out, None, None)
+        size = math.prod(shape)
+        gp = _il.part_planes(grad, size)
+        w = (None, None) if weight is None else weight.reshape(2, size).unbind(0)
+        need_w = weight is not None and ctx.needs_input_grad[1]
+        need_b = bias is not None and ctx.needs_input_grad[2]
+        mask = [ctx.needs_input_grad[0], need_w, need_b]
+        like_b = p[0, 0] if need_b else None  # the kernel reads only the bias' shape and dtype
+        backward = torch.ops.aten.native_layer_norm_backward
+        g0 = backward(gp[0], p[0], (size,), m0, r0, w[0], like_b, mask)
+        g1 = backward(gp[1], p[1], (size,), m1, r1, w[1], like_b, mask)
+        gx = torch.complex(g0[0], g1[0]).reshape(x.shape) if mask[0] else None
+        g_weight = torch.stack([g0[1], g1[1]]).reshape(weight.shape) if need_w else None
+        g_bias = torch.complex(g0[2], g1[2]).reshape(bias.shape) if need_b else None
+        return gx, g_weight, g_bias, None, None
 
 
 def _split_affine_rows(x, weight, bias, size):
@@ -391,14 +448,14 @@ def layer_norm(
     On a real ``x`` (``mode="split"`` only) this is ``F.layer_norm`` with real ``weight``/``bias``
     of shape ``normalized_shape``.
 
-    ``"split"`` copies ``x`` into its contiguous real and imaginary parts
-    (:func:`cplxnet._utils.parts`), runs torch's fused real ``layer_norm`` on each (with the
-    affine fused in) and joins the result. ``"whiten"`` copies each row of ``x`` into its ``D``
-    real parts followed by its ``D`` imaginary parts, computes the moments and applies the
-    whitening as batched 2x2 matrix products over these rows, and has a hand-written backward
-    (:class:`_WhitenAffine`). After :func:`cplxnet.functional.use_compiled_kernels`, complex64
-    inputs run as compiled kernels on the interleaved data instead
-    (:class:`_LayerNormSplitCompiled`, :class:`_WhitenRowsCompiled`).
+    ``"split"`` copies ``x`` into its contiguous real and imaginary parts, runs torch's fused
+    real layer norm on each (with the affine fused in) and joins the result, forward and
+    backward in one autograd Function (:class:`_LayerNormSplit`). ``"whiten"`` copies each row
+    of ``x`` into its ``D`` real parts followed by its ``D`` imaginary parts, computes the
+    moments and applies the whitening as batched 2x2 matrix products over these rows, and has a
+    hand-written backward (:class:`_WhitenAffine`). After
+    :func:`cplxnet.functional.use_compiled_kernels`, complex64 inputs run as compiled kernels on
+    the interleaved data instead (:class:`_LayerNormSplitCompiled`, :class:`_WhitenRowsCompiled`).
     """
     shape = tuple(normalized_shape)
     if not x.is_complex():
@@ -407,6 +464,8 @@ def layer_norm(
         return F.layer_norm(x, shape, weight, bias, eps)
     if mode == "split" and _kernels.applies(x) and x.numel() > 0:
         return _LayerNormSplitCompiled.apply(x, weight, bias, shape, eps)
+    if mode == "split" and eager_complex(x) and x.numel() > 0:
+        return _LayerNormSplit.apply(x, weight, bias, shape, eps)
     if mode == "split":
         return _layer_norm_split(x, shape, weight, bias, eps)
     if mode == "whiten" and _kernels.applies(x) and x.numel() > 0:

@@ -301,12 +301,42 @@ def test_composed_fallback_equals_fast_path(monkeypatch):
         (CF.modrelu, (z, b)),
         (CF.cardioid, (z,)),
         (lambda x, w: CF.layer_norm(x, (6,), w, None, 1e-5, mode="whiten"), (z, w)),
+        (lambda x, w: CF.layer_norm(x, (6,), w[0], None, 1e-5), (z, w)),
         (lambda x, w: CF.batch_norm(x.transpose(1, 2), None, None, w, None, True), (z, w)),
     ]
     fast = [_grads(fn, args) for fn, args in cases]
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
-    names = [type(o.grad_fn).__name__ for o in (CF.modrelu(z, b), CF.cardioid(z))]
-    assert not any("ModReLU" in n or "Cardioid" in n for n in names), names  # composed ops
+    outs = (CF.modrelu(z, b), CF.cardioid(z), CF.layer_norm(z, (6,), w[0]))
+    names = [type(o.grad_fn).__name__ for o in outs]
+    assert not any(k in n for n in names for k in ("ModReLU", "Cardioid", "LayerNorm")), names
     for (fn, args), want in zip(cases, fast):
         for got, w_ in zip(_grads(fn, args), want, strict=True):
             torch.testing.assert_close(got, w_)
+
+
+def test_torch_path_of_the_interleaved_helpers_equals_reference(monkeypatch):
+    """Off CPU the helpers of :mod:`cplxnet.functional.interleaved` (modulus, part planes,
+    Re(a conj b), products with real gains) are torch's ops instead of NumPy's: forced here on
+    CPU, the Functions built on them still equal the reference in values and gradients."""
+    from cplxnet.functional import interleaved
+
+    z = _z_with_zeros(4, 3, 8)
+    b = _leaf(torch.randn(8, dtype=R))
+    w, bias = _affine("weight+bias", "split", (8,))
+
+    def split_ref(x, w, b):
+        return reference_layer_norm(x, (8,), w, b, 1e-5, "split")
+
+    cases = [
+        (CF.modrelu, reference_modrelu, (z, b)),
+        (CF.cardioid, reference_cardioid, (z,)),
+        (lambda x, w, b: CF.layer_norm(x, (8,), w, b), split_ref, (z, w, bias)),
+    ]
+    monkeypatch.setattr(interleaved, "numpy_ok", lambda x: False)
+    for fast, ref, args in cases:
+        _assert_same(fast, ref, args)
+    names = [
+        type(CF.layer_norm(z, (8,), w, bias).grad_fn).__name__,
+        type(CF.modrelu(z, b).grad_fn).__name__,
+    ]
+    assert names == ["_LayerNormSplitBackward", "_ModReLUBackward"], names

@@ -339,6 +339,31 @@ def test_real_valued_input_in_complex64_is_real_batch_norm(scale):
         torch.testing.assert_close(z.grad.real, xr.grad, rtol=1e-3, atol=1e-3 / scale, msg=name)
 
 
+@pytest.mark.parametrize("scale", [1.0, 1e2, 1e4, 1e8])
+def test_real_valued_input_in_complex64_is_real_layer_norm(scale):
+    """The whitening LayerNorm of real features cast to complex64 (imaginary part zero) is
+    torch's real layer norm scaled by the init affine 1/sqrt(2), in values and gradients, at raw
+    scales up to 1e8 and with a mean far from zero (the same precision check as the batch norms':
+    a widely linear 2x2 map would cancel there), and the gradient along the imaginary part is
+    zero."""
+    torch.manual_seed(0)
+    x = (torch.randn(3, 5, 32) + 3.0) * scale
+    r = torch.randn_like(x)
+    layer = cnn.LayerNorm(32, mode="whiten")
+    z = torch.complex(x, torch.zeros_like(x)).requires_grad_()
+    y = layer(z)
+    (y.real * r).sum().backward()
+    xr = x.clone().requires_grad_()
+    want = F.layer_norm(xr, (32,), eps=layer.eps) / math.sqrt(2.0)
+    (want * r).sum().backward()
+    torch.testing.assert_close(y.real, want, rtol=1e-4, atol=1e-4)
+    assert y.imag.abs().max() == 0
+    torch.testing.assert_close(z.grad.real, xr.grad, rtol=1e-3, atol=1e-3 / scale)
+    # along the imaginary part: 0 (the real output's 2x2 coefficient on x is even in V_ri and
+    # multiplies the zero imaginary part elsewhere; a central difference in float64 agrees)
+    torch.testing.assert_close(z.grad.imag, torch.zeros_like(x), rtol=0, atol=1e-3 / scale)
+
+
 # ------------------------------------------------------------------------------------------------
 # complextorch
 # ------------------------------------------------------------------------------------------------
