@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 from .._utils import grad_via_composed, is_tracing
 from . import compiled as _kernels
+from . import interleaved
 
 __all__ = ["embedding", "embedding_packed", "complex_order"]
 
@@ -91,13 +92,10 @@ def embedding(
 
 def _cos_sin(angle: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``cos(angle), sin(angle)``; on CPU (float32/64, eager) through NumPy, whose SIMD kernels
-    measured 2-5x faster than torch 2.13's CPU ``cos``/``sin`` (benchmarks/RESULTS.md), to the
-    same accuracy (a few float32 ulps); torch everywhere else (other devices, tracing)."""
-    if (
-        angle.device.type == "cpu"
-        and angle.dtype in (torch.float32, torch.float64)
-        and not torch.jit.is_tracing()
-    ):
+    measured 2-5x faster than torch 2.13's CPU ``cos``/``sin`` at one thread
+    (benchmarks/RESULTS.md), to the same accuracy (a few float32 ulps); torch everywhere else
+    (other devices, tracing, more torch threads than :data:`interleaved.NUMPY_MAX_THREADS`)."""
+    if interleaved.numpy_ok(angle, (torch.float32, torch.float64)):
         a = angle.detach().contiguous().numpy()
         return torch.from_numpy(np.cos(a)), torch.from_numpy(np.sin(a))
     return torch.cos(angle), torch.sin(angle)

@@ -7,6 +7,10 @@ torch's complex ``abs`` (both are ``hypot``, finite up to the largest float), th
 0.6x the time of ``x.real.contiguous()`` and ``x.imag.contiguous()``. Elsewhere (other devices,
 tracing, other dtypes) they are torch's ops. Neither is differentiable: they are the building
 blocks of the hand-written autograd Functions of :mod:`cplxnet.functional`.
+
+NumPy's loops run on one thread while torch's CPU kernels use ``torch.get_num_threads()``: the
+NumPy path is taken only at up to :data:`NUMPY_MAX_THREADS` torch threads, where it measured
+faster (1 and 2 threads on a 2-core machine); with more threads torch's parallel kernels run.
 """
 
 from __future__ import annotations
@@ -17,13 +21,21 @@ import torch
 __all__: list[str] = []  # helpers for cplxnet.functional's Functions, not part of its namespace
 
 _NUMPY_DTYPES = (torch.complex64, torch.complex128)
+#: The most torch threads at which the single-threaded NumPy loops are used (see above).
+NUMPY_MAX_THREADS = 2
 
 
-def numpy_ok(x: torch.Tensor) -> bool:
-    """True where :func:`modulus` and :func:`part_planes` run through NumPy: an eager CPU
-    complex64/complex128 tensor (outside ``torch.jit`` tracing; callers already keep
-    ``torch.compile``/``torch.export`` on the composed ops)."""
-    return x.device.type == "cpu" and x.dtype in _NUMPY_DTYPES and not torch.jit.is_tracing()
+def numpy_ok(x: torch.Tensor, dtypes: tuple[torch.dtype, ...] = _NUMPY_DTYPES) -> bool:
+    """True where :func:`modulus` and :func:`part_planes` (and the complex-order embedding's
+    cos/sin, with real ``dtypes``) run through NumPy: an eager CPU tensor of one of ``dtypes``
+    (outside ``torch.jit`` tracing; callers already keep ``torch.compile``/``torch.export`` on
+    the composed ops) while torch runs on at most :data:`NUMPY_MAX_THREADS` threads."""
+    return (
+        x.device.type == "cpu"
+        and x.dtype in dtypes
+        and not torch.jit.is_tracing()
+        and torch.get_num_threads() <= NUMPY_MAX_THREADS
+    )
 
 
 def _numpy_view(x: torch.Tensor) -> np.ndarray:

@@ -340,3 +340,25 @@ def test_torch_path_of_the_interleaved_helpers_equals_reference(monkeypatch):
         type(CF.modrelu(z, b).grad_fn).__name__,
     ]
     assert names == ["_LayerNormSplitBackward", "_ModReLUBackward"], names
+
+
+def test_numpy_path_only_up_to_its_thread_bound():
+    """NumPy's loops are single-threaded: above ``NUMPY_MAX_THREADS`` torch threads the helpers
+    and the complex-order cos/sin take torch's parallel kernels, to the same values."""
+    from cplxnet.functional import interleaved
+    from cplxnet.functional.embedding import _cos_sin
+
+    z = _z_with_zeros(4, 3, 8)
+    angle = torch.randn(4, 8, dtype=R)
+    threads = torch.get_num_threads()
+    try:
+        outs = {}
+        for n in (1, interleaved.NUMPY_MAX_THREADS + 1):
+            torch.set_num_threads(n)
+            assert interleaved.numpy_ok(z) == (n <= interleaved.NUMPY_MAX_THREADS)
+            assert interleaved.numpy_ok(angle, (R,)) == (n <= interleaved.NUMPY_MAX_THREADS)
+            outs[n] = (interleaved.modulus(z), *_cos_sin(angle), CF.cardioid(z))
+    finally:
+        torch.set_num_threads(threads)
+    for a, b in zip(*outs.values(), strict=True):
+        torch.testing.assert_close(a, b)
