@@ -38,7 +38,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .runs import RunError, atomic_write
+from .engine.runs import RunError, atomic_write
 
 __all__ = ["inspect_run", "attention_by_distance", "bias_by_distance", "add_inspect_command",
            "cmd_inspect"]  # fmt: skip
@@ -63,12 +63,12 @@ class _Run:
 
 
 def _load(path: str, samples: int) -> _Run:
-    from .lm.train import is_lm_run
+    from .tasks.lm.train import is_lm_run
 
     if not os.path.isdir(path):
         raise RunError(f"run folder {path} not found")
     if is_lm_run(path):
-        from .lm.generate import load_lm_run
+        from .tasks.lm.generate import load_lm_run
 
         lm = load_lm_run(path)
         task = lm.task()
@@ -83,7 +83,7 @@ def _load(path: str, samples: int) -> _Run:
 
         text = "windows of the test text" if stream is not None else "random symbol sequences"
         return _Run(path, lm.model, "lm", lm.context, lm.config.encoding, inputs, text)
-    from .inference import load_run
+    from .tasks.classify.inference import load_run
 
     run = load_run(path)
     length = run.max_len
@@ -391,7 +391,7 @@ def inspect_run(run_dir: str, out: str | None = None, *, samples: int = 8) -> st
 
 def add_inspect_command(sub: Any) -> None:
     """The ``inspect`` subcommand."""
-    from ._argtypes import positive_int
+    from .cli.argtypes import positive_int
 
     p = sub.add_parser(
         "inspect",
@@ -407,7 +407,7 @@ def add_inspect_command(sub: Any) -> None:
                    "reused)")  # fmt: skip
     p.add_argument("--samples", type=positive_int, default=8, metavar="N",
                    help="input sequences for the attention plots (default 8)")  # fmt: skip
-    from .cli_options import add_options
+    from .cli.options import add_options
 
     add_options(p, "inspect", ("--threads",))
     p.set_defaults(handler=cmd_inspect)

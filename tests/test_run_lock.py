@@ -21,7 +21,7 @@ from test_cli import TINY
 
 from cplxnet import runs
 from cplxnet.cli import main
-from cplxnet.folder_lock import FolderLock
+from cplxnet.engine.folder_lock import FolderLock
 
 LM_TINY = ["--task", "lm", "--data", "synthetic:copy", "--context", "4", "--d-model", "8",
            "--steps", "4", "--eval-every", "2", "--batch-size", "4", "--quiet"]  # fmt: skip
@@ -210,7 +210,7 @@ def ddp_lock_worker(rank, world, init_file, toy_file, run, out):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     from cplxnet.data import DataSpec, prepare_data
-    from cplxnet.train import train
+    from cplxnet.tasks.classify.train import train
 
     try:
         train(toy.make_config(d_model=8, dropout=0.0), prepare_data(DataSpec(toy_file)), run,

@@ -1,14 +1,14 @@
 """The training loop of every task: steps, evaluation cadence, checkpoints, resume, early
 stopping, progress, data parallelism and the run folder's bookkeeping.
 
-A task (:class:`Task`: :class:`cplxnet.train.ClassifyTask`, :class:`cplxnet.lm.train.LMTask`)
-supplies the data, the model's optimisers, one optimiser step (its loss), the metrics and the
-evaluations; :func:`fit` drives it in *rounds*: the steps between two evaluations (an epoch of a
-classifier, ``eval_every`` steps of a language model). After each round the loop sums the
-round's training statistics over the ranks, scores dev, records the metrics line, keeps the best
-dev round, stops early after ``patience`` rounds without a better one, and (rank 0) writes
-``best.pt``, ``checkpoint.pt`` and the line of ``metrics.jsonl``. At the end the test part is
-scored once with ``best.pt`` and ``results.json`` written.
+A task (:class:`Task`: :class:`cplxnet.tasks.classify.train.ClassifyTask`,
+:class:`cplxnet.tasks.lm.train.LMTask`) supplies the data, the model's optimisers, one optimiser
+step (its loss), the metrics and the evaluations; :func:`fit` drives it in *rounds*: the steps
+between two evaluations (an epoch of a classifier, ``eval_every`` steps of a language model). After
+each round the loop sums the round's training statistics over the ranks, scores dev, records the
+metrics line, keeps the best dev round, stops early after ``patience`` rounds without a better one,
+and (rank 0) writes ``best.pt``, ``checkpoint.pt`` and the line of ``metrics.jsonl``. At the end
+the test part is scored once with ``best.pt`` and ``results.json`` written.
 
 The hot loop reads nothing back to the host: a step returns its statistics as a tensor that the
 loop sums on the device; they are read at the end of the round (and for the progress bar, only
@@ -36,7 +36,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..runs import (
+from .runs import (
     RUN_FORMAT,
     RUN_MARKER,
     RunError,
@@ -49,7 +49,7 @@ from ..runs import (
     save_checkpoint,
     write_json,
 )
-from ..runtime import (
+from .runtime import (
     Logger,
     dist_info,
     gather_rng_states,

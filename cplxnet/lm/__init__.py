@@ -1,44 +1,38 @@
-"""Causal language modelling: train a ``decoder`` of the zoo on a text stream or a synthetic
-copy/reverse task, score it at longer lengths, and sample from it.
+"""``cplxnet.lm``: the import path of the language-model task's public names
+(:mod:`cplxnet.tasks.lm`), e.g. ``from cplxnet.lm import LMOptions, train_lm, generate``."""
 
->>> from cplxnet.models import preset_config
->>> from cplxnet.lm import LMOptions, train_lm
->>> results = train_lm(preset_config("lm-char", encoding="rotary"), "mr", "runs/lm-rotary",
-...                    LMOptions(steps=2000), tokens="char", context=64)
->>> results["test"]["128"]["bpc"]
+from __future__ import annotations
 
-Modules: :mod:`~cplxnet.lm.data` (reading, tokenizing, splitting, windows),
-:mod:`~cplxnet.lm.train` (the run folder, training, resume), :mod:`~cplxnet.lm.options`
-(training options, the learning-rate schedule, early stopping), :mod:`~cplxnet.lm.evaluate`
-(bpc / perplexity per evaluation length), :mod:`~cplxnet.lm.generate` (sampling with a
-key/value cache, streamed) and
-:mod:`~cplxnet.lm.synthetic` (copy / reverse).
-"""
-
-from .data import (
+from ..tasks.lm import (
+    NA,
+    TASKS,
     TOKENIZATIONS,
     LMData,
+    LMOptions,
+    LMTask,
+    LoadedLM,
+    SyntheticTask,
     TokenVocab,
     detokenize,
-    prepare_lm_data,
-    read_corpus,
-    tokenize,
-    windows,
-)
-from .evaluate import NA, evaluate_lengths, metric_name, score_stream
-from .generate import (
-    LoadedLM,
+    evaluate_lengths,
     evaluate_lm_run,
     generate,
     generate_text,
+    is_lm_run,
     load_lm_run,
+    make_task,
+    metric_name,
+    prepare_lm_data,
+    read_corpus,
+    resume_lm,
     scaled_models,
+    score_stream,
     stream,
     stream_text,
+    tokenize,
+    train_lm,
+    windows,
 )
-from .options import LMOptions
-from .synthetic import TASKS, SyntheticTask
-from .train import LMTask, is_lm_run, make_task, resume_lm, train_lm
 
 __all__ = [
     "TOKENIZATIONS",

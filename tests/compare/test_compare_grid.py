@@ -11,7 +11,7 @@ import pytest
 from compare_helpers import tiny_options
 
 import cplxnet.compare.grid as grid_module
-import cplxnet.compare.runner as runner
+import cplxnet.compare.grid.runner as runner
 from cplxnet.compare import (
     CompareError,
     expand_grid,
@@ -22,8 +22,8 @@ from cplxnet.compare import (
     parse_sets,
     run_grid,
 )
-from cplxnet.compare.cells import data_spec
 from cplxnet.compare.grid import RESULT_COLUMNS
+from cplxnet.compare.grid.cells import data_spec
 
 NATURAL = parse_numbers("natural")
 

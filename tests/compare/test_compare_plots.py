@@ -16,7 +16,7 @@ from cplxnet.compare import (
     report_columns,
     results_figure,
 )
-from cplxnet.compare.plots import add_legend, pyplot
+from cplxnet.compare.report.plots import add_legend, pyplot
 
 matplotlib.use("Agg")
 
