@@ -28,7 +28,6 @@ Examples::
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -40,8 +39,7 @@ from torch import nn
 
 from .engine.runs import RunError, atomic_write
 
-__all__ = ["inspect_run", "attention_by_distance", "bias_by_distance", "add_inspect_command",
-           "cmd_inspect"]  # fmt: skip
+__all__ = ["inspect_run", "attention_by_distance", "bias_by_distance"]
 
 MARKER = ".cplxnet-inspect"
 #: the length of a classifier's inputs when its model has no length limit of its own
@@ -383,38 +381,3 @@ def inspect_run(run_dir: str, out: str | None = None, *, samples: int = 8) -> st
             os.remove(os.path.join(out, stale))
     atomic_write(os.path.join(out, MARKER), lambda fh: fh.write(json.dumps(sorted(written))))
     return os.path.join(out, "inspect.md")
-
-
-# ------------------------------------------------------------------------------------------------
-# the command
-
-
-def add_inspect_command(sub: Any) -> None:
-    """The ``inspect`` subcommand."""
-    from .cli.argtypes import positive_int
-
-    p = sub.add_parser(
-        "inspect",
-        help="plot what a run learned about position",
-        description="Write PNG plots and inspect.md about position for a classifier or "
-        "language-model run: complex-order frequencies, amplitudes and phases; mean attention "
-        "weight against distance per layer and head (at L and 4L for language models); the "
-        "position bias of bias encodings (alibi, t5, ...).",
-    )
-    p.add_argument("run", metavar="RUN", help="a run folder")
-    p.add_argument("--out", metavar="DIR", default=None,
-                   help="output folder (default RUN/inspect; only a folder inspect wrote is "
-                   "reused)")  # fmt: skip
-    p.add_argument("--samples", type=positive_int, default=8, metavar="N",
-                   help="input sequences for the attention plots (default 8)")  # fmt: skip
-    from .cli.options import add_options
-
-    add_options(p, "inspect", ("--threads",))
-    p.set_defaults(handler=cmd_inspect)
-
-
-def cmd_inspect(args: argparse.Namespace) -> int:
-    """``cplxnet inspect RUN [--out DIR]``."""
-    path = inspect_run(args.run, args.out, samples=args.samples)
-    print(f"wrote {path}")
-    return 0

@@ -10,9 +10,9 @@ import pytest
 
 from cplxnet.cli import build_parser, main
 from cplxnet.cli.compare import options_from_args
+from cplxnet.cli.compare_lm import lm_options_from_args
 from cplxnet.cli.lm import default_context
 from cplxnet.cli.options import LM_PRESET
-from cplxnet.compare.grid.lm import lm_options_from_args
 from cplxnet.data import DataSpec
 from cplxnet.engine.options import TrainOptions
 from cplxnet.models import LM_PRESET_TRAINING

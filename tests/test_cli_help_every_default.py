@@ -19,9 +19,9 @@ import cplxnet.tasks.classify.train
 import cplxnet.tasks.lm.train
 from cplxnet.cli import build_parser, main
 from cplxnet.cli.compare import DEFAULT_DATA, options_from_args
+from cplxnet.cli.compare_lm import lm_options_from_args
 from cplxnet.cli.options import LM_PRESET
 from cplxnet.compare.grid.extrapolate import DEFAULT_FACTORS, DEFAULT_TRAIN_LEN
-from cplxnet.compare.grid.lm import lm_options_from_args
 from cplxnet.models import LM_PRESET_TRAINING
 from cplxnet.tasks.classify.synthetic import SyntheticOrderTask
 from cplxnet.tasks.lm.generate import DEFAULT_NEW_TOKENS

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import math
 
+from ..engine.runtime import MAX_SEED
+
 __all__ = [
     "positive_int",
     "non_negative_int",
@@ -16,8 +18,6 @@ __all__ = [
     "unit_interval",
 ]
 
-#: The largest seed every generator takes (torch, NumPy and Python all accept 0..2**63-1).
-MAX_SEED = 2**63 - 1
 #: The largest count an option takes (an int64; larger is a typo, not a plan).
 MAX_COUNT = 2**63 - 1
 

@@ -405,7 +405,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from ..tasks.classify.train import RunError
 
     if getattr(args, "task", "classify") == "lm":
-        from ..compare.grid.lm import cmd_compare_lm
+        from .compare_lm import cmd_compare_lm
 
         if args.preset is not None:
             if len(args.preset) > 1 or "=" in args.preset[0]:

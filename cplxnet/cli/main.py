@@ -69,8 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_command(sub)
     add_evaluate_command(sub)
     add_predict_command(sub)
-    from ..inspect import add_inspect_command
     from .compare import add_subcommands  # "compare" and "report" (cplxnet.compare)
+    from .inspect import add_inspect_command
     from .lm import add_generate_command  # language models (cplxnet.tasks.lm)
 
     add_subcommands(sub)

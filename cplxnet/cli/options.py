@@ -25,6 +25,7 @@ from ..data import DataSpec
 from ..engine.optimization import SCHEDULES
 from ..engine.options import TrainOptions
 from ..models.presets import LM_PRESET_TRAINING
+from ..tasks.lm.options import LM_PRESET
 from ..tasks.lm.synthetic import SYNTHETIC_CONTEXT
 from ..tasks.lm.train import LMOptions
 from .argtypes import float_value, non_negative_int, positive_int, seed_int, unit_interval
@@ -127,8 +128,6 @@ class Option:
 _TO = TrainOptions
 _DS = DataSpec
 _LO = LMOptions
-#: The default preset of a language model (``train --task lm``, ``compare --task lm``).
-LM_PRESET = "lm-char"
 _LM = {**{"context": 64}, **LM_PRESET_TRAINING.get(LM_PRESET, {})}
 _MULTIPLES = [f"{m}L" if m != 1 else "L" for m in _LO.eval_multiples]
 #: The language-model options of ``train --task lm`` and ``compare --task lm``.

@@ -24,6 +24,7 @@ import torch.distributed as dist
 from .runs import RunError
 
 __all__ = [
+    "MAX_SEED",
     "seed_everything",
     "dist_info",
     "resolve_zoo",
@@ -44,6 +45,9 @@ def seed_everything(seed: int) -> None:
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
 
+
+#: The largest seed every generator takes (torch, NumPy and Python all accept 0..2**63-1).
+MAX_SEED = 2**63 - 1
 
 T = TypeVar("T")
 

@@ -104,7 +104,7 @@ def _parse_int_list(text: str, what: str, limit: int, name: str | None = None) -
 def parse_seeds(text: str | int) -> list[int]:
     """``5`` -> seeds 0..4; ``0,3,7`` or ``10-14`` -> those seeds (each a seed of ``cplxnet
     train --seed``, 0..2**63-1; at most :data:`MAX_SEEDS` of them)."""
-    from ...cli.argtypes import MAX_SEED
+    from ...engine.runtime import MAX_SEED
 
     text = str(text).strip()
     if re.fullmatch(r"\d+", text):

@@ -7,7 +7,10 @@ from dataclasses import dataclass
 
 from ...engine.optimization import SCHEDULES, lr_at
 
-__all__ = ["LMOptions"]
+__all__ = ["LM_PRESET", "LMOptions"]
+
+#: The default preset of a language model (``train --task lm``, ``compare --task lm``).
+LM_PRESET = "lm-char"
 
 
 @dataclass
