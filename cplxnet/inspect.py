@@ -61,7 +61,7 @@ class _Run:
 
 
 def _load(path: str, samples: int) -> _Run:
-    from .tasks.lm.train import is_lm_run
+    from .tasks.lm.task import is_lm_run
 
     if not os.path.isdir(path):
         raise RunError(f"run folder {path} not found")

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .tasks.classify.train import (
+from .tasks.classify.task import (
     RUN_FILES,
     ClassifyTask,
     LoadedRun,

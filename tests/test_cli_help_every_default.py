@@ -15,8 +15,8 @@ import pytest
 from test_cli_help_defaults import help_entries
 
 import cplxnet.data
-import cplxnet.tasks.classify.train
-import cplxnet.tasks.lm.train
+import cplxnet.tasks.classify.task
+import cplxnet.tasks.lm.task
 from cplxnet.cli import build_parser, main
 from cplxnet.cli.compare import DEFAULT_DATA, options_from_args
 from cplxnet.cli.compare_lm import lm_options_from_args
@@ -51,13 +51,13 @@ def engine_calls(monkeypatch, tmp_path):
 
     monkeypatch.setattr(cplxnet.data, "prepare_data", capture_data)
     monkeypatch.setattr(
-        cplxnet.tasks.classify.train,
+        cplxnet.tasks.classify.task,
         "train",
         lambda config, data, run_dir, options, **kw: seen.update(classify=options),
     )
     lm_runs: list = []
     monkeypatch.setattr(
-        cplxnet.tasks.lm.train,
+        cplxnet.tasks.lm.task,
         "train_lm",
         lambda config, source, run_dir, options, **kw: lm_runs.append((options, kw)),
     )

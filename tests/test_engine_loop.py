@@ -20,7 +20,7 @@ from cplxnet.data import DataSpec, prepare_data
 from cplxnet.engine import CHECKPOINT_FORMAT, check_checkpoint_format, upgrade_checkpoint
 from cplxnet.engine.loop import CHECKPOINT_KEYS, read_checkpoint
 from cplxnet.engine.runs import RunError, check_entries
-from cplxnet.tasks.classify.train import TrainOptions, train
+from cplxnet.tasks.classify.task import TrainOptions, train
 
 CPLXNET = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cplxnet")
 READS = ("__float__", "__int__", "__bool__", "item", "tolist")
@@ -132,7 +132,7 @@ def test_an_unknown_format_is_one_line():
 def test_the_rounds_of_a_language_model_end_at_each_evaluation_and_the_last_step():
     from cplxnet.engine import LoopState
     from cplxnet.tasks.lm import LMOptions
-    from cplxnet.tasks.lm.train import LMTask
+    from cplxnet.tasks.lm.task import LMTask
 
     task = LMTask("synthetic:copy", "char", 4)
     task.options = LMOptions(steps=5, eval_every=2)
@@ -152,7 +152,7 @@ def test_the_rounds_of_a_language_model_end_at_each_evaluation_and_the_last_step
 
 def test_a_classifier_round_is_an_epoch_cut_by_max_steps(tmp_path):
     from cplxnet.engine import LoopState
-    from cplxnet.tasks.classify.train import ClassifyTask
+    from cplxnet.tasks.classify.task import ClassifyTask
 
     data = prepare_data(DataSpec(toy.write_toy_tsv(tmp_path / "toy.tsv", n=100)))
     task = ClassifyTask(data, TrainOptions(epochs=3, batch_size=10, max_steps=12), None, None)

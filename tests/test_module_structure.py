@@ -354,10 +354,10 @@ def test_no_import_runs_up_the_layers():
 
 
 def test_the_layer_check_sees_an_upward_import():
-    graph = {"cplxnet.nn.linear": {"cplxnet.tasks.classify.train"},
-             "cplxnet.tasks.classify.train": {"cplxnet.engine.runs"},
+    graph = {"cplxnet.nn.linear": {"cplxnet.tasks.classify.task"},
+             "cplxnet.tasks.classify.task": {"cplxnet.engine.runs"},
              "cplxnet.cli.main": {"cplxnet.compare.report"}}  # fmt: skip
-    assert upward_imports(graph) == {("cplxnet.nn.linear", "cplxnet.tasks.classify.train")}
-    modules = ("cplxnet", "cplxnet.models", "cplxnet.engine.runs", "cplxnet.tasks.lm.train",
+    assert upward_imports(graph) == {("cplxnet.nn.linear", "cplxnet.tasks.classify.task")}
+    modules = ("cplxnet", "cplxnet.models", "cplxnet.engine.runs", "cplxnet.tasks.lm.task",
                "cplxnet.lm", "cplxnet.compare.grid.lm", "cplxnet.cli.lm")  # fmt: skip
     assert [layer_of(m) for m in modules] == [0, 1, 2, 3, 3, 4, 5]

@@ -13,7 +13,7 @@ import test_train_zoo as toy
 import torch
 from test_cli import TINY, error_of
 
-import cplxnet.tasks.classify.train as engine
+import cplxnet.tasks.classify.task as engine
 from cplxnet import runs
 from cplxnet.cli import main
 

@@ -210,7 +210,7 @@ def ddp_lock_worker(rank, world, init_file, toy_file, run, out):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     from cplxnet.data import DataSpec, prepare_data
-    from cplxnet.tasks.classify.train import train
+    from cplxnet.tasks.classify.task import train
 
     try:
         train(toy.make_config(d_model=8, dropout=0.0), prepare_data(DataSpec(toy_file)), run,

@@ -11,7 +11,7 @@ import test_train_zoo as zoo
 import torch
 
 from cplxnet.data import DataError, DataSpec, prepare_data
-from cplxnet.tasks.classify.train import (
+from cplxnet.tasks.classify.task import (
     RUN_FILES,
     RunError,
     TrainOptions,

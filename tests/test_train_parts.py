@@ -121,7 +121,7 @@ def test_rng_states_round_trip_every_generator():
 
 
 def test_each_epoch_has_the_batch_order_of_its_seed_and_number(data, tmp_path, monkeypatch):
-    import cplxnet.tasks.classify.train as engine
+    import cplxnet.tasks.classify.task as engine
 
     seen: list[list[int]] = []
     real_step = engine.optimizer_step
@@ -179,7 +179,7 @@ def test_resume_keeps_the_epochs_since_the_best_one(data, tmp_path):
     resumed stops at the epoch an uninterrupted run stops at."""
     import json
 
-    from cplxnet.tasks.classify.train import resume, train
+    from cplxnet.tasks.classify.task import resume, train
 
     # a learning rate too small to change a prediction: no better dev accuracy after epoch 1
     options = TrainOptions(epochs=6, batch_size=16, lr=1e-12, patience=2, seed=3)

@@ -402,7 +402,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from ..compare.report.render import render_report
     from ..data import DataError
     from ..encodings.specs import parse_encodings, parse_numbers
-    from ..tasks.classify.train import RunError
+    from ..tasks.classify.task import RunError
 
     if getattr(args, "task", "classify") == "lm":
         from .compare_lm import cmd_compare_lm

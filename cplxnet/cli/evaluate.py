@@ -49,8 +49,8 @@ def add_predict_command(sub: Any) -> None:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``cplxnet evaluate RUN``: the metrics of a run's best weights (test split or --data)."""
-    from ..tasks.classify import train as engine
-    from ..tasks.lm.train import is_lm_run
+    from ..tasks.classify import task as engine
+    from ..tasks.lm.task import is_lm_run
     from . import lm as lm_cli
 
     if is_lm_run(args.run):
@@ -81,7 +81,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_predict(args: argparse.Namespace) -> int:
     """``cplxnet predict RUN TEXT...``: a label and its probability for each text."""
     from ..data.io import read_text_lines
-    from ..tasks.classify import train as engine
+    from ..tasks.classify import task as engine
 
     texts, where = list(args.texts), [f"text {i + 1}" for i in range(len(args.texts))]
     if args.file is not None:
@@ -90,7 +90,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
             where.append(f"{args.file} line {number}")
     if not texts:
         raise CLIError("nothing to classify: give texts as arguments or --file FILE")
-    from ..tasks.lm.train import is_lm_run
+    from ..tasks.lm.task import is_lm_run
 
     if is_lm_run(args.run):
         raise CLIError(f"{args.run} is a language model; continue a text with cplxnet generate")

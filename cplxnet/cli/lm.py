@@ -214,7 +214,7 @@ def _model_config(args: argparse.Namespace, error: type[Exception]) -> tuple[Any
     return config, preset
 
 
-# decoder fields the data sets (see cplxnet.tasks.lm.train): --set cannot choose them
+# decoder fields the data sets (see cplxnet.tasks.lm.task): --set cannot choose them
 _SET_FROM_DATA = {
     "vocab_size": "the vocabulary of the training text",
     "padding_idx": "the vocabulary",
@@ -246,7 +246,7 @@ def _apply_lm_sets(config: Any, items: list[str], error: type[Exception]) -> Any
 
 def cmd_train(args: argparse.Namespace, error: type[Exception]) -> int:
     """``cplxnet train --task lm ...`` or ``--resume`` of a language-model run."""
-    from ..tasks.lm.train import LMOptions, make_task, resume_lm, train_lm
+    from ..tasks.lm.task import LMOptions, make_task, resume_lm, train_lm
 
     if args.resume is not None:
         check_resume_options(

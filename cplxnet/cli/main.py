@@ -107,7 +107,7 @@ def _run(args: argparse.Namespace) -> int:
         if getattr(args, "threads", None) is not None:  # not every subcommand has --threads
             torch.set_num_threads(args.threads)
         from ..data import DataError
-        from ..tasks.classify.train import RunError
+        from ..tasks.classify.task import RunError
 
         try:
             if args.command == "train":

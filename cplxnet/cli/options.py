@@ -27,7 +27,7 @@ from ..engine.options import TrainOptions
 from ..models.presets import LM_PRESET_TRAINING
 from ..tasks.lm.options import LM_PRESET
 from ..tasks.lm.synthetic import SYNTHETIC_CONTEXT
-from ..tasks.lm.train import LMOptions
+from ..tasks.lm.task import LMOptions
 from .argtypes import float_value, non_negative_int, positive_int, seed_int, unit_interval
 
 __all__ = [

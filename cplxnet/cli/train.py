@@ -193,8 +193,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     """``cplxnet train``: a new classifier run, ``--resume`` of one, or a language model."""
     from ..data import prepare_data
     from ..engine.runs import check_new_run_dir
-    from ..tasks.classify import train as engine
-    from ..tasks.lm.train import is_lm_run
+    from ..tasks.classify import task as engine
+    from ..tasks.lm.task import is_lm_run
     from . import lm as lm_cli
 
     if args.task == "lm" or (args.resume is not None and is_lm_run(args.resume)):

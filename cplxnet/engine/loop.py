@@ -1,8 +1,8 @@
 """The training loop of every task: steps, evaluation cadence, checkpoints, resume, early
 stopping, progress, data parallelism and the run folder's bookkeeping.
 
-A task (:class:`Task`: :class:`cplxnet.tasks.classify.train.ClassifyTask`,
-:class:`cplxnet.tasks.lm.train.LMTask`) supplies the data, the model's optimisers, one optimiser
+A task (:class:`Task`: :class:`cplxnet.tasks.classify.task.ClassifyTask`,
+:class:`cplxnet.tasks.lm.task.LMTask`) supplies the data, the model's optimisers, one optimiser
 step (its loss), the metrics and the evaluations; :func:`fit` drives it in *rounds*: the steps
 between two evaluations (an epoch of a classifier, ``eval_every`` steps of a language model). After
 each round the loop sums the round's training statistics over the ranks, scores dev, records the

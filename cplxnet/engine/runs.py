@@ -1,7 +1,7 @@
 """Run folders: what cplxnet writes into them, how, and what it may replace or remove (and the
 memory check made before a run allocates its model).
 
-A run folder is what ``cplxnet train`` makes (see :mod:`cplxnet.tasks.classify.train`). Its
+A run folder is what ``cplxnet train`` makes (see :mod:`cplxnet.tasks.classify.task`). Its
 ``config.json`` carries the marker ``"cplxnet_run": RUN_FORMAT`` (the folder's format version), and
 the folder holds only the files of :data:`RUN_FILES` (and, while one is being written, a temporary
 file starting with ``.tmp-``). cplxnet replaces or removes a folder only when both hold, and never

@@ -11,7 +11,7 @@ import pytest
 from compare_helpers import tiny_options
 
 import cplxnet.compare.grid as grid_module
-import cplxnet.compare.grid.runner as runner
+import cplxnet.compare.grid.classify as runner
 from cplxnet.compare import (
     CompareError,
     expand_grid,

@@ -125,7 +125,7 @@ def test_a_retried_cell_loses_its_old_result_before_it_runs(tmp_path, monkeypatc
 def test_a_failed_cell_keeps_its_run_folder(tmp_path, monkeypatch, options):
     """A cell that fails keeps its run folder (a checkpoint to resume from, the files to look
     at); a cell that succeeds removes it."""
-    import cplxnet.compare.grid.runner as runner
+    import cplxnet.compare.grid.classify as runner
 
     real = runner.train_grid_cell
 

@@ -13,9 +13,9 @@ import torch
 from cplxnet.cli import main
 from cplxnet.engine.optimization import lr_at
 from cplxnet.models import make_config
-from cplxnet.tasks.classify.train import RunError
+from cplxnet.tasks.classify.task import RunError
 from cplxnet.tasks.lm import LMOptions, resume_lm, train_lm
-from cplxnet.tasks.lm.train import LMTask
+from cplxnet.tasks.lm.task import LMTask
 
 TINY = {"d_model": 8, "num_heads": 2, "dim_feedforward": 16, "num_layers": 1}
 

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from cplxnet.tasks.lm.synthetic import SyntheticTask
-from cplxnet.tasks.lm.train import LMOptions, make_task
+from cplxnet.tasks.lm.task import LMOptions, make_task
 
 
 class FlawedOracle(nn.Module):

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from cplxnet.models import build_model, make_config
-from cplxnet.tasks.classify.train import RunError
+from cplxnet.tasks.classify.task import RunError
 from cplxnet.tasks.lm import (
     NA,
     LMOptions,

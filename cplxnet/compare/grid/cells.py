@@ -1,6 +1,7 @@
 """The cells of a comparison grid: the budget every cell shares (:class:`GridOptions`), the
-per-cell presets (:func:`parse_presets`, :func:`cell_preset`), one run (:class:`Cell`, with
-:class:`CellKind` for cells other than classification) and the parsing of ``--seeds``,
+per-cell presets (:func:`parse_presets`, :func:`cell_preset`), one run (:class:`Cell`) and the
+registry of cell kinds (:class:`CellKind`, :data:`CELL_KINDS`: classification, extrapolation,
+language model; each kind's module registers it) and the parsing of ``--seeds``,
 ``--folds`` and ``--set``. :mod:`cplxnet.compare.grid.expand` turns the axes into cells.
 """
 
@@ -41,6 +42,7 @@ __all__ = [
     "CellKind",
     "CELL_KINDS",
     "cell_kind",
+    "register_kind",
     "data_spec",
     "split_spec",
 ]
@@ -265,7 +267,7 @@ class GridOptions:
     """The budget shared by every cell (stored in ``grid.json``).
 
     Attributes:
-        train: :class:`cplxnet.tasks.classify.train.TrainOptions` fields except ``seed`` (epochs,
+        train: :class:`cplxnet.tasks.classify.task.TrainOptions` fields except ``seed`` (epochs,
         lr, ...).
         sets: model field overrides, ``{"*": {...}, "cnn": {...}}`` (``*``: every family that
             has the field).
@@ -304,7 +306,7 @@ class GridOptions:
                 f"unknown real width {self.real_width!r}; use one of {', '.join(REAL_WIDTHS)}"
             )
         self.train = {k: v for k, v in self.train.items() if k != "seed"}
-        from ...tasks.classify.train import TrainOptions
+        from ...tasks.classify.task import TrainOptions
 
         for entry in [{"train": {}}, *self.presets.values()]:
             try:
@@ -361,24 +363,11 @@ class Cell:
 
     @property
     def split(self) -> str:
-        kind = cell_kind(self.mode)
-        if kind is not None:
-            return kind.split
-        if self.fold is not None:
-            return "cv"
-        return "test set" if has_own_test(self.data) else "quick"
+        return cell_kind(self.mode).split(self)
 
     @property
     def cell_id(self) -> str:
-        kind = cell_kind(self.mode)
-        if kind is not None:
-            return kind.cell_id(self)
-        fold = f"cv{self.fold}" if self.fold is not None else self.split.split()[0]
-        prefix = "x-" if self.mode == "extrapolate" else ""
-        return (
-            f"{prefix}{data_slug(self.data)}-{fold}-{self.family}-{self.encoding.slug}-"
-            f"{self.number}-s{self.seed}"
-        )
+        return cell_kind(self.mode).cell_id(self)
 
     def describe(self) -> str:
         where = self.data if self.fold is None else f"{self.data} fold {self.fold}"
@@ -410,39 +399,49 @@ class Cell:
 
 @dataclass(frozen=True)
 class CellKind:
-    """A kind of cell other than classification (its ``Cell.mode``): how it is named, trained,
-    reported in progress lines and written to ``results.csv``; the store, the scheduler and the
-    workers are shared. Registered in :data:`CELL_KINDS` by the module that defines it.
+    """A kind of cell (its ``Cell.mode``): how it is named, trained, reported in progress lines
+    and written to ``results.csv``; the store, the scheduler and the workers are shared. Every
+    kind is registered in :data:`CELL_KINDS` (:func:`register_kind`) by the module that defines
+    it: ``grid`` (:mod:`~cplxnet.compare.grid.classify`), ``extrapolate``
+    (:mod:`~cplxnet.compare.grid.extrapolate`) and ``lm`` (:mod:`~cplxnet.compare.grid.lm`).
 
     Attributes:
-        split: the ``split`` column of its rows.
+        split: ``cell -> text`` of the ``split`` column of its rows.
         cell_id: ``cell -> id`` (a file name).
         train: ``(cell, options, run_dir, callback) -> fields`` of the row; resumes from
             ``run_dir`` when it holds an interrupted run.
         outcome: ``row -> text`` of a finished cell's progress line.
-        progress: ``(cell, step, metrics) -> text`` of an in-training progress line.
+        progress: ``(cell, options, step, metrics) -> text`` of an in-training progress line.
         to_csv: ``rows -> CSV text`` of ``results.csv``.
+        presets: whether its cells take the per-cell presets (``--preset``) and their rows
+            record them.
     """
 
-    split: str
+    split: Callable[[Cell], str]
     cell_id: Callable[[Cell], str]
     train: Callable[..., dict[str, Any]]
     outcome: Callable[[dict[str, Any]], str]
-    progress: Callable[[Cell, int, dict[str, Any]], str]
+    progress: Callable[[Cell, GridOptions, int, dict[str, Any]], str]
     to_csv: Callable[[Sequence[dict[str, Any]]], str]
+    presets: bool = False
 
 
-CELL_KINDS: dict[str, str] = {"lm": "cplxnet.compare.grid.lm"}  # mode -> module with ``KIND``
+#: ``mode -> CellKind`` of every kind of cell (filled by :func:`register_kind`).
+CELL_KINDS: dict[str, CellKind] = {}
 
 
-def cell_kind(mode: str) -> CellKind | None:
-    """The :class:`CellKind` of ``mode`` (``None`` for the classification modes)."""
-    module = CELL_KINDS.get(mode)
-    if module is None:
-        return None
-    import importlib
+def register_kind(mode: str, kind: CellKind) -> CellKind:
+    """Make ``kind`` the :class:`CellKind` of cells of ``mode``; returns it."""
+    CELL_KINDS[mode] = kind
+    return kind
 
-    return importlib.import_module(module).KIND
+
+def cell_kind(mode: str) -> CellKind:
+    """The :class:`CellKind` of ``mode``."""
+    kind = CELL_KINDS.get(mode)
+    if kind is None:
+        raise CompareError(f"unknown cell mode {mode!r}; the kinds are {', '.join(CELL_KINDS)}")
+    return kind
 
 
 def data_spec(cell: Cell, options: GridOptions) -> Any:

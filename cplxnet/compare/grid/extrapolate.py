@@ -33,9 +33,10 @@ from ...data import (
     load_splits,
 )
 from ...tasks.classify.synthetic import LengthBin, SyntheticOrderTask, length_bins
-from .cells import data_spec
+from .cells import CellKind, data_spec, register_kind
+from .classify import classification_id, classification_split, outcome, progress
 from .expand import cell_config
-from .store import read_history, result_fields
+from .store import classification_rows_to_csv, read_history, result_fields
 
 __all__ = [
     "DEFAULT_TRAIN_LEN",
@@ -166,7 +167,7 @@ def length_split_data(cell: Any, options: Any):
 
 
 def _bin_rows(model: Any, encoded: dict, bins: list[LengthBin], batch_size: int) -> list[dict]:
-    from ...tasks.classify.train import evaluate
+    from ...tasks.classify.task import evaluate
 
     out = []
     for b in bins:
@@ -182,7 +183,7 @@ def train_extrapolation_cell(
     """Train one extrapolation cell from scratch and score every length bin."""
     import cplxnet.models as models
 
-    from ...tasks.classify import train as engine
+    from ...tasks.classify import task as engine
 
     if os.path.lexists(run_dir):  # an interrupted attempt: start again (the data is in memory)
         shutil.rmtree(run_dir)
@@ -209,3 +210,19 @@ def train_extrapolation_cell(
         history=read_history(run_dir),
     )
     return out
+
+
+KIND = register_kind(
+    "extrapolate",
+    CellKind(
+        split=classification_split,
+        cell_id=lambda cell: classification_id(cell, prefix="x-"),
+        train=lambda cell, options, run_dir, callback: train_extrapolation_cell(
+            cell, options, run_dir, callback=callback
+        ),
+        outcome=outcome,
+        progress=progress,
+        to_csv=classification_rows_to_csv,
+        presets=True,
+    ),
+)

@@ -48,6 +48,7 @@ from .cells import (
     GridOptions,
     check_count,
     data_slug,
+    register_kind,
 )
 
 __all__ = [
@@ -184,7 +185,7 @@ def expand_lm_grid(
     cannot be built (a bad option) raises :class:`CompareError`."""
     import cplxnet.models as zoo
 
-    from ...tasks.lm.train import SYNTHETIC_PREFIX, make_task
+    from ...tasks.lm.task import SYNTHETIC_PREFIX, make_task
 
     check_count("--data: the number of datasets x encodings", len(datas) * len(encodings),
                 MAX_CONFIGURATIONS, "MAX_CONFIGURATIONS")  # fmt: skip
@@ -400,7 +401,7 @@ def _outcome(row: dict[str, Any]) -> str:
     )
 
 
-def _progress(cell: Cell, step: int, metrics: dict[str, Any]) -> str:
+def _progress(cell: Cell, options: GridOptions, step: int, metrics: dict[str, Any]) -> str:
     dev = ", ".join(f"{k[4:]} {v:.4f}" for k, v in metrics.items() if k.startswith("dev_"))
     return f"  {cell.describe()}: step {step} dev {dev} ({metrics.get('seconds', 0):.0f}s)"
 
@@ -431,11 +432,14 @@ def lm_rows_to_csv(rows: Sequence[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-KIND = CellKind(
-    split="stream",
-    cell_id=_cell_id,
-    train=train_lm_cell,
-    outcome=_outcome,
-    progress=_progress,
-    to_csv=lm_rows_to_csv,
+KIND = register_kind(
+    MODE,
+    CellKind(
+        split=lambda cell: "stream",
+        cell_id=_cell_id,
+        train=train_lm_cell,
+        outcome=_outcome,
+        progress=_progress,
+        to_csv=lm_rows_to_csv,
+    ),
 )

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .cells import Cell, GridOptions, cell_kind, cell_train
+from .cells import Cell, GridOptions, cell_kind
 from .progress import Eta, fmt_duration
 from .runner import run_cell
 from .store import atomic_json, base_row
@@ -39,17 +39,9 @@ def run_serial(todo: Sequence[Cell], ctx: Any, threads: int) -> None:
     while queue:
         cell = queue.pop(0)
         _forget(ctx.out, cell)
-        epochs = cell_train(cell, ctx.options).get("epochs", 10)
 
-        def progress(epoch: int, metrics: dict, cell: Cell = cell, epochs: int = epochs) -> None:
-            kind = cell_kind(cell.mode)
-            if kind is not None:
-                ctx.log(kind.progress(cell, epoch, metrics))
-                return
-            ctx.log(
-                f"  {cell.describe()}: epoch {epoch}/{epochs} dev "
-                f"{metrics['dev_accuracy']:.4f} ({metrics['seconds']:.0f}s)"
-            )
+        def progress(epoch: int, metrics: dict, cell: Cell = cell) -> None:
+            ctx.log(cell_kind(cell.mode).progress(cell, ctx.options, epoch, metrics))
 
         row = run_cell(cell, ctx.out, ctx.options, keep_runs=ctx.keep_runs, callback=progress)
         ctx.finished(cell, row, {}, queue)

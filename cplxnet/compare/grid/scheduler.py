@@ -95,14 +95,9 @@ def run_grid(
             wall: float | None = None,
         ) -> None:
             counter[0] += 1
-            kind = cell_kind(cell.mode)
             if row.get("status") == "ok":
                 eta.add(cell.family, cell.mode, wall or float(row.get("seconds") or 0.0))
-                what = (
-                    kind.outcome(row)
-                    if kind is not None
-                    else f"dev {row['dev_accuracy']:.4f} test {row['test_accuracy']:.4f}"
-                )
+                what = cell_kind(cell.mode).outcome(row)
             else:
                 counter[1] += 1
                 what = f"ERROR {row.get('error', '')[:200]}"

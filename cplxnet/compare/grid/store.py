@@ -102,7 +102,7 @@ def base_row(cell: Cell, options: GridOptions) -> dict[str, Any]:
         "cell": cell.to_dict(),
     }
     entry = cell_preset(cell.data, cell.family, cell.number, options)
-    if entry is not None and cell_kind(cell.mode) is None:
+    if entry is not None and cell_kind(cell.mode).presets:
         row["preset"] = entry["preset"]
         row["preset_values"] = entry
     return row
@@ -110,7 +110,7 @@ def base_row(cell: Cell, options: GridOptions) -> dict[str, Any]:
 
 def result_fields(results: dict[str, Any]) -> dict[str, Any]:
     """The row fields of a finished classification run from the ``results.json`` of
-    :func:`cplxnet.tasks.classify.train.train`."""
+    :func:`cplxnet.tasks.classify.task.train`."""
     return {
         "parameters": results["real_parameters"],
         "dev_accuracy": results["dev_accuracy"],
@@ -185,7 +185,7 @@ class ResultStore:
         now (a preset retuned or another preset given for it)."""
         for cell in cells:
             row = done.get(cell.cell_id)
-            if row is None or cell_kind(cell.mode) is not None:
+            if row is None or not cell_kind(cell.mode).presets:
                 continue
             now = cell_preset(cell.data, cell.family, cell.number, options)
             if row.get("preset_values") != now:
@@ -237,11 +237,18 @@ def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
 
 
 def rows_to_csv(rows: Iterable[dict[str, Any]]) -> str:
+    """CSV text of ``rows`` in the layout of their kind (:attr:`CellKind.to_csv`); rows of
+    several kinds are written as the kind without presets (a language model's) or else the
+    first of them."""
+    rows = list(rows)
+    modes = {r.get("mode") or "grid" for r in rows} or {"grid"}
+    first = min(modes, key=lambda m: (cell_kind(m).presets, m))
+    return cell_kind(first).to_csv(rows)
+
+
+def classification_rows_to_csv(rows: Iterable[dict[str, Any]]) -> str:
     """CSV text: one line per run (grid rows), or per run and length bin (extrapolation rows)."""
     rows = list(rows)
-    kinds = {r.get("mode") for r in rows if cell_kind(r.get("mode", "grid")) is not None}
-    if kinds:
-        return cell_kind(sorted(kinds)[0]).to_csv(rows)
     buf = io.StringIO()
     extrapolation = any("bins" in r for r in rows)
     columns = list(RESULT_COLUMNS)

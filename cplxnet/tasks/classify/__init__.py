@@ -1,10 +1,10 @@
 """Text classification: :func:`train` / :func:`resume` a classifier of the zoo in a run folder
-(:mod:`~cplxnet.tasks.classify.train`, :class:`ClassifyTask` for the engine's loop) and load,
+(:mod:`~cplxnet.tasks.classify.task`, :class:`ClassifyTask` for the engine's loop) and load,
 score or query a finished run (:mod:`~cplxnet.tasks.classify.inference`)."""
 
 from __future__ import annotations
 
-from .train import (
+from .task import (
     RUN_FILES,
     ClassifyTask,
     LoadedRun,

@@ -8,7 +8,7 @@ copy/reverse task, score it at longer lengths, and sample from it.
 >>> results["test"]["128"]["bpc"]
 
 Modules: :mod:`~cplxnet.tasks.lm.data` (reading, tokenizing, splitting, windows),
-:mod:`~cplxnet.tasks.lm.train` (the run folder, training, resume), :mod:`~cplxnet.tasks.lm.options`
+:mod:`~cplxnet.tasks.lm.task` (the run folder, training, resume), :mod:`~cplxnet.tasks.lm.options`
 (training options, the learning-rate schedule, early stopping), :mod:`~cplxnet.tasks.lm.evaluate`
 (bpc / perplexity per evaluation length), :mod:`~cplxnet.tasks.lm.generate` (sampling with a
 key/value cache, streamed) and
@@ -38,7 +38,7 @@ from .generate import (
 )
 from .options import LMOptions
 from .synthetic import TASKS, SyntheticTask
-from .train import LMTask, is_lm_run, make_task, resume_lm, train_lm
+from .task import LMTask, is_lm_run, make_task, resume_lm, train_lm
 
 __all__ = [
     "TOKENIZATIONS",

@@ -24,7 +24,7 @@ from ...engine.runs import RunError, load_checkpoint, load_weights
 from .data import TokenVocab, detokenize, tokenize
 from .evaluate import NA, effective_length, evaluate_lengths
 from .synthetic import SEP
-from .train import LMOptions, LMTask, build_lm_model, load_lm_config
+from .task import LMOptions, LMTask, build_lm_model, load_lm_config
 
 __all__ = [
     "LoadedLM", "load_lm_run", "scaled_models", "evaluate_lm_run", "generate", "stream",
