@@ -9,9 +9,9 @@ This package gathers the public names of the grid's parts:
   the cells, the registry of cell kinds (:class:`CellKind`) and the parsing of the axes;
   :mod:`~cplxnet.compare.grid.expand`: a cell's model config and the expansion of the axes into
   cells (:func:`expand_grid`);
-* the kinds, one module each: :mod:`~cplxnet.compare.grid.classify` (``grid``),
-  :mod:`~cplxnet.compare.grid.extrapolate` (``extrapolate``) and :mod:`~cplxnet.compare.grid.lm`
-  (``lm``), every one imported here so that :data:`CELL_KINDS` holds them all;
+* the kinds: :mod:`~cplxnet.compare.grid.classify` (``grid`` and ``extrapolate``, whose data
+  and training are :mod:`~cplxnet.compare.grid.extrapolate`) and :mod:`~cplxnet.compare.grid.lm`
+  (``lm``), imported here so that :data:`CELL_KINDS` holds them all;
 * :mod:`~cplxnet.compare.grid.store`: the output folder (:class:`ResultStore`, its layout), the
   result rows and ``results.csv``;
 * :mod:`~cplxnet.compare.grid.runner`: one cell trained and recorded (:func:`run_cell`), also in
@@ -23,7 +23,7 @@ This package gathers the public names of the grid's parts:
 
 from __future__ import annotations
 
-from . import classify, extrapolate, lm  # noqa: F401  (each registers its cell kind)
+from . import classify, lm  # noqa: F401  (each registers its cell kinds)
 from .cells import (
     CELL_KINDS,
     PRESET_NUMBERS,

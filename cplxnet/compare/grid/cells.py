@@ -402,8 +402,8 @@ class CellKind:
     """A kind of cell (its ``Cell.mode``): how it is named, trained, reported in progress lines
     and written to ``results.csv``; the store, the scheduler and the workers are shared. Every
     kind is registered in :data:`CELL_KINDS` (:func:`register_kind`) by the module that defines
-    it: ``grid`` (:mod:`~cplxnet.compare.grid.classify`), ``extrapolate``
-    (:mod:`~cplxnet.compare.grid.extrapolate`) and ``lm`` (:mod:`~cplxnet.compare.grid.lm`).
+    it: ``grid`` and ``extrapolate`` (:mod:`~cplxnet.compare.grid.classify`) and ``lm``
+    (:mod:`~cplxnet.compare.grid.lm`).
 
     Attributes:
         split: ``cell -> text`` of the ``split`` column of its rows.

@@ -1,7 +1,7 @@
-"""The classification cells of a comparison grid (mode ``grid``): their ids and splits, the
-training of one (:func:`train_grid_cell`), their progress lines and ``results.csv``; the
-extrapolation cells (:mod:`~cplxnet.compare.grid.extrapolate`) share all of it but the id and
-the training."""
+"""The classification cell kinds of a comparison grid: ``grid`` (:func:`train_grid_cell`) and
+``extrapolate`` (length extrapolation, trained by :mod:`~cplxnet.compare.grid.extrapolate`).
+Both have the ids, splits, progress lines and ``results.csv`` of this module (an extrapolation
+cell's id starts with ``x-``)."""
 
 from __future__ import annotations
 
@@ -23,9 +23,10 @@ from .cells import (
     register_kind,
 )
 from .expand import cell_config
+from .extrapolate import synthetic_data, train_extrapolation_cell
 from .store import classification_rows_to_csv, read_history, result_fields
 
-__all__ = ["KIND", "classification_split", "classification_id", "train_grid_cell"]
+__all__ = ["KIND", "EXTRAPOLATE", "classification_split", "classification_id", "train_grid_cell"]
 
 
 def classification_split(cell: Cell) -> str:
@@ -86,8 +87,6 @@ def train_grid_cell(
             shutil.rmtree(run_dir)
         os.makedirs(os.path.dirname(run_dir), exist_ok=True)
         if cell.data == SYNTHETIC:
-            from .extrapolate import synthetic_data
-
             data = synthetic_data(options, cell, bins=False)
         else:
             data = prepare_data(data_spec(cell, options), model_max_len=config.max_len)
@@ -106,6 +105,22 @@ KIND = register_kind(
         split=classification_split,
         cell_id=classification_id,
         train=lambda cell, options, run_dir, callback: train_grid_cell(
+            cell, options, run_dir, callback=callback
+        ),
+        outcome=outcome,
+        progress=progress,
+        to_csv=classification_rows_to_csv,
+        presets=True,
+    ),
+)
+
+#: The kind of the length-extrapolation cells (``compare --extrapolate``).
+EXTRAPOLATE = register_kind(
+    "extrapolate",
+    CellKind(
+        split=classification_split,
+        cell_id=lambda cell: classification_id(cell, prefix="x-"),
+        train=lambda cell, options, run_dir, callback: train_extrapolation_cell(
             cell, options, run_dir, callback=callback
         ),
         outcome=outcome,

@@ -33,10 +33,9 @@ from ...data import (
     load_splits,
 )
 from ...tasks.classify.synthetic import LengthBin, SyntheticOrderTask, length_bins
-from .cells import CellKind, data_spec, register_kind
-from .classify import classification_id, classification_split, outcome, progress
+from .cells import data_spec
 from .expand import cell_config
-from .store import classification_rows_to_csv, read_history, result_fields
+from .store import read_history, result_fields
 
 __all__ = [
     "DEFAULT_TRAIN_LEN",
@@ -210,19 +209,3 @@ def train_extrapolation_cell(
         history=read_history(run_dir),
     )
     return out
-
-
-KIND = register_kind(
-    "extrapolate",
-    CellKind(
-        split=classification_split,
-        cell_id=lambda cell: classification_id(cell, prefix="x-"),
-        train=lambda cell, options, run_dir, callback: train_extrapolation_cell(
-            cell, options, run_dir, callback=callback
-        ),
-        outcome=outcome,
-        progress=progress,
-        to_csv=classification_rows_to_csv,
-        presets=True,
-    ),
-)
