@@ -18,7 +18,7 @@ import torch
 
 from cplxnet.data import DataSpec, prepare_data
 from cplxnet.engine import CHECKPOINT_FORMAT, check_checkpoint_format, upgrade_checkpoint
-from cplxnet.engine.loop import CHECKPOINT_KEYS, read_checkpoint
+from cplxnet.engine.checkpoints import CHECKPOINT_KEYS, read_checkpoint
 from cplxnet.engine.runs import RunError, check_entries
 from cplxnet.tasks.classify.task import TrainOptions, train
 

@@ -59,7 +59,8 @@ from ...data import (
     prepare_data,
     read_word_vectors,
 )
-from ...engine.loop import LoopState, fit, new_run_config, read_checkpoint, take_run_folder
+from ...engine.checkpoints import read_checkpoint
+from ...engine.loop import LoopState, fit, new_run_config, take_run_folder
 from ...engine.metrics import evaluate, macro_f1
 from ...engine.optimization import (
     ddp_handles_sparse,

@@ -40,7 +40,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...data import DataError
-from ...engine.loop import LoopState, fit, new_run_config, read_checkpoint, take_run_folder
+from ...engine.checkpoints import read_checkpoint
+from ...engine.loop import LoopState, fit, new_run_config, take_run_folder
 from ...engine.optimization import set_lr
 from ...engine.runs import (
     RunError,
