@@ -14,8 +14,8 @@ import torch
 from test_cli import TINY, error_of
 
 import cplxnet.tasks.classify.task as engine
-from cplxnet import runs
 from cplxnet.cli import main
+from cplxnet.engine import runs
 
 
 @pytest.fixture(scope="module")

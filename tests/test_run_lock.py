@@ -19,8 +19,8 @@ import torch.distributed as dist
 from spawn_ranks import spawn_ranks
 from test_cli import TINY
 
-from cplxnet import runs
 from cplxnet.cli import main
+from cplxnet.engine import runs
 from cplxnet.engine.folder_lock import FolderLock
 
 LM_TINY = ["--task", "lm", "--data", "synthetic:copy", "--context", "4", "--d-model", "8",
@@ -116,7 +116,7 @@ def test_a_bare_pid_of_a_live_process_still_holds(toy_file, tmp_path, capsys):
 
 HOLDER = """
 import sys
-from cplxnet import runs
+from cplxnet.engine import runs
 lock = runs.run_lock(sys.argv[1]).acquire()
 print("held", flush=True)
 sys.stdin.read()

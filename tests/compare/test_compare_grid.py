@@ -198,7 +198,7 @@ def test_failing_cell_is_recorded_and_grid_goes_on(tmp_path, options, monkeypatc
 def test_interrupted_cell_resumes_from_its_checkpoint(tmp_path, length_tsv):
     """A cell whose run folder holds a checkpoint (the process was stopped mid-cell) continues
     it and ends with the rows of an uninterrupted run."""
-    from cplxnet import train as engine
+    from cplxnet.tasks.classify import task as engine
 
     opts = tiny_options(train={"epochs": 2, "batch_size": 16})
     cells, _ = expand_grid(

@@ -88,7 +88,7 @@ def test_interrupted_cell_resumes_as_an_uninterrupted_one(tmp_path, text_file, m
     """A cell killed after its first checkpoint continues from it (the grid finds the run
     folder); its scores equal those of a cell run in one go. A run folder of another budget (a
     different seed) is trained again from scratch."""
-    from cplxnet import lm as engine
+    from cplxnet.tasks import lm as engine
 
     options = lm_grid_options(
         context=8, train={"steps": 4, "eval_every": 2, "batch_size": 4},
@@ -132,7 +132,7 @@ def test_interrupted_cell_resumes_as_an_uninterrupted_one(tmp_path, text_file, m
 
 
 def test_a_failing_cell_is_recorded_and_the_grid_goes_on(tmp_path, text_file, monkeypatch):
-    from cplxnet import lm as engine
+    from cplxnet.tasks import lm as engine
 
     options = lm_grid_options(
         context=8, train={"steps": 2, "eval_every": 2, "batch_size": 4},
