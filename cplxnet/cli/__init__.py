@@ -8,18 +8,5 @@ and ``predict``), :mod:`~cplxnet.cli.lm` (``train --task lm``, a language model'
 
 from __future__ import annotations
 
-from .main import (
-    EXIT_ERROR,
-    EXIT_INTERRUPTED,
-    CLIError,
-    build_parser,
-    main,
-)
-
-__all__ = [
-    "main",
-    "build_parser",
-    "CLIError",
-    "EXIT_ERROR",
-    "EXIT_INTERRUPTED",
-]
+from .main import *  # noqa: F403
+from .main import __all__  # noqa: F401

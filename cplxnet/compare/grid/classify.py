@@ -26,7 +26,14 @@ from .expand import cell_config
 from .extrapolate import synthetic_data, train_extrapolation_cell
 from .store import classification_rows_to_csv, read_history, result_fields
 
-__all__ = ["KIND", "EXTRAPOLATE", "classification_split", "classification_id", "train_grid_cell"]
+__all__ = [
+    "KIND",
+    "EXTRAPOLATE",
+    "classification_kind",
+    "classification_split",
+    "classification_id",
+    "train_grid_cell",
+]
 
 
 def classification_split(cell: Cell) -> str:
@@ -99,33 +106,32 @@ def train_grid_cell(
     return out
 
 
-KIND = register_kind(
-    "grid",
-    CellKind(
+def classification_kind(cell_id: Callable[[Cell], str], train: Callable[..., Any]) -> CellKind:
+    """A classification kind: the splits, progress lines and ``results.csv`` of this module with
+    its own ids and training ``train(cell, options, run_dir, callback=...)``."""
+    return CellKind(
         split=classification_split,
-        cell_id=classification_id,
-        train=lambda cell, options, run_dir, callback: train_grid_cell(
+        cell_id=cell_id,
+        train=lambda cell, options, run_dir, callback: train(
             cell, options, run_dir, callback=callback
         ),
         outcome=outcome,
         progress=progress,
         to_csv=classification_rows_to_csv,
         presets=True,
-    ),
-)
+    )
 
+
+#: The kind of the classification cells (``compare``).
+KIND = register_kind(
+    "grid",
+    classification_kind(classification_id, lambda *a, **k: train_grid_cell(*a, **k)),
+)
 #: The kind of the length-extrapolation cells (``compare --extrapolate``).
 EXTRAPOLATE = register_kind(
     "extrapolate",
-    CellKind(
-        split=classification_split,
-        cell_id=lambda cell: classification_id(cell, prefix="x-"),
-        train=lambda cell, options, run_dir, callback: train_extrapolation_cell(
-            cell, options, run_dir, callback=callback
-        ),
-        outcome=outcome,
-        progress=progress,
-        to_csv=classification_rows_to_csv,
-        presets=True,
+    classification_kind(
+        lambda cell: classification_id(cell, prefix="x-"),
+        lambda *a, **k: train_extrapolation_cell(*a, **k),
     ),
 )
