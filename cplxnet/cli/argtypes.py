@@ -22,30 +22,27 @@ __all__ = [
 MAX_COUNT = 2**63 - 1
 
 
-def positive_int(text: str) -> int:
-    """An integer >= 1."""
+def _count(text: str, low: int, expected: str) -> int:
+    """An integer ``low .. MAX_COUNT``; ``expected`` names what was expected in the error."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {value}")
     if value > MAX_COUNT:
         raise argparse.ArgumentTypeError(f"expected at most 2**63-1, got {_clip(text)}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1."""
+    return _count(text, 1, "a positive integer")
 
 
 def non_negative_int(text: str) -> int:
     """An integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    if value > MAX_COUNT:
-        raise argparse.ArgumentTypeError(f"expected at most 2**63-1, got {_clip(text)}")
-    return value
+    return _count(text, 0, "an integer >= 0")
 
 
 def seed_int(text: str) -> int:

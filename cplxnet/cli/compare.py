@@ -26,7 +26,7 @@ from typing import Any
 
 from .argtypes import non_negative_int, positive_int
 from .compare_common import DEFAULT_FAMILIES, executor_from_args, run_and_report
-from .options import LM_FLAGS, SCHEDULE_FLAGS, add_options
+from .options import LM_FLAGS, SCHEDULE_FLAGS, add_options, train_fields
 from .options import fail as _fail
 from .options import split_list as _split_list
 
@@ -337,16 +337,8 @@ def options_from_args(args: argparse.Namespace) -> Any:
     from ..compare.grid import GridOptions, parse_presets, parse_sets
     from ..engine.options import TrainOptions
 
-    train = {
-        "epochs": args.epochs if args.epochs is not None else TrainOptions.epochs,
-        "batch_size": args.batch_size,
-        "lr": args.lr,
-        "weight_decay": args.weight_decay,
-        "clip_norm": args.clip_norm,
-        "patience": args.patience,
-        "max_steps": args.max_steps,
-        "sparse": False if args.dense else None,
-    }
+    epochs = args.epochs if args.epochs is not None else TrainOptions.epochs
+    train = {"epochs": epochs, **train_fields(args)}
     data = {
         "split_seed": args.split_seed,
         "limit": args.limit,

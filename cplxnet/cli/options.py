@@ -31,6 +31,8 @@ from ..tasks.lm.task import LMOptions
 from .argtypes import float_value, non_negative_int, positive_int, seed_int, unit_interval
 
 __all__ = [
+    "TRAIN_FIELDS",
+    "train_fields",
     "CLIError",
     "EXIT_ERROR",
     "EXIT_INTERRUPTED",
@@ -76,6 +78,18 @@ def fail(message: str, status: int = EXIT_ERROR) -> int:
         with contextlib.suppress(OSError), open(error_file, "w", encoding="utf-8") as fh:
             json.dump({"message": line, "timestamp": int(time.time())}, fh)
     return status
+
+
+#: The :class:`~cplxnet.engine.options.TrainOptions` fields ``train`` and ``compare`` both take
+#: by the flag of the same name.
+TRAIN_FIELDS = ("batch_size", "lr", "weight_decay", "clip_norm", "patience", "max_steps")
+
+
+def train_fields(args: Any) -> dict[str, Any]:
+    """The :data:`TRAIN_FIELDS` of a parsed command line and ``sparse`` (from ``--dense``);
+    ``None`` where an option was not given."""
+    fields = {name: getattr(args, name) for name in TRAIN_FIELDS}
+    return {**fields, "sparse": False if args.dense else None}
 
 
 def split_list(text: str) -> list[str]:

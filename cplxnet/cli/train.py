@@ -11,7 +11,7 @@ from typing import Any
 from ..engine.options import TrainOptions
 from .argtypes import positive_int, probability
 from .model import model_config
-from .options import RESUME_COMMON, CLIError, add_options, check_resume_options
+from .options import RESUME_COMMON, CLIError, add_options, check_resume_options, train_fields
 
 __all__ = ["add_train_command", "RESUME_OK", "train_options", "default_run_dir", "cmd_train"]
 
@@ -175,18 +175,7 @@ def _data_spec(args: argparse.Namespace) -> Any:
 
 def _given_train_options(args: argparse.Namespace) -> dict[str, Any]:
     """The TrainOptions fields of the training options (``None``: not given)."""
-    return {
-        "epochs": args.epochs,
-        "seed": args.seed,
-        "batch_size": args.batch_size,
-        "lr": args.lr,
-        "weight_decay": args.weight_decay,
-        "clip_norm": args.clip_norm,
-        "patience": args.patience,
-        "max_steps": args.max_steps,
-        "compile": args.compile,
-        "sparse": False if args.dense else None,
-    }
+    return {"epochs": args.epochs, "seed": args.seed, **train_fields(args), "compile": args.compile}
 
 
 def cmd_train(args: argparse.Namespace) -> int:
