@@ -1,5 +1,5 @@
-"""``cplxnet compare`` and ``cplxnet report``: the subcommands of :mod:`cplxnet.cli` for the
-comparison grid (registered there by :func:`add_subcommands`).
+"""``cplxnet compare``: the subcommand of :mod:`cplxnet.cli` for the comparison grid, registered
+there with ``report`` (:mod:`cplxnet.cli.report`) by :func:`add_subcommands`.
 
 Examples::
 
@@ -29,11 +29,11 @@ from .compare_common import DEFAULT_FAMILIES, executor_from_args, run_and_report
 from .options import LM_FLAGS, SCHEDULE_FLAGS, add_options, train_fields
 from .options import fail as _fail
 from .options import split_list as _split_list
+from .report import DEFAULT_TARGET, add_report_command
 
 __all__ = [
     "add_subcommands",
     "cmd_compare",
-    "cmd_report",
     "executor_from_args",
     "options_from_args",
     "run_and_report",
@@ -43,7 +43,7 @@ DEFAULT_DATA = "mr,trec"
 #: ``--data`` with ``--extrapolate`` and with ``--task lm``
 EXTRAPOLATE_DATA, LM_DATA = "synthetic,mr,trec", "mr"
 DEFAULT_ENCODINGS = "none,trainable,sinusoidal,complex-vanilla,complex-order"
-DEFAULT_SEEDS, DEFAULT_TARGET = "3", "complex-order"
+DEFAULT_SEEDS = "3"
 #: The training and data options of ``cplxnet compare`` (:data:`cplxnet.cli.options.OPTIONS`),
 #: the same for every cell.
 BUDGET_FLAGS = (
@@ -294,27 +294,7 @@ def add_subcommands(sub: Any) -> None:
     )
     c.set_defaults(handler=cmd_compare)
 
-    r = sub.add_parser(
-        "report",
-        help="re-render the comparison report (table, significance, plots) from results",
-        description="Write report.md and accuracy.png (and extrapolation.png) from a "
-        "comparison's results folder, results.json or results.csv, without training; print "
-        "the markdown.",
-    )
-    r.add_argument("results", metavar="RESULTS", help="results folder, .json or .csv")
-    r.add_argument("--out", default=None, help="folder for report.md/plots (default: beside)")
-    r.add_argument(
-        "--target", default=DEFAULT_TARGET, help=f"encoding tested (default {DEFAULT_TARGET})"
-    )
-    r.add_argument(
-        "--metric",
-        default="test_accuracy",
-        choices=("test_accuracy", "dev_accuracy", "test_macro_f1"),
-    )
-    r.add_argument("--digits", type=positive_int, default=3)
-    r.add_argument("--no-plot", action="store_true", help="only the markdown")
-    r.add_argument("--threads", type=positive_int, default=None, help=argparse.SUPPRESS)
-    r.set_defaults(handler=cmd_report)
+    add_report_command(sub)
 
 
 def _train_len(text: str | None) -> Any:
@@ -448,34 +428,3 @@ def cmd_compare(args: argparse.Namespace) -> int:
         )
     except (CompareError, DataError, RunError, ValueError) as err:
         return _fail(str(err))
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from ..compare.report.lm_report import is_lm_results, render_lm_report
-    from ..compare.report.render import render_report
-
-    try:
-        if is_lm_results(args.results):
-            text, written = render_lm_report(
-                args.results,
-                args.out,
-                target=args.target,
-                digits=args.digits,
-                plots=not args.no_plot,
-            )
-            print(text)
-            print("wrote " + ", ".join(written))
-            return 0
-        text, written = render_report(
-            args.results,
-            args.out,
-            target=args.target,
-            metric=args.metric,
-            digits=args.digits,
-            plots=not args.no_plot,
-        )
-    except (FileNotFoundError, ValueError, KeyError) as err:
-        return _fail(str(err) if not isinstance(err, KeyError) else f"missing column {err}")
-    print(text)
-    print("wrote " + ", ".join(written))
-    return 0

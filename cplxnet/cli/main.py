@@ -1,6 +1,7 @@
 """The ``cplxnet`` command: ``train``, ``evaluate`` and ``predict`` text classifiers; language
 models with ``train --task lm``, ``evaluate`` and ``generate`` (:mod:`cplxnet.cli.lm`); grids of
-runs comparing encodings with ``compare`` and ``report`` (:mod:`cplxnet.cli.compare`).
+runs comparing encodings with ``compare`` and ``report`` (:mod:`cplxnet.cli.compare`,
+:mod:`cplxnet.cli.report`).
 
 Examples::
 
@@ -69,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_command(sub)
     add_evaluate_command(sub)
     add_predict_command(sub)
-    from .compare import add_subcommands  # "compare" and "report" (cplxnet.compare)
+    from .compare import add_subcommands  # "compare" and "report"
     from .inspect import add_inspect_command
     from .lm import add_generate_command  # language models (cplxnet.tasks.lm)
 
