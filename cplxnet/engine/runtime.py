@@ -1,8 +1,8 @@
 """The process around a training run: seeds and RNG states, the data-parallel world, the zoo,
 progress output and the versions recorded in a run's ``config.json``.
 
-Shared by the classification engine (:mod:`cplxnet.tasks.classify.task`) and the language-model
-engine (:mod:`cplxnet.tasks.lm.task`).
+Shared by the loop (:mod:`cplxnet.engine.loop`) and the tasks (:mod:`cplxnet.tasks.classify.task`,
+:mod:`cplxnet.tasks.lm.task`).
 """
 
 from __future__ import annotations

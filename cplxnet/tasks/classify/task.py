@@ -1,4 +1,4 @@
-"""The training engine: seeded, resumable, data-parallel training of a text classifier.
+"""The classification task: seeded, resumable, data-parallel training of a text classifier.
 
 :func:`train` fits a model of the zoo (:mod:`cplxnet.models`) on prepared data
 (:func:`cplxnet.data.prepare_data`) and keeps everything in a run folder::

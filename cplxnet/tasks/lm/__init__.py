@@ -8,11 +8,12 @@ copy/reverse task, score it at longer lengths, and sample from it.
 >>> results["test"]["128"]["bpc"]
 
 Modules: :mod:`~cplxnet.tasks.lm.data` (reading, tokenizing, splitting, windows),
-:mod:`~cplxnet.tasks.lm.task` (the run folder, training, resume), :mod:`~cplxnet.tasks.lm.options`
-(training options, the learning-rate schedule, early stopping), :mod:`~cplxnet.tasks.lm.evaluate`
-(bpc / perplexity per evaluation length), :mod:`~cplxnet.tasks.lm.generate` (sampling with a
-key/value cache, streamed) and
-:mod:`~cplxnet.tasks.lm.synthetic` (copy / reverse).
+:mod:`~cplxnet.tasks.lm.task` (:class:`LMTask`, the run folder, training, resume),
+:mod:`~cplxnet.tasks.lm.options` (training options, the learning-rate schedule, early stopping),
+:mod:`~cplxnet.tasks.lm.evaluate` (bpc / perplexity per evaluation length),
+:mod:`~cplxnet.tasks.lm.generate` (sampling with a key/value cache, streamed) and
+:mod:`~cplxnet.tasks.lm.synthetic` (copy / reverse). ``cplxnet.lm`` is the same names' public
+import path.
 """
 
 from .data import (

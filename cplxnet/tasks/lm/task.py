@@ -1,7 +1,7 @@
-"""The language-model engine: train a causal decoder on a text stream or a synthetic task.
+"""The language-model task: train a causal decoder on a text stream or a synthetic task.
 
 :func:`train_lm` fits a ``decoder`` of the zoo (:class:`cplxnet.models.DecoderConfig`) and keeps
-everything in a run folder, as the classification engine (:mod:`cplxnet.tasks.classify.task`)
+everything in a run folder, as the classification task (:mod:`cplxnet.tasks.classify.task`)
 does::
 
     config.json     model config, training options, data (source, tokens, context), versions
