@@ -8,8 +8,8 @@ cell. It runs, in this one process, one after the other, into fresh folders:
 * ``local, 1 job``: every cell in this process (after one warm-up cell that is not counted):
   the baseline, and the cells' own time ``T`` (the mean of their ``seconds``: data, model,
   training, scoring);
-* ``local, 2 jobs``: the process pool (a new ``python -m cplxnet.compare.worker`` per cell);
-* ``dask, LocalCluster of 2``: :class:`~cplxnet.compare.executors.DaskExecutor` with a
+* ``local, 2 jobs``: the process pool (a new ``python -m cplxnet.compare.grid.worker`` per cell);
+* ``dask, LocalCluster of 2``: :class:`~cplxnet.compare.grid.executors.DaskExecutor` with a
   ``LocalCluster`` of 2 single-threaded worker processes started for the grid (start-up
   included; reported separately too);
 * ``dask, running cluster of 2``: the same cells again (another folder) on a cluster that was
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from cplxnet.compare import run_grid
-    from cplxnet.compare.executors import DaskExecutor, LocalExecutor
+    from cplxnet.compare.grid.executors import DaskExecutor, LocalExecutor
 
     torch.set_num_threads(1)
     cells, options = _grid()

@@ -1,5 +1,5 @@
 """Tokens per second of sampling from a decoder with the key/value cache against recomputing the
-window at every step (:func:`cplxnet.lm.generate`, ``cache=True`` / ``cache=False``).
+window at every step (:func:`cplxnet.tasks.lm.generate`, ``cache=True`` / ``cache=False``).
 
     python benchmarks/generate.py                       # prints the markdown table
     python benchmarks/generate.py --out benchmarks/GENERATE.md

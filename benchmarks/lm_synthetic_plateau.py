@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 import cplxnet.models as zoo
 from cplxnet.lm import LMOptions, make_task
-from cplxnet.lm.synthetic import IGNORE
+from cplxnet.tasks.lm.synthetic import IGNORE
 
 
 def main(argv: list[str] | None = None) -> None:

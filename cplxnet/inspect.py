@@ -28,7 +28,6 @@ Examples::
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -38,10 +37,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from .runs import RunError, atomic_write
+from .engine.runs import RunError, atomic_write
 
-__all__ = ["inspect_run", "attention_by_distance", "bias_by_distance", "add_inspect_command",
-           "cmd_inspect"]  # fmt: skip
+__all__ = ["inspect_run", "attention_by_distance", "bias_by_distance"]
 
 MARKER = ".cplxnet-inspect"
 #: the length of a classifier's inputs when its model has no length limit of its own
@@ -63,12 +61,12 @@ class _Run:
 
 
 def _load(path: str, samples: int) -> _Run:
-    from .lm.train import is_lm_run
+    from .tasks.lm.task import is_lm_run
 
     if not os.path.isdir(path):
         raise RunError(f"run folder {path} not found")
     if is_lm_run(path):
-        from .lm.generate import load_lm_run
+        from .tasks.lm.generate import load_lm_run
 
         lm = load_lm_run(path)
         task = lm.task()
@@ -83,7 +81,7 @@ def _load(path: str, samples: int) -> _Run:
 
         text = "windows of the test text" if stream is not None else "random symbol sequences"
         return _Run(path, lm.model, "lm", lm.context, lm.config.encoding, inputs, text)
-    from .inference import load_run
+    from .tasks.classify.inference import load_run
 
     run = load_run(path)
     length = run.max_len
@@ -383,38 +381,3 @@ def inspect_run(run_dir: str, out: str | None = None, *, samples: int = 8) -> st
             os.remove(os.path.join(out, stale))
     atomic_write(os.path.join(out, MARKER), lambda fh: fh.write(json.dumps(sorted(written))))
     return os.path.join(out, "inspect.md")
-
-
-# ------------------------------------------------------------------------------------------------
-# the command
-
-
-def add_inspect_command(sub: Any) -> None:
-    """The ``inspect`` subcommand."""
-    from ._argtypes import positive_int
-
-    p = sub.add_parser(
-        "inspect",
-        help="plot what a run learned about position",
-        description="Write PNG plots and inspect.md about position for a classifier or "
-        "language-model run: complex-order frequencies, amplitudes and phases; mean attention "
-        "weight against distance per layer and head (at L and 4L for language models); the "
-        "position bias of bias encodings (alibi, t5, ...).",
-    )
-    p.add_argument("run", metavar="RUN", help="a run folder")
-    p.add_argument("--out", metavar="DIR", default=None,
-                   help="output folder (default RUN/inspect; only a folder inspect wrote is "
-                   "reused)")  # fmt: skip
-    p.add_argument("--samples", type=positive_int, default=8, metavar="N",
-                   help="input sequences for the attention plots (default 8)")  # fmt: skip
-    from .cli_options import add_options
-
-    add_options(p, "inspect", ("--threads",))
-    p.set_defaults(handler=cmd_inspect)
-
-
-def cmd_inspect(args: argparse.Namespace) -> int:
-    """``cplxnet inspect RUN [--out DIR]``."""
-    path = inspect_run(args.run, args.out, samples=args.samples)
-    print(f"wrote {path}")
-    return 0

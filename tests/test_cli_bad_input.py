@@ -10,7 +10,7 @@ from test_cli import TINY
 
 import cplxnet.models as zoo
 from cplxnet.cli import main
-from cplxnet.runs import RunError, check_model_memory
+from cplxnet.engine.runs import RunError, check_model_memory
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import test_train_zoo as toy
 
 import cplxnet.models as zoo
 from cplxnet.cli import build_parser, main
-from cplxnet.cli_model import model_config
+from cplxnet.cli.model import model_config
 
 TINY_TF = [
     "--model", "transformer", "--d-model", "8", "--set", "transformer.num_heads=2",

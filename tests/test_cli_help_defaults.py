@@ -9,15 +9,15 @@ import re
 import pytest
 
 from cplxnet.cli import build_parser, main
-from cplxnet.cli_options import LM_PRESET
-from cplxnet.compare.cli import options_from_args
-from cplxnet.compare.lm import lm_options_from_args
+from cplxnet.cli.compare import options_from_args
+from cplxnet.cli.compare_lm import lm_options_from_args
+from cplxnet.cli.lm import default_context
+from cplxnet.cli.options import LM_PRESET
 from cplxnet.data import DataSpec
-from cplxnet.lm import LMOptions
-from cplxnet.lm.cli import default_context
-from cplxnet.lm.synthetic import SYNTHETIC_CONTEXT
+from cplxnet.engine.options import TrainOptions
 from cplxnet.models import LM_PRESET_TRAINING
-from cplxnet.train_options import TrainOptions
+from cplxnet.tasks.lm import LMOptions
+from cplxnet.tasks.lm.synthetic import SYNTHETIC_CONTEXT
 
 
 def help_entries(argv: list[str], capsys) -> dict[str, str]:

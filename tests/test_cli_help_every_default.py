@@ -15,16 +15,16 @@ import pytest
 from test_cli_help_defaults import help_entries
 
 import cplxnet.data
-import cplxnet.lm.train
-import cplxnet.train
+import cplxnet.tasks.classify.task
+import cplxnet.tasks.lm.task
 from cplxnet.cli import build_parser, main
-from cplxnet.cli_options import LM_PRESET
-from cplxnet.compare.cli import DEFAULT_DATA, options_from_args
-from cplxnet.compare.extrapolate import DEFAULT_FACTORS, DEFAULT_TRAIN_LEN
-from cplxnet.compare.lm import lm_options_from_args
-from cplxnet.compare.synthetic import SyntheticOrderTask
-from cplxnet.lm.generate import DEFAULT_NEW_TOKENS
+from cplxnet.cli.compare import DEFAULT_DATA, options_from_args
+from cplxnet.cli.compare_lm import lm_options_from_args
+from cplxnet.cli.options import LM_PRESET
+from cplxnet.compare.grid.extrapolate import DEFAULT_FACTORS, DEFAULT_TRAIN_LEN
 from cplxnet.models import LM_PRESET_TRAINING
+from cplxnet.tasks.classify.synthetic import SyntheticOrderTask
+from cplxnet.tasks.lm.generate import DEFAULT_NEW_TOKENS
 
 
 def printed(text: str) -> list[str]:
@@ -51,13 +51,13 @@ def engine_calls(monkeypatch, tmp_path):
 
     monkeypatch.setattr(cplxnet.data, "prepare_data", capture_data)
     monkeypatch.setattr(
-        cplxnet.train,
+        cplxnet.tasks.classify.task,
         "train",
         lambda config, data, run_dir, options, **kw: seen.update(classify=options),
     )
     lm_runs: list = []
     monkeypatch.setattr(
-        cplxnet.lm.train,
+        cplxnet.tasks.lm.task,
         "train_lm",
         lambda config, source, run_dir, options, **kw: lm_runs.append((options, kw)),
     )
@@ -151,11 +151,11 @@ def test_compare_help_prints_the_defaults_compare_uses(capsys):
     _, synthetic = lm_options_from_args(
         build_parser().parse_args(["compare", "--task", "lm", "--data", "synthetic:copy"])
     )
-    from cplxnet.lm import LMOptions
+    from cplxnet.tasks.lm import LMOptions
 
     lm = dataclasses.asdict(LMOptions(**text.lm["train"]))  # what every cell trains with
     t = classify.train
-    from cplxnet.train_options import TrainOptions
+    from cplxnet.engine.options import TrainOptions
 
     d = {f: getattr(TrainOptions, f) for f in ("batch_size", "lr", "weight_decay", "clip_norm")}
     d.update(t)
@@ -225,7 +225,7 @@ def test_compare_help_prints_the_defaults_compare_uses(capsys):
 def test_generate_evaluate_predict_report_inspect_help(capsys):
     import inspect
 
-    from cplxnet.lm.generate import stream_text
+    from cplxnet.tasks.lm.generate import stream_text
 
     sig = inspect.signature(stream_text).parameters
     assert sig["num_tokens"].default == DEFAULT_NEW_TOKENS

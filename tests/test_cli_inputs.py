@@ -13,7 +13,7 @@ import test_train_zoo as toy
 
 from cplxnet.cli import main
 from cplxnet.data import DataError
-from cplxnet.lm.data import prepare_lm_data
+from cplxnet.tasks.lm.data import prepare_lm_data
 
 TINY = ["--model", "fasttext", "--d-model", "8", "--epochs", "1", "--lr", "0.05", "--quiet"]
 LM_TINY = ["--task", "lm", "--d-model", "8", "--steps", "2", "--eval-every", "2", "--batch-size",

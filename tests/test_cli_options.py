@@ -1,5 +1,5 @@
 """The data and training options of ``cplxnet train`` and ``cplxnet compare`` come from one
-definition (:mod:`cplxnet.cli_options`): same type, default and help in both commands unless the
+definition (:mod:`cplxnet.cli.options`): same type, default and help in both commands unless the
 definition says how one differs, and the defaults they leave to the engine are the engine's."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import dataclasses
 import pytest
 
 from cplxnet.cli import build_parser
-from cplxnet.cli_options import OPTIONS, Option, add_options, fail, split_list
+from cplxnet.cli.options import OPTIONS, Option, add_options, fail, split_list
 from cplxnet.data import DataSpec
-from cplxnet.train_options import TrainOptions
+from cplxnet.engine.options import TrainOptions
 
 COMMANDS = ("train", "compare")
 
@@ -79,8 +79,8 @@ def test_the_documented_training_defaults():
 
 def test_no_flags_give_the_engine_defaults_in_both_commands():
     import cplxnet.models as models
-    from cplxnet.cli_train import train_options
-    from cplxnet.compare.cli import options_from_args
+    from cplxnet.cli.compare import options_from_args
+    from cplxnet.cli.train import train_options
 
     args = build_parser().parse_args(["train"])
     given = {f: getattr(args, f) for f in ("epochs", "batch_size", "lr", "patience", "seed")}
@@ -104,7 +104,7 @@ def test_given_values_reach_both_commands_alike():
                  "max_vocab", "clean"):  # fmt: skip
         assert getattr(train, name) == getattr(compare, name), name
     assert train.split_seed == 0 and train.dense is True and train.clean is True
-    from cplxnet.compare.cli import options_from_args
+    from cplxnet.cli.compare import options_from_args
 
     grid = options_from_args(compare)
     assert grid.train == {

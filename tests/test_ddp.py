@@ -19,7 +19,7 @@ import torch.distributed as dist
 from spawn_ranks import spawn_ranks
 
 from cplxnet.data import DataSpec, prepare_data
-from cplxnet.train import load_checkpoint, train
+from cplxnet.tasks.classify.task import load_checkpoint, train
 
 pytestmark = [
     pytest.mark.skipif(not dist.is_available(), reason="torch.distributed unavailable"),

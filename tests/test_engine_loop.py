@@ -18,9 +18,9 @@ import torch
 
 from cplxnet.data import DataSpec, prepare_data
 from cplxnet.engine import CHECKPOINT_FORMAT, check_checkpoint_format, upgrade_checkpoint
-from cplxnet.engine.loop import CHECKPOINT_KEYS, read_checkpoint
-from cplxnet.runs import RunError, check_entries
-from cplxnet.train import TrainOptions, train
+from cplxnet.engine.checkpoints import CHECKPOINT_KEYS, read_checkpoint
+from cplxnet.engine.runs import RunError, check_entries
+from cplxnet.tasks.classify.task import TrainOptions, train
 
 CPLXNET = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cplxnet")
 READS = ("__float__", "__int__", "__bool__", "item", "tolist")
@@ -60,8 +60,8 @@ def test_a_classifier_round_reads_the_host_a_fixed_number_of_times(tmp_path, hos
 
 
 def test_a_language_model_round_reads_the_host_a_fixed_number_of_times(tmp_path, host_reads):
-    from cplxnet.lm import LMOptions, train_lm
     from cplxnet.models import make_config
+    from cplxnet.tasks.lm import LMOptions, train_lm
 
     text = tmp_path / "text.txt"
     text.write_text("the quick brown fox jumps over the lazy dog. " * 60, encoding="utf-8")
@@ -131,8 +131,8 @@ def test_an_unknown_format_is_one_line():
 
 def test_the_rounds_of_a_language_model_end_at_each_evaluation_and_the_last_step():
     from cplxnet.engine import LoopState
-    from cplxnet.lm import LMOptions
-    from cplxnet.lm.train import LMTask
+    from cplxnet.tasks.lm import LMOptions
+    from cplxnet.tasks.lm.task import LMTask
 
     task = LMTask("synthetic:copy", "char", 4)
     task.options = LMOptions(steps=5, eval_every=2)
@@ -152,7 +152,7 @@ def test_the_rounds_of_a_language_model_end_at_each_evaluation_and_the_last_step
 
 def test_a_classifier_round_is_an_epoch_cut_by_max_steps(tmp_path):
     from cplxnet.engine import LoopState
-    from cplxnet.train import ClassifyTask
+    from cplxnet.tasks.classify.task import ClassifyTask
 
     data = prepare_data(DataSpec(toy.write_toy_tsv(tmp_path / "toy.tsv", n=100)))
     task = ClassifyTask(data, TrainOptions(epochs=3, batch_size=10, max_steps=12), None, None)

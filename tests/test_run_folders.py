@@ -13,9 +13,9 @@ import test_train_zoo as toy
 import torch
 from test_cli import TINY, error_of
 
-import cplxnet.train as engine
-from cplxnet import runs
+import cplxnet.tasks.classify.task as engine
 from cplxnet.cli import main
+from cplxnet.engine import runs
 
 
 @pytest.fixture(scope="module")

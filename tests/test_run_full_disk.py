@@ -18,8 +18,8 @@ import torch
 from test_cli import TINY
 
 import cplxnet.engine.loop as engine
-from cplxnet import runs
 from cplxnet.cli import main
+from cplxnet.engine import runs
 
 LM_TINY = ["--task", "lm", "--data", "synthetic:copy", "--context", "4", "--d-model", "8",
            "--steps", "4", "--eval-every", "2", "--batch-size", "4", "--quiet"]  # fmt: skip

@@ -19,9 +19,9 @@ import torch.distributed as dist
 from spawn_ranks import spawn_ranks
 from test_cli import TINY
 
-from cplxnet import runs
 from cplxnet.cli import main
-from cplxnet.folder_lock import FolderLock
+from cplxnet.engine import runs
+from cplxnet.engine.folder_lock import FolderLock
 
 LM_TINY = ["--task", "lm", "--data", "synthetic:copy", "--context", "4", "--d-model", "8",
            "--steps", "4", "--eval-every", "2", "--batch-size", "4", "--quiet"]  # fmt: skip
@@ -116,7 +116,7 @@ def test_a_bare_pid_of_a_live_process_still_holds(toy_file, tmp_path, capsys):
 
 HOLDER = """
 import sys
-from cplxnet import runs
+from cplxnet.engine import runs
 lock = runs.run_lock(sys.argv[1]).acquire()
 print("held", flush=True)
 sys.stdin.read()
@@ -210,7 +210,7 @@ def ddp_lock_worker(rank, world, init_file, toy_file, run, out):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     from cplxnet.data import DataSpec, prepare_data
-    from cplxnet.train import train
+    from cplxnet.tasks.classify.task import train
 
     try:
         train(toy.make_config(d_model=8, dropout=0.0), prepare_data(DataSpec(toy_file)), run,

@@ -1,7 +1,7 @@
 """A cplxnet error under ``torchrun``: the ranks print cplxnet's one line (rank 0 only) and no
 traceback, exit non-zero, and leave the line in torchrun's error file, so torchrun's own report
 (its ChildFailedError traceback and summary, which the ranks cannot turn off: see
-:func:`cplxnet.cli_options.fail`) quotes it as the root cause."""
+:func:`cplxnet.cli.options.fail`) quotes it as the root cause."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import test_train_zoo as zoo
 import torch
 
 from cplxnet.data import DataError, DataSpec, prepare_data
-from cplxnet.train import (
+from cplxnet.tasks.classify.task import (
     RUN_FILES,
     RunError,
     TrainOptions,
@@ -269,7 +269,7 @@ def test_evaluate_refuses_a_changed_data_file(tmp_path):
 
 
 def test_data_parallel_falls_back_to_dense_for_tables_ddp_cannot_reduce():
-    from cplxnet.optimization import ddp_handles_sparse, set_sparse
+    from cplxnet.engine.optimization import ddp_handles_sparse, set_sparse
 
     tiny = zoo.build_model(cfg(vocab_size=5))
     assert ddp_handles_sparse(tiny, zoo)  # torch.nn.Embedding(sparse=True): DDP reduces it

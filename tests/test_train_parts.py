@@ -13,11 +13,11 @@ import test_train_zoo as zoo
 import torch
 
 from cplxnet.data import DataError, DataSpec, batch_indices, prepare_data
-from cplxnet.inference import LoadedRun, predict
-from cplxnet.metrics import batch_logits
-from cplxnet.optimization import make_optimizers, train_step
-from cplxnet.runtime import rng_state, set_rng_state
-from cplxnet.train_options import TrainOptions
+from cplxnet.engine.metrics import batch_logits
+from cplxnet.engine.optimization import make_optimizers, train_step
+from cplxnet.engine.options import TrainOptions
+from cplxnet.engine.runtime import rng_state, set_rng_state
+from cplxnet.tasks.classify.inference import LoadedRun, predict
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +121,7 @@ def test_rng_states_round_trip_every_generator():
 
 
 def test_each_epoch_has_the_batch_order_of_its_seed_and_number(data, tmp_path, monkeypatch):
-    import cplxnet.train as engine
+    import cplxnet.tasks.classify.task as engine
 
     seen: list[list[int]] = []
     real_step = engine.optimizer_step
@@ -179,7 +179,7 @@ def test_resume_keeps_the_epochs_since_the_best_one(data, tmp_path):
     resumed stops at the epoch an uninterrupted run stops at."""
     import json
 
-    from cplxnet.train import resume, train
+    from cplxnet.tasks.classify.task import resume, train
 
     # a learning rate too small to change a prediction: no better dev accuracy after epoch 1
     options = TrainOptions(epochs=6, batch_size=16, lr=1e-12, patience=2, seed=3)
@@ -202,7 +202,7 @@ def test_resume_keeps_the_epochs_since_the_best_one(data, tmp_path):
 
 
 def test_only_the_first_rank_logs_and_shows_progress(capsys):
-    from cplxnet.runtime import Logger, progress
+    from cplxnet.engine.runtime import Logger, progress
 
     for quiet, rank, shown in ((False, 0, True), (False, 1, False), (True, 0, False)):
         Logger(quiet, rank)("line")

@@ -117,7 +117,7 @@ def ddp_train_worker(rank, world, init_file, toy_file, runs):
     import torch.distributed as dist
 
     from cplxnet.data import DataSpec, prepare_data
-    from cplxnet.train import train
+    from cplxnet.tasks.classify.task import train
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
@@ -136,6 +136,6 @@ def ddp_train_worker(rank, world, init_file, toy_file, runs):
 
 
 def ddp_options(sparse: bool):
-    from cplxnet.train import TrainOptions
+    from cplxnet.tasks.classify.task import TrainOptions
 
     return TrainOptions(epochs=1, batch_size=15, lr=0.05, seed=4, max_steps=1, sparse=sparse)

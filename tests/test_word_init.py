@@ -19,7 +19,7 @@ from cplxnet.data.batching import EncodedSplit
 from cplxnet.encodings import create_encoding
 from cplxnet.init import word_init_
 from cplxnet.models.common import RealEmbedding
-from cplxnet.train import train_step
+from cplxnet.tasks.classify.task import train_step
 
 V, D = 4000, 64  # a large table: sample moments within a few per cent
 

@@ -3,12 +3,12 @@
 * :mod:`~cplxnet.compare.grid`: the grid of datasets x folds x families x encodings x number
   fields x seeds, one result file per cell (resumable), parallel worker processes;
 * :mod:`~cplxnet.compare.report`: the report of a results folder, made of
-  :mod:`~cplxnet.compare.statistics` (mean ± std, the Wilcoxon signed-rank test of complex-order
-  against the best real-field column), :mod:`~cplxnet.compare.tables` (the Table 2-style table,
-  best in bold) and :mod:`~cplxnet.compare.figures`;
-* :mod:`~cplxnet.compare.plots`: the plot conventions of a report (one colour and marker per
+  :mod:`~cplxnet.compare.report.statistics` (mean ± std, the Wilcoxon signed-rank test of
+  complex-order against the best real-field column), :mod:`~cplxnet.compare.report.tables` (the
+  Table 2-style table, best in bold) and :mod:`~cplxnet.compare.report.figures`;
+* :mod:`~cplxnet.compare.report.plots`: the plot conventions of a report (one colour and marker per
   (encoding, number) column for the whole report, a legend naming every line, never clipped);
-* :mod:`~cplxnet.compare.extrapolate` and :mod:`~cplxnet.compare.synthetic`: length
+* :mod:`~cplxnet.compare.grid.extrapolate` and :mod:`~cplxnet.tasks.classify.synthetic`: length
   extrapolation on real data split by length and on a synthetic order task;
 * :mod:`~cplxnet.encodings.specs` (also as :mod:`~cplxnet.compare.specs`): encoding specs
   (``complex-order:phase=false``), the Complex Order ablations, number fields.
@@ -23,6 +23,7 @@ from ..encodings.specs import (
     parse_encodings,
     parse_numbers,
 )
+from ..tasks.classify.synthetic import LengthBin, SyntheticOrderTask, length_bins
 from .grid import (
     Cell,
     CompareError,
@@ -37,8 +38,8 @@ from .grid import (
     run_cell,
     run_grid,
 )
-from .plots import ColumnStyle, add_legend, column_styles
-from .report import (
+from .report.plots import ColumnStyle, add_legend, column_styles
+from .report.render import (
     PAPER_TABLE2,
     PairedTest,
     extrapolation_figure,
@@ -55,7 +56,6 @@ from .report import (
     results_table,
     significance_table,
 )
-from .synthetic import LengthBin, SyntheticOrderTask, length_bins
 
 __all__ = [
     "Cell",

@@ -21,7 +21,7 @@ A combination of registered encodings is their names joined by ``+``
 An evaluation variant of :data:`EVAL_VARIANTS` (``rotary-yarn``) is no model of its own: its
 cells re-score the kept run folders of the encoding it names (``rotary``, trained in the same
 grid) with the encoding rebuilt at evaluation time (YaRN scaling of factor ``n / L`` at each
-evaluation length ``n``), so it costs no training (:func:`cplxnet.compare.lm.rescore_lm_cell`).
+evaluation length ``n``), so it costs no training (:func:`cplxnet.compare.grid.lm.rescore_lm_cell`).
 
 Number field: ``natural`` (the default) runs each encoding in the number field of the paper's
 Table 2: complex models for the complex encodings (``complex-order``, ``complex-vanilla``, the

@@ -1,14 +1,14 @@
 """The training loop of every task: steps, evaluation cadence, checkpoints, resume, early
 stopping, progress, data parallelism and the run folder's bookkeeping.
 
-A task (:class:`Task`: :class:`cplxnet.train.ClassifyTask`, :class:`cplxnet.lm.train.LMTask`)
-supplies the data, the model's optimisers, one optimiser step (its loss), the metrics and the
-evaluations; :func:`fit` drives it in *rounds*: the steps between two evaluations (an epoch of a
-classifier, ``eval_every`` steps of a language model). After each round the loop sums the
-round's training statistics over the ranks, scores dev, records the metrics line, keeps the best
-dev round, stops early after ``patience`` rounds without a better one, and (rank 0) writes
-``best.pt``, ``checkpoint.pt`` and the line of ``metrics.jsonl``. At the end the test part is
-scored once with ``best.pt`` and ``results.json`` written.
+A task (:class:`Task`: :class:`cplxnet.tasks.classify.task.ClassifyTask`,
+:class:`cplxnet.tasks.lm.task.LMTask`) supplies the data, the model's optimisers, one optimiser
+step (its loss), the metrics and the evaluations; :func:`fit` drives it in *rounds*: the steps
+between two evaluations (an epoch of a classifier, ``eval_every`` steps of a language model). After
+each round the loop sums the round's training statistics over the ranks, scores dev, records the
+metrics line, keeps the best dev round, stops early after ``patience`` rounds without a better one,
+and (rank 0) writes ``best.pt``, ``checkpoint.pt`` and the line of ``metrics.jsonl``. At the end
+the test part is scored once with ``best.pt`` and ``results.json`` written.
 
 The hot loop reads nothing back to the host: a step returns its statistics as a tensor that the
 loop sums on the device; they are read at the end of the round (and for the progress bar, only
@@ -36,20 +36,22 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..runs import (
+from .checkpoints import (
+    CHECKPOINT_FORMAT,
+)
+from .runs import (
     RUN_FORMAT,
     RUN_MARKER,
     RunError,
     RunFolder,
     append_line,
     atomic_write,
-    check_entries,
     load_checkpoint,
     load_weights,
     save_checkpoint,
     write_json,
 )
-from ..runtime import (
+from .runtime import (
     Logger,
     dist_info,
     gather_rng_states,
@@ -60,15 +62,9 @@ from ..runtime import (
 )
 
 __all__ = [
-    "CHECKPOINT_FORMAT",
-    "CHECKPOINT_FORMATS",
-    "CHECKPOINT_KEYS",
     "POSTFIX_EVERY",
     "LoopState",
     "Task",
-    "check_checkpoint_format",
-    "upgrade_checkpoint",
-    "read_checkpoint",
     "save_round",
     "fit",
     "load_best",
@@ -76,38 +72,6 @@ __all__ = [
     "take_run_folder",
 ]
 
-#: The version of ``checkpoint.pt`` and ``best.pt`` written by :func:`fit`.
-CHECKPOINT_FORMAT = 2
-#: The versions :func:`read_checkpoint` loads (1: each task's own layout).
-CHECKPOINT_FORMATS = (1, 2)
-_NUMBER = (int, float)
-#: The entries of a ``checkpoint.pt`` of format 2 and their types.
-CHECKPOINT_KEYS: dict[str, type | tuple[type, ...]] = {
-    "format": int,
-    "task": str,
-    "step": int,
-    "evaluations": int,
-    "model": dict,
-    "optimizers": list,
-    "rng": list,
-    "history": list,
-    "best": (dict, type(None)),
-    "since_best": int,
-    "stopped": bool,
-    "seconds": _NUMBER,
-    "cpu_seconds": _NUMBER,
-}
-# the entries of format 1, by task
-_FORMAT1_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {
-    "classify": {
-        "epoch": int, "step": int, "model": dict, "optimizers": list, "rng": list,
-        "history": list, "best": (dict, type(None)), "since_best": int,
-    },
-    "lm": {
-        "step": int, "model": dict, "optimizer": dict, "rng": dict, "history": list,
-        "best": (dict, type(None)), "seconds": _NUMBER, "cpu_seconds": _NUMBER,
-    },
-}  # fmt: skip
 #: Steps between two updates of a shown progress bar's running loss (a read to the host).
 POSTFIX_EVERY = 25
 
@@ -227,49 +191,6 @@ def take_run_folder(run_dir: str, force: bool | None) -> RunFolder:
     return on_rank0_first(
         lambda: RunFolder(run_dir, force), lambda: RunFolder.existing(run_dir, lock=False)
     )
-
-
-def check_checkpoint_format(state: dict, path: str) -> None:
-    """A checkpoint of a format this code does not read is a one-line :class:`RunError`."""
-    if state.get("format") not in CHECKPOINT_FORMATS:
-        raise RunError(
-            f"{path} has the unknown format {state.get('format')}; resume it with the cplxnet "
-            "version that wrote it"
-        )
-
-
-def upgrade_checkpoint(state: dict, kind: str) -> dict:
-    """A ``checkpoint.pt`` of format 1 (a classifier's or a language model's layout) as format 2
-    (the number of evaluations and rounds since the best one are read off its history)."""
-    history = list(state["history"])
-    if kind == "classify":
-        return {**state, "format": CHECKPOINT_FORMAT, "task": kind,
-                "evaluations": state["epoch"], "stopped": bool(state.get("stopped", False)),
-                "seconds": 0.0, "cpu_seconds": 0.0}  # fmt: skip
-    since_best = 0
-    for line in reversed(history):
-        if line.get("best"):
-            break
-        since_best += 1
-    rest = {k: v for k, v in state.items() if k not in ("optimizer", "rng")}
-    return {**rest, "format": CHECKPOINT_FORMAT, "task": kind, "evaluations": len(history),
-            "optimizers": [state["optimizer"]], "rng": [state["rng"]], "since_best": since_best,
-            "stopped": False}  # fmt: skip
-
-
-def read_checkpoint(path: str, kind: str) -> dict:
-    """``checkpoint.pt`` of a ``kind`` run as format 2, its entries checked (a damaged file or
-    one of another format is a one-line :class:`RunError` naming it)."""
-    state = load_checkpoint(path, keys={"format": int})
-    check_checkpoint_format(state, path)
-    if state["format"] == 1:
-        check_entries(state, _FORMAT1_KEYS[kind], path)
-        state = upgrade_checkpoint(state, kind)
-    check_entries(state, CHECKPOINT_KEYS, path)
-    if state["task"] != kind:
-        raise RunError(f"{path} is the checkpoint of a {state['task']} run, not of a {kind} run; "
-                       "restore the run's own file")  # fmt: skip
-    return state
 
 
 def _restore(state: dict, model: nn.Module, optimizers: list[torch.optim.Optimizer],

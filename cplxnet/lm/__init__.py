@@ -1,72 +1,7 @@
-"""Causal language modelling: train a ``decoder`` of the zoo on a text stream or a synthetic
-copy/reverse task, score it at longer lengths, and sample from it.
+"""``cplxnet.lm``: the import path of the language-model task's public names
+(:mod:`cplxnet.tasks.lm`), e.g. ``from cplxnet.lm import LMOptions, train_lm, generate``."""
 
->>> from cplxnet.models import preset_config
->>> from cplxnet.lm import LMOptions, train_lm
->>> results = train_lm(preset_config("lm-char", encoding="rotary"), "mr", "runs/lm-rotary",
-...                    LMOptions(steps=2000), tokens="char", context=64)
->>> results["test"]["128"]["bpc"]
+from __future__ import annotations
 
-Modules: :mod:`~cplxnet.lm.data` (reading, tokenizing, splitting, windows),
-:mod:`~cplxnet.lm.train` (the run folder, training, resume), :mod:`~cplxnet.lm.options`
-(training options, the learning-rate schedule, early stopping), :mod:`~cplxnet.lm.evaluate`
-(bpc / perplexity per evaluation length), :mod:`~cplxnet.lm.generate` (sampling with a
-key/value cache, streamed) and
-:mod:`~cplxnet.lm.synthetic` (copy / reverse).
-"""
-
-from .data import (
-    TOKENIZATIONS,
-    LMData,
-    TokenVocab,
-    detokenize,
-    prepare_lm_data,
-    read_corpus,
-    tokenize,
-    windows,
-)
-from .evaluate import NA, evaluate_lengths, metric_name, score_stream
-from .generate import (
-    LoadedLM,
-    evaluate_lm_run,
-    generate,
-    generate_text,
-    load_lm_run,
-    scaled_models,
-    stream,
-    stream_text,
-)
-from .options import LMOptions
-from .synthetic import TASKS, SyntheticTask
-from .train import LMTask, is_lm_run, make_task, resume_lm, train_lm
-
-__all__ = [
-    "TOKENIZATIONS",
-    "TASKS",
-    "NA",
-    "LMData",
-    "TokenVocab",
-    "LMOptions",
-    "LMTask",
-    "SyntheticTask",
-    "LoadedLM",
-    "read_corpus",
-    "tokenize",
-    "detokenize",
-    "prepare_lm_data",
-    "windows",
-    "score_stream",
-    "evaluate_lengths",
-    "metric_name",
-    "make_task",
-    "train_lm",
-    "resume_lm",
-    "is_lm_run",
-    "load_lm_run",
-    "evaluate_lm_run",
-    "generate",
-    "generate_text",
-    "scaled_models",
-    "stream",
-    "stream_text",
-]
+from ..tasks.lm import *  # noqa: F403
+from ..tasks.lm import __all__  # noqa: F401

@@ -15,7 +15,7 @@ distributed = pytest.importorskip(
     reason='the Dask executor tests need dask[distributed]: pip install -e ".[dev]"',
 )
 
-import cplxnet.compare.dask_tasks as dask_tasks  # noqa: E402
+import cplxnet.compare.grid.dask_tasks as dask_tasks  # noqa: E402
 from cplxnet.cli import main  # noqa: E402
 from cplxnet.compare import (  # noqa: E402
     CompareError,
@@ -25,7 +25,7 @@ from cplxnet.compare import (  # noqa: E402
     render_report,
     run_grid,
 )
-from cplxnet.compare.executors import DaskExecutor  # noqa: E402
+from cplxnet.compare.grid.executors import DaskExecutor  # noqa: E402
 
 # A Dask cluster that loses its workers for good would otherwise wait forever: fail instead.
 pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]  # a local Dask cluster per test

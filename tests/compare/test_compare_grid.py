@@ -11,7 +11,7 @@ import pytest
 from compare_helpers import tiny_options
 
 import cplxnet.compare.grid as grid_module
-import cplxnet.compare.runner as runner
+import cplxnet.compare.grid.classify as runner
 from cplxnet.compare import (
     CompareError,
     expand_grid,
@@ -22,8 +22,8 @@ from cplxnet.compare import (
     parse_sets,
     run_grid,
 )
-from cplxnet.compare.cells import data_spec
 from cplxnet.compare.grid import RESULT_COLUMNS
+from cplxnet.compare.grid.cells import data_spec
 
 NATURAL = parse_numbers("natural")
 
@@ -198,7 +198,7 @@ def test_failing_cell_is_recorded_and_grid_goes_on(tmp_path, options, monkeypatc
 def test_interrupted_cell_resumes_from_its_checkpoint(tmp_path, length_tsv):
     """A cell whose run folder holds a checkpoint (the process was stopped mid-cell) continues
     it and ends with the rows of an uninterrupted run."""
-    from cplxnet import train as engine
+    from cplxnet.tasks.classify import task as engine
 
     opts = tiny_options(train={"epochs": 2, "batch_size": 16})
     cells, _ = expand_grid(

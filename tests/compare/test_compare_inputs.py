@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from cplxnet.cli import main
-from cplxnet.compare.cells import MAX_CELLS, MAX_SEEDS
+from cplxnet.compare.grid.cells import MAX_CELLS, MAX_SEEDS
 
 BASE = ["compare", "--families", "fasttext", "--encodings", "none", "--epochs", "1",
         "--threads", "1"]  # fmt: skip
@@ -94,7 +94,7 @@ def test_empty_data_list_is_refused(tmp_path, capsys):
 
 
 def test_the_cell_count_is_bounded_before_any_model_is_built(tmp_path, capsys, monkeypatch):
-    import cplxnet.compare.expand as expand
+    import cplxnet.compare.grid.expand as expand
 
     def never(*args, **kwargs):
         raise AssertionError("a combination was checked before the cell count")

@@ -13,14 +13,14 @@ import pytest
 from cplxnet.cli import main
 from cplxnet.compare import GridOptions
 from cplxnet.compare.grid import Cell, run_grid
-from cplxnet.compare.lm import lm_grid_options, parse_lm_encodings
-from cplxnet.compare.lm_report import (
+from cplxnet.compare.grid.lm import lm_grid_options, parse_lm_encodings
+from cplxnet.compare.report import paired_test
+from cplxnet.compare.report.lm_report import (
     lm_groups,
     lm_pooled_table,
     lm_table,
     render_lm_report,
 )
-from cplxnet.compare.report import paired_test
 from cplxnet.compare.specs import parse_encodings
 
 TINY_MODEL = ["--set", "d_model=8", "--set", "num_heads=2", "--set", "dim_feedforward=16",
@@ -88,7 +88,7 @@ def test_interrupted_cell_resumes_as_an_uninterrupted_one(tmp_path, text_file, m
     """A cell killed after its first checkpoint continues from it (the grid finds the run
     folder); its scores equal those of a cell run in one go. A run folder of another budget (a
     different seed) is trained again from scratch."""
-    from cplxnet import lm as engine
+    from cplxnet.tasks import lm as engine
 
     options = lm_grid_options(
         context=8, train={"steps": 4, "eval_every": 2, "batch_size": 4},
@@ -132,7 +132,7 @@ def test_interrupted_cell_resumes_as_an_uninterrupted_one(tmp_path, text_file, m
 
 
 def test_a_failing_cell_is_recorded_and_the_grid_goes_on(tmp_path, text_file, monkeypatch):
-    from cplxnet import lm as engine
+    from cplxnet.tasks import lm as engine
 
     options = lm_grid_options(
         context=8, train={"steps": 2, "eval_every": 2, "batch_size": 4},
@@ -294,8 +294,8 @@ def test_render_from_json_and_csv_agree_and_plot(tmp_path):
 def test_plot_one_line_per_configuration_with_fixed_styles():
     """Every configuration with a score is one line in the colour and marker of
     ``column_styles`` over all configurations, and the legend names each of them."""
-    from cplxnet.compare.lm_report import lm_figure
-    from cplxnet.compare.plots import column_styles
+    from cplxnet.compare.report.lm_report import lm_figure
+    from cplxnet.compare.report.plots import column_styles
 
     groups, lengths, metric = lm_groups(ROWS)
     assert lengths == ["64", "128", "256", "512"] and metric == "bpc"

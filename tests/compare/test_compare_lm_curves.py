@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from cplxnet.compare.lm_curves import curve_groups, dev_key, plateau_gain, training_table
-from cplxnet.compare.lm_report import render_lm_report
+from cplxnet.compare.report.lm_curves import curve_groups, dev_key, plateau_gain, training_table
+from cplxnet.compare.report.lm_report import render_lm_report
 
 
 def _history(values, every=100, key="dev_bpc"):

@@ -17,8 +17,8 @@ import cplxnet.models as zoo
 from cplxnet.cli import main
 from cplxnet.compare.specs import parse_encoding
 from cplxnet.encodings import RotaryEncoding
-from cplxnet.lm import load_lm_run, scaled_models, score_stream
-from cplxnet.runs import load_checkpoint, load_weights
+from cplxnet.engine.runs import load_checkpoint, load_weights
+from cplxnet.tasks.lm import load_lm_run, scaled_models, score_stream
 
 
 def _cells(out: str) -> dict[str, dict]:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 import cplxnet.encodings as E
+from cplxnet.compare.report.statistics import Summary, best_baseline
 from cplxnet.compare.specs import numbers_for, parse_encoding
-from cplxnet.compare.statistics import Summary, best_baseline
 from cplxnet.encodings import PositionalEncoding, register_encoding
 
 

@@ -16,7 +16,7 @@ from cplxnet.compare import (
     report_columns,
     results_figure,
 )
-from cplxnet.compare.plots import add_legend, pyplot
+from cplxnet.compare.report.plots import add_legend, pyplot
 
 matplotlib.use("Agg")
 
@@ -221,7 +221,7 @@ def test_column_styles_pair_the_two_fields_of_one_encoding():
 
 def test_rendered_report_draws_both_figures_with_one_style_map(tmp_path, monkeypatch):
     """render_report builds the styles once from every column of the report (both figures)."""
-    from cplxnet.compare import report
+    from cplxnet.compare.report import render as report
 
     seen = {}
     for name in ("plot_results", "plot_extrapolation"):

@@ -329,7 +329,7 @@ def test_runs_are_kept_and_matched_by_fold_and_seed():
     same fold and seed."""
     import statistics
 
-    from cplxnet.compare.statistics import summarize
+    from cplxnet.compare.report.statistics import summarize
 
     accs = {
         ("none", "real"): [0.70, 0.72, 0.74, 0.76],

@@ -11,8 +11,8 @@ import pytest
 from compare_helpers import tiny_options
 
 from cplxnet.compare import CompareError, expand_grid, parse_encodings, parse_numbers, run_grid
-from cplxnet.compare.local import default_threads
-from cplxnet.compare.progress import Eta, fmt_duration
+from cplxnet.compare.grid.local import default_threads
+from cplxnet.compare.grid.progress import Eta, fmt_duration
 
 
 def _cells(options, encodings="none,complex-order,sinusoidal,complex-vanilla,trainable"):
@@ -125,7 +125,7 @@ def test_a_retried_cell_loses_its_old_result_before_it_runs(tmp_path, monkeypatc
 def test_a_failed_cell_keeps_its_run_folder(tmp_path, monkeypatch, options):
     """A cell that fails keeps its run folder (a checkpoint to resume from, the files to look
     at); a cell that succeeds removes it."""
-    import cplxnet.compare.runner as runner
+    import cplxnet.compare.grid.classify as runner
 
     real = runner.train_grid_cell
 

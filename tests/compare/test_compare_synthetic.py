@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from cplxnet.compare import Cell, LengthBin, SyntheticOrderTask, length_bins, parse_encoding
-from cplxnet.compare.cells import data_spec
-from cplxnet.compare.extrapolate import length_split_data
-from cplxnet.compare.synthetic import MARKER_A, MARKER_B, order_label
+from cplxnet.compare.grid.cells import data_spec
+from cplxnet.compare.grid.extrapolate import length_split_data
 from cplxnet.data import load_splits
+from cplxnet.tasks.classify.synthetic import MARKER_A, MARKER_B, order_label
 
 
 def _positions(text: str) -> tuple[int, int, int]:

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from cplxnet.cli import main
-from cplxnet.lm import generate_text, load_lm_run
-from cplxnet.lm.generate import stream, stream_text
+from cplxnet.tasks.lm import generate_text, load_lm_run
+from cplxnet.tasks.lm.generate import stream, stream_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = [

@@ -11,8 +11,8 @@ import torch
 
 import cplxnet.nn as cnn
 from cplxnet.encodings import available_encodings, create_encoding
-from cplxnet.lm import generate
 from cplxnet.models import build_model, make_config, real_twin
+from cplxnet.tasks.lm import generate
 
 SIZES = {"d_model": 8, "num_heads": 2, "dim_feedforward": 16, "num_layers": 2, "vocab_size": 11,
          "max_len": 16}  # fmt: skip

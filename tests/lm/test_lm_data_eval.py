@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 from cplxnet.data import DataError
-from cplxnet.lm import (
+from cplxnet.models import build_model, make_config
+from cplxnet.tasks.lm import (
     NA,
     TokenVocab,
     evaluate_lengths,
@@ -22,8 +23,7 @@ from cplxnet.lm import (
     tokenize,
     windows,
 )
-from cplxnet.lm.data import min_tokens
-from cplxnet.models import build_model, make_config
+from cplxnet.tasks.lm.data import min_tokens
 
 # -- windows --------------------------------------------------------------------------------------
 

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from cplxnet.cli import main
-from cplxnet.lm import LMOptions, resume_lm, train_lm
-from cplxnet.lm.train import LMTask
+from cplxnet.engine.optimization import lr_at
 from cplxnet.models import make_config
-from cplxnet.optimization import lr_at
-from cplxnet.train import RunError
+from cplxnet.tasks.classify.task import RunError
+from cplxnet.tasks.lm import LMOptions, resume_lm, train_lm
+from cplxnet.tasks.lm.task import LMTask
 
 TINY = {"d_model": 8, "num_heads": 2, "dim_feedforward": 16, "num_layers": 1}
 
@@ -214,7 +214,7 @@ def test_cli_options(text_file, tmp_path, capsys):
 
 
 def test_compare_grid_takes_the_recipe(capsys, tmp_path):
-    from cplxnet.compare.lm import lm_grid_options
+    from cplxnet.compare.grid.lm import lm_grid_options
 
     options = lm_grid_options(train={"steps": 50, "schedule": "cosine", "warmup_steps": 5,
                                      "min_lr_ratio": 0.2, "patience": 3})  # fmt: skip

@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from cplxnet.lm.synthetic import SyntheticTask
-from cplxnet.lm.train import LMOptions, make_task
+from cplxnet.tasks.lm.synthetic import SyntheticTask
+from cplxnet.tasks.lm.task import LMOptions, make_task
 
 
 class FlawedOracle(nn.Module):

@@ -10,7 +10,9 @@ import os
 import pytest
 import torch
 
-from cplxnet.lm import (
+from cplxnet.models import build_model, make_config
+from cplxnet.tasks.classify.task import RunError
+from cplxnet.tasks.lm import (
     NA,
     LMOptions,
     SyntheticTask,
@@ -22,8 +24,6 @@ from cplxnet.lm import (
     resume_lm,
     train_lm,
 )
-from cplxnet.models import build_model, make_config
-from cplxnet.train import RunError
 
 TINY = {"d_model": 8, "num_heads": 2, "dim_feedforward": 16, "num_layers": 1}
 OPTIONS = LMOptions(steps=6, batch_size=4, eval_every=3, eval_multiples=(1, 2), lr=1e-2)

@@ -11,8 +11,8 @@ import torch
 
 import cplxnet.models as models
 from cplxnet import cli
-from cplxnet.cli_model import model_config
-from cplxnet.cli_train import train_options
+from cplxnet.cli.model import model_config
+from cplxnet.cli.train import train_options
 
 ACCURACY_PRESETS = {
     "trec-cnn-complex-order": "cnn",

@@ -14,7 +14,7 @@ import pytest
 
 import cplxnet.models as models
 from cplxnet.data import DataSpec
-from cplxnet.train import TrainOptions
+from cplxnet.tasks.classify.task import TrainOptions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

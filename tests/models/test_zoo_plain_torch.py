@@ -66,7 +66,7 @@ def test_trainer_chooses_sparse_tables_with_sparse_adam(tmp_path):
 
     import cplxnet.models as zoo
     from cplxnet.data import DataSpec, prepare_data
-    from cplxnet.train import TrainOptions, load_checkpoint, train
+    from cplxnet.tasks.classify.task import TrainOptions, load_checkpoint, train
 
     data = prepare_data(DataSpec(toy.write_toy_tsv(tmp_path / "toy.tsv", n=60)))
     config = make_config("fasttext", d_model=4, encoding="complex-order")

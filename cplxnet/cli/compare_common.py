@@ -1,0 +1,92 @@
+"""What both tasks of ``cplxnet compare`` (classification and language models) share: the default
+model families, the executor that ``--executor`` chooses and the end of the command
+(:func:`run_and_report`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["DEFAULT_FAMILIES", "executor_from_args", "run_and_report"]
+
+DEFAULT_FAMILIES = "fasttext,cnn,lstm,transformer"
+
+
+def executor_from_args(args: argparse.Namespace) -> Any:
+    """The executor of ``--executor`` (a :class:`CompareError` for options that do not fit)."""
+    from ..compare.grid.cells import CompareError
+    from ..compare.grid.executors import DaskExecutor, LocalExecutor
+
+    if args.executor == "local":
+        given = [
+            name
+            for name, value in (
+                ("--scheduler", args.scheduler),
+                ("--retries", args.retries),
+                ("--data-files", args.data_files),
+            )
+            if value is not None
+        ]
+        if given:
+            one = len(given) == 1
+            raise CompareError(
+                f"{', '.join(given)} {'applies' if one else 'apply'} to --executor dask only; "
+                f"add --executor dask or drop {'it' if one else 'them'}"
+            )
+        return LocalExecutor(args.jobs or 1, args.threads)
+    if args.scheduler and args.jobs:
+        raise CompareError(
+            "--jobs sets the worker processes of a cluster on this machine; with --scheduler "
+            "the cluster's own workers run the cells: drop --jobs"
+        )
+    return DaskExecutor(
+        args.scheduler,
+        jobs=args.jobs or 1,
+        threads=args.threads,
+        retries=2 if args.retries is None else args.retries,
+        data_files=args.data_files or "shared",
+    )
+
+
+def run_and_report(
+    args: argparse.Namespace,
+    cells: Sequence[Any],
+    notes: Sequence[str],
+    out: str,
+    options: Any,
+    executor: Any,
+    render: Callable[..., tuple[str, list[str]]],
+    describe: Callable[[Any], str] | None = None,
+) -> int:
+    """The end of ``cplxnet compare`` (both tasks): print the notes on the expanded grid; with
+    ``--dry-run`` list the cells (``describe(cell)``, default ``cell.describe()``) and stop;
+    otherwise run the grid into ``out`` (:func:`~cplxnet.compare.grid.run_grid`), print where the
+    results are and, unless ``--no-report`` or no run succeeded, print and write the report
+    ``render(out, target=args.target)``."""
+    from ..compare.grid.scheduler import run_grid
+
+    for note in notes:
+        print(f"note: {note}", flush=True)
+    if args.dry_run:
+        for cell in cells:
+            print(f"{cell.cell_id}\t{describe(cell) if describe else cell.describe()}")
+        print(f"{len(cells)} cells")
+        return 0
+    rows = run_grid(
+        cells,
+        out,
+        options,
+        executor=executor,
+        retry_errors=args.retry_errors,
+        keep_runs=args.keep_runs,
+        log=lambda m: print(m, flush=True),
+    )
+    n_err = sum(r.get("status") == "error" for r in rows)
+    print(f"results: {os.path.join(out, 'results.csv')} ({len(rows)} runs, {n_err} errors)")
+    if not args.no_report and any(r.get("status") == "ok" for r in rows):
+        text, written = render(out, target=args.target)
+        print(text)
+        print("wrote " + ", ".join(written))
+    return 0

@@ -1,0 +1,99 @@
+"""The model config of ``cplxnet train`` from its command line: ``--preset`` / ``--model``, the
+overrides (``--encoding``, ``--complex``/``--real``, ``--d-model``, ...) and ``--set``
+(also used by the language-model commands, :mod:`cplxnet.cli.lm`)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from ..engine.runs import check_model_memory
+from .options import CLIError
+
+__all__ = ["SET_RESERVED", "encoding_overrides", "apply_sets", "model_config"]
+
+# --set fields that have their own options
+SET_RESERVED = {
+    "family": "the family is chosen by --model or --preset",
+    "encoding": "use --encoding NAME",
+    "encoding_options": "use --encoding NAME:option=value",
+    "complex": "use --complex or --real",
+}
+
+
+def encoding_overrides(text: str) -> dict[str, Any]:
+    """Config fields of ``--encoding NAME[:option=value...]`` (parsed as ``cplxnet compare``
+    does: a name, a ``+`` combination or a Complex Order variant, with its options)."""
+    from ..encodings.specs import check_option_values, parse_encoding
+
+    try:
+        spec = parse_encoding(text)
+        check_option_values(spec)  # rotary:base=abc names the option here, not at build time
+    except ValueError as err:
+        raise CLIError(str(err)) from None
+    return {**spec.model, "encoding": spec.name, "encoding_options": dict(spec.options)}
+
+
+def apply_sets(config: Any, items: Sequence[str], zoo: Any) -> Any:
+    """``config`` with the ``--set`` fields (``field=value`` or ``family.field=value``)."""
+    from ..encodings.specs import check_field_values, field_defaults, parse_sets
+
+    try:
+        sets = parse_sets(items, SET_RESERVED)
+    except ValueError as err:
+        raise CLIError(str(err)) from None
+    other = sorted(set(sets) - {"*", config.family})
+    if other:
+        raise CLIError(
+            f"--set {other[0]}.*: the model is a {config.family!r} model; write "
+            f"{config.family}.FIELD=VALUE or FIELD=VALUE"
+        )
+    fields = {**sets.get("*", {}), **sets.get(config.family, {})}
+    try:
+        check_field_values(field_defaults(type(config)), fields, "--set")
+    except ValueError as err:
+        raise CLIError(str(err)) from None
+    current = config.to_dict()
+    current.pop("family")
+    return zoo.make_config(config.family, **{**current, **fields})
+
+
+def model_config(args: argparse.Namespace, zoo: Any) -> Any:
+    """The model config from --preset / --model and the overrides; validated by building it."""
+    overrides: dict[str, Any] = {}
+    if args.encoding is not None:
+        overrides.update(encoding_overrides(args.encoding))
+    for arg, field in (
+        ("complex", "complex"),
+        ("d_model", "d_model"),
+        ("dropout", "dropout"),
+        ("max_len", "max_len"),
+    ):
+        value = getattr(args, arg)
+        if value is not None:
+            overrides[field] = value
+    try:
+        if args.preset is not None:
+            config = zoo.preset_config(args.preset, **overrides)
+            if args.model is not None and args.model != config.family:
+                raise CLIError(
+                    f"--preset {args.preset} is a {config.family!r} model but --model is "
+                    f"{args.model!r}; drop one of them"
+                )
+        elif args.model is not None:
+            config = zoo.make_config(args.model, **overrides)
+        else:
+            config = zoo.preset_config("default", **overrides)
+        if args.set:
+            config = apply_sets(config, args.set, zoo)
+        # Build a tiny copy once (first on the meta device, so that a size that does not fit in
+        # memory is an error, not an allocation): unknown encodings and incompatible options fail
+        # here, before any data is read or any folder is created.
+        tiny = dataclasses.replace(config, vocab_size=4, num_classes=2)
+        check_model_memory(tiny, zoo)
+        zoo.build_model(tiny)
+    except (ValueError, TypeError, KeyError) as err:
+        raise CLIError(err.args[0] if isinstance(err, KeyError) else str(err)) from None
+    return config

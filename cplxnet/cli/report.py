@@ -1,0 +1,78 @@
+"""``cplxnet report RESULTS``: re-render a comparison's ``report.md`` and plots from its results
+folder, ``results.json`` or ``results.csv`` without training (:mod:`cplxnet.compare.report`).
+
+Examples::
+
+    cplxnet report runs/table2                  # re-render report.md and the plots
+    cplxnet report runs/lm --out /tmp/lm-report --no-plot
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .argtypes import positive_int
+from .options import fail
+
+__all__ = ["DEFAULT_TARGET", "add_report_command", "cmd_report"]
+
+#: The encoding a report tests against the best real column.
+DEFAULT_TARGET = "complex-order"
+
+
+def add_report_command(sub: Any) -> None:
+    """The ``report`` subcommand."""
+    r = sub.add_parser(
+        "report",
+        help="re-render the comparison report (table, significance, plots) from results",
+        description="Write report.md and accuracy.png (and extrapolation.png) from a "
+        "comparison's results folder, results.json or results.csv, without training; print "
+        "the markdown.",
+    )
+    r.add_argument("results", metavar="RESULTS", help="results folder, .json or .csv")
+    r.add_argument("--out", default=None, help="folder for report.md/plots (default: beside)")
+    r.add_argument(
+        "--target", default=DEFAULT_TARGET, help=f"encoding tested (default {DEFAULT_TARGET})"
+    )
+    r.add_argument(
+        "--metric",
+        default="test_accuracy",
+        choices=("test_accuracy", "dev_accuracy", "test_macro_f1"),
+    )
+    r.add_argument("--digits", type=positive_int, default=3)
+    r.add_argument("--no-plot", action="store_true", help="only the markdown")
+    r.add_argument("--threads", type=positive_int, default=None, help=argparse.SUPPRESS)
+    r.set_defaults(handler=cmd_report)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``cplxnet report RESULTS``: the report of a language-model or a classification grid."""
+    from ..compare.report.lm_report import is_lm_results, render_lm_report
+    from ..compare.report.render import render_report
+
+    try:
+        if is_lm_results(args.results):
+            text, written = render_lm_report(
+                args.results,
+                args.out,
+                target=args.target,
+                digits=args.digits,
+                plots=not args.no_plot,
+            )
+            print(text)
+            print("wrote " + ", ".join(written))
+            return 0
+        text, written = render_report(
+            args.results,
+            args.out,
+            target=args.target,
+            metric=args.metric,
+            digits=args.digits,
+            plots=not args.no_plot,
+        )
+    except (FileNotFoundError, ValueError, KeyError) as err:
+        return fail(str(err) if not isinstance(err, KeyError) else f"missing column {err}")
+    print(text)
+    print("wrote " + ", ".join(written))
+    return 0

@@ -1,0 +1,116 @@
+""":func:`run_grid`: the cells of a grid not yet done, run by an executor
+(:mod:`cplxnet.compare.grid.executors`) while this process holds the output folder's lock, writes
+the tables after each cell and reports progress."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ...engine.folder_lock import FolderLock
+from .cells import Cell, CompareError, GridOptions, cell_kind
+from .progress import Eta, fmt_duration
+from .store import ResultStore
+
+__all__ = [
+    "run_grid",
+]
+
+
+def _lock(out: str) -> FolderLock:
+    """``out/.lock``: two comparisons never write one folder at once."""
+    return FolderLock(
+        os.path.join(out, ".lock"),
+        out,
+        "cplxnet compare",
+        "wait for it or choose another --out",
+        CompareError,
+    )
+
+
+def run_grid(
+    cells: Sequence[Cell],
+    out: str,
+    options: GridOptions,
+    *,
+    jobs: int = 1,
+    threads: int | None = None,
+    retry_errors: bool = False,
+    keep_runs: bool = False,
+    log: Callable[[str], None] = print,
+    heartbeat: float = 600.0,
+    executor: Any = None,
+) -> list[dict[str, Any]]:
+    """Run every cell not yet done; returns all rows of the folder (in grid order).
+
+    ``executor`` runs the cells (:mod:`cplxnet.compare.grid.executors`); the default,
+    ``LocalExecutor(jobs, threads)``, trains in this process with ``jobs == 1`` and otherwise runs
+    each cell in its own worker process (``python -m cplxnet.compare.grid.worker``), at most
+    ``jobs`` at a time, each with ``threads`` torch threads (default ``max(1, cores // jobs)``); a
+    ``DaskExecutor`` sends the cells to a Dask cluster. A cell that fails (or whose worker dies)
+    is recorded with its error and the grid goes on. Progress goes to ``log``: a line per
+    finished cell with the elapsed time and an ETA (mean time of the finished cells of the same
+    family, wall clock including process start-up), a line per epoch with ``jobs == 1``, and the
+    epoch each running cell has reached every ``heartbeat`` seconds otherwise.
+    """
+    from .executors import LocalExecutor, RunContext
+
+    if executor is None:
+        if jobs < 1:
+            raise CompareError(f"--jobs must be >= 1, got {jobs}")
+        executor = LocalExecutor(jobs, threads)
+    store = ResultStore(out)
+    os.makedirs(out, exist_ok=True)
+    with _lock(out):
+        done = store.load()
+        store.check_presets(cells, options, done)
+        store.check_options(options)
+        order = [c.cell_id for c in cells]
+        if len(set(order)) != len(order):
+            raise CompareError("the grid has duplicate cells (repeated data, family or seed?)")
+        errors = [c for c in cells if done.get(c.cell_id, {}).get("status") == "error"]
+        todo = [
+            c
+            for c in cells
+            if c.cell_id not in done or (retry_errors and done[c.cell_id].get("status") == "error")
+        ]
+        n_done = len(cells) - len(todo)
+        msg = f"grid: {len(cells)} cells, {n_done} already done"
+        if errors:
+            msg += f" ({len(errors)} ended in an error" + (
+                ", running them again)" if retry_errors else "; --retry-errors runs them again)"
+            )
+        log(msg + f"; {len(todo)} to run {executor.describe()} -> {out}")
+        eta = Eta(done.values())
+        started = time.perf_counter()
+        counter = [n_done, 0]
+
+        def finished(
+            cell: Cell,
+            row: dict[str, Any],
+            running: dict,
+            queued: Sequence[Cell],
+            wall: float | None = None,
+        ) -> None:
+            counter[0] += 1
+            if row.get("status") == "ok":
+                eta.add(cell.family, cell.mode, wall or float(row.get("seconds") or 0.0))
+                what = cell_kind(cell.mode).outcome(row)
+            else:
+                counter[1] += 1
+                what = f"ERROR {row.get('error', '')[:200]}"
+            store.write_tables(order)
+            rest = eta.remaining(queued, running, executor.slots)
+            failed = f", {counter[1]} failed" if counter[1] else ""
+            log(
+                f"[{counter[0]}/{len(cells)}{failed}] {cell.describe()}: {what} "
+                f"({fmt_duration(float(row.get('seconds') or 0))}) | elapsed "
+                f"{fmt_duration(time.perf_counter() - started)}, ETA "
+                + ("?" if rest is None else fmt_duration(rest))
+            )
+
+        executor.run(todo, RunContext(out, options, keep_runs, finished, log, heartbeat, eta))
+        rows = store.write_tables(order)
+    return rows

@@ -1,0 +1,277 @@
+"""The result store of a comparison grid: one file per finished cell, the tables made from them,
+and the rows a cell writes.
+
+Layout of an output folder ``OUT``::
+
+    grid.json       the budget (training options, model overrides, data options); a later run
+                    into the same folder must use the same budget (the axes may change)
+    cells/<id>.json one finished cell (written atomically when it ends, success or error)
+    results.csv     one row per run (regenerated from cells/ after each cell)
+    results.json    the same rows with the budget ({"format", "grid", "rows"})
+    runs/<id>/      the run folder of a cell in progress (its checkpoint lets an interrupted cell
+                    continue exactly); removed when the cell ends unless keep_runs
+    logs/<id>.log   output of a cell run in a worker process (--jobs > 1)
+
+A cell is *done* when ``cells/<id>.json`` exists; a re-run skips done cells (cells that ended in an
+error too, unless ``retry_errors``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .cells import Cell, CompareError, GridOptions, cell_kind, cell_preset
+
+__all__ = [
+    "FORMAT",
+    "RESULT_COLUMNS",
+    "BIN_COLUMNS",
+    "atomic_json",
+    "base_row",
+    "result_fields",
+    "read_history",
+    "ResultStore",
+    "rows_to_csv",
+]
+
+FORMAT = "cplxnet-compare-1"
+RESULT_COLUMNS = (
+    "data",
+    "split",
+    "fold",
+    "family",
+    "encoding",
+    "number",
+    "seed",
+    "parameters",
+    "dev_accuracy",
+    "test_accuracy",
+    "seconds",
+    "epochs_run",
+    "best_epoch",
+    "test_macro_f1",
+    "test_size",
+    "train_size",
+    "status",
+    "error",
+    "encoding_spec",
+    "mode",
+    "cell_id",
+    "options",
+)
+BIN_COLUMNS = ("train_len", "bin", "bin_n", "bin_accuracy")
+
+
+def _readable(path: str) -> None:
+    """Give a file written through ``tempfile.mkstemp`` (mode 0600) the usual mode (0666 minus
+    the umask)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)
+
+
+def atomic_json(path: str, obj: Any) -> None:
+    """Write ``obj`` as JSON to ``path`` atomically (its folder created, the usual file mode)."""
+    from ...engine.runs import write_json
+
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    write_json(path, obj)
+    _readable(path)
+
+
+def base_row(cell: Cell, options: GridOptions) -> dict[str, Any]:
+    """The fields every row of a cell has, whatever its outcome: the cell's axes, its id, the
+    budget (``options``), the cell itself and, for a classification cell with one, its preset."""
+    row = {
+        "cell_id": cell.cell_id,
+        "mode": cell.mode,
+        "data": cell.data,
+        "split": cell.split,
+        "fold": cell.fold,
+        "family": cell.family,
+        "encoding": cell.encoding.label,
+        "encoding_spec": cell.encoding.canonical,
+        "number": cell.number,
+        "seed": cell.seed,
+        "options": options.summary(),
+        "cell": cell.to_dict(),
+    }
+    entry = cell_preset(cell.data, cell.family, cell.number, options)
+    if entry is not None and cell_kind(cell.mode).presets:
+        row["preset"] = entry["preset"]
+        row["preset_values"] = entry
+    return row
+
+
+def result_fields(results: dict[str, Any]) -> dict[str, Any]:
+    """The row fields of a finished classification run from the ``results.json`` of
+    :func:`cplxnet.tasks.classify.task.train`."""
+    return {
+        "parameters": results["real_parameters"],
+        "dev_accuracy": results["dev_accuracy"],
+        "test_accuracy": results["test_accuracy"],
+        "test_macro_f1": results["test_macro_f1"],
+        "test_size": results["test_size"],
+        "train_size": results["splits"]["train"],
+        "epochs_run": results["epochs_run"],
+        "best_epoch": results["best_epoch"],
+        "stopped_early": results["stopped_early"],
+        "split_description": results["split"],
+    }
+
+
+def read_history(run_dir: str) -> list[dict]:
+    """The per-epoch metrics of a run folder (its ``metrics.jsonl``; empty if there is none)."""
+    path = os.path.join(run_dir, "metrics.jsonl")
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+class ResultStore:
+    """The per-cell result files of an output folder and the tables made from them."""
+
+    def __init__(self, out: str) -> None:
+        self.out = out
+        self.cells_dir = os.path.join(out, "cells")
+
+    def load(self) -> dict[str, dict[str, Any]]:
+        rows: dict[str, dict[str, Any]] = {}
+        if not os.path.isdir(self.cells_dir):
+            return rows
+        for name in sorted(os.listdir(self.cells_dir)):
+            if not name.endswith(".json") or name.startswith("."):
+                continue
+            try:
+                with open(os.path.join(self.cells_dir, name), encoding="utf-8") as fh:
+                    row = json.load(fh)
+            except (OSError, json.JSONDecodeError):
+                continue  # an unreadable file: the cell runs again
+            rows[row.get("cell_id", name[:-5])] = row
+        return rows
+
+    def check_options(self, options: GridOptions) -> None:
+        """Write ``grid.json``, or check that an existing one has the same budget. Per-cell
+        presets are checked cell by cell (:meth:`check_presets`): a later run may add presets
+        for cells not run yet (another dataset); ``grid.json`` then lists every preset used."""
+        path = os.path.join(self.out, "grid.json")
+        current = options.to_dict()
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as fh:
+                stored = json.load(fh).get("options", {})
+            presets = stored.pop("presets", {})
+            diffs = _diff(stored, {k: v for k, v in current.items() if k != "presets"})
+            if diffs:
+                raise CompareError(
+                    f"{self.out} holds a grid run with other options ({'; '.join(diffs[:5])}); "
+                    "every cell of a grid must have the same budget: use the same options or "
+                    "another --out"
+                )
+            merged = {**presets, **current.get("presets", {})}
+            if merged == presets:
+                return
+            current = {**stored, "presets": merged}
+        os.makedirs(self.out, exist_ok=True)
+        atomic_json(path, {"format": FORMAT, "options": current})
+
+    def check_presets(self, cells: Sequence[Cell], options: GridOptions, done: dict) -> None:
+        """Refuse to reuse a finished cell trained with other preset values than its preset has
+        now (a preset retuned or another preset given for it)."""
+        for cell in cells:
+            row = done.get(cell.cell_id)
+            if row is None or not cell_kind(cell.mode).presets:
+                continue
+            now = cell_preset(cell.data, cell.family, cell.number, options)
+            if row.get("preset_values") != now:
+                was = row.get("preset_values")
+                raise CompareError(
+                    f"{self.out} holds {cell.describe()} trained with "
+                    + (f"preset {was['preset']}" if was else "no preset")
+                    + (" of other values" if was and now and was["preset"] == now["preset"] else "")
+                    + ", now "
+                    + (f"preset {now['preset']}" if now else "no preset")
+                    + ": use the presets of that grid or another --out"
+                )
+
+    def write_tables(self, order: Sequence[str] = ()) -> list[dict[str, Any]]:
+        """Regenerate ``results.csv`` and ``results.json`` from the cell files; rows follow
+        ``order`` (cell ids), then the others by id. Returns the rows."""
+        rows = self.load()
+        position = {cid: i for i, cid in enumerate(order)}
+        ordered = sorted(
+            rows.values(), key=lambda r: (position.get(r["cell_id"], len(order)), r["cell_id"])
+        )
+        options = None
+        grid_path = os.path.join(self.out, "grid.json")
+        if os.path.exists(grid_path):
+            with open(grid_path, encoding="utf-8") as fh:
+                options = json.load(fh).get("options")
+        slim = [{k: v for k, v in r.items() if k not in ("cell", "traceback")} for r in ordered]
+        atomic_json(
+            os.path.join(self.out, "results.json"),
+            {"format": FORMAT, "grid": options, "rows": slim},
+        )
+        from ...engine.runs import atomic_write
+
+        text = rows_to_csv(slim)
+        atomic_write(os.path.join(self.out, "results.csv"), lambda fh: fh.write(text))
+        _readable(os.path.join(self.out, "results.csv"))
+        return slim
+
+
+def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b)):
+            out += _diff(a.get(k), b.get(k), f"{prefix}{k}.")
+        return out
+    if a != b:
+        return [f"{prefix[:-1]}: was {a!r}, now {b!r}"]
+    return []
+
+
+def rows_to_csv(rows: Iterable[dict[str, Any]]) -> str:
+    """CSV text of ``rows`` in the layout of their kind (:attr:`CellKind.to_csv`); rows of
+    several kinds are written as the kind without presets (a language model's) or else the
+    first of them."""
+    rows = list(rows)
+    modes = {r.get("mode") or "grid" for r in rows} or {"grid"}
+    first = min(modes, key=lambda m: (cell_kind(m).presets, m))
+    return cell_kind(first).to_csv(rows)
+
+
+def classification_rows_to_csv(rows: Iterable[dict[str, Any]]) -> str:
+    """CSV text: one line per run (grid rows), or per run and length bin (extrapolation rows)."""
+    rows = list(rows)
+    buf = io.StringIO()
+    extrapolation = any("bins" in r for r in rows)
+    columns = list(RESULT_COLUMNS)
+    if extrapolation:
+        columns[columns.index("dev_accuracy") : columns.index("dev_accuracy")] = list(BIN_COLUMNS)
+    writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        flat = {k: ("" if row.get(k) is None else row.get(k)) for k in columns}
+        if extrapolation and row.get("bins"):
+            for b in row["bins"]:
+                writer.writerow(
+                    {
+                        **flat,
+                        "bin": b["bin"],
+                        "bin_n": b["n"],
+                        "bin_accuracy": _blank(b["accuracy"]),
+                    }
+                )
+        else:
+            writer.writerow(flat)
+    return buf.getvalue()
+
+
+def _blank(value: Any) -> Any:
+    return "" if value is None else value

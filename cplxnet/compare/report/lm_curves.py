@@ -1,0 +1,179 @@
+"""What a language-model grid's runs did while training: the learning curves (dev score at the
+training length against the step, mean over seeds, one line per configuration), whether each run
+had plateaued when it stopped, and the budget each run used (steps, training tokens, CPU
+seconds), from the ``history`` of each cell (the run's metrics.jsonl: one line per evaluation).
+
+Plateau (the criterion of Press et al. 2022 and Kazemnejad et al. 2023 that a model has learned):
+over the last fifth of the steps a run trained, the relative gain of its best dev score so far,
+``(best(0.8 S) - best(S)) / best(0.8 S)`` for ``S`` steps (lower-is-better scores; a run that
+stopped early by ``patience`` counts the steps it trained). A gain of :data:`PLATEAU` (1%) or more
+is marked: that configuration was still learning.
+
+A re-scored cell (an evaluation variant such as ``rotary-yarn``) trained nothing: it has the
+curve of the run it re-scores and is left out of both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .plots import add_legend, column_styles, pyplot, save_figure
+from .statistics import is_ok, mean_std
+from .tables import markdown_table
+
+__all__ = [
+    "PLATEAU",
+    "dev_key",
+    "plateau_gain",
+    "curve_groups",
+    "plot_curves",
+    "training_table",
+]
+
+#: The relative gain over the last fifth of training from which a run is still learning.
+PLATEAU = 0.01
+LAST_PART = 0.2
+
+
+def dev_key(rows: Sequence[dict[str, Any]]) -> str:
+    """The history key of the dev score at L: ``dev_bpc`` (characters), ``dev_perplexity``
+    (words), else ``dev_loss`` (a synthetic task's dev set is scored by its loss)."""
+    keys = {k for r in rows for m in (r.get("history") or []) for k in m}
+    return next((k for k in ("dev_bpc", "dev_perplexity") if k in keys), "dev_loss")
+
+
+def _best_until(history: Sequence[dict[str, Any]], key: str, step: float) -> float | None:
+    values = [float(m[key]) for m in history if m.get(key) is not None and m["step"] <= step]
+    return min(values) if values else None
+
+
+def plateau_gain(history: Sequence[dict[str, Any]], key: str = "dev_bpc") -> float | None:
+    """The relative gain of the best dev score over the last fifth of the steps trained (see the
+    module docstring); ``None`` without an evaluation in the first four fifths."""
+    if not history:
+        return None
+    steps = max(int(m["step"]) for m in history)
+    before = _best_until(history, key, (1 - LAST_PART) * steps)
+    after = _best_until(history, key, steps)
+    if before is None or after is None or before == 0:
+        return None
+    return (before - after) / abs(before)
+
+
+def _trained(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in rows if is_ok(r) and r.get("history") and not r.get("rescored")]
+
+
+def curve_groups(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[int, list[float]]]:
+    """``{(encoding, number): {step: [dev score of each run evaluated at that step]}}``."""
+    key = dev_key(rows)
+    out: dict[tuple[str, str], dict[int, list[float]]] = {}
+    for row in _trained(rows):
+        curve = out.setdefault((str(row["encoding"]), str(row["number"])), {})
+        for m in row["history"]:
+            if m.get(key) is not None:
+                curve.setdefault(int(m["step"]), []).append(float(m[key]))
+    return out
+
+
+def plot_curves(
+    rows: Sequence[dict[str, Any]], path: str, labels: dict[tuple[str, str], str]
+) -> str | None:
+    """The dev score at L against the step, the mean over the runs evaluated at each step, one
+    line per configuration (the styles of :func:`cplxnet.compare.report.plots.column_styles`, so a
+    configuration has the colours of the length plot); ``None`` without histories."""
+    import dataclasses
+
+    groups = curve_groups(rows)
+    if not groups:
+        return None
+    key = dev_key(rows)
+    plt = pyplot()
+    styles = column_styles(groups)
+    styles = {k: dataclasses.replace(v, label=labels.get(k, k[0])) for k, v in styles.items()}
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for k, curve in groups.items():
+        steps = sorted(curve)
+        means = [sum(curve[s]) / len(curve[s]) for s in steps]
+        kwargs = styles[k].line_kwargs()
+        kwargs["markersize"] = 3
+        ax.plot(steps, means, **kwargs)
+    ax.set_xlabel("training step")
+    what = {"dev_bpc": "bits per character", "dev_perplexity": "perplexity"}.get(key, "loss")
+    ax.set_ylabel(f"dev {what} at L (mean over seeds)")
+    ax.grid(alpha=0.3)
+    add_legend(fig, styles, list(groups))
+    return save_figure(fig, path)
+
+
+def _fmt_range(values: Sequence[float], fmt: str = "{:,.0f}") -> str:
+    lo, hi = min(values), max(values)
+    mean = sum(values) / len(values)
+    text = fmt.format(mean)
+    return text if lo == hi else f"{text} ({fmt.format(lo)}-{fmt.format(hi)})"
+
+
+def training_table(
+    rows: Sequence[dict[str, Any]],
+    labels: dict[tuple[str, str], str],
+    options: dict[str, Any] | None = None,
+) -> tuple[str, list[str]]:
+    """The table of what each configuration's runs trained: steps (mean and range over seeds),
+    how many stopped early by patience, training tokens (text: steps x batch x L; a synthetic
+    task: sequences, steps x batch), CPU seconds of training, and the plateau gain (mean over
+    seeds; marked when at least :data:`PLATEAU`). Returns the table and its notes (empty
+    without histories)."""
+    trained = _trained(rows)
+    if not trained:
+        return "", []
+    key = dev_key(rows)
+    train = ((options or {}).get("lm") or {}).get("train") or {}
+    limit, batch = train.get("steps"), train.get("batch_size")
+    synthetic = any(str(r.get("data", "")).startswith("synthetic:") for r in trained)
+    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in trained:
+        by.setdefault((str(row["encoding"]), str(row["number"])), []).append(row)
+    unit = "sequences" if synthetic else "tokens"
+    header = ["encoding", "steps/run", "stopped early", f"training {unit}/run",
+              "train CPU s/run", f"{key.replace('_', ' ')} gain, last fifth"]  # fmt: skip
+    table, still = [], 0
+    for k, runs in by.items():
+        steps = [int(r.get("steps") or max(m["step"] for m in r["history"])) for r in runs]
+        early = [str(r.get("seed")) for s, r in zip(steps, runs)
+                 if limit is not None and s < int(limit)]  # fmt: skip
+        stopped = f"{len(early)}/{len(runs)}"
+        if early:
+            stopped += f" (seed{'s' if len(early) > 1 else ''} {', '.join(early)})"
+        cells = [labels.get(k, k[0]), _fmt_range(steps), stopped]
+        if batch:
+            per = [s * int(batch) * (1 if synthetic else int(r.get("context") or 0))
+                   for s, r in zip(steps, runs)]  # fmt: skip
+            cells.append(_fmt_range(per))
+        else:
+            cells.append("–")
+        cpu = [float(r["train_cpu_seconds"]) for r in runs if r.get("train_cpu_seconds")]
+        cells.append(_fmt_range(cpu) if cpu else "–")
+        gains = [g for r in runs if (g := plateau_gain(r["history"], key)) is not None]
+        if gains:
+            m, s = mean_std(gains)
+            text = f"{100 * m:.1f}%" + (f" ± {100 * s:.1f}%" if len(gains) > 1 else "")
+            if m >= PLATEAU:
+                text += " †"
+                still += 1
+            cells.append(text)
+        else:
+            cells.append("–")
+        table.append(cells)
+    rule = "|---|" + "---:|" * (len(header) - 1)
+    notes = [
+        f"Relative gain of the best dev score at L over the last fifth of the steps each run "
+        f"trained, (best at 0.8 S - best at S) / best at 0.8 S for S steps, mean ± std over "
+        f"seeds; † marks {PLATEAU:.0%} or more (still learning: {still} of {len(table)} "
+        f"configurations). Stopped early: runs that ended by patience before "
+        f"{'the step limit' if limit is None else f'{int(limit):,} steps'}."
+    ]
+    if synthetic:
+        notes.append("A synthetic task's dev set is scored by its loss on the answers; its "
+                     "exact match is scored once, on the test bins.")  # fmt: skip
+    return markdown_table(header, table, rule), notes

@@ -1,0 +1,434 @@
+"""The report of a language-model grid (:mod:`cplxnet.compare.grid.lm`): a table with the
+configurations (encoding and number field) as rows and the evaluation lengths as columns (mean
++- std over seeds, the best of each column in bold, n/a with its reason), the training time per
+run, pooled signed-rank tests of a target encoding against each other configuration, and a plot
+of the score against the evaluation length, one line per configuration (the layout of Press et
+al., "Train Short, Test Long", ICLR 2022, Figure 1).
+
+A section on training follows (:mod:`cplxnet.compare.report.lm_curves`): per configuration the
+steps, training tokens and CPU seconds per run, the runs stopped early, the plateau gain over the
+last fifth of training, and the learning curves (``curves.png``).
+
+``report.md``, ``lm.png`` and ``curves.png`` are written into the results folder; ``cplxnet
+report DIR`` re-renders them from the stored results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .lm_curves import plot_curves, training_table
+from .plots import add_legend, column_styles, pyplot, save_figure
+from .render import failed_runs, load_results, report_place, write_report
+from .statistics import is_ok, mean_std, paired_test
+from .tables import markdown_table, paired_cells
+
+__all__ = [
+    "LMGroup",
+    "is_lm_results",
+    "load_lm_rows",
+    "lm_groups",
+    "lm_table",
+    "lm_pooled_table",
+    "plot_lm",
+    "lm_figure",
+    "render_lm_report",
+]
+
+LOWER_IS_BETTER = {"bpc": True, "ppl": True, "perplexity": True, "accuracy": False}
+
+
+@dataclass
+class LMGroup:
+    """The runs of one configuration: ``values[length][seed]`` (``None`` where n/a)."""
+
+    encoding: str
+    number: str
+    values: dict[str, dict[int, float | None]] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
+    train_seconds: list[float] = field(default_factory=list)
+    cpu_seconds: list[float] = field(default_factory=list)
+    parameters: int | None = None
+
+    def stats(self, length: str) -> tuple[float, float, int] | None:
+        """Mean, std and count of the seeds that scored ``length`` (``None``: none did)."""
+        vals = [v for v in self.values.get(length, {}).values() if v is not None]
+        if not vals:
+            return None
+        m, s = mean_std(vals)
+        return m, s, len(vals)
+
+
+def is_lm_results(path: str) -> bool:
+    """Whether ``path`` (a folder, results.json or results.csv) holds language-model rows."""
+    try:
+        rows = load_results(path)
+    except (FileNotFoundError, ValueError):
+        return False
+    return bool(rows) and all(r.get("mode") == "lm" or "length" in r for r in rows)
+
+
+def _length_key(length: str) -> tuple[float, str]:
+    head = str(length).split("-")[0]
+    try:
+        return float(head), str(length)
+    except ValueError:
+        return math.inf, str(length)
+
+
+def load_lm_rows(path_or_rows: str | Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Runs with their ``test`` dicts, from a folder, results.json, results.csv (one line per
+    run and length, regrouped) or rows."""
+    rows = load_results(path_or_rows) if isinstance(path_or_rows, str) else list(path_or_rows)
+    if not rows or "test" in rows[0] or "length" not in rows[0]:
+        return rows
+    runs: dict[str, dict[str, Any]] = {}
+    for r in rows:  # CSV lines
+        run = runs.setdefault(str(r["cell_id"]), {**r, "test": {}})
+        if r.get("length") in (None, ""):
+            continue
+        metric = r.get("metric") or "bpc"
+        value = r.get("value")
+        value = None if value in (None, "") else float(value)
+        entry: dict[str, Any] = {metric: value}
+        if r.get("na_reason"):
+            entry["n/a"] = r["na_reason"]
+        run["test"][str(r["length"])] = entry
+    return list(runs.values())
+
+
+def lm_groups(
+    rows: Sequence[dict[str, Any]],
+) -> tuple[dict[tuple[str, str], LMGroup], list[str], str]:
+    """Groups by (encoding, number field) in order of appearance, the evaluation lengths (in
+    increasing order) and the metric."""
+    groups: dict[tuple[str, str], LMGroup] = {}
+    lengths: set[str] = set()
+    metric = "bpc"
+    for row in rows:
+        if not is_ok(row) or not row.get("test"):
+            continue
+        metric = row.get("metric") or metric
+        key = (str(row["encoding"]), str(row["number"]))
+        g = groups.setdefault(key, LMGroup(*key))
+        seed = int(row["seed"])
+        for length, entry in row["test"].items():
+            lengths.add(str(length))
+            value = entry.get(metric)
+            g.values.setdefault(str(length), {})[seed] = None if value is None else float(value)
+            if value is None and entry.get("n/a"):
+                g.reasons[str(length)] = str(entry["n/a"])
+        if row.get("train_seconds") not in (None, ""):
+            g.train_seconds.append(float(row["train_seconds"]))
+        if row.get("train_cpu_seconds") not in (None, ""):
+            g.cpu_seconds.append(float(row["train_cpu_seconds"]))
+        if row.get("parameters") not in (None, ""):
+            g.parameters = int(row["parameters"])
+    return groups, sorted(lengths, key=_length_key), metric
+
+
+def _labels(keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """Row labels: the encoding, with its number field when both fields appear."""
+    both = len({n for _, n in keys}) > 1
+    return {k: f"{k[0]} ({k[1]})" if both else k[0] for k in keys}
+
+
+def _length_header(length: str, context: int | None) -> str:
+    if context and length.isdigit() and int(length) % context == 0:
+        m = int(length) // context
+        return f"{length} ({'L' if m == 1 else f'{m}L'})"
+    return length
+
+
+def _fmt_seconds(values: list[float]) -> str:
+    if not values:
+        return "–"
+    return f"{sum(values) / len(values):.0f}"
+
+
+def lm_table(
+    rows: Sequence[dict[str, Any]], *, digits: int = 3, context: int | None = None
+) -> tuple[str, list[str]]:
+    """The markdown table and its footnotes (the reasons for n/a)."""
+    groups, lengths, metric = lm_groups(rows)
+    if not groups:
+        return "", []
+    lower = LOWER_IS_BETTER.get(metric, True)
+    best: dict[str, float] = {}
+    for length in lengths:
+        means = [s[0] for g in groups.values() if (s := g.stats(length)) is not None]
+        if means:
+            best[length] = min(means) if lower else max(means)
+    labels = _labels(list(groups))
+    seeds = max(len(v) for g in groups.values() for v in g.values.values())
+    header = (
+        ["encoding"]
+        + [_length_header(x, context) for x in lengths]
+        + ["parameters", "train s/run (wall)", "train CPU s/run"]
+    )
+    table = []
+    notes: list[str] = []
+    for key, g in groups.items():
+        cells = [labels[key]]
+        note: int | None = None
+        for length in lengths:
+            s = g.stats(length)
+            if s is None:  # one footnote per configuration: its first reason
+                if note is None:
+                    note = len(notes) + 1
+                    notes.append(g.reasons.get(length, "no finished run"))
+                cells.append(f"n/a [{note}]")
+                continue
+            mean, std, n = s
+            text = f"{mean:.{digits}f}" + (f" ± {std:.{digits}f}" if n > 1 else "")  # std: n > 1
+            if round(mean, 9) == round(best[length], 9):
+                text = f"**{text}**"
+            if n < seeds:
+                text += f" (n={n})"
+            cells.append(text)
+        cells += [
+            "–" if g.parameters is None else f"{g.parameters:,}",
+            _fmt_seconds(g.train_seconds),
+            _fmt_seconds(g.cpu_seconds),
+        ]
+        table.append(cells)
+    return markdown_table(header, table, "|---|" + "---:|" * (len(header) - 1)), notes
+
+
+def _target_key(groups: dict[tuple[str, str], LMGroup], target: str) -> tuple[str, str] | None:
+    keys = [k for k in groups if k[0] == target]
+    if not keys:
+        return None
+    return next((k for k in keys if k[1] == "complex"), keys[0])
+
+
+def lm_pooled_table(
+    rows: Sequence[dict[str, Any]], *, target: str = "complex-order", digits: int = 3
+) -> str:
+    """The target configuration against each other one, pooled over (length, seed) pairs where
+    both have a score; two-sided Wilcoxon signed-rank test
+    (:func:`cplxnet.compare.report.paired_test`). ``mean diff`` is target minus other (negative
+    is better for bpc and perplexity); ``wins`` count pairs where the target is better."""
+    groups, lengths, metric = lm_groups(rows)
+    tkey = _target_key(groups, target)
+    if tkey is None:
+        return ""
+    lower = LOWER_IS_BETTER.get(metric, True)
+    labels = _labels(list(groups))
+
+    def pairs(g: LMGroup) -> dict[tuple, float]:
+        return {
+            (length, seed): v
+            for length in lengths
+            for seed, v in g.values.get(length, {}).items()
+            if v is not None
+        }
+
+    ta = pairs(groups[tkey])
+    header = ["target", "against", f"mean diff ({metric})", "wins/ties/losses"]
+    header += ["pairs", "Wilcoxon p"]
+    table = []
+    for key, g in groups.items():
+        if key == tkey:
+            continue
+        # wins = pairs where the target is better
+        t = paired_test(pairs(g), ta) if lower else paired_test(ta, pairs(g))
+        if not t.n:
+            continue
+        diff = -t.delta if lower else t.delta
+        table.append([labels[tkey], labels[key], *paired_cells(t, digits, diff)])
+    rule = "|---|---|---:|---|---:|---:|"
+    return markdown_table(header, table, rule) if table else ""
+
+
+def lm_figure(rows: Sequence[dict[str, Any]], *, context: int | None = None) -> Any:
+    """The figure of :func:`plot_lm` (``None`` without scores)."""
+    groups, lengths, metric = lm_groups(rows)
+    if not groups:
+        return None
+    plt = pyplot()
+    numeric = all(x.isdigit() for x in lengths)
+    labels = _labels(list(groups))
+    styles = column_styles(groups)  # one colour and marker per (encoding, field), fixed
+    styles = {k: dataclasses.replace(v, label=labels[k]) for k, v in styles.items()}
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    drawn = []
+    for key, g in groups.items():
+        xs, ms, ss = [], [], []
+        for i, length in enumerate(lengths):
+            s = g.stats(length)
+            if s is None:
+                continue
+            xs.append(int(length) if numeric else i)
+            ms.append(s[0])
+            ss.append(s[1])
+        if xs:
+            ax.errorbar(xs, ms, yerr=ss, capsize=2, markersize=5, **styles[key].line_kwargs())
+            drawn.append(key)
+    if numeric:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([int(x) for x in lengths])
+        ax.set_xticklabels(lengths)
+        ax.set_xlabel("evaluation length (tokens)")
+        if context:
+            ax.axvline(context, color="grey", linestyle=":", linewidth=1)
+    else:
+        ax.set_xticks(range(len(lengths)))
+        ax.set_xticklabels(lengths)
+        ax.set_xlabel("prompt length")
+    ax.set_ylabel({"bpc": "bits per character", "ppl": "perplexity"}.get(metric, metric))
+    ax.grid(alpha=0.3)
+    add_legend(fig, styles, drawn)
+    return fig
+
+
+def plot_lm(rows: Sequence[dict[str, Any]], path: str, *, context: int | None = None) -> str | None:
+    """The score against the evaluation length (log2 axis for lengths; prompt-length bins as
+    categories), one line per configuration with the std over seeds as error bars, the training
+    length dotted; each (encoding, number field) keeps one colour and marker
+    (:func:`cplxnet.compare.report.plots.column_styles`) and the legend below the axes names every
+    line and is never clipped (:func:`cplxnet.compare.report.plots.add_legend`). Returns the path
+    (``None`` without scores)."""
+    fig = lm_figure(rows, context=context)
+    return None if fig is None else save_figure(fig, path)
+
+
+def _budget(options: dict[str, Any] | None, rows: Sequence[dict[str, Any]]) -> str:
+    lm = (options or {}).get("lm") or {}
+    train = lm.get("train", {})
+    ok = [r for r in rows if is_ok(r) and r.get("train_seconds") not in (None, "")
+          and not r.get("rescored")]  # a re-scored cell has its run's seconds  # fmt: skip
+    parts = []
+    if lm:
+        synthetic = any(str(r.get("data", "")).startswith("synthetic:") for r in rows)
+        what = (
+            f"training prompts of 1 to L = {lm.get('context')} symbols"
+            if synthetic
+            else f"{lm.get('tokens')} tokens, context L = {lm.get('context')}"
+        )
+        parts.append(
+            f"- preset `{lm.get('preset')}`, {what}; real cells: the "
+            f"`{(options or {}).get('real_width')}` twin"
+        )
+    if train:
+        if train.get("schedule", "constant") == "constant":
+            recipe = "constant learning rate"
+        else:
+            floor = train.get("min_lr_ratio", 0.1)
+            recipe = (f"{train.get('warmup_steps', 0)} steps of linear warm-up, then "
+                      f"{train['schedule']} decay to {floor} x lr")  # fmt: skip
+        if train.get("patience"):
+            recipe += (f"; early stop after {train['patience']} evaluations without a better "
+                       "dev loss")  # fmt: skip
+        parts.append(
+            "- " + ", ".join(f"{k} {v}" for k, v in sorted(train.items())) + f" (AdamW, {recipe}; "
+            "dev loss at L chooses the checkpoint; the test part is scored once)"
+        )
+    if ok:
+        wall = [float(r["train_seconds"]) for r in ok]
+        cpu = [float(r["train_cpu_seconds"]) for r in ok if r.get("train_cpu_seconds")]
+        text = (
+            f"- time per run: {sum(wall) / len(wall):.0f} s wall (range {min(wall):.0f}-"
+            f"{max(wall):.0f} s)"
+        )
+        if cpu:
+            text += f", {sum(cpu) / len(cpu):.0f} s CPU of its one thread"
+        parts.append(text + f", over {len(ok)} finished runs")
+    if options:
+        parts.append("\n```json\n" + json.dumps(options, indent=1, sort_keys=True) + "\n```")
+    return "\n".join(parts) + "\n"
+
+
+def _training_section(
+    rows: Sequence[dict[str, Any]],
+    options: dict[str, Any] | None,
+    plots: bool,
+    out_dir: str,
+    written: list[str],
+) -> list[str]:
+    """The section on training: plateau and budget per configuration
+    (:func:`cplxnet.compare.report.lm_curves.training_table`) and the learning curves
+    (``curves.png``); empty when the rows have no histories (a results.csv)."""
+    groups, _, _ = lm_groups(rows)
+    labels = _labels(list(groups))
+    table, notes = training_table(rows, labels, options)
+    if not table:
+        return []
+    parts = ["## Training: plateau and budget per run\n", table, " ".join(notes) + "\n"]
+    rescored = sorted({str(r["encoding"]) for r in rows if is_ok(r) and r.get("rescored")})
+    if rescored:
+        parts.append(f"{', '.join(rescored)}: no training of its own; it re-scores the runs of "
+                     "the configuration it names (the same curve).\n")  # fmt: skip
+    if plots:
+        png = plot_curves(rows, os.path.join(out_dir, "curves.png"), labels)
+        if png:
+            written.append(png)
+            parts.append("Learning curves: [curves.png](curves.png) (the dev score at L against "
+                         "the step, mean over the runs evaluated at that step).\n\n"
+                         "![dev score at L against the training step](curves.png)\n")  # fmt: skip
+    return parts
+
+
+def _describe(row: dict[str, Any]) -> str:
+    return f"{row.get('encoding')} ({row.get('number')}) seed {row.get('seed')}"
+
+
+def render_lm_report(
+    results: str | Sequence[dict[str, Any]],
+    out_dir: str | None = None,
+    *,
+    target: str = "complex-order",
+    digits: int = 3,
+    plots: bool = True,
+    options: dict[str, Any] | None = None,
+) -> tuple[str, list[str]]:
+    """Write ``report.md`` (and ``lm.png``) into ``out_dir`` (default: the results folder, or
+    the folder of the results file). Returns the markdown and the files written."""
+    out_dir, options = report_place(results, out_dir, options)
+    rows = load_lm_rows(results)
+    context = ((options or {}).get("lm") or {}).get("context")
+    if context is None:
+        context = next((int(r["context"]) for r in rows if r.get("context") not in (None, "")),
+                       None)  # fmt: skip
+    groups, lengths, metric = lm_groups(rows)
+    data = ", ".join(dict.fromkeys(str(r["data"]) for r in rows if r.get("data")))
+    parts = [f"# Language models: {metric} against evaluation length ({data})\n"]
+    written: list[str] = []
+    table, notes = lm_table(rows, digits=digits, context=context)
+    if table:
+        what = "prompt-length bin" if not all(x.isdigit() for x in lengths) else "length"
+        better = "lower" if LOWER_IS_BETTER.get(metric, True) else "higher"
+        parts.append(
+            f"Test {metric} per evaluation {what}, mean ± std over seeds ({better} is better; "
+            "the best of each column in bold)."
+            + (f" Trained at L = {context}" if context else "")
+            + (" (the longest training prompt)." if context and what != "length" else ".")
+            + "\n"
+        )
+        parts.append(table)
+        if notes:
+            parts.append("\n".join(f"[{i + 1}] {n}" for i, n in enumerate(notes)) + "\n")
+        pooled = lm_pooled_table(rows, target=target, digits=digits)
+        if pooled:
+            parts.append(
+                f"## {target} against each configuration, pooled\n\nRuns matched by "
+                f"(evaluation {what}, seed) where both have a score; two-sided Wilcoxon "
+                "signed-rank test; wins = pairs where the target is better.\n"
+            )
+            parts.append(pooled)
+        if plots:
+            png = plot_lm(rows, os.path.join(out_dir, "lm.png"), context=context)
+            if png:
+                written.append(png)
+                parts.append(f"![{metric} against evaluation length](lm.png)\n")
+        parts += _training_section(rows, options, plots, out_dir, written)
+    parts += failed_runs(rows, _describe)
+    parts.append("## Budget\n")
+    parts.append(_budget(options, rows))
+    return write_report(out_dir, parts, written)

@@ -1,0 +1,254 @@
+"""The comparison report of a results folder: ``report.md`` with the accuracy tables
+(:mod:`cplxnet.compare.report.tables`), the statistics behind them
+(:mod:`cplxnet.compare.report.statistics`) and the figures (:mod:`cplxnet.compare.report.figures`),
+written next to the results.
+
+:func:`load_results` reads the rows of a results folder, ``results.json`` or ``results.csv``;
+:func:`render_report` writes the report. The public names of the three modules above are
+importable from here too.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .figures import (
+    extrapolation_figure,
+    plot_extrapolation,
+    plot_results,
+    report_columns,
+    results_figure,
+)
+from .plots import column_styles
+from .statistics import PairedTest, Summary, is_ok, min_attainable_p, paired_test, summarize
+from .tables import (
+    PAPER_TABLE2,
+    extrapolation_table,
+    paper_table,
+    pooled_table,
+    results_table,
+    significance_table,
+)
+
+__all__ = [
+    "load_results",
+    "summarize",
+    "Summary",
+    "paired_test",
+    "PairedTest",
+    "min_attainable_p",
+    "results_table",
+    "significance_table",
+    "pooled_table",
+    "paper_table",
+    "extrapolation_table",
+    "report_columns",
+    "results_figure",
+    "extrapolation_figure",
+    "plot_results",
+    "plot_extrapolation",
+    "render_report",
+    "report_place",
+    "failed_runs",
+    "write_report",
+    "PAPER_TABLE2",
+]
+
+_NUMERIC = {
+    "fold": int,
+    "seed": int,
+    "parameters": int,
+    "dev_accuracy": float,
+    "test_accuracy": float,
+    "seconds": float,
+    "epochs_run": int,
+    "best_epoch": int,
+    "test_macro_f1": float,
+    "test_size": int,
+    "train_size": int,
+    "train_len": int,
+    "bin_n": int,
+    "bin_accuracy": float,
+}
+
+
+# ------------------------------------------------------------------------------------------------
+# loading
+
+
+def _convert(row: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in row.items():
+        if k in _NUMERIC:
+            out[k] = None if v in ("", None) else _NUMERIC[k](float(v))
+        else:
+            out[k] = v
+    return out
+
+
+def _read_csv(path: str) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8", newline="") as fh:
+        raw = [_convert(r) for r in csv.DictReader(fh)]
+    if not raw or "bin" not in raw[0]:
+        return raw
+    runs: dict[str, dict[str, Any]] = {}
+    for r in raw:  # extrapolation CSV: one line per run and bin -> one row per run with "bins"
+        key = r.get("cell_id") or json.dumps(
+            [r.get(k) for k in ("data", "fold", "family", "encoding", "number", "seed")]
+        )
+        run = runs.setdefault(
+            key, {k: v for k, v in r.items() if k not in ("bin", "bin_n", "bin_accuracy")}
+        )
+        run.setdefault("bins", [])
+        if r.get("bin"):
+            run["bins"].append({"bin": r["bin"], "n": r["bin_n"], "accuracy": r["bin_accuracy"]})
+    return list(runs.values())
+
+
+def load_results(path: str) -> list[dict[str, Any]]:
+    """Rows from a results folder (its ``results.json``, else its ``cells/``), a ``results.json``
+    or a ``results.csv``. Raises FileNotFoundError / ValueError with the path in the message."""
+    if os.path.isdir(path):
+        candidate = os.path.join(path, "results.json")
+        if os.path.exists(candidate):
+            return load_results(candidate)
+        from ..grid.store import ResultStore
+
+        rows = list(ResultStore(path).load().values())
+        if not rows:
+            raise FileNotFoundError(f"{path} has no results.json, results.csv or cells/*.json")
+        return rows
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path} not found; give a results folder, .json or .csv")
+    if path.endswith(".csv"):
+        return _read_csv(path)
+    with open(path, encoding="utf-8") as fh:
+        try:
+            obj = json.load(fh)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path} is not valid JSON ({err})") from None
+    rows = obj.get("rows") if isinstance(obj, dict) else obj
+    if not isinstance(rows, list):
+        raise ValueError(f"{path} holds no list of result rows")
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------
+# the report
+
+
+def report_place(
+    results: str | Sequence[dict[str, Any]], out_dir: str | None, options: dict[str, Any] | None
+) -> tuple[str, dict[str, Any] | None]:
+    """The folder a report goes to (``out_dir``, else the results folder or the folder of the
+    results file, else ``.``) and the budget it shows (``options``, else the ``options`` of that
+    folder's ``grid.json`` when ``results`` is a path)."""
+    if isinstance(results, str):
+        if out_dir is None:
+            out_dir = results if os.path.isdir(results) else os.path.dirname(results) or "."
+        if options is None:
+            grid = os.path.join(out_dir, "grid.json")
+            if os.path.exists(grid):
+                with open(grid, encoding="utf-8") as fh:
+                    options = json.load(fh).get("options")
+    return out_dir or ".", options
+
+
+def failed_runs(rows: Sequence[dict[str, Any]], describe: Callable[[dict], str]) -> list[str]:
+    """The report section on the runs that ended in an error (empty when none did), each named by
+    ``describe(row)`` with the start of its error."""
+    errors = [f"- {describe(r)}: {str(r.get('error', ''))[:300]}" for r in rows if not is_ok(r)]
+    if not errors:
+        return []
+    return [f"## Runs that failed ({len(errors)})\n", "\n".join(errors) + "\n"]
+
+
+def write_report(
+    out_dir: str, parts: Sequence[str], written: Sequence[str]
+) -> tuple[str, list[str]]:
+    """Write the sections ``parts`` to ``out_dir/report.md``; returns the markdown and the files
+    written (``report.md``, then ``written``)."""
+    text = "\n".join(parts)
+    os.makedirs(out_dir, exist_ok=True)
+    md = os.path.join(out_dir, "report.md")
+    with open(md, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return text, [md, *written]
+
+
+def _describe(row: dict[str, Any]) -> str:
+    return (
+        f"{row.get('data')} {row.get('family')} {row.get('encoding')} ({row.get('number')}) "
+        f"seed {row.get('seed')}"
+    )
+
+
+def render_report(
+    results: str | Sequence[dict[str, Any]],
+    out_dir: str | None = None,
+    *,
+    target: str = "complex-order",
+    metric: str = "test_accuracy",
+    digits: int = 3,
+    plots: bool = True,
+    options: dict[str, Any] | None = None,
+) -> tuple[str, list[str]]:
+    """Write ``report.md`` (and ``accuracy.png`` / ``extrapolation.png``) into ``out_dir``
+    (default: the results folder, or the folder of the results file). Returns the markdown and
+    the files written."""
+    rows = load_results(results) if isinstance(results, str) else list(results)
+    out_dir, options = report_place(results, out_dir, options)
+    styles = column_styles(report_columns(rows))  # shared by every figure of the report
+    grid_rows = [r for r in rows if not r.get("bins") and r.get("mode", "grid") != "extrapolate"]
+    x_rows = [r for r in rows if r.get("bins") or r.get("mode") == "extrapolate"]
+    parts = ["# Encodings compared: complex against real\n"]
+    written: list[str] = []
+    if grid_rows:
+        parts.append("## Accuracy (Table 2 layout)\n")
+        parts.append(results_table(grid_rows, target=target, metric=metric, digits=digits))
+        sig = significance_table(grid_rows, target=target, metric=metric, digits=digits)
+        if sig:
+            parts.append(f"### {target} against the best real encoding, per row\n")
+            parts.append(sig)
+        pooled = pooled_table(grid_rows, target=target, metric=metric, digits=digits)
+        if pooled:
+            parts.append(
+                f"### {target} against each encoding, pooled over datasets and models\n\n"
+                "Runs matched by (dataset, model, fold, seed); two-sided Wilcoxon signed-rank "
+                "test per column; rows = table rows (dataset x model) with both columns.\n"
+            )
+            parts.append(pooled)
+        paper = paper_table(grid_rows, digits)
+        if paper:
+            parts.append(
+                "### For reference: Wang et al. (ICLR 2020), Table 2\n\nTheir setting differs "
+                "(pretrained 300-d word2vec for FastText/LSTM/CNN, epochs chosen on the "
+                "evaluation split).\n"
+            )
+            parts.append(paper)
+        if plots:
+            png = plot_results(
+                grid_rows, os.path.join(out_dir, "accuracy.png"), metric, styles=styles
+            )
+            if png:
+                written.append(png)
+                parts.append("![accuracy per encoding](accuracy.png)\n")
+    if x_rows:
+        parts.append("## Length extrapolation (accuracy per length bin)\n")
+        parts.append(extrapolation_table(x_rows, digits))
+        if plots:
+            png = plot_extrapolation(
+                x_rows, os.path.join(out_dir, "extrapolation.png"), styles=styles
+            )
+            if png:
+                written.append(png)
+                parts.append("![accuracy per length bin](extrapolation.png)\n")
+    parts += failed_runs(rows, _describe)
+    if options:
+        parts.append("## Budget\n")
+        parts.append("```json\n" + json.dumps(options, indent=1, sort_keys=True) + "\n```\n")
+    return write_report(out_dir, parts, written)

@@ -1,0 +1,316 @@
+"""Using a finished language-model run: load it, re-score it at any length, sample from it.
+
+Sampling keeps each layer's keys and values (:class:`cplxnet.nn.KVCache`), so a new token costs
+one step, when the encoding allows it (``supports_kv_cache``); otherwise (xpos) the window is
+recomputed at every step. The model sees at most the last ``context`` tokens (default: the run's
+training context), so a trainable position table is never asked for a position it lacks: once
+the sequence is longer, the window slides and is recomputed at every step (crop), since every
+position in it shifts. Either way the tokens are those of recomputing the window at every step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from ...data import DataError
+from ...engine.runs import RunError, load_checkpoint, load_weights
+from .data import TokenVocab, detokenize, tokenize
+from .evaluate import NA, effective_length, evaluate_lengths
+from .synthetic import SEP
+from .task import LMOptions, LMTask, build_lm_model, load_lm_config
+
+__all__ = [
+    "LoadedLM", "load_lm_run", "scaled_models", "evaluate_lm_run", "generate", "stream",
+    "generate_text", "stream_text", "DEFAULT_NEW_TOKENS",
+]  # fmt: skip
+
+#: Tokens :func:`stream_text` generates for a text run when ``num_tokens`` is not given.
+DEFAULT_NEW_TOKENS = 200
+
+
+@dataclass
+class LoadedLM:
+    """A trained language model (best dev weights, eval mode) with its vocabulary and data."""
+
+    run_dir: str
+    config: Any
+    model: nn.Module
+    vocab: TokenVocab
+    run_config: dict
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.run_config["data"]
+
+    @property
+    def context(self) -> int:
+        return int(self.data["context"])
+
+    @property
+    def tokens(self) -> str:
+        return self.data["tokens"]
+
+    def task(self) -> LMTask:
+        """The run's data, rebuilt (a changed training file is a :class:`RunError`)."""
+        return LMTask.from_spec(self.data, self.vocab)
+
+
+def load_lm_run(run_dir: str) -> LoadedLM:
+    """Load a language-model run folder's ``best.pt`` with its config and vocabulary."""
+    if not os.path.isdir(run_dir):
+        raise RunError(f"run folder {run_dir} not found")
+    run_config, config, _ = load_lm_config(
+        run_dir, other_task="it was trained without --task lm: give a language-model run"
+    )
+    best = os.path.join(run_dir, "best.pt")
+    if not os.path.exists(best):
+        raise RunError(
+            f"{run_dir} has no best.pt (no evaluation finished yet); resume it with cplxnet train "
+            f"--resume {run_dir}"
+        )
+    model = build_lm_model(config, run_dir)
+    load_weights(model, load_checkpoint(best, keys={"model": dict})["model"], best)
+    model.eval()
+    vocab = TokenVocab.load(os.path.join(run_dir, "vocab.json"))
+    return LoadedLM(run_dir, config, model, vocab, run_config)
+
+
+def scaled_models(run: LoadedLM, scaling: Mapping[str, Any]) -> Callable[[int], nn.Module]:
+    r"""``model_at(n)``: the run's best weights with its rotary encoding rebuilt for inputs of
+    ``n`` tokens with the scaling options ``scaling`` (``{"scaling": "yarn"}``, and any option
+    of :func:`cplxnet.encodings.rope_scaling.rope_frequencies`) at factor :math:`s = n / L`,
+    ``L`` the longest training input (the decoder's ``max_len``) as ``original_max_len``; for
+    :math:`n \le L` the run's own model (factor 1: no scaling, every scaling's identity).
+    YaRN used this way needs no fine-tuning, at one factor per evaluation window (the dynamic
+    form of Peng et al., ICLR 2024, Sec. 3.4, sets :math:`s = \max(1, l'/L)` at each generated
+    length :math:`l'`).
+
+    An encoding without rotary scaling, or a run trained with one, is a :class:`RunError`."""
+    from ...encodings import encoding_option_parameters
+
+    config = run.config
+    name = config.encoding
+    if "scaling" not in encoding_option_parameters(name):
+        raise RunError(f"{run.run_dir}: its encoding {name} has no rotary scaling; scaling at "
+                       "evaluation applies to rotary and xpos runs")  # fmt: skip
+    own = dict(config.encoding_options or {})
+    if own.get("scaling") is not None:
+        raise RunError(f"{run.run_dir} was trained with scaling={own['scaling']!r}; scaling at "
+                       "evaluation applies to runs trained without one")  # fmt: skip
+    if "scaling" not in scaling:
+        raise ValueError(f"scaled_models: scaling needs a 'scaling' key, got {dict(scaling)}")
+    trained = int(config.max_len)
+    models: dict[int, nn.Module] = {}
+
+    def model_at(n: int) -> nn.Module:
+        if n <= trained:
+            return run.model
+        if n not in models:
+            options = {**own, **scaling, "factor": n / trained, "original_max_len": trained}
+            model = build_lm_model(dataclasses.replace(config, encoding_options=options),
+                                   run.run_dir)  # fmt: skip
+            load_weights(model, run.model.state_dict(), os.path.join(run.run_dir, "best.pt"))
+            models[n] = model.to(next(run.model.parameters()).device).eval()
+        return models[n]
+
+    return model_at
+
+
+def evaluate_lm_run(
+    run: LoadedLM | str,
+    context: int | None = None,
+    *,
+    scaling: Mapping[str, Any] | None = None,
+) -> dict[str, dict]:
+    """Score a run's best weights on its test part: at ``context`` tokens per window, or, with
+    ``None``, at every length (or bin) its results.json has. Synthetic runs with ``context``
+    score the exact-match accuracy on prompts of exactly ``context`` symbols. ``scaling``:
+    rotary scaling options set at evaluation with factor ``n / L`` (:func:`scaled_models`)."""
+    if isinstance(run, str):
+        run = load_lm_run(run)
+    if context is not None and context < 1:
+        raise DataError(f"--context must be at least 1, got {context}")
+    model_at = scaled_models(run, scaling) if scaling else (lambda n: run.model)
+    task = run.task()
+    options = LMOptions.from_dict(run.run_config["train"])
+    if context is None:
+        return task.test(run.model, options, model_at=model_at)
+    if task.synthetic is None:
+        model = model_at(effective_length(len(task.data.test), context))
+        return evaluate_lengths(model, task.data.test, [context], tokens=task.tokens,
+                                batch_tokens=options.batch_tokens)  # fmt: skip
+    s = task.synthetic
+    model = model_at(2 * context + 1)
+    reason = model.unsupported_length(2 * context + 1)
+    if reason is not None:
+        return {str(context): {"accuracy": None, NA: reason}}
+    prompts = s.test_prompts(context, context)
+    return {str(context): {"accuracy": s.accuracy(model, prompts), "n": len(prompts)}}
+
+
+def _check_length(run: LoadedLM, prompt: int, num_tokens: int, context: int | None) -> None:
+    """A :class:`DataError` with the fix if the longest window generation would feed the model
+    (``prompt + num_tokens - 1`` tokens, at most ``context``) is a length it cannot process."""
+    if num_tokens == 0:
+        return
+    longest = prompt + num_tokens - 1
+    if context is not None:
+        longest = min(longest, context)
+    reason = run.model.unsupported_length(longest)
+    if reason is None:
+        return
+    limit = run.config.max_len
+    if context is not None and context > limit:
+        fix = f"use --context N <= {limit}"
+    else:
+        fix = f"use a prompt and --max-new-tokens of at most {limit + 1} tokens together"
+    raise DataError(f"the model cannot read {longest} tokens at once ({reason}); {fix}")
+
+
+#: Temperatures below this sample greedily (dividing the logits by a smaller number overflows).
+GREEDY_BELOW = 1e-6
+
+
+def generate(
+    model: nn.Module,
+    prompt: torch.Tensor,
+    num_tokens: int,
+    *,
+    temperature: float = 1.0,
+    seed: int = 0,
+    context: int | None = None,
+    cache: bool = True,
+) -> torch.Tensor:
+    """Continue ``prompt`` (``(N,)`` ids, ``N >= 1``) by ``num_tokens`` sampled tokens; returns
+    the ``(num_tokens,)`` new ids (see :func:`stream`)."""
+    new = list(stream(model, prompt, num_tokens, temperature=temperature, seed=seed,
+                      context=context, cache=cache))  # fmt: skip
+    return torch.tensor(new, dtype=torch.long)
+
+
+@torch.no_grad()
+def stream(
+    model: nn.Module,
+    prompt: torch.Tensor,
+    num_tokens: int,
+    *,
+    temperature: float = 1.0,
+    seed: int = 0,
+    context: int | None = None,
+    cache: bool = True,
+) -> Iterator[int]:
+    """Yield the ids of ``num_tokens`` tokens sampled after ``prompt``, one at a time.
+
+    Each step feeds the model the tokens it has not seen (with a key/value cache: the prompt,
+    then one token per step) or the last ``context`` tokens (all of them with ``None``) and
+    samples the next token from ``softmax(logits / temperature)`` with a generator seeded by
+    ``seed`` (the same seed gives the same continuation); ``temperature=0`` (and any temperature
+    below :data:`GREEDY_BELOW`, the limit of sampling as the temperature falls) takes the most
+    likely token (greedy). Ids 0 and 1 (``<pad>``, ``<unk>``: never in a training stream) are
+    never produced. ``cache=True`` uses the model's key/value cache when it has one
+    (``model.supports_kv_cache``) while the sequence fits in ``context``; past it the window of
+    the last ``context`` tokens is recomputed at every step (its positions shift). The tokens
+    are those of ``cache=False`` (up to float rounding in the logits).
+    """
+    if prompt.dim() != 1 or len(prompt) == 0:
+        raise ValueError("generate: the prompt must be a non-empty 1-d tensor of ids")
+    if temperature < 0 or num_tokens < 0:
+        raise ValueError("generate: temperature and num_tokens must be >= 0")
+    was = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    g = torch.Generator(device=device).manual_seed(seed)
+    seq = prompt.to(device)
+    cached = cache and getattr(model, "supports_kv_cache", False)
+    kv, fed = None, 0  # the cache and the number of tokens of seq it holds
+    try:
+        for _ in range(num_tokens):
+            if context is not None and len(seq) > context:  # the window slides: recompute it
+                kv, logits = None, model(seq[-context:][None])
+            elif cached:
+                kv = model.new_cache() if kv is None else kv
+                logits, fed = model(seq[fed:][None], cache=kv), len(seq)
+            else:
+                logits = model(seq[None])
+            logits = logits[0, -1].double()  # (V,)
+            logits[:2] = float("-inf")  # never <pad> or <unk>
+            if temperature < GREEDY_BELOW:
+                nxt = logits.argmax().view(1)
+            else:
+                probs = torch.softmax(logits / temperature, -1)
+                nxt = torch.multinomial(probs, 1, generator=g)
+            seq = torch.cat([seq, nxt])
+            yield int(nxt)
+    finally:
+        model.train(was)
+
+
+def generate_text(
+    run: LoadedLM | str,
+    prompt: str,
+    num_tokens: int | None = DEFAULT_NEW_TOKENS,
+    *,
+    temperature: float = 1.0,
+    seed: int = 0,
+    context: int | None = None,
+) -> str:
+    """The continuation of ``prompt`` as text (see :func:`stream_text`)."""
+    return "".join(stream_text(run, prompt, num_tokens, temperature=temperature, seed=seed,
+                               context=context))  # fmt: skip
+
+
+def stream_text(
+    run: LoadedLM | str,
+    prompt: str,
+    num_tokens: int | None = DEFAULT_NEW_TOKENS,
+    *,
+    temperature: float = 1.0,
+    seed: int = 0,
+    context: int | None = None,
+) -> Iterator[str]:
+    """The continuation of ``prompt`` as text, one token's text at a time (see :func:`stream`;
+    ``context`` defaults to the run's training context for text, the whole sequence for
+    synthetic runs). The prompt is checked before the first token.
+
+    A synthetic run answers a prompt of symbols: ``<sep>`` is appended and, with
+    ``num_tokens=None``, it generates the answer's length plus ``<eos>``."""
+    if isinstance(run, str):
+        run = load_lm_run(run)
+    if not prompt:
+        raise DataError("the prompt is empty; give some text to continue")
+    synthetic = run.tokens == "synthetic"
+    pieces = list(prompt) if synthetic else tokenize(prompt, run.tokens)
+    if not pieces:
+        raise DataError("the prompt has no tokens (only whitespace); give some text to continue")
+    if synthetic:
+        unknown = sorted({p for p in pieces if p not in run.vocab.stoi})
+        if unknown:
+            raise DataError(
+                f"the prompt has symbols the task does not use ({''.join(unknown)}); use "
+                + "".join(t for t in run.vocab.itos if len(t) == 1)
+            )
+        pieces.append(SEP)
+        if num_tokens is None:
+            num_tokens = len(pieces)
+    elif num_tokens is None:
+        num_tokens = DEFAULT_NEW_TOKENS
+    ids = run.vocab.encode(pieces)
+    if context is None and not synthetic:
+        context = run.context  # a synthetic answer needs its whole prompt
+    _check_length(run, len(ids), num_tokens, context)
+    return _pieces(run, stream(run.model, ids, num_tokens, temperature=temperature, seed=seed,
+                               context=context), synthetic)  # fmt: skip
+
+
+def _pieces(run: LoadedLM, ids: Iterator[int], synthetic: bool) -> Iterator[str]:
+    """The text of each id (words and synthetic symbols separated by single spaces)."""
+    sep = " " if synthetic else detokenize(["", ""], run.tokens)
+    for i, token in enumerate(ids):
+        yield (sep if i else "") + run.vocab.itos[token]
