@@ -1,0 +1,55 @@
+"""The README's language-model results line states what the committed report says.
+
+Reads the bullet of README.md that links ``lm-char-L64-cosine`` and the report it links: each
+``NAME a / b`` pair is that encoding's test bpc at L and at 8L rounded to two decimals (half
+up), the number of encodings is the report's row count, and the smallest last-fifth gain is at
+least the bound the README states."""
+
+from __future__ import annotations
+
+import os
+import re
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STUDY = "benchmarks/compare/lm-char-L64-cosine"
+NAMES = {"NoPE": "none", "ALiBi": "alibi"}
+
+
+def _bullet() -> str:
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+        text = fh.read()
+    start = text.index("- **Language models**")
+    end = text.index("\n- ", start + 1)
+    bullet = " ".join(text[start:end].split())
+    assert STUDY in bullet
+    return bullet
+
+
+def _report() -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Test bpc per length and the last-fifth gain (%) per encoding, from report.md."""
+    with open(os.path.join(ROOT, STUDY, "report.md"), encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+    bpc, gain = {}, {}
+    for line in lines:
+        cells = [c.strip().strip("*") for c in line.strip("|").split("|")]
+        if len(cells) == 8 and re.fullmatch(r"\d\.\d{3}", cells[1]):
+            bpc[cells[0]] = [float(c) if re.fullmatch(r"\d\.\d+", c) else None for c in cells[1:5]]
+        if len(cells) == 6 and cells[5].endswith(("%", "†")) and "," in cells[1]:
+            gain[cells[0]] = float(cells[5].split("%")[0])
+    return bpc, gain
+
+
+def test_lm_results_line_equals_the_committed_report():
+    bullet, (bpc, gain) = _bullet(), _report()
+    pairs = re.findall(r"([A-Za-z0-9]+) (\d\.\d\d) / (\d\.\d\d)", bullet)
+    assert len(pairs) >= 5, bullet
+    for name, at_l, at_8l in pairs:
+        key = NAMES.get(name, name.lower())
+        assert key in bpc, (name, sorted(bpc))
+        # the report's three decimals rounded half up (2.155 -> 2.16)
+        assert abs(bpc[key][0] - float(at_l)) <= 0.005 + 1e-9, (name, bpc[key])
+        assert abs(bpc[key][3] - float(at_8l)) <= 0.005 + 1e-9, (name, bpc[key])
+    count = re.search(r"(\d+) encodings", bullet)
+    assert count is not None and int(count.group(1)) == len(bpc) == len(gain)
+    bound = re.search(r"gain ≥ (\d+(?:\.\d+)?)% in the last fifth", bullet)
+    assert bound is not None and min(gain.values()) >= float(bound.group(1))
