@@ -20,15 +20,16 @@ def _params(info: ModuleInfo):
 
 ALL = _params(MODULES)
 
-#: entries whose entry-by-entry complex128 gradcheck took tens of seconds (finite differences
-#: over many parameters): checked by random projections instead (gradcheck's fast mode: v^T J u
-#: against the finite difference along u, over every input and parameter at once); their layers
-#: and the other entries of each family are checked entry by entry
+#: entries whose entry-by-entry complex128 gradcheck took seconds to tens of seconds (finite
+#: differences over many parameters): checked by random projections instead (gradcheck's fast
+#: mode: v^T J u against the finite difference along u, over every input and parameter at
+#: once); their layers and the other entries of each family are checked entry by entry
 FAST_MODE_GRADCHECK = {
     "TransformerEncoder", "TransformerEncoderLayer_prenorm_whiten",
     "TransformerEncoderLayer_real_projection", "TransformerDecoder", "Transformer",
     "TransformerDecoderLayer_prenorm_whiten_masks", "TransformerDecoderLayer_real_projection",
     "LSTM_proj", "LSTM_2layers_dropout", "UnitaryRNN", "Conv3d",
+    "MultiheadAttention_real_projection", "MultiheadAttention_modulus_nobias",
 }  # fmt: skip
 #: entry-by-entry gradchecks that take seconds: ``slow`` (CI runs them)
 SLOW_GRADCHECK = {
