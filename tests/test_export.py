@@ -83,7 +83,10 @@ def test_zoo_model_compiles_to_one_graph(family, complex_):
         torch.testing.assert_close(compiled(ids, mask), model(ids, mask))
 
 
-@pytest.mark.parametrize("dtype", [torch.complex64, torch.float32])
+# the real twin: seconds per case, slow (CI runs them)
+@pytest.mark.parametrize(
+    "dtype", [torch.complex64, pytest.param(torch.float32, marks=pytest.mark.slow)]
+)
 @pytest.mark.parametrize("encoding", [None, "rotary", "t5"])
 def test_attention_with_masks_exports(dtype, encoding):
     torch.manual_seed(0)

@@ -451,9 +451,8 @@ def test_errors_name_the_layer_and_the_fix():
 # ------------------------------------------------------------------------------------------------
 # compile (one graph) and export with a dynamic spatial size, for every module-table entry
 # ------------------------------------------------------------------------------------------------
-NORM = pytest.mark.parametrize("info", NORM_MODULES, ids=[i.id for i in NORM_MODULES])
-#: entries the compile test leaves out (entry: its twin): the 1-, 2- and 3-D classes share one
-#: implementation and differ only in the input ranks they accept
+#: entries the compile and export tests leave out (entry: its twin): the 1-, 2- and 3-D
+#: classes share one implementation and differ only in the input ranks they accept
 SAME_COMPILE_PATH = {
     "BatchNorm3d": "BatchNorm2d", "InstanceNorm3d": "InstanceNorm1d",
     "InstanceNorm2d_unbatched": "InstanceNorm1d_unbatched",
@@ -489,7 +488,7 @@ def test_compiles_to_one_graph(info, train):
         torch.testing.assert_close(b, a, msg=name)  # running statistics updated alike
 
 
-@NORM
+@pytest.mark.parametrize("info", COMPILED, ids=[i.id for i in COMPILED])
 def test_exports_with_a_dynamic_spatial_size(info):
     torch.manual_seed(0)
     m = make_module(info, dtype=torch.complex64).eval()
