@@ -83,7 +83,10 @@ def test_zoo_model_compiles_to_one_graph(family, complex_):
         torch.testing.assert_close(compiled(ids, mask), model(ids, mask))
 
 
-@pytest.mark.parametrize("dtype", [torch.complex64, torch.float32])
+# the real twin: seconds per case, slow (CI runs them)
+@pytest.mark.parametrize(
+    "dtype", [torch.complex64, pytest.param(torch.float32, marks=pytest.mark.slow)]
+)
 @pytest.mark.parametrize("encoding", [None, "rotary", "t5"])
 def test_attention_with_masks_exports(dtype, encoding):
     torch.manual_seed(0)
@@ -137,8 +140,9 @@ def test_transformer_encoder_exports_with_padding():
     ("cls", "kwargs"),
     [
         (cnn.LSTM, {"bidirectional": True, "batch_first": True}),
-        (cnn.GRU, {"num_layers": 2}),
-        (cnn.LSTM, {"num_layers": 2, "proj_size": 2}),
+        # seconds each: slow (CI runs them)
+        pytest.param(cnn.GRU, {"num_layers": 2}, marks=pytest.mark.slow),
+        pytest.param(cnn.LSTM, {"num_layers": 2, "proj_size": 2}, marks=pytest.mark.slow),
     ],
 )
 def test_rnn_with_lengths_exports_with_dynamic_length(cls, kwargs):
@@ -162,8 +166,13 @@ def test_rnn_with_lengths_exports_with_dynamic_length(cls, kwargs):
     torch.testing.assert_close(got[1], want[1])
 
 
-@pytest.mark.parametrize("kind, extra", [("lstm", {}), ("gru", {}), ("lstm", {"proj_size": 2})])
-@pytest.mark.parametrize("bidirectional", [False, True])
+# every kind both ways round; one direction once (a bidirectional run's first direction is the
+# same code; the one-direction case checks the weights' indexing with dirs=1)
+@pytest.mark.parametrize(
+    "kind, extra, bidirectional",
+    [("lstm", {}, True), ("gru", {}, True), ("lstm", {"proj_size": 2}, True),
+     ("lstm", {"proj_size": 2}, False)],
+)  # fmt: skip
 def test_scan_rnn_equals_torchs_packed_kernel(kind, extra, bidirectional):
     """``cplxnet.functional.scan_rnn`` (eager) against torch's nn.LSTM/GRU on packed sequences
     (the LSTM also with torch's projection): outputs (zero past each length), final states, and

@@ -24,7 +24,7 @@ class Hook(nn.Module):
         return self.fn(self.enc, *args)
 
 
-def gradcheck_hook(enc, fn, inputs):
+def gradcheck_hook(enc, fn, inputs, fast_mode=False):
     hook = Hook(enc, fn)
     names = [n for n, _ in hook.named_parameters()]
     params = [p.detach().clone().requires_grad_() for _, p in hook.named_parameters()]
@@ -36,7 +36,7 @@ def gradcheck_hook(enc, fn, inputs):
 
     diff = [t for t in inputs if t.requires_grad] + params
     assert diff, "nothing to check"
-    assert torch.autograd.gradcheck(f, (*inputs, *params), atol=1e-6)
+    assert torch.autograd.gradcheck(f, (*inputs, *params), atol=1e-6, fast_mode=fast_mode)
 
 
 def x_input(kind, length=5):
@@ -141,7 +141,9 @@ def test_deberta_layer_input(kind):
 @pytest.mark.parametrize("kind", [C, R])
 def test_randomized_in_training(base, kind):
     """Positions drawn afresh per call, reseeded so that every gradcheck evaluation sees the
-    same ones."""
+    same ones. By random projections (gradcheck's fast mode: v^T J u against the finite
+    difference along u; up to 3 s of CPU entry by entry): the base encodings' Jacobians are
+    checked entry by entry above."""
     enc = create_encoding("randomized", base=base, dtype=kind, **CTX).train()
     ids = torch.tensor([[1, 2, 0], [3, 3, 4]])
 
@@ -153,4 +155,4 @@ def test_randomized_in_training(base, kind):
         return out, q2, k2
 
     qk = [torch.randn(1, 2, 3, 2, dtype=kind) for _ in range(2)]
-    gradcheck_hook(enc, hooks, [torch.randn(2, 3, 4, dtype=kind), *qk])
+    gradcheck_hook(enc, hooks, [torch.randn(2, 3, 4, dtype=kind), *qk], fast_mode=True)

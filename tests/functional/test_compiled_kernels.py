@@ -123,12 +123,12 @@ def test_cardioid_kernels_equal_reference(compiled):
     _assert_same(CF.cardioid, reference_cardioid, (z,))
 
 
-@pytest.mark.parametrize(
-    "view", ["conj", pytest.param("strided", marks=SLOW), pytest.param("transposed", marks=SLOW)]
-)
+# a transposed input takes the same path as a strided one (``as_words`` views any strides as
+# int64 words, the kernels index them as given)
+@pytest.mark.parametrize("view", ["conj", pytest.param("strided", marks=SLOW)])
 def test_kernels_on_conj_and_strided_inputs(compiled, view):
     base = _z(6, 16)
-    z = {"conj": base.conj(), "strided": base[:, ::2], "transposed": base.T[:8]}[view]
+    z = {"conj": base.conj(), "strided": base[:, ::2]}[view]
     b = torch.randn(z.shape[-1], requires_grad=True)
 
     def ref(z, b):  # the reference's view_as_real rejects a conj-bit input

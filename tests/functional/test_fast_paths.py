@@ -181,7 +181,8 @@ def test_norm_gradcheck_and_gradgradcheck(fn):
     w = _leaf(torch.eye(2, dtype=R).unsqueeze(-1) + 0.2 * torch.randn(2, 2, 5, dtype=R))
     b = _leaf(torch.randn(5, dtype=DT))
     assert torch.autograd.gradcheck(fn, (x, w, b))
-    assert torch.autograd.gradgradcheck(fn, (x, w, b))
+    # second order by random projections (fast mode); the first order is checked entry by entry
+    assert torch.autograd.gradgradcheck(fn, (x, w, b), fast_mode=True)
 
 
 # ------------------------------------------------------------------------------------------------
