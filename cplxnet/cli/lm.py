@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import json
 import math
 import os
@@ -23,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..engine.runs import check_new_run_dir
-from ..engine.runtime import on_rank0_first
+from ..engine.runtime import on_rank0_first, run_stamp
 from ..tasks.lm.synthetic import SYNTHETIC_CONTEXT
 from .argtypes import float_value, non_negative_int, positive_int, seed_int
 from .model import apply_sets, encoding_overrides
@@ -46,6 +45,7 @@ __all__ = [
     "cmd_evaluate",
     "cmd_generate",
     "default_context",
+    "default_lm_run_dir",
     "check_lm_sets",
     "lm_train_fields",
     "SYNTHETIC_CONTEXT",
@@ -271,7 +271,7 @@ def cmd_train(args: argparse.Namespace, error: type[Exception]) -> int:
     tokens = args.tokens or "char"
     given = {k: v for k, v in lm_train_fields(args).items() if v is not None}
     fields = {**defaults, **given}
-    run_dir = args.resolved_run_dir = args.run_dir or _default_run_dir(source, config)
+    run_dir = args.resolved_run_dir = args.run_dir or default_lm_run_dir(source, config)
     # fail before reading any data (rank 0 checks; under torchrun the others raise its error)
     on_rank0_first(lambda: check_new_run_dir(run_dir, args.force), lambda: None)
     if args.epochs is not None:
@@ -291,11 +291,12 @@ def cmd_train(args: argparse.Namespace, error: type[Exception]) -> int:
     return 0
 
 
-def _default_run_dir(source: str, config: Any) -> str:
+def default_lm_run_dir(source: str, config: Any) -> str:
+    """``runs/<data>-decoder-<encoding>-<field>-<stamp>`` (the stamp rank 0's under torchrun)."""
     name = source.replace(":", "-") if source.startswith("synthetic:") else (
         os.path.splitext(os.path.basename(source))[0])  # fmt: skip
     kind = "complex" if config.complex else "real"
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    stamp = run_stamp()
     return os.path.join("runs", f"{name}-decoder-{config.encoding}-{kind}-{stamp}")
 
 

@@ -4,11 +4,11 @@ of a language-model run go to :mod:`cplxnet.cli.lm`)."""
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
 from typing import Any
 
 from ..engine.options import TrainOptions
+from ..engine.runtime import run_stamp
 from .argtypes import positive_int, probability
 from .model import model_config
 from .options import RESUME_COMMON, CLIError, add_options, check_resume_options, train_fields
@@ -141,7 +141,7 @@ def default_run_dir(args: argparse.Namespace, config: Any) -> str:
     data = args.data or "mr"
     name = os.path.splitext(os.path.basename(data[:-3] if data.endswith(".gz") else data))[0]
     kind = "complex" if getattr(config, "complex", True) else "real"
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    stamp = run_stamp()
     return os.path.join("runs", f"{name}-{config.family}-{config.encoding}-{kind}-{stamp}")
 
 

@@ -8,6 +8,7 @@ Shared by the loop (:mod:`cplxnet.engine.loop`) and the tasks (:mod:`cplxnet.tas
 from __future__ import annotations
 
 import contextlib
+import datetime
 import importlib.metadata
 import platform
 import random
@@ -35,6 +36,7 @@ __all__ = [
     "Logger",
     "progress",
     "on_rank0_first",
+    "run_stamp",
     "sigterm_as_interrupt",
 ]
 
@@ -73,6 +75,16 @@ def on_rank0_first(first: Callable[[], T], others: Callable[[], T]) -> T:
     if message[0] is not None:
         raise RunError(message[0])
     return result if rank == 0 else others()
+
+
+def run_stamp() -> str:
+    """The local time as ``YYYYmmdd-HHMMSS`` for a default run-folder name: rank 0's on every
+    rank of a data-parallel run (one broadcast), so that ranks started a second apart name the
+    same folder."""
+    stamp = [datetime.datetime.now().strftime("%Y%m%d-%H%M%S")]
+    if dist_info()[0] > 1:
+        dist.broadcast_object_list(stamp, src=0)
+    return stamp[0]
 
 
 @contextlib.contextmanager
