@@ -11,27 +11,13 @@ import sys
 import time
 
 import pytest
+from lm_cli_args import TINY_LM as TINY
 
 from cplxnet.cli import main
 from cplxnet.tasks.lm import generate_text, load_lm_run
 from cplxnet.tasks.lm.generate import stream, stream_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TINY = [
-    "--task",
-    "lm",
-    "--d-model",
-    "8",
-    "--steps",
-    "4",
-    "--eval-every",
-    "2",
-    "--batch-size",
-    "4",
-    "--quiet",
-    "--threads",
-    "1",
-]
 
 
 @pytest.fixture(scope="module")

@@ -7,24 +7,9 @@ import json
 import os
 
 import pytest
+from lm_cli_args import TINY_LM as TINY
 
 from cplxnet.cli import main
-
-TINY = [
-    "--task",
-    "lm",
-    "--d-model",
-    "8",
-    "--steps",
-    "4",
-    "--eval-every",
-    "2",
-    "--batch-size",
-    "4",
-    "--quiet",
-    "--threads",
-    "1",
-]
 
 
 @pytest.fixture(scope="module")

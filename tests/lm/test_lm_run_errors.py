@@ -10,11 +10,9 @@ import shutil
 
 import pytest
 import torch
+from lm_cli_args import TINY_LM as TINY
 
 from cplxnet.cli import main
-
-TINY = ["--task", "lm", "--d-model", "8", "--steps", "4", "--eval-every", "2", "--batch-size",
-        "4", "--quiet", "--threads", "1"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
