@@ -32,8 +32,10 @@ def _report() -> tuple[dict[str, list[float]], dict[str, float]]:
     bpc, gain = {}, {}
     for line in lines:
         cells = [c.strip().strip("*") for c in line.strip("|").split("|")]
-        if len(cells) == 8 and re.fullmatch(r"\d\.\d{3}", cells[1]):
-            bpc[cells[0]] = [float(c) if re.fullmatch(r"\d\.\d+", c) else None for c in cells[1:5]]
+        if len(cells) == 8 and re.match(r"\d\.\d{3}\b", cells[1]):  # "2.109" or "2.109 ± 0.002"
+            bpc[cells[0]] = [
+                float(c.split()[0]) if re.match(r"\d\.\d+", c) else None for c in cells[1:5]
+            ]
         if len(cells) == 6 and cells[5].endswith(("%", "†")) and "," in cells[1]:
             gain[cells[0]] = float(cells[5].split("%")[0])
     return bpc, gain
@@ -45,6 +47,7 @@ def test_lm_results_line_equals_the_committed_report():
     assert len(pairs) >= 5, bullet
     for name, at_l, at_8l in pairs:
         key = NAMES.get(name, name.lower())
+        key = key if key in bpc else f"{key} (real)"  # rows name the field with several seeds
         assert key in bpc, (name, sorted(bpc))
         # the report's three decimals rounded half up (2.155 -> 2.16)
         assert abs(bpc[key][0] - float(at_l)) <= 0.005 + 1e-9, (name, bpc[key])
