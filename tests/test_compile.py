@@ -1,5 +1,5 @@
-"""``torch.compile`` runs every classifier of the zoo (4 families, complex and real) with outputs
-and gradients matching eager.
+"""``torch.compile`` runs every model of the zoo (the 4 classifier families and the decoder,
+complex and real) with outputs and gradients matching eager.
 
 The tests use ``backend="aot_eager"`` (dynamo graph capture + AOTAutograd, the part where complex
 tensors and graph breaks can fail) because inductor's code generation takes 10-60 s per tiny
@@ -22,6 +22,7 @@ WIDTHS = {
     "cnn": {"num_filters": 4, "kernel_sizes": (2, 3)},
     "lstm": {"hidden_size": 4},
     "transformer": {"num_heads": 2, "dim_feedforward": 16, "attention_dropout": 0.0},
+    "decoder": {"num_layers": 1, "num_heads": 2, "dim_feedforward": 16, "attention_dropout": 0.0},
 }
 # complex-order replaces the word table (the paper's setting); the word-table path (cplxnet's
 # packed complex Embedding) with encoding "none" for one family
@@ -33,7 +34,7 @@ def _model(family: str, complex_: bool, encoding: str) -> torch.nn.Module:
     cfg = models.make_config(
         family,
         vocab_size=V,
-        num_classes=3,
+        **({} if family == "decoder" else {"num_classes": 3}),
         d_model=8,
         complex=complex_,
         encoding=encoding,
@@ -86,4 +87,5 @@ def test_compiled_classifier_matches_eager(family, complex_, encoding):
 
 
 def test_compile_covers_every_family_both_fields():
-    assert {(f, c) for f, c, _ in CASES} == {(f, c) for f in models.FAMILIES for c in (True, False)}
+    families = {*models.FAMILIES, "decoder"}
+    assert {(f, c) for f, c, _ in CASES} == {(f, c) for f in families for c in (True, False)}

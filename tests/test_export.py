@@ -26,6 +26,7 @@ TINY = {
     "cnn": {"num_filters": 4, "kernel_sizes": (2, 3)},
     "lstm": {"hidden_size": 4},
     "transformer": {"num_heads": 2, "dim_feedforward": 16},
+    "decoder": {"num_layers": 1, "num_heads": 2, "dim_feedforward": 16},
 }
 
 
@@ -71,8 +72,10 @@ def test_zoo_model_exports_with_padding_and_dynamic_length(family, complex_):
         torch.testing.assert_close(program.module()(ids, mask), model(ids, mask))
 
 
-# complex models only: the real twins' bodies are torch's own layers
+# complex models only: the real twins' bodies are torch's own layers. The inference graph, as
+# exported; tests/test_compile.py compiles each model's backward and compares its gradients.
 @pytest.mark.parametrize(("family", "complex_"), list(_family_cases((True,))))
+@torch.no_grad()
 def test_zoo_model_compiles_to_one_graph(family, complex_):
     torch._dynamo.reset()
     torch.manual_seed(0)
