@@ -3,8 +3,8 @@ complex and real) with outputs and gradients matching eager.
 
 The tests use ``backend="aot_eager"`` (dynamo graph capture + AOTAutograd, the part where complex
 tensors and graph breaks can fail) because inductor's code generation takes 10-60 s per tiny
-model on 2 cores (about 3 minutes for the 8 models), too long for the suite; inductor itself is
-exercised by ``benchmarks/models.py`` (its compile rows) and by ``cplxnet train --compile``.
+model on 2 cores, too long for the suite; inductor itself is exercised by
+``benchmarks/models.py`` (its compile rows) and by ``cplxnet train --compile``.
 Embedding tables use dense gradients, as ``cplxnet train --compile`` does (the sparse backward of
 packed complex tables does not compile in torch 2.13).
 """
@@ -61,7 +61,7 @@ def _batch() -> tuple[torch.Tensor, torch.Tensor]:
     # seconds per model: the complex FastText in the fast subset, the others slow
     [pytest.param(*c, marks=[pytest.mark.slow] * (c[:2] != ("fasttext", True))) for c in CASES],
 )
-def test_compiled_classifier_matches_eager(family, complex_, encoding):
+def test_compiled_model_matches_eager(family, complex_, encoding):
     torch._dynamo.reset()
     model = _model(family, complex_, encoding)
     ids, mask = _batch()
@@ -87,5 +87,5 @@ def test_compiled_classifier_matches_eager(family, complex_, encoding):
 
 
 def test_compile_covers_every_family_both_fields():
-    families = {*models.FAMILIES, "decoder"}
+    families = {*models.FAMILIES, *models.LM_FAMILIES}
     assert {(f, c) for f, c, _ in CASES} == {(f, c) for f in families for c in (True, False)}

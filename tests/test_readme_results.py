@@ -47,7 +47,7 @@ def test_lm_results_line_equals_the_committed_report():
     assert len(pairs) >= 5, bullet
     for name, at_l, at_8l in pairs:
         key = NAMES.get(name, name.lower())
-        key = key if key in bpc else f"{key} (real)"  # rows name the field with several seeds
+        key = key if key in bpc else f"{key} (real)"  # a row may name its field: "t5 (real)"
         assert key in bpc, (name, sorted(bpc))
         # the report's three decimals rounded half up (2.155 -> 2.16)
         assert abs(bpc[key][0] - float(at_l)) <= 0.005 + 1e-9, (name, bpc[key])
