@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from .._utils import as_complex, eager_complex, grad_via_composed, is_tracing, join, pack, parts
 from . import compiled as _kernels
 from . import interleaved as _il
-from .cov2x2 import inv_sqrt_2x2
+from .cov2x2 import inv_sqrt_2x2, inv_sqrt_2x2_matrix_vjp, inv_sqrt_2x2_vjp
 
 __all__ = ["layer_norm", "rms_norm", "whiten", "inv_sqrt_2x2"]
 
@@ -129,8 +129,8 @@ class _WhitenAffine(torch.autograd.Function):
     Forward: one copy of ``x`` into the grouped layout, the moments and the whitening as batched
     2x2 matrix products, one copy back. Backward, with :math:`c` the centred data, :math:`g_y`
     the gradient of :math:`y = W c` (after the affine's backward) and :math:`n` the entries per
-    group: :math:`g_W = \sum g_y c^T` (2x2 per group), :math:`g_V` from :math:`g_W` by autograd
-    through the closed form :func:`inv_sqrt_2x2` on the small per-group tensors,
+    group: :math:`g_W = \sum g_y c^T` (2x2 per group), :math:`g_V` from :math:`g_W` in closed form
+    (:func:`~cplxnet.functional.cov2x2.inv_sqrt_2x2_vjp`) on the small per-group tensors,
     :math:`g_c = W g_y + M c` with :math:`M = [[2 g_{V,rr}, g_{V,ri}], [g_{V,ri}, 2 g_{V,ii}]]
     / n`, and :math:`g_p = g_c - \mathrm{mean}(g_c)`. Saved: the centred data and per-group
     2x2 matrices. Double backward differentiates :func:`_whiten_groups` (the same map composed
@@ -169,10 +169,7 @@ class _WhitenAffine(torch.autograd.Function):
             )
         n = c.shape[0] * c.shape[3]
         gp = _to_groups(grad, shape3)
-        with torch.enable_grad():
-            v = cov.detach().requires_grad_()
-            w_graph = _inv_sqrt_mat(v, eps)
-        w = w_graph.detach()
+        w = _inv_sqrt_mat(cov, eps)
         g_weight = g_bias = None
         if bias is not None and ctx.needs_input_grad[2]:
             gb = gp.sum((0, 3)) if per_group else gp.sum((0, 1)).T
@@ -196,7 +193,7 @@ class _WhitenAffine(torch.autograd.Function):
             gy = gp[:, :, :1] * weight[0] + gp[:, :, 1:] * weight[1]
             k1 = w
             g_w = (gy @ c.mT).sum(0)
-        (g_v,) = torch.autograd.grad(w_graph, v, g_w)
+        g_v = inv_sqrt_2x2_matrix_vjp(cov, eps, g_w)
         # V = c c^T / n with V symmetric: d/dc of <g_V, V> is (g_V + g_V^T) c / n
         m = (g_v + g_v.mT).div_(n)
         gc = (k1 @ gy).add_(m @ c)
@@ -233,8 +230,8 @@ def _whiten_affine(
 class _WhitenRowsCompiled(torch.autograd.Function):
     """Whitening layer norm of complex64 ``x`` over its last ``len(shape)`` dims as compiled
     kernels on the complex64 words (:mod:`cplxnet.functional.compiled`): one forward kernel,
-    and a backward of two kernels around the per-row 2x2 algebra (autograd through
-    :func:`inv_sqrt_2x2` on the small per-row tensors, as in :class:`_WhitenAffine`)."""
+    and a backward of two kernels around the per-row 2x2 algebra (the closed-form gradient
+    :func:`~cplxnet.functional.cov2x2.inv_sqrt_2x2_vjp` on the small per-row tensors)."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, shape, eps):  # noqa: D102 (autograd.Function)
@@ -262,14 +259,11 @@ class _WhitenRowsCompiled(torch.autograd.Function):
         a, _ = _whiten_affine_rows(x, weight, None, size)
         words = _kernels.as_words(x).reshape(-1, size)
         gwords = _kernels.as_words(grad).reshape(words.shape)
-        with torch.enable_grad():
-            v = [t.detach().requires_grad_() for t in stats[2:]]
-            w_graph = inv_sqrt_2x2(*v, eps)
-        wmat = tuple(t.detach() for t in w_graph)
+        wmat = inv_sqrt_2x2(*stats[2:], eps)
         s_rr, s_ri, s_ii, t0, t1 = _kernels.kernel("whiten_rows_grad_w")(
             words, gwords, a, stats, wmat
         )
-        gv_rr, gv_ri, gv_ii = torch.autograd.grad(w_graph, v, (s_rr, s_ri, s_ii))
+        gv_rr, gv_ri, gv_ii = inv_sqrt_2x2_vjp(*stats[2:], eps, s_rr, s_ri, s_ii)
         gv = (gv_rr * (2.0 / size), gv_ri / size, gv_ii * (2.0 / size))
         gx = _kernels.kernel("whiten_rows_grad_x")(words, gwords, a, stats, wmat, gv)
         g_weight = g_bias = None

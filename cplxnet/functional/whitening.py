@@ -29,7 +29,7 @@ from __future__ import annotations
 import torch
 
 from .._utils import grad_via_composed, is_tracing
-from .cov2x2 import inv_sqrt_2x2_matrix
+from .cov2x2 import inv_sqrt_2x2_matrix, inv_sqrt_2x2_matrix_vjp
 
 __all__ = ["batch_norm", "instance_norm", "group_norm"]
 
@@ -118,30 +118,31 @@ class _WhitenChannels(torch.autograd.Function):
     Backward, with :math:`c` the centred data, :math:`T = A W` per channel, :math:`g` the output
     gradient and :math:`n` the values per group: :math:`G = \sum_m g c^T` per (sample, channel)
     (batched 2x2 products of the real views), :math:`g_A = \sum_n G W`, :math:`g_W = \sum A^T G`
-    over each group's members, :math:`g_V` from :math:`g_W` by autograd through the closed form
-    on the small per-group tensors, and
+    over each group's members, :math:`g_V` from :math:`g_W` in closed form
+    (:func:`~cplxnet.functional.cov2x2.inv_sqrt_2x2_vjp`) on the small per-group tensors, and
     :math:`g_z = T^T g + S c - \frac1n \sum T^T \textstyle\sum_m g` with
     :math:`S = (g_V + g_V^T) / n`; the 2x2 maps :math:`T^T` and :math:`S` act on the real view
-    (:func:`_apply_2x2`). Saved: the centred data and per-group 2x2 covariances. Double backward
-    differentiates :func:`_whiten_composed`.
+    (:func:`_apply_2x2`). Saved: the centred data, the per-group 2x2 covariances and the
+    per-channel maps :math:`T`, :math:`W`. Double backward differentiates
+    :func:`_whiten_composed`.
     """
 
     @staticmethod
     def forward(ctx, x3, weight, bias, groups, over_batch, eps):  # noqa: D102
         n_ch = x3.shape[1]
         c, mean, cov = _moments(x3, groups, over_batch)
-        t, _ = _transform(cov, weight, eps, n_ch)
+        t, w = _transform(cov, weight, eps, n_ch)
         y = _apply_2x2_into(t, c)
         if bias is not None:
             y.add_(bias.unsqueeze(-1))
         ctx.spec = (groups, over_batch, eps)
-        ctx.save_for_backward(x3, weight, bias, c, cov)
+        ctx.save_for_backward(x3, weight, bias, c, cov, t, w)
         ctx.mark_non_differentiable(mean, cov)
         return y, mean, cov
 
     @staticmethod
     def backward(ctx, grad, *_):  # noqa: D102
-        x3, weight, bias, c, cov = ctx.saved_tensors
+        x3, weight, bias, c, cov, t, w = ctx.saved_tensors
         groups, over_batch, eps = ctx.spec
         if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
             out = grad_via_composed(
@@ -157,21 +158,16 @@ class _WhitenChannels(torch.autograd.Function):
         g_sum = g.sum(-1)  # (N, C)
         gr, cr = (torch.view_as_real(t).view(n * n_ch, m, 2) for t in (g, c))
         gt = torch.bmm(gr.mT, cr).view(n, n_ch, 2, 2)  # sum_m g c^T
-        with torch.enable_grad():
-            v = cov.detach().requires_grad_()
-            w_graph = inv_sqrt_2x2_matrix(v, eps)
-        w = _to_channels(w_graph.detach(), n_ch)
         g_weight = g_bias = None
         if weight is None:
-            t, g_w = w, gt
+            g_w = gt
         else:
-            a = weight.permute(2, 0, 1)
-            t, g_w = a @ w, a.mT @ gt
+            g_w = weight.permute(2, 0, 1).mT @ gt
             if ctx.needs_input_grad[1]:
                 g_weight = (gt @ w).sum(0).permute(1, 2, 0)
         if bias is not None and ctx.needs_input_grad[2]:
             g_bias = g_sum.sum(0)
-        (g_v,) = torch.autograd.grad(w_graph, v, _group_sum(g_w, groups, over_batch))
+        g_v = inv_sqrt_2x2_matrix_vjp(cov, eps, _group_sum(g_w, groups, over_batch))
         s = _to_channels((g_v + g_v.mT) / count, n_ch)
         # the mean's share: (1/n) sum over the group of T^T sum_m g, per channel
         k = (t.mT @ torch.view_as_real(g_sum).unsqueeze(-1)).squeeze(-1)

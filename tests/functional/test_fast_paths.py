@@ -15,6 +15,7 @@ from reference_ops import (
 
 from cplxnet import functional as CF
 from cplxnet import nn as cnn
+from cplxnet.functional.cov2x2 import inv_sqrt_2x2_matrix, inv_sqrt_2x2_matrix_vjp, inv_sqrt_2x2_vjp
 from cplxnet.functional.norm import inv_sqrt_2x2
 
 DT = torch.complex128
@@ -238,6 +239,29 @@ def test_inv_sqrt_2x2_matches_eigendecomposition(scale):
     eps = 1e-5 * scale
     for got, want in zip(inv_sqrt_2x2(*args, eps), _inv_sqrt_eig(*args, eps)):
         torch.testing.assert_close(got, want, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("scale", [1e-12, 1e-3, 1.0, 1e6, 1e15])
+@pytest.mark.parametrize("eps_scale", [1e-5, 1e-25])
+def test_inv_sqrt_2x2_vjp_equals_autograd_through_the_closed_form(scale, eps_scale):
+    a = torch.randn(64, 2, 3, dtype=R)
+    v = a @ a.mT * scale
+    v[:8, 1] = v[:8, 0]  # rank one
+    v[:8, :, 1] = v[:8, :, 0]
+    v[8:16, 1] = 0  # real-valued features: no imaginary variance
+    v[8:16, :, 1] = 0
+    eps = eps_scale * scale
+    args = [t.clone().requires_grad_() for t in (v[:, 0, 0], v[:, 0, 1], v[:, 1, 1])]
+    grads = [torch.randn(64, dtype=R) for _ in range(3)]
+    want = torch.autograd.grad(inv_sqrt_2x2(*args, eps), args, grads)
+    got = inv_sqrt_2x2_vjp(*(t.detach() for t in args), eps, *grads)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-7, atol=1e-9 * w.abs().max().item())
+    vm = v.clone().requires_grad_()
+    gm = torch.randn(64, 2, 2, dtype=R)  # not symmetric: both off-diagonal entries read W_ri
+    (want_m,) = torch.autograd.grad(inv_sqrt_2x2_matrix(vm, eps), vm, gm)
+    got_m = inv_sqrt_2x2_matrix_vjp(v, eps, gm)
+    torch.testing.assert_close(got_m, want_m, rtol=1e-7, atol=1e-9 * want_m.abs().max().item())
 
 
 # ------------------------------------------------------------------------------------------------
