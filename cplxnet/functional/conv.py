@@ -1,5 +1,17 @@
 """Complex 1-D, 2-D and 3-D convolutions and transposed convolutions, each as one real
-convolution with a block kernel."""
+convolution with a block kernel.
+
+Two layouts of the complex input reach the real convolution:
+
+- contiguous ``(N, C, *S)``: copied into the planar real ``(N, 2C, *S)`` (channels
+  ``[group][part][channel]``) and the output copied back to interleaved complex;
+- channels-last (``torch.channels_last`` for 2-D, ``torch.channels_last_3d`` for 3-D): the
+  complex values of one position are contiguous over the channels, so the real view is already
+  a channels-last real tensor ``(N, 2C, *S)`` with channels ``[channel][part]``. The convolution
+  runs on that view with the block kernel in the same order and returns a channels-last output
+  that is viewed back as complex: no copy of the data, as torch's convolutions keep the
+  channels-last format of their input.
+"""
 
 from __future__ import annotations
 
@@ -44,6 +56,46 @@ def _block_weight(
     return w, bb
 
 
+def _interleaved_weight(weight: torch.Tensor, bias: torch.Tensor | None, transposed: bool = False):
+    """Real block kernel of complex ``weight`` with channels ordered ``[channel][part]`` on
+    both sides (the channels-last layout): ``(2 C_out, 2 C_in/g, *k)``, or for a transposed
+    convolution ``(2 C_in, 2 C_out/g, *k)``; ``bias`` ``(C_out,)`` as ``(2 C_out,)``."""
+    a, b = weight.real, weight.imag
+    if transposed:  # rows are input channels: x_r feeds (A, B), x_i feeds (-B, A)
+        rows = (torch.stack([a, b], 2), torch.stack([-b, a], 2))
+    else:  # rows are output channels: y_r = A x_r - B x_i, y_i = B x_r + A x_i
+        rows = (torch.stack([a, -b], 2), torch.stack([b, a], 2))
+    w = torch.stack(rows, 1).reshape(2 * weight.shape[0], 2 * weight.shape[1], *weight.shape[2:])
+    return w, None if bias is None else torch.view_as_real(bias).reshape(-1)
+
+
+def _is_channels_last(x: torch.Tensor, nd: int) -> bool:
+    """Complex batched ``x`` in the channels-last format of its rank, and not also contiguous
+    (a tensor that is both, e.g. with one channel, takes the planar path)."""
+    if nd == 1 or x.dim() != nd + 2 or x.is_contiguous():
+        return False
+    fmt = torch.channels_last if nd == 2 else torch.channels_last_3d
+    return x.is_contiguous(memory_format=fmt)
+
+
+def _cl_to_real(x: torch.Tensor) -> torch.Tensor:
+    """Channels-last complex ``(N, C, *S)`` -> its channels-last real view ``(N, 2C, *S)``
+    (channels ``[channel][part]``; no copy)."""
+    nd = x.dim() - 2
+    xr = torch.view_as_real(x).permute(0, *range(2, nd + 2), 1, nd + 2)  # (N, *S, C, 2)
+    return xr.reshape(*xr.shape[:-2], -1).permute(0, nd + 1, *range(1, nd + 1))
+
+
+def _cl_to_complex(y: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`_cl_to_real` for a real output ``(N, 2C, *S)``: a view when ``y`` is
+    channels-last, as torch's convolutions return it for a channels-last input (its float64
+    3-D kernels do not; then one copy)."""
+    nd = y.dim() - 2
+    yt = y.permute(0, *range(2, nd + 2), 1).contiguous()  # (N, *S, 2C)
+    yc = torch.view_as_complex(yt.reshape(*yt.shape[:-1], -1, 2))
+    return yc.permute(0, nd + 1, *range(1, nd + 1))
+
+
 def _to_parts(x: torch.Tensor, groups: int) -> torch.Tensor:
     """``(B, C, *S)`` complex -> ``(B, 2C, *S)`` real, channels ``[group][part][channel]``."""
     n, c, spatial = x.shape[0], x.shape[1], x.shape[2:]
@@ -79,6 +131,9 @@ def _conv(x, weight, bias, stride, padding, dilation, groups, padding_mode, nd):
     fn = _REAL_CONV[nd]
     if not x.is_complex():
         return fn(x, weight, bias, stride, padding, dilation, groups)
+    if _is_channels_last(x, nd):
+        w, b = _interleaved_weight(weight, bias)
+        return _cl_to_complex(fn(_cl_to_real(x), w, b, stride, padding, dilation, groups))
     unbatched = x.dim() == nd + 1
     xb = x.unsqueeze(0) if unbatched else x
     w, b = _block_weight(weight, bias, groups)
@@ -122,6 +177,10 @@ def _conv_transpose(x, weight, bias, stride, padding, output_padding, groups, di
     fn = _REAL_CONV_T[nd]
     if not x.is_complex():
         return fn(x, weight, bias, stride, padding, output_padding, groups, dilation)
+    if _is_channels_last(x, nd):
+        w, b = _interleaved_weight(weight, bias, transposed=True)
+        y = fn(_cl_to_real(x), w, b, stride, padding, output_padding, groups, dilation)
+        return _cl_to_complex(y)
     unbatched = x.dim() == nd + 1
     xb = x.unsqueeze(0) if unbatched else x
     if nd == 1 and non_overlapping_1d(

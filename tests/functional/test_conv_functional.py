@@ -77,3 +77,78 @@ def test_block_formulation_matches_torch_native_complex_conv_gradients():
     native = torch.autograd.grad(F.conv1d(x, w, b, padding=1, groups=2), (x, w, b), g)
     for a, n in zip(ours, native):
         torch.testing.assert_close(a, n)
+
+
+# ------------------------------------------------------------------------------------------------
+# channels-last inputs: the real view is the convolution's input, no copy of the data
+# ------------------------------------------------------------------------------------------------
+_CL_CASES = [
+    (CF.conv2d, F.conv2d, 2, {"stride": 2, "padding": 1}, False),
+    (CF.conv2d, F.conv2d, 2, {"groups": 2, "dilation": 2, "padding": 2}, False),
+    (CF.conv3d, F.conv3d, 3, {"padding": 1}, False),
+    (CF.conv_transpose2d, F.conv_transpose2d, 2, {"stride": 2, "output_padding": 1}, True),
+    (CF.conv_transpose2d, F.conv_transpose2d, 2, {"groups": 2, "padding": 1}, True),
+    (CF.conv_transpose3d, F.conv_transpose3d, 3, {"stride": 2}, True),
+]
+
+
+def _cl_case(nd, kw, transposed, dtype=DT):
+    g = kw.get("groups", 1)
+    x = torch.randn(2, 4, *(5,) * nd, dtype=dtype)
+    w = torch.randn(*((4, 6 // g) if transposed else (6, 4 // g)), *(3,) * nd, dtype=dtype)
+    fmt = torch.channels_last if nd == 2 else torch.channels_last_3d
+    return x, w, torch.randn(6, dtype=dtype), fmt
+
+
+@pytest.mark.parametrize("fn, real, nd, kw, transposed", _CL_CASES)
+def test_channels_last_input_equals_the_contiguous_one_and_stays_channels_last(
+    fn, real, nd, kw, transposed
+):
+    x, w, b, fmt = _cl_case(nd, kw, transposed)
+    xc = x.contiguous(memory_format=fmt)
+    assert not xc.is_contiguous()
+    got = fn(xc, w, b, **kw)
+    torch.testing.assert_close(got, _four_real(real, x, w, b, **kw))
+    assert got.is_contiguous(memory_format=fmt)
+    args = [xc.detach().requires_grad_(), w.clone().requires_grad_(), b.clone().requires_grad_()]
+    assert torch.autograd.gradcheck(lambda x, w, b: fn(x, w, b, **kw), args, fast_mode=True)
+    leaves = [t.clone().requires_grad_() for t in (x, w, b)]
+    gz = torch.randn_like(got)
+    ref = torch.autograd.grad(_four_real(real, *leaves, **kw), leaves, gz)
+    out = torch.autograd.grad(fn(*args, **kw), args, gz)
+    for o, r in zip(out, ref):
+        torch.testing.assert_close(o, r)
+
+
+class _CountCopies(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts the ops that write a tensor of at least ``numel`` elements by copying one."""
+
+    COPIES = {
+        torch.ops.aten.copy_.default,
+        torch.ops.aten.clone.default,
+        torch.ops.aten._to_copy.default,
+    }
+
+    def __init__(self, numel):
+        super().__init__()
+        self.numel, self.copies = numel, []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func in self.COPIES and any(
+            isinstance(a, torch.Tensor) and a.numel() >= self.numel for a in args
+        ):
+            self.copies.append(func)
+        return out
+
+
+@pytest.mark.parametrize("fn, real, nd, kw, transposed", _CL_CASES)
+def test_channels_last_input_is_not_copied(fn, real, nd, kw, transposed):
+    x, w, b, fmt = _cl_case(nd, kw, transposed, dtype=torch.complex64)
+    xc = x.contiguous(memory_format=fmt)
+    with _CountCopies(x.numel()) as mode:
+        fn(xc, w, b, **kw)
+    assert mode.copies == []
+    with _CountCopies(x.numel()) as mode:  # the contiguous input: planar copies in and out
+        fn(x, w, b, **kw)
+    assert mode.copies
