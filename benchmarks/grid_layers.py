@@ -95,6 +95,31 @@ for _nd in (1, 2, 3):
     _conv_row(_nd, f"ConvTranspose{_nd}d k=2 s=2", True)
 
 
+def _conv_channels_last_row(nd, transposed):
+    """The convolution on channels-last inputs (complex and real), against the real layer on
+    channels-last and on contiguous input."""
+    kw = {"kernel_size": 2, "stride": 2} if transposed else {"kernel_size": 3, "padding": 1}
+    tname = f"ConvTranspose{nd}d" if transposed else f"Conv{nd}d"
+    fmt = torch.channels_last if nd == 2 else torch.channels_last_3d
+    shape = "k=2 s=2" if transposed else "k=3"
+
+    @row(f"{tname} {shape} channels-last")
+    def build(c, cfg):
+        z, x = _inputs(nd, c, cfg)
+        zc, xc = (t.detach().contiguous(memory_format=fmt).requires_grad_() for t in (z, x))
+        real = getattr(nn, tname)(2 * c, 2 * c, **kw)
+        return Case(
+            fwd_bwd(getattr(cnn, tname)(c, c, **kw), zc),
+            {"real, 2x channels, channels-last": fwd_bwd(real, xc),
+             "real, 2x channels, contiguous": fwd_bwd(real, x)},
+        )  # fmt: skip
+
+
+for _nd in (2, 3):
+    _conv_channels_last_row(_nd, False)
+    _conv_channels_last_row(_nd, True)
+
+
 def _free_row(name, nd, cls, args=(), kw=None, ct_name=None, tc_name=None, tc_kw=None):
     kw = kw or {}
 

@@ -51,6 +51,8 @@ def _nets(args: argparse.Namespace, norm: bool = True) -> dict:
             2, 2, 2 * args.base, args.depth, upsample=args.upsample, dtype=torch.float32
         ),
     }
+    if args.memory_format == "channels_last":
+        nets = {k: m.to(memory_format=torch.channels_last) for k, m in nets.items()}
     if not norm:
         for net in nets.values():
             for block in net.modules():
@@ -63,9 +65,12 @@ def _nets(args: argparse.Namespace, norm: bool = True) -> dict:
 def _train(nets: dict, steps: int, g: torch.Generator, args: argparse.Namespace):
     """``steps`` interleaved Adam steps of both nets on the same batches: per-step times and
     losses."""
+    fmt = torch.channels_last if args.memory_format == "channels_last" else torch.contiguous_format
     feed = {
-        "complex": nets["complex"],
-        "real twin": lambda z: from_channels(nets["real twin"](as_channels(z))),
+        "complex": lambda z: nets["complex"](z.contiguous(memory_format=fmt)),
+        "real twin": lambda z: from_channels(
+            nets["real twin"](as_channels(z).contiguous(memory_format=fmt))
+        ),
     }
     opts = {k: torch.optim.Adam(m.parameters(), lr=args.lr) for k, m in nets.items()}
     loss_fn = cplxnet.nn.MSELoss()
@@ -119,11 +124,12 @@ def run(args: argparse.Namespace) -> str:
     lines = [
         "# Complex U-Net against its equal-FLOP real twin",
         "",
-        f"`python benchmarks/unet.py --steps {args.steps}` on {time.strftime('%Y-%m-%d')}, "
+        f"`python benchmarks/unet.py --steps {args.steps} --memory-format {args.memory_format}` on {time.strftime('%Y-%m-%d')}, "
         f"torch {torch.__version__}, 1 thread, load {load}. Undersampled-Fourier reconstruction "
         f"of {args.size} x {args.size} complex images (4x, zero-filled input), batch {args.batch}, "
         f"Adam lr {args.lr}, U-Net depth {args.depth}, base {args.base} complex channels "
-        f"(twin: {2 * args.base} real), upsampling by `{args.upsample}`, seed {args.seed}.",
+        f"(twin: {2 * args.base} real), upsampling by `{args.upsample}`, seed {args.seed}, "
+        f"memory format `{args.memory_format}` (both nets' weights and inputs).",
         "",
         "| model | real parameters | train loss (mean of last fifth) | test NMSE | "
         "ms per training step |",
@@ -166,11 +172,22 @@ def main(argv: list[str] | None = None) -> None:
         "--norm-steps", type=int, default=100, help="steps of the timing run without batch norms"
     )
     p.add_argument("--data-seed", type=int, default=1)
-    p.add_argument("--out", default=os.path.join(HERE, "UNET.md"))
+    p.add_argument(
+        "--memory-format",
+        choices=("contiguous", "channels_last"),
+        default="contiguous",
+        help="memory format of both nets and their inputs",
+    )
+    p.add_argument(
+        "--out", help="default: benchmarks/UNET.md (contiguous) or UNET_CHANNELS_LAST.md"
+    )
     p.add_argument("--no-reexec", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.steps < 10 or args.norm_steps < 10:
         p.error("--steps and --norm-steps must be at least 10")
+    if args.out is None:
+        name = "UNET.md" if args.memory_format == "contiguous" else "UNET_CHANNELS_LAST.md"
+        args.out = os.path.join(HERE, name)
     text = run(args)
     with open(args.out, "w") as f:
         f.write(text)

@@ -296,6 +296,31 @@ def as_complex(x: torch.Tensor) -> torch.Tensor:
     return torch.view_as_complex(x)
 
 
+class _RealView(torch.autograd.Function):
+    """``torch.view_as_real`` whose backward views the gradient as complex (:func:`as_complex`)
+    instead of first making it contiguous, as torch's own backward does: a channels-last
+    gradient stays a view."""
+
+    @staticmethod
+    def forward(ctx, z):  # noqa: D102 (autograd.Function)
+        return torch.view_as_real(z)
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        return as_complex(grad)
+
+
+def real_view(z: torch.Tensor) -> torch.Tensor:
+    """``torch.view_as_real(z)`` (a view, the parts on a last axis of 2) with a backward that
+    copies the gradient only when its strides forbid the complex view (:class:`_RealView`)."""
+    if is_tracing() or not (torch.is_grad_enabled() and z.requires_grad):
+        return torch.view_as_real(z)
+    return _RealView.apply(z)
+
+
+__all__ += ["real_view"]
+
+
 # --- tracing: data-dependent checks run in eager mode only ----------------------------------------
 __all__ += ["is_tracing", "assert_on_device"]
 

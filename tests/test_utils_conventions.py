@@ -100,3 +100,21 @@ def test_check_sizes_and_check_mask():
         check_mask(torch.zeros(2, 3, dtype=torch.long), (2, 3), "M")
     with pytest.raises(ValueError, match=r"M: pad must have shape \(2, 3\), got \(3, 2\)"):
         check_mask(torch.zeros(3, 2, dtype=torch.bool), (2, 3), "M", "pad")
+
+
+def test_real_view_backward_keeps_a_strided_gradient_a_view():
+    from cplxnet._utils import real_view
+
+    z = torch.randn(2, 3, 4, 5, dtype=torch.complex128)
+    z = z.contiguous(memory_format=torch.channels_last).requires_grad_()
+    g = torch.randn(2, 3, 4, 5, 2, dtype=torch.float64)
+    g_cl = torch.view_as_real(
+        torch.view_as_complex(g).contiguous(memory_format=torch.channels_last)
+    )
+    (got,) = torch.autograd.grad(real_view(z), z, g_cl)
+    (want,) = torch.autograd.grad(torch.view_as_real(z), z, g_cl)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert got.is_contiguous(memory_format=torch.channels_last)  # torch's own: contiguous copy
+    assert not want.is_contiguous(memory_format=torch.channels_last)
+    assert torch.autograd.gradcheck(lambda z: real_view(z).square(), (z,))
+    assert torch.autograd.gradgradcheck(lambda z: real_view(z).square(), (z,))

@@ -27,7 +27,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from .._utils import as_complex, eager_complex, grad_via_composed
+from .._utils import as_complex, eager_complex, grad_via_composed, real_view
 from . import compiled as _kernels
 from . import interleaved as _il
 
@@ -53,7 +53,7 @@ def _split(fn: Callable[[torch.Tensor], torch.Tensor], z: torch.Tensor) -> torch
     """Apply the real function ``fn`` to both parts of ``z`` through ``view_as_real``."""
     if not z.is_complex():
         return fn(z)
-    return as_complex(fn(torch.view_as_real(z)))  # fn sees (..., 2) real
+    return as_complex(fn(real_view(z)))  # fn sees (..., 2) real
 
 
 def crelu(z: torch.Tensor) -> torch.Tensor:

@@ -5,8 +5,9 @@ Two layouts of the complex input reach the real convolution:
 
 - contiguous ``(N, C, *S)``: copied into the planar real ``(N, 2C, *S)`` (channels
   ``[group][part][channel]``) and the output copied back to interleaved complex;
-- channels-last (``torch.channels_last`` for 2-D, ``torch.channels_last_3d`` for 3-D): the
-  complex values of one position are contiguous over the channels, so the real view is already
+- channels-last (``torch.channels_last`` for 2-D, ``torch.channels_last_3d`` for 3-D; taken
+  when the input or the weight is in that format, as torch does, the input then converted once):
+  the complex values of one position are contiguous over the channels, so the real view is already
   a channels-last real tensor ``(N, 2C, *S)`` with channels ``[channel][part]``. The convolution
   runs on that view with the block kernel in the same order and returns a channels-last output
   that is viewed back as complex: no copy of the data, as torch's convolutions keep the
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+from .._utils import real_view
 
 __all__ = [
     "conv1d",
@@ -69,20 +72,24 @@ def _interleaved_weight(weight: torch.Tensor, bias: torch.Tensor | None, transpo
     return w, None if bias is None else torch.view_as_real(bias).reshape(-1)
 
 
-def _is_channels_last(x: torch.Tensor, nd: int) -> bool:
-    """Complex batched ``x`` in the channels-last format of its rank, and not also contiguous
-    (a tensor that is both, e.g. with one channel, takes the planar path)."""
-    if nd == 1 or x.dim() != nd + 2 or x.is_contiguous():
-        return False
+def _channels_last_format(x: torch.Tensor, weight: torch.Tensor, nd: int):
+    """The channels-last memory format the convolution of complex batched ``x`` runs in, or
+    None: torch's rule for its convolutions, channels-last when the input or the weight is in
+    that format (and not also contiguous, as a tensor with one channel is)."""
+    if nd == 1 or x.dim() != nd + 2:
+        return None
     fmt = torch.channels_last if nd == 2 else torch.channels_last_3d
-    return x.is_contiguous(memory_format=fmt)
+    for t in (x, weight):
+        if t.is_contiguous(memory_format=fmt) and not t.is_contiguous():
+            return fmt
+    return None
 
 
 def _cl_to_real(x: torch.Tensor) -> torch.Tensor:
     """Channels-last complex ``(N, C, *S)`` -> its channels-last real view ``(N, 2C, *S)``
     (channels ``[channel][part]``; no copy)."""
     nd = x.dim() - 2
-    xr = torch.view_as_real(x).permute(0, *range(2, nd + 2), 1, nd + 2)  # (N, *S, C, 2)
+    xr = real_view(x).permute(0, *range(2, nd + 2), 1, nd + 2)  # (N, *S, C, 2)
     return xr.reshape(*xr.shape[:-2], -1).permute(0, nd + 1, *range(1, nd + 1))
 
 
@@ -131,9 +138,11 @@ def _conv(x, weight, bias, stride, padding, dilation, groups, padding_mode, nd):
     fn = _REAL_CONV[nd]
     if not x.is_complex():
         return fn(x, weight, bias, stride, padding, dilation, groups)
-    if _is_channels_last(x, nd):
+    fmt = _channels_last_format(x, weight, nd)
+    if fmt is not None:
         w, b = _interleaved_weight(weight, bias)
-        return _cl_to_complex(fn(_cl_to_real(x), w, b, stride, padding, dilation, groups))
+        xr = _cl_to_real(x.contiguous(memory_format=fmt))
+        return _cl_to_complex(fn(xr, w, b, stride, padding, dilation, groups))
     unbatched = x.dim() == nd + 1
     xb = x.unsqueeze(0) if unbatched else x
     w, b = _block_weight(weight, bias, groups)
@@ -177,10 +186,11 @@ def _conv_transpose(x, weight, bias, stride, padding, output_padding, groups, di
     fn = _REAL_CONV_T[nd]
     if not x.is_complex():
         return fn(x, weight, bias, stride, padding, output_padding, groups, dilation)
-    if _is_channels_last(x, nd):
+    fmt = _channels_last_format(x, weight, nd)
+    if fmt is not None:
         w, b = _interleaved_weight(weight, bias, transposed=True)
-        y = fn(_cl_to_real(x), w, b, stride, padding, output_padding, groups, dilation)
-        return _cl_to_complex(y)
+        xr = _cl_to_real(x.contiguous(memory_format=fmt))
+        return _cl_to_complex(fn(xr, w, b, stride, padding, output_padding, groups, dilation))
     unbatched = x.dim() == nd + 1
     xb = x.unsqueeze(0) if unbatched else x
     if nd == 1 and non_overlapping_1d(

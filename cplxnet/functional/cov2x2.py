@@ -9,8 +9,10 @@ import torch
 __all__ = [
     "inv_sqrt_2x2",
     "inv_sqrt_2x2_vjp",
+    "inv_sqrt_2x2_factors",
+    "inv_sqrt_2x2_from_factors",
+    "inv_sqrt_2x2_grad",
     "inv_sqrt_2x2_matrix",
-    "inv_sqrt_2x2_matrix_vjp",
     "identity_2x2",
 ]
 
@@ -48,12 +50,49 @@ def _normalised(vrr, vri, vii, eps):
     return a, b, c, e, k, s, torch.sqrt(1.0 + 2.0 * s)
 
 
-def _sandwich(m1, m2, m3, g1, h, g3):
-    """Entries ``(00, 01, 11)`` of :math:`M G M` for the symmetric 2x2 matrices
-    :math:`M = [[m_1, m_2], [m_2, m_3]]` and :math:`G = [[g_1, h], [h, g_3]]`."""
-    p, q = m1 * g1 + m2 * h, m1 * h + m2 * g3  # first row of M G
-    r = m2 * h + m3 * g3  # (M G)_11
-    return p * m1 + q * m2, p * m2 + q * m3, (m2 * g1 + m3 * h) * m2 + r * m3
+def inv_sqrt_2x2_factors(v: torch.Tensor, eps: float):
+    r""":func:`inv_sqrt_2x2` of the symmetric ``(..., 2, 2)`` ``v`` in factors: the normalised
+    inverse square root :math:`\hat W = (\hat A)^{-1/2}` ``(..., 2, 2)``, :math:`\hat s`,
+    :math:`\hat t` and the trace :math:`k` (see :func:`inv_sqrt_2x2`), so that
+    :math:`(V + \epsilon I)^{-1/2} = k^{-1/2} \hat W`; what :func:`inv_sqrt_2x2_grad` needs."""
+    a, b, c, e, k, s, t = _normalised(v[..., 0, 0], v[..., 0, 1], v[..., 1, 1], eps)
+    f = 1.0 / (s * t)
+    off = -f * b
+    w_hat = torch.stack([f * (c + e + s), off, off, f * (a + e + s)], -1).unflatten(-1, (2, 2))
+    return w_hat, s, t, k
+
+
+def inv_sqrt_2x2_from_factors(factors) -> torch.Tensor:
+    r""":math:`(V + \epsilon I)^{-1/2} = k^{-1/2} \hat W` ``(..., 2, 2)`` from
+    :func:`inv_sqrt_2x2_factors`."""
+    w_hat, _, _, k = factors
+    return w_hat * torch.rsqrt(k)[..., None, None]
+
+
+def inv_sqrt_2x2_grad(factors, g: torch.Tensor) -> torch.Tensor:
+    r"""The gradient :math:`G_A` of the symmetric covariance for the gradient ``g``
+    ``(..., 2, 2)`` of :math:`W = (V + \epsilon I)^{-1/2}`, from :func:`inv_sqrt_2x2_factors`:
+    :math:`dL = \langle G_A, dV \rangle` for every symmetric :math:`dV` (autograd through
+    :func:`inv_sqrt_2x2_matrix`, which reads the upper triangle, gives :math:`g_V` with
+    :math:`g_V + g_V^T = 2 G_A`).
+
+    With :math:`A = V + \epsilon I`, :math:`S = A^{1/2}` and :math:`G` the symmetric part of
+    ``g``, :math:`G_A` solves the Sylvester equation :math:`S X + X S = -W G W`; on the
+    eigenvalues :math:`\sigma_i` of :math:`S`, :math:`X_{ij} = -(W G W)_{ij} / (\sigma_i +
+    \sigma_j)`. For 2x2 that is :math:`X = -(P + \det(S)\, W P W) / (2 \operatorname{tr} S)`,
+    :math:`P = W G W` (check it entry by entry in the eigenbasis), a sum of terms of one sign
+    (no cancellation, whatever the conditioning). On the trace-normalised factors
+    (:math:`A = k \hat A`, :math:`\hat W = k^{1/2} W`, :math:`\det \hat S = \hat s`,
+    :math:`\operatorname{tr} \hat S = \hat t`):
+    :math:`G_A = -(\hat P + \hat s \hat W \hat P \hat W) / (2 \hat t) \cdot k^{-3/2}`,
+    :math:`\hat P = \hat W G \hat W`, every product on O(1) normalised matrices.
+    """
+    w_hat, s, t, k = factors
+    sym = 0.5 * (g + g.mT)
+    p = w_hat @ sym @ w_hat
+    q = w_hat @ p @ w_hat
+    scale = (-0.5 / t) * torch.rsqrt(k) ** 3
+    return (p + s[..., None, None] * q) * scale[..., None, None]
 
 
 def inv_sqrt_2x2_vjp(
@@ -65,35 +104,14 @@ def inv_sqrt_2x2_vjp(
     g_ri: torch.Tensor,
     g_ii: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    r"""Gradients of the inputs ``(vrr, vri, vii)`` of :func:`inv_sqrt_2x2` given the gradients
-    ``(g_rr, g_ri, g_ii)`` of its outputs: the vector-Jacobian product autograd computes through
-    the closed form, in closed form itself.
-
-    With :math:`A = V + \epsilon I`, :math:`S = A^{1/2}`, :math:`W = S^{-1}` and :math:`G` the
-    symmetric gradient of :math:`W` (off-diagonal :math:`g_{ri} / 2`), the gradient of
-    :math:`A` solves the Sylvester equation :math:`S X + X S = -W G W`. For a 2x2 symmetric
-    :math:`S` with determinant :math:`d` and trace :math:`t` its solution is
-    :math:`X = (d P + T P T) / (2 d t)` with :math:`P = -W G W` and :math:`T =
-    \operatorname{adj} S` (check it on the eigenvalues: :math:`X_{ij} = P_{ij} / (\sigma_i +
-    \sigma_j)`), a sum without cancellation. Since :math:`W = T / d` and :math:`T^2 =
-    \operatorname{adj} A`, on the trace-normalised :math:`\hat A` of :func:`inv_sqrt_2x2`
-    (:math:`A = k \hat A`):
-    :math:`X = -k^{-3/2} (\hat T G \hat T / \hat s + \operatorname{adj}(\hat A) G
-    \operatorname{adj}(\hat A) / \hat s^2) / (2 \hat s \hat t)`: the products are taken on the
-    O(1) normalised matrices and the scale of the data enters once, through :math:`k^{-3/2}`.
-    Returns :math:`(X_{00}, 2 X_{01}, X_{11})`.
-    """
-    a, b, c, e, k, s, t = _normalised(vrr, vri, vii, eps)
-    j1, j2, j3 = c + e, -b, a + e  # adj(A^)
-    inv_t = 1.0 / t
-    t1, t2, t3 = (j1 + s) * inv_t, j2 * inv_t, (j3 + s) * inv_t  # adj(S^) = (adj(A^) + s I) / t
+    """Gradients of the inputs ``(vrr, vri, vii)`` of :func:`inv_sqrt_2x2` given the gradients
+    ``(g_rr, g_ri, g_ii)`` of its outputs, as autograd computes them through the closed form,
+    by :func:`inv_sqrt_2x2_grad`."""
+    v = torch.stack([vrr, vri, vri, vii], -1).unflatten(-1, (2, 2))
     h = 0.5 * g_ri
-    x1, x2, x3 = _sandwich(t1, t2, t3, g_rr, h, g_ii)
-    y1, y2, y3 = _sandwich(j1, j2, j3, g_rr, h, g_ii)
-    inv_s = 1.0 / s
-    f = -(torch.rsqrt(k) ** 3) * (0.5 * inv_s * inv_t)
-    f1, f2 = f * inv_s, f * inv_s * inv_s
-    return f1 * x1 + f2 * y1, 2.0 * (f1 * x2 + f2 * y2), f1 * x3 + f2 * y3
+    g = torch.stack([g_rr, h, h, g_ii], -1).unflatten(-1, (2, 2))
+    ga = inv_sqrt_2x2_grad(inv_sqrt_2x2_factors(v, eps), g)
+    return ga[..., 0, 0], 2.0 * ga[..., 0, 1], ga[..., 1, 1]
 
 
 def inv_sqrt_2x2_matrix(v: torch.Tensor, eps: float) -> torch.Tensor:
@@ -107,13 +125,3 @@ def identity_2x2(shape: tuple, like: torch.Tensor, scale: float) -> torch.Tensor
     dtype and device of ``like`` (an expanded view; copy it into a parameter or buffer)."""
     eye = torch.eye(2, dtype=like.dtype, device=like.device) * scale
     return eye.reshape(2, 2, *([1] * len(shape))).expand(2, 2, *shape)
-
-
-def inv_sqrt_2x2_matrix_vjp(v: torch.Tensor, eps: float, g: torch.Tensor) -> torch.Tensor:
-    """The gradient of the symmetric ``(..., 2, 2)`` ``v`` given the gradient ``g`` of
-    :func:`inv_sqrt_2x2_matrix` ``(v, eps)``, as autograd gives it (the closed form
-    :func:`inv_sqrt_2x2_vjp`): ``v[..., 1, 0]`` is not read, so its entry is 0."""
-    v3 = (v[..., 0, 0], v[..., 0, 1], v[..., 1, 1])
-    g3 = (g[..., 0, 0], g[..., 0, 1] + g[..., 1, 0], g[..., 1, 1])
-    gv_rr, gv_ri, gv_ii = inv_sqrt_2x2_vjp(*v3, eps, *g3)
-    return torch.stack([gv_rr, gv_ri, torch.zeros_like(gv_ri), gv_ii], -1).unflatten(-1, (2, 2))

@@ -33,7 +33,13 @@ import torch.nn.functional as F
 from .._utils import as_complex, eager_complex, grad_via_composed, is_tracing, join, pack, parts
 from . import compiled as _kernels
 from . import interleaved as _il
-from .cov2x2 import inv_sqrt_2x2, inv_sqrt_2x2_matrix_vjp, inv_sqrt_2x2_vjp
+from .cov2x2 import (
+    inv_sqrt_2x2,
+    inv_sqrt_2x2_factors,
+    inv_sqrt_2x2_from_factors,
+    inv_sqrt_2x2_grad,
+    inv_sqrt_2x2_vjp,
+)
 
 __all__ = ["layer_norm", "rms_norm", "whiten", "inv_sqrt_2x2"]
 
@@ -129,10 +135,11 @@ class _WhitenAffine(torch.autograd.Function):
     Forward: one copy of ``x`` into the grouped layout, the moments and the whitening as batched
     2x2 matrix products, one copy back. Backward, with :math:`c` the centred data, :math:`g_y`
     the gradient of :math:`y = W c` (after the affine's backward) and :math:`n` the entries per
-    group: :math:`g_W = \sum g_y c^T` (2x2 per group), :math:`g_V` from :math:`g_W` in closed form
-    (:func:`~cplxnet.functional.cov2x2.inv_sqrt_2x2_vjp`) on the small per-group tensors,
-    :math:`g_c = W g_y + M c` with :math:`M = [[2 g_{V,rr}, g_{V,ri}], [g_{V,ri}, 2 g_{V,ii}]]
-    / n`, and :math:`g_p = g_c - \mathrm{mean}(g_c)`. Saved: the centred data and per-group
+    group: :math:`g_W = \sum g_y c^T` (2x2 per group), the symmetric gradient :math:`G_V` of
+    the covariance from :math:`g_W` in closed form
+    (:func:`~cplxnet.functional.cov2x2.inv_sqrt_2x2_grad`) on the small per-group tensors,
+    :math:`g_c = W g_y + M c` with :math:`M = 2 G_V / n`, and
+    :math:`g_p = g_c - \mathrm{mean}(g_c)`. Saved: the centred data and per-group
     2x2 matrices. Double backward differentiates :func:`_whiten_groups` (the same map composed
     of differentiable ops).
     """
@@ -169,7 +176,8 @@ class _WhitenAffine(torch.autograd.Function):
             )
         n = c.shape[0] * c.shape[3]
         gp = _to_groups(grad, shape3)
-        w = _inv_sqrt_mat(cov, eps)
+        factors = inv_sqrt_2x2_factors(cov, eps)
+        w = inv_sqrt_2x2_from_factors(factors)
         g_weight = g_bias = None
         if bias is not None and ctx.needs_input_grad[2]:
             gb = gp.sum((0, 3)) if per_group else gp.sum((0, 1)).T
@@ -193,9 +201,8 @@ class _WhitenAffine(torch.autograd.Function):
             gy = gp[:, :, :1] * weight[0] + gp[:, :, 1:] * weight[1]
             k1 = w
             g_w = (gy @ c.mT).sum(0)
-        g_v = inv_sqrt_2x2_matrix_vjp(cov, eps, g_w)
-        # V = c c^T / n with V symmetric: d/dc of <g_V, V> is (g_V + g_V^T) c / n
-        m = (g_v + g_v.mT).div_(n)
+        # V = c c^T / n with V symmetric: d/dc of <G_A, V> is 2 G_A c / n
+        m = inv_sqrt_2x2_grad(factors, g_w).mul_(2.0 / n)
         gc = (k1 @ gy).add_(m @ c)
         gc -= gc.mean((0, 3), keepdim=True)
         return _from_groups(gc, x.shape), g_weight, g_bias, None, None, None

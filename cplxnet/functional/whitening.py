@@ -18,7 +18,10 @@ the spatial dims) and never split into contiguous parts. The means are complex s
 last axis, the 2x2 moments :math:`\sum c c^T` are batched matrix products of the real view
 ``view_as_real(c)`` ``(N C, M, 2)`` with itself, and the per-channel 2x2 map is a product of
 that real view with the 2x2 matrix (not the widely linear :math:`p c + q \bar c`, which loses
-all precision when a channel's imaginary part is zero; see :func:`_apply_2x2`). One autograd
+all precision when a channel's imaginary part is zero; see :func:`_apply_2x2`). A channels-last
+input (``torch.channels_last``, ``torch.channels_last_3d``) is read as its ``(N, C, M)`` view
+with strides ``(M C, 1, C)``, not copied: the moments are then broadcast products summed over
+``M``, and in training the output and the input's gradient keep that layout. One autograd
 Function (:class:`_WhitenChannels`) holds the forward and a backward written on the same layout;
 tracers, compilers and double backward see the same map composed of differentiable ops
 (:func:`_whiten_composed`).
@@ -29,7 +32,12 @@ from __future__ import annotations
 import torch
 
 from .._utils import grad_via_composed, is_tracing
-from .cov2x2 import inv_sqrt_2x2_matrix, inv_sqrt_2x2_matrix_vjp
+from .cov2x2 import (
+    inv_sqrt_2x2_factors,
+    inv_sqrt_2x2_from_factors,
+    inv_sqrt_2x2_grad,
+    inv_sqrt_2x2_matrix,
+)
 
 __all__ = ["batch_norm", "instance_norm", "group_norm"]
 
@@ -64,6 +72,36 @@ def _transform(
     return (w if weight is None else weight.permute(2, 0, 1) @ w), w
 
 
+_GRAM_MAX_CHANNELS = 64  # the channels-last moments as one Gram product up to this many channels
+
+
+def _outer_sum(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    r""":math:`\sum_m p_m q_m^T` per (sample, channel) of the real views ``p``, ``q``
+    ``(N, C, M, 2)``: ``(N, C, 2, 2)``. One batched matrix product on the standard layout. On
+    the channels-last one the ``(N, C)`` rows are interleaved and cannot be batched without a
+    copy: the per-sample Gram matrix ``(2C, 2C)`` of the contiguous ``(M, 2C)`` rows is one
+    product whose 2x2 diagonal blocks are the sums (``C`` times the needed multiply-adds, still
+    the fastest up to ``_GRAM_MAX_CHANNELS``), and above that a broadcast product summed over
+    ``M``."""
+    n, c, m = p.shape[:3]
+    if p.is_contiguous() and q.is_contiguous():
+        return torch.bmm(p.reshape(n * c, m, 2).mT, q.reshape(n * c, m, 2)).view(n, c, 2, 2)
+    pt, qt = p.transpose(1, 2), q.transpose(1, 2)  # (N, M, C, 2)
+    if c <= _GRAM_MAX_CHANNELS and pt.is_contiguous() and qt.is_contiguous():
+        gram = torch.bmm(pt.reshape(n, m, 2 * c).mT, qt.reshape(n, m, 2 * c))  # (N, 2C, 2C)
+        return torch.diagonal(gram.view(n, c, 2, c, 2), dim1=1, dim2=3).permute(0, 3, 1, 2)
+    return (p.unsqueeze(-1) * q.unsqueeze(-2)).sum(2)
+
+
+def _dense(x3: torch.Tensor) -> torch.Tensor:
+    """``x3`` ``(N, C, M)`` itself when it is contiguous or channels-last (strides
+    ``(M C, 1, C)``, the view of a channels-last input), else a contiguous copy."""
+    n, c, m = x3.shape
+    if x3.is_contiguous() or x3.stride() == (m * c, 1, c):
+        return x3
+    return x3.contiguous()
+
+
 def _moments(x3: torch.Tensor, groups: int, over_batch: bool):
     """Centred data ``c`` ``(N, C, M)``, per-group mean ``(S, G)`` (complex) and biased 2x2
     covariance ``(S, G, 2, 2)`` of ``x3`` (differentiable torch ops)."""
@@ -72,7 +110,7 @@ def _moments(x3: torch.Tensor, groups: int, over_batch: bool):
     mean = _group_sum(x3.sum(-1), groups, over_batch) / count
     c = x3 - _to_channels(mean, n_ch).unsqueeze(-1)
     cr = torch.view_as_real(c)
-    cov = _group_sum(cr.mT @ cr, groups, over_batch) / count
+    cov = _group_sum(_outer_sum(cr, cr), groups, over_batch) / count
     return c, mean, cov
 
 
@@ -85,9 +123,28 @@ def _apply_2x2(t: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     return torch.view_as_complex(torch.view_as_real(z) @ t.mT)
 
 
+def _block_diagonal(t: torch.Tensor) -> torch.Tensor:
+    """The per-channel 2x2 maps ``t`` ``(S, C, 2, 2)`` as one block-diagonal ``(S, 2C, 2C)``
+    matrix acting on row vectors of interleaved parts: ``(x @ B)[2c + i] = sum_j t[c, i, j]
+    x[2c + j]``."""
+    s, c = t.shape[:2]
+    b = t.new_zeros(s, c, 2, c, 2)
+    torch.diagonal(b, dim1=1, dim2=3).copy_(t.permute(0, 3, 2, 1))  # b[s, c, j, c, i] = t[..]
+    return b.view(s, 2 * c, 2 * c)
+
+
 def _apply_2x2_into(t: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-    """:func:`_apply_2x2` outside autograd, written part by part into one interleaved output:
-    four strided real passes, measured 0.85x the batched product's time."""
+    """:func:`_apply_2x2` outside autograd, in the layout of ``z``. Standard layout: written
+    part by part into one interleaved output, four strided real passes (measured 0.85x the
+    batched product's time). Channels-last (strides ``(M C, 1, C)``, up to
+    ``_GRAM_MAX_CHANNELS`` channels): each position's ``2C`` interleaved values are one row,
+    and the map is one product with the block-diagonal :func:`_block_diagonal` (``C`` times the
+    needed multiply-adds on contiguous rows, faster than the strided passes)."""
+    n, c, m = z.shape
+    if c <= _GRAM_MAX_CHANNELS and z.stride() == (m * c, 1, c) and not z.is_contiguous():
+        rows = torch.view_as_real(z).transpose(1, 2).reshape(n, m, 2 * c)
+        out = torch.matmul(rows, _block_diagonal(t))  # (S, 2C, 2C) broadcast over the batch
+        return torch.view_as_complex(out.view(n, m, c, 2)).transpose(1, 2)
     zr = torch.view_as_real(z)
     a, b = zr[..., 0], zr[..., 1]
     out = torch.empty_like(zr)
@@ -119,11 +176,11 @@ class _WhitenChannels(torch.autograd.Function):
     gradient and :math:`n` the values per group: :math:`G = \sum_m g c^T` per (sample, channel)
     (batched 2x2 products of the real views), :math:`g_A = \sum_n G W`, :math:`g_W = \sum A^T G`
     over each group's members, :math:`g_V` from :math:`g_W` in closed form
-    (:func:`~cplxnet.functional.cov2x2.inv_sqrt_2x2_vjp`) on the small per-group tensors, and
+    (:func:`~cplxnet.functional.cov2x2.inv_sqrt_2x2_grad`) on the small per-group tensors, and
     :math:`g_z = T^T g + S c - \frac1n \sum T^T \textstyle\sum_m g` with
-    :math:`S = (g_V + g_V^T) / n`; the 2x2 maps :math:`T^T` and :math:`S` act on the real view
-    (:func:`_apply_2x2`). Saved: the centred data, the per-group 2x2 covariances and the
-    per-channel maps :math:`T`, :math:`W`. Double backward differentiates
+    :math:`S = 2 g_V / n`; the 2x2 maps :math:`T^T` and :math:`S` act on the real view
+    (:func:`_apply_2x2`). Saved: the centred data, the per-channel maps :math:`T`, :math:`W`
+    and the factors of the per-group inverse square roots. Double backward differentiates
     :func:`_whiten_composed`.
     """
 
@@ -131,18 +188,20 @@ class _WhitenChannels(torch.autograd.Function):
     def forward(ctx, x3, weight, bias, groups, over_batch, eps):  # noqa: D102
         n_ch = x3.shape[1]
         c, mean, cov = _moments(x3, groups, over_batch)
-        t, w = _transform(cov, weight, eps, n_ch)
+        factors = inv_sqrt_2x2_factors(cov, eps)
+        w = _to_channels(inv_sqrt_2x2_from_factors(factors), n_ch)
+        t = w if weight is None else weight.permute(2, 0, 1) @ w
         y = _apply_2x2_into(t, c)
         if bias is not None:
             y.add_(bias.unsqueeze(-1))
         ctx.spec = (groups, over_batch, eps)
-        ctx.save_for_backward(x3, weight, bias, c, cov, t, w)
+        ctx.save_for_backward(x3, weight, bias, c, t, w, *factors)
         ctx.mark_non_differentiable(mean, cov)
         return y, mean, cov
 
     @staticmethod
     def backward(ctx, grad, *_):  # noqa: D102
-        x3, weight, bias, c, cov, t, w = ctx.saved_tensors
+        x3, weight, bias, c, t, w, *factors = ctx.saved_tensors
         groups, over_batch, eps = ctx.spec
         if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
             out = grad_via_composed(
@@ -154,10 +213,11 @@ class _WhitenChannels(torch.autograd.Function):
             return (*out[:3], None, None, None)
         n, n_ch, m = c.shape
         count = m * (n_ch // groups) * (n if over_batch else 1)
-        g = grad.resolve_conj().contiguous()
+        g = grad.resolve_conj()
+        if g.stride() != c.stride():  # the layout of the centred data
+            g = torch.empty_like(c).copy_(g)
         g_sum = g.sum(-1)  # (N, C)
-        gr, cr = (torch.view_as_real(t).view(n * n_ch, m, 2) for t in (g, c))
-        gt = torch.bmm(gr.mT, cr).view(n, n_ch, 2, 2)  # sum_m g c^T
+        gt = _outer_sum(torch.view_as_real(g), torch.view_as_real(c))  # sum_m g c^T
         g_weight = g_bias = None
         if weight is None:
             g_w = gt
@@ -167,8 +227,8 @@ class _WhitenChannels(torch.autograd.Function):
                 g_weight = (gt @ w).sum(0).permute(1, 2, 0)
         if bias is not None and ctx.needs_input_grad[2]:
             g_bias = g_sum.sum(0)
-        g_v = inv_sqrt_2x2_matrix_vjp(cov, eps, _group_sum(g_w, groups, over_batch))
-        s = _to_channels((g_v + g_v.mT) / count, n_ch)
+        g_a = inv_sqrt_2x2_grad(factors, _group_sum(g_w, groups, over_batch))
+        s = _to_channels(g_a * (2.0 / count), n_ch)  # d/dc of <G_A, c c^T / n> is 2 G_A c / n
         # the mean's share: (1/n) sum over the group of T^T sum_m g, per channel
         k = (t.mT @ torch.view_as_real(g_sum).unsqueeze(-1)).squeeze(-1)
         k = torch.view_as_complex(_to_channels(_group_sum(k, groups, over_batch) / count, n_ch))
@@ -183,7 +243,7 @@ def _whiten(x, weight, bias, groups, over_batch, eps, stats=None):
     if stats is not None or is_tracing() or torch.jit.is_tracing():
         y, mean, cov = _whiten_composed(x3, weight, bias, groups, over_batch, eps, stats)
         return y.reshape(x.shape), mean.detach(), cov.detach()
-    y, mean, cov = _WhitenChannels.apply(x3.contiguous(), weight, bias, groups, over_batch, eps)
+    y, mean, cov = _WhitenChannels.apply(_dense(x3), weight, bias, groups, over_batch, eps)
     return y.reshape(x.shape), mean, cov
 
 

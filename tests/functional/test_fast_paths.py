@@ -15,7 +15,13 @@ from reference_ops import (
 
 from cplxnet import functional as CF
 from cplxnet import nn as cnn
-from cplxnet.functional.cov2x2 import inv_sqrt_2x2_matrix, inv_sqrt_2x2_matrix_vjp, inv_sqrt_2x2_vjp
+from cplxnet.functional.cov2x2 import (
+    inv_sqrt_2x2_factors,
+    inv_sqrt_2x2_from_factors,
+    inv_sqrt_2x2_grad,
+    inv_sqrt_2x2_matrix,
+    inv_sqrt_2x2_vjp,
+)
 from cplxnet.functional.norm import inv_sqrt_2x2
 
 DT = torch.complex128
@@ -260,8 +266,12 @@ def test_inv_sqrt_2x2_vjp_equals_autograd_through_the_closed_form(scale, eps_sca
     vm = v.clone().requires_grad_()
     gm = torch.randn(64, 2, 2, dtype=R)  # not symmetric: both off-diagonal entries read W_ri
     (want_m,) = torch.autograd.grad(inv_sqrt_2x2_matrix(vm, eps), vm, gm)
-    got_m = inv_sqrt_2x2_matrix_vjp(v, eps, gm)
+    factors = inv_sqrt_2x2_factors(v, eps)
+    got_m = 2 * inv_sqrt_2x2_grad(factors, gm)  # symmetric: g_V + g_V^T of autograd's g_V
+    want_m = want_m + want_m.mT
     torch.testing.assert_close(got_m, want_m, rtol=1e-7, atol=1e-9 * want_m.abs().max().item())
+    w = inv_sqrt_2x2_matrix(v, eps)
+    torch.testing.assert_close(inv_sqrt_2x2_from_factors(factors), w, rtol=1e-12, atol=0)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -166,3 +166,47 @@ def test_complextorch_batch_norm_training_output_agrees_with_reference():
     bn = ctnn.BatchNorm1d(3)
     ref = torch.view_as_complex(_whiten_ref(x.to(DT), (0,), 1e-5).contiguous()) / 2**0.5
     torch.testing.assert_close(bn(x).to(DT), ref, atol=1e-5, rtol=1e-4)
+
+
+# ------------------------------------------------------------------------------------------------
+# whitening norms on channels-last inputs: the same values and gradients, the layout kept
+# ------------------------------------------------------------------------------------------------
+def _whitening_calls():
+    w = torch.randn(2, 2, 4, dtype=torch.float64)
+    b = torch.randn(4, dtype=DT)
+    rm, rc = torch.randn(4, dtype=DT), torch.eye(2, dtype=torch.float64)[..., None].repeat(1, 1, 4)
+    return (
+        {
+            "batch_norm": lambda x, w, b: CF.batch_norm(x, None, None, w, b, training=True),
+            "batch_norm_eval": lambda x, w, b: CF.batch_norm(x, rm, rc, w, b, training=False),
+            "instance_norm": lambda x, w, b: CF.instance_norm(x, weight=w, bias=b),
+            "group_norm": lambda x, w, b: CF.group_norm(x, 2, w, b),
+        },
+        w,
+        b,
+    )
+
+
+@pytest.mark.parametrize("name", ["batch_norm", "batch_norm_eval", "instance_norm", "group_norm"])
+@pytest.mark.parametrize("nd", [2, 3])
+@pytest.mark.parametrize("gram", [True, False], ids=["gram", "broadcast"])
+def test_whitening_norms_on_channels_last_inputs(name, nd, gram, monkeypatch):
+    from cplxnet.functional import whitening
+
+    monkeypatch.setattr(whitening, "_GRAM_MAX_CHANNELS", 64 if gram else 0)
+    calls, w, b = _whitening_calls()
+    fn = calls[name]
+    fmt = torch.channels_last if nd == 2 else torch.channels_last_3d
+    x = torch.randn(3, 4, *(5,) * nd, dtype=DT) * (1 + 2j) + 0.5
+    xc = x.contiguous(memory_format=fmt)
+    leaves = [t.clone().requires_grad_() for t in (x, w, b)]
+    leaves_cl = [xc.detach().requires_grad_(), w.clone().requires_grad_(), b.clone()]
+    leaves_cl[2].requires_grad_()
+    want, got = fn(*leaves), fn(*leaves_cl)
+    torch.testing.assert_close(got, want)
+    if name != "batch_norm_eval":  # the fused training path keeps the layout
+        assert got.is_contiguous(memory_format=fmt)
+    gz = torch.randn_like(want)
+    for g, r in zip(torch.autograd.grad(got, leaves_cl, gz), torch.autograd.grad(want, leaves, gz)):
+        torch.testing.assert_close(g, r)
+    assert torch.autograd.gradcheck(fn, leaves_cl, fast_mode=True)
