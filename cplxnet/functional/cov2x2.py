@@ -88,11 +88,10 @@ def inv_sqrt_2x2_grad(factors, g: torch.Tensor) -> torch.Tensor:
     :math:`\hat P = \hat W G \hat W`, every product on O(1) normalised matrices.
     """
     w_hat, s, t, k = factors
-    sym = 0.5 * (g + g.mT)
-    p = w_hat @ sym @ w_hat
+    sym = (0.5 * torch.rsqrt(k))[..., None, None] * (g + g.mT)  # k^{-1/2} first, then 1 / k:
+    p = w_hat @ sym @ w_hat  # k^{-3/2} alone leaves the float32 range for traces above 1e26
     q = w_hat @ p @ w_hat
-    scale = (-0.5 / t) * torch.rsqrt(k) ** 3
-    return (p + s[..., None, None] * q) * scale[..., None, None]
+    return (p + s[..., None, None] * q) * (-0.5 / (t * k))[..., None, None]
 
 
 def inv_sqrt_2x2_vjp(

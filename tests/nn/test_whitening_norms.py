@@ -278,7 +278,7 @@ def test_composed_path_under_tracing_equals_fast_path(monkeypatch):
 # ------------------------------------------------------------------------------------------------
 # numerical range
 # ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("scale", [1e10, 1e-10, 1.0])
+@pytest.mark.parametrize("scale", [1e15, 1e10, 1e-10, 1.0])
 def test_complex64_is_finite_and_accurate_at_extreme_scales(scale):
     x64 = _x(4, 6, 8, 8, dtype=torch.complex64, scale=scale)
     w = torch.randn(2, 2, 6)
@@ -299,9 +299,28 @@ def test_complex64_is_finite_and_accurate_at_extreme_scales(scale):
             want = ref(x128, arg, w128, b128)
         assert torch.isfinite(torch.view_as_real(out)).all()
         torch.testing.assert_close(out.to(DT), want, atol=1e-3, rtol=1e-3)
-        xg = _leaf(x64)
-        fast(xg, w, b).abs().sum().backward()
+        xg, xg128 = _leaf(x64), _leaf(x128)
+        gz = torch.randn_like(out)
+        (gz.conj() * fast(xg, w, b)).real.sum().backward()
+        (gz.to(DT).conj() * fast(xg128, w128, b128)).real.sum().backward()
         assert torch.isfinite(torch.view_as_real(xg.grad)).all()
+        tol = 1e-3 * xg128.grad.abs().max().item()
+        torch.testing.assert_close(xg.grad.to(DT), xg128.grad, atol=tol, rtol=1e-3)
+
+
+@pytest.mark.parametrize("scale", [1e15, 1e-10])
+def test_complex64_whitening_layer_norm_gradients_at_extreme_scales(scale):
+    x64 = _x(4, 3, 16, dtype=torch.complex64, scale=scale)
+    w, b = torch.randn(2, 2, 16), torch.randn(16, dtype=torch.complex64)
+    grads = []
+    for x, ww, bb in ((x64, w, b), (x64.to(DT), w.double(), b.to(DT))):
+        xg = _leaf(x)
+        y = CF.layer_norm(xg, (16,), ww, bb, mode="whiten")
+        (torch.ones_like(y) * y).real.sum().backward()
+        grads.append(xg.grad)
+    assert torch.isfinite(torch.view_as_real(grads[0])).all()
+    tol = 1e-3 * grads[1].abs().max().item()
+    torch.testing.assert_close(grads[0].to(DT), grads[1], atol=tol, rtol=1e-3)
 
 
 def test_constant_and_real_valued_channels_stay_finite():
