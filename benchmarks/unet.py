@@ -124,7 +124,8 @@ def run(args: argparse.Namespace) -> str:
     lines = [
         "# Complex U-Net against its equal-FLOP real twin",
         "",
-        f"`python benchmarks/unet.py --steps {args.steps} --memory-format {args.memory_format}` on {time.strftime('%Y-%m-%d')}, "
+        f"`python benchmarks/unet.py --steps {args.steps} --memory-format "
+        f"{args.memory_format}` on {time.strftime('%Y-%m-%d')}, "
         f"torch {torch.__version__}, 1 thread, load {load}. Undersampled-Fourier reconstruction "
         f"of {args.size} x {args.size} complex images (4x, zero-filled input), batch {args.batch}, "
         f"Adam lr {args.lr}, U-Net depth {args.depth}, base {args.base} complex channels "
