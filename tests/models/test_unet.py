@@ -70,3 +70,26 @@ def test_unet_bad_arguments():
         UNet(upsample="cubic")
     with pytest.raises(ValueError, match="residual=True needs"):
         UNet(1, 2)
+
+
+@pytest.mark.parametrize("upsample", ["transpose", "bilinear"])
+def test_unet_in_channels_last_equals_contiguous_and_keeps_the_format(upsample):
+    torch.manual_seed(0)
+    net = UNet(1, 1, 4, 2, upsample=upsample, dtype=torch.complex128)
+    net_cl = UNet(1, 1, 4, 2, upsample=upsample, dtype=torch.complex128)
+    net_cl.load_state_dict(net.state_dict())
+    net_cl = net_cl.to(memory_format=torch.channels_last)
+    seen = []
+    for block in (*net_cl.down, *net_cl.merge):  # the double convs: conv, norm, activation
+        block.register_forward_hook(lambda m, i, out: seen.append(out))
+    x = torch.randn(3, 1, 16, 16, dtype=torch.complex128)
+    y, y_cl = net(x), net_cl(x.contiguous(memory_format=torch.channels_last))
+    torch.testing.assert_close(y_cl, y)
+    assert len(seen) == 5
+    for out in seen:  # 4-16 channels: channels-last and not also contiguous
+        assert out.is_contiguous(memory_format=torch.channels_last) and not out.is_contiguous()
+    gz = torch.randn_like(y)
+    (gz.conj() * y).real.sum().backward()
+    (gz.conj() * y_cl).real.sum().backward()
+    for (name, p), p_cl in zip(net.named_parameters(), net_cl.parameters()):
+        torch.testing.assert_close(p_cl.grad, p.grad, msg=name)
