@@ -95,29 +95,51 @@ for _nd in (1, 2, 3):
     _conv_row(_nd, f"ConvTranspose{_nd}d k=2 s=2", True)
 
 
-def _conv_channels_last_row(nd, transposed):
-    """The convolution on channels-last inputs (complex and real), against the real layer on
-    channels-last and on contiguous input."""
-    kw = {"kernel_size": 2, "stride": 2} if transposed else {"kernel_size": 3, "padding": 1}
-    tname = f"ConvTranspose{nd}d" if transposed else f"Conv{nd}d"
+def _channels_last_row(name, nd, ours, real):
+    """``ours()`` on a channels-last complex input against ``real()`` on the channels-last and
+    on the contiguous real input of 2x the channels."""
     fmt = torch.channels_last if nd == 2 else torch.channels_last_3d
-    shape = "k=2 s=2" if transposed else "k=3"
 
-    @row(f"{tname} {shape} channels-last")
+    @row(f"{name} channels-last")
     def build(c, cfg):
         z, x = _inputs(nd, c, cfg)
         zc, xc = (t.detach().contiguous(memory_format=fmt).requires_grad_() for t in (z, x))
-        real = getattr(nn, tname)(2 * c, 2 * c, **kw)
+        real_layer = real(c)
+        if name.startswith("Dropout"):
+            torch.manual_seed(0)
         return Case(
-            fwd_bwd(getattr(cnn, tname)(c, c, **kw), zc),
-            {"real, 2x channels, channels-last": fwd_bwd(real, xc),
-             "real, 2x channels, contiguous": fwd_bwd(real, x)},
+            fwd_bwd(ours(c), zc),
+            {"real, 2x channels, channels-last": fwd_bwd(real_layer, xc),
+             "real, 2x channels, contiguous": fwd_bwd(real_layer, x)},
         )  # fmt: skip
 
 
 for _nd in (2, 3):
-    _conv_channels_last_row(_nd, False)
-    _conv_channels_last_row(_nd, True)
+    _convs = (
+        ("Conv", {"kernel_size": 3, "padding": 1}, "k=3"),
+        ("ConvTranspose", {"kernel_size": 2, "stride": 2}, "k=2 s=2"),
+    )
+    for _t, _kw, _shape in _convs:
+        _cls = f"{_t}{_nd}d"
+        _channels_last_row(
+            f"{_cls} {_shape}", _nd,
+            lambda c, cls=_cls, kw=_kw: getattr(cnn, cls)(c, c, **kw),
+            lambda c, cls=_cls, kw=_kw: getattr(nn, cls)(2 * c, 2 * c, **kw),
+        )  # fmt: skip
+for _name, _nd, _cls, _args, _kw in (
+    ("MaxPool2d k=2", 2, "MaxPool2d", (2,), {}),
+    ("AvgPool2d k=3 s=2 p=1", 2, "AvgPool2d", (3, 2, 1), {}),
+    ("AdaptiveAvgPool2d 7", 2, "AdaptiveAvgPool2d", (7,), {}),
+    ("AdaptiveMaxPool2d 7", 2, "AdaptiveMaxPool2d", (7,), {}),
+    ("Upsample bilinear x2", 2, "Upsample", (), {"scale_factor": 2, "mode": "bilinear"}),
+    ("Upsample trilinear x2", 3, "Upsample", (), {"scale_factor": 2, "mode": "trilinear"}),
+    ("MaxPool3d k=2", 3, "MaxPool3d", (2,), {}),
+):
+    _channels_last_row(
+        _name, _nd,
+        lambda c, cls=_cls, a=_args, kw=_kw: getattr(cnn, cls)(*a, **kw),
+        lambda c, cls=_cls, a=_args, kw=_kw: getattr(nn, cls)(*a, **kw),
+    )  # fmt: skip
 
 
 def _free_row(name, nd, cls, args=(), kw=None, ct_name=None, tc_name=None, tc_kw=None):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .._utils import real_view
+from .grid_views import cl_complex_view, cl_real_view
 
 __all__ = [
     "conv1d",
@@ -85,24 +85,6 @@ def _channels_last_format(x: torch.Tensor, weight: torch.Tensor, nd: int):
     return None
 
 
-def _cl_to_real(x: torch.Tensor) -> torch.Tensor:
-    """Channels-last complex ``(N, C, *S)`` -> its channels-last real view ``(N, 2C, *S)``
-    (channels ``[channel][part]``; no copy)."""
-    nd = x.dim() - 2
-    xr = real_view(x).permute(0, *range(2, nd + 2), 1, nd + 2)  # (N, *S, C, 2)
-    return xr.reshape(*xr.shape[:-2], -1).permute(0, nd + 1, *range(1, nd + 1))
-
-
-def _cl_to_complex(y: torch.Tensor) -> torch.Tensor:
-    """Inverse of :func:`_cl_to_real` for a real output ``(N, 2C, *S)``: a view when ``y`` is
-    channels-last, as torch's convolutions return it for a channels-last input (its float64
-    3-D kernels do not; then one copy)."""
-    nd = y.dim() - 2
-    yt = y.permute(0, *range(2, nd + 2), 1).contiguous()  # (N, *S, 2C)
-    yc = torch.view_as_complex(yt.reshape(*yt.shape[:-1], -1, 2))
-    return yc.permute(0, nd + 1, *range(1, nd + 1))
-
-
 def _to_parts(x: torch.Tensor, groups: int) -> torch.Tensor:
     """``(B, C, *S)`` complex -> ``(B, 2C, *S)`` real, channels ``[group][part][channel]``."""
     n, c, spatial = x.shape[0], x.shape[1], x.shape[2:]
@@ -141,8 +123,8 @@ def _conv(x, weight, bias, stride, padding, dilation, groups, padding_mode, nd):
     fmt = _channels_last_format(x, weight, nd)
     if fmt is not None:
         w, b = _interleaved_weight(weight, bias)
-        xr = _cl_to_real(x.contiguous(memory_format=fmt))
-        return _cl_to_complex(fn(xr, w, b, stride, padding, dilation, groups))
+        xr = cl_real_view(x.contiguous(memory_format=fmt))
+        return cl_complex_view(fn(xr, w, b, stride, padding, dilation, groups))
     unbatched = x.dim() == nd + 1
     xb = x.unsqueeze(0) if unbatched else x
     w, b = _block_weight(weight, bias, groups)
@@ -189,8 +171,8 @@ def _conv_transpose(x, weight, bias, stride, padding, output_padding, groups, di
     fmt = _channels_last_format(x, weight, nd)
     if fmt is not None:
         w, b = _interleaved_weight(weight, bias, transposed=True)
-        xr = _cl_to_real(x.contiguous(memory_format=fmt))
-        return _cl_to_complex(fn(xr, w, b, stride, padding, output_padding, groups, dilation))
+        xr = cl_real_view(x.contiguous(memory_format=fmt))
+        return cl_complex_view(fn(xr, w, b, stride, padding, output_padding, groups, dilation))
     unbatched = x.dim() == nd + 1
     xb = x.unsqueeze(0) if unbatched else x
     if nd == 1 and non_overlapping_1d(

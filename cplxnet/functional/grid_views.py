@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from .._utils import as_complex, eager_complex, grad_via_composed, join, parts
+from .._utils import as_complex, eager_complex, grad_via_composed, join, parts, real_view
 
 __all__: list[str] = []
 
@@ -23,6 +23,35 @@ def check_rank(x: torch.Tensor, nd: int) -> None:
             f"expected a ({nd + 2}-D) batched or ({nd + 1}-D) unbatched input for a {nd}-D grid "
             f"operation, got shape {tuple(x.shape)}"
         )
+
+
+def is_channels_last(x: torch.Tensor) -> bool:
+    """Whether batched complex ``x`` ``(N, C, *S)`` (2-D or 3-D grid) is in torch's channels-last
+    format and not also contiguous (one channel, or sizes of 1, make it both)."""
+    nd = x.dim() - 2
+    if nd not in (2, 3) or not x.is_complex() or x.is_contiguous():
+        return False
+    return x.is_contiguous(memory_format=torch.channels_last if nd == 2 else torch.channels_last_3d)
+
+
+def cl_real_view(x: torch.Tensor) -> torch.Tensor:
+    """Channels-last complex ``(N, C, *S)`` -> its real view ``(N, 2C, *S)``, itself a
+    channels-last real tensor with channels ``[channel][part]`` (no copy). A per-channel real op
+    (pooling, interpolation) on it acts on each part; a convolution takes its block kernel in
+    that channel order."""
+    nd = x.dim() - 2
+    xr = real_view(x).permute(0, *range(2, nd + 2), 1, nd + 2)  # (N, *S, C, 2)
+    return xr.reshape(*xr.shape[:-2], -1).permute(0, nd + 1, *range(1, nd + 1))
+
+
+def cl_complex_view(y: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`cl_real_view` for a real result ``(N, 2C, *S)``: a view when ``y`` is
+    channels-last, as torch's kernels return it for a channels-last input (where one does not,
+    e.g. its float64 3-D convolutions, one copy)."""
+    nd = y.dim() - 2
+    yt = y.permute(0, *range(2, nd + 2), 1).contiguous()  # (N, *S, 2C)
+    yc = torch.view_as_complex(yt.reshape(*yt.shape[:-1], -1, 2))
+    return yc.permute(0, nd + 1, *range(1, nd + 1))
 
 
 def channels_last(x: torch.Tensor, nd: int) -> torch.Tensor:
@@ -42,13 +71,16 @@ def on_parts(fn: Callable, x: torch.Tensor, nd: int, split: bool = False) -> tor
     """``fn`` (a real op acting on each channel of ``(M, C', *S)``) applied to the real and
     imaginary parts of complex ``x`` ``(*, *S)``, the result complex ``(*, *S')``.
 
-    Default: ONE call on the :func:`channels_last` view (no copy). ``split``: two calls on the
+    A channels-last ``x``: one call on :func:`cl_real_view` (no copy, the result channels-last).
+    Else by default ONE call on the :func:`channels_last` view (no copy). ``split``: two calls on the
     contiguous parts (:func:`cplxnet._utils.parts`, one copy each way), for the kernels that
     measured slower on that view than the copies cost. A real ``x`` is passed to ``fn``
     unchanged."""
     check_rank(x, nd)
     if not x.is_complex():
         return fn(x)
+    if is_channels_last(x):  # one call on the real view, the result channels-last as torch's
+        return cl_complex_view(fn(cl_real_view(x)))
     if split:
         if eager_complex(x):
             re, im = parts(x)
@@ -145,7 +177,7 @@ def pool_blocks(x: torch.Tensor, nd: int, kernel_size, stride, padding, ceil_mod
     """The blocks ``k`` of a pool of ``x`` that is a :func:`block_mean` (eager complex ``x``,
     ``stride`` = ``kernel_size`` <= the input size, no padding, floor mode or sizes divisible by
     ``k``), else None (the caller runs torch's kernel, which also reports bad arguments)."""
-    if not eager_complex(x) or x.dim() not in (nd + 1, nd + 2):
+    if not eager_complex(x) or x.dim() not in (nd + 1, nd + 2) or is_channels_last(x):
         return None
     k = _tuple(kernel_size, nd)
     s = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else stride
@@ -161,7 +193,7 @@ def adaptive_blocks(x: torch.Tensor, nd: int, output_size) -> tuple | None:
     """The blocks ``k`` of an adaptive average pool of ``x`` to ``output_size`` that is a
     :func:`block_mean` (eager complex ``x``, every size divisible by its output size), else
     None."""
-    if not eager_complex(x) or x.dim() not in (nd + 1, nd + 2):
+    if not eager_complex(x) or x.dim() not in (nd + 1, nd + 2) or is_channels_last(x):
         return None
     out = _tuple(output_size, nd)
     if len(out) != nd:
@@ -212,6 +244,8 @@ def nearest_blocks(x: torch.Tensor, size, scale_factor, mode, align_corners, rec
     which also reports bad arguments)."""
     nd = x.dim() - 2
     if mode != "nearest" or antialias or align_corners is not None or not eager_complex(x):
+        return None
+    if is_channels_last(x):  # torch's kernel keeps the format
         return None
     spatial = x.shape[2:]
     if size is not None and scale_factor is None and recompute is None:

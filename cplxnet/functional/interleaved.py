@@ -29,10 +29,12 @@ def numpy_ok(x: torch.Tensor, dtypes: tuple[torch.dtype, ...] = _NUMPY_DTYPES) -
     """True where :func:`modulus` and :func:`part_planes` (and the complex-order embedding's
     cos/sin, with real ``dtypes``) run through NumPy: an eager CPU tensor of one of ``dtypes``
     (outside ``torch.jit`` tracing; callers already keep ``torch.compile``/``torch.export`` on
-    the composed ops) while torch runs on at most :data:`NUMPY_MAX_THREADS` threads."""
+    the composed ops) while torch runs on at most :data:`NUMPY_MAX_THREADS` threads, and
+    contiguous (torch's kernels keep any other layout, e.g. channels-last, in their results)."""
     return (
         x.device.type == "cpu"
         and x.dtype in dtypes
+        and x.is_contiguous()
         and not torch.jit.is_tracing()
         and torch.get_num_threads() <= NUMPY_MAX_THREADS
     )

@@ -119,8 +119,28 @@ def _apply_2x2(t: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     :math:`(x, y)` vectors, on the real view. The widely linear form :math:`p z + q \bar z`
     computes the same map with fewer passes but cancels catastrophically when ``t`` is far from
     isotropic (a channel whose imaginary part is zero: :math:`p \approx -q`, errors of
-    :math:`10^{-7} |p| |z|` in float32), so it is not used on the data."""
+    :math:`10^{-7} |p| |z|` in float32), so it is not used on the data. A channels-last ``z``
+    (eager) keeps its layout: the rows of :func:`_apply_2x2_into`, differentiably."""
+    if _rows_layout(z) and not is_tracing():
+        return _apply_rows(t, z)
     return torch.view_as_complex(torch.view_as_real(z) @ t.mT)
+
+
+def _rows_layout(z: torch.Tensor) -> bool:
+    """Whether ``z`` ``(N, C, M)`` is the channels-last view (strides ``(M C, 1, C)``, not also
+    contiguous) with at most ``_GRAM_MAX_CHANNELS`` channels: the 2x2 maps run on its rows."""
+    n, c, m = z.shape
+    return c <= _GRAM_MAX_CHANNELS and z.stride() == (m * c, 1, c) and not z.is_contiguous()
+
+
+def _apply_rows(t: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """The 2x2 maps ``t`` on the rows of channels-last ``z``: each position's ``2C`` interleaved
+    values times the block-diagonal :func:`_block_diagonal` (``C`` times the needed
+    multiply-adds on contiguous rows, faster than strided passes); the result channels-last."""
+    n, c, m = z.shape
+    rows = torch.view_as_real(z).transpose(1, 2).reshape(n, m, 2 * c)
+    out = torch.matmul(rows, _block_diagonal(t))  # (S, 2C, 2C) broadcast over the batch
+    return torch.view_as_complex(out.view(n, m, c, 2)).transpose(1, 2)
 
 
 def _block_diagonal(t: torch.Tensor) -> torch.Tensor:
@@ -136,15 +156,9 @@ def _block_diagonal(t: torch.Tensor) -> torch.Tensor:
 def _apply_2x2_into(t: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     """:func:`_apply_2x2` outside autograd, in the layout of ``z``. Standard layout: written
     part by part into one interleaved output, four strided real passes (measured 0.85x the
-    batched product's time). Channels-last (strides ``(M C, 1, C)``, up to
-    ``_GRAM_MAX_CHANNELS`` channels): each position's ``2C`` interleaved values are one row,
-    and the map is one product with the block-diagonal :func:`_block_diagonal` (``C`` times the
-    needed multiply-adds on contiguous rows, faster than the strided passes)."""
-    n, c, m = z.shape
-    if c <= _GRAM_MAX_CHANNELS and z.stride() == (m * c, 1, c) and not z.is_contiguous():
-        rows = torch.view_as_real(z).transpose(1, 2).reshape(n, m, 2 * c)
-        out = torch.matmul(rows, _block_diagonal(t))  # (S, 2C, 2C) broadcast over the batch
-        return torch.view_as_complex(out.view(n, m, c, 2)).transpose(1, 2)
+    batched product's time); channels-last: :func:`_apply_rows`."""
+    if _rows_layout(z):
+        return _apply_rows(t, z)
     zr = torch.view_as_real(z)
     a, b = zr[..., 0], zr[..., 1]
     out = torch.empty_like(zr)

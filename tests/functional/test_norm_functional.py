@@ -204,8 +204,7 @@ def test_whitening_norms_on_channels_last_inputs(name, nd, gram, monkeypatch):
     leaves_cl[2].requires_grad_()
     want, got = fn(*leaves), fn(*leaves_cl)
     torch.testing.assert_close(got, want)
-    if name != "batch_norm_eval":  # the fused training path keeps the layout
-        assert got.is_contiguous(memory_format=fmt)
+    assert got.is_contiguous(memory_format=fmt)
     gz = torch.randn_like(want)
     for g, r in zip(torch.autograd.grad(got, leaves_cl, gz), torch.autograd.grad(want, leaves, gz)):
         torch.testing.assert_close(g, r)

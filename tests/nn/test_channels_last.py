@@ -1,0 +1,64 @@
+"""A channels-last input (``torch.channels_last``, ``torch.channels_last_3d``) through the grid
+layers, the whitening norms and the element-wise activations: the same values and gradients as
+the contiguous input, and a channels-last output, as torch's layers keep the format."""
+
+import pytest
+import torch
+
+from cplxnet import nn as cnn
+
+DT = torch.complex128
+
+
+def _layers():
+    """(id, rank, module factory); every module built in complex128."""
+    kw = {"dtype": DT}
+    return [
+        ("Conv2d", 2, lambda: cnn.Conv2d(4, 6, 3, padding=1, **kw)),
+        ("Conv3d", 3, lambda: cnn.Conv3d(4, 6, 3, padding=1, **kw)),
+        ("ConvTranspose2d", 2, lambda: cnn.ConvTranspose2d(4, 6, 2, stride=2, **kw)),
+        ("ConvTranspose3d", 3, lambda: cnn.ConvTranspose3d(4, 6, 2, stride=2, **kw)),
+        ("BatchNorm2d", 2, lambda: cnn.BatchNorm2d(4, **kw)),
+        ("BatchNorm2d-eval", 2, lambda: _eval(cnn.BatchNorm2d(4, **kw))),
+        ("BatchNorm3d", 3, lambda: cnn.BatchNorm3d(4, **kw)),
+        ("InstanceNorm2d", 2, lambda: cnn.InstanceNorm2d(4, affine=True, **kw)),
+        ("GroupNorm", 2, lambda: cnn.GroupNorm(2, 4, **kw)),
+        ("MaxPool2d", 2, lambda: cnn.MaxPool2d(2)),
+        ("MaxPool3d-overlapping", 3, lambda: cnn.MaxPool3d(3, 2, 1)),
+        ("AdaptiveMaxPool2d", 2, lambda: cnn.AdaptiveMaxPool2d(3)),
+        ("AvgPool2d-blocks", 2, lambda: cnn.AvgPool2d(2)),
+        ("AvgPool2d-k3s2p1", 2, lambda: cnn.AvgPool2d(3, 2, 1)),
+        ("AvgPool3d", 3, lambda: cnn.AvgPool3d(2)),
+        ("AdaptiveAvgPool2d", 2, lambda: cnn.AdaptiveAvgPool2d(3)),
+        ("Upsample-nearest", 2, lambda: cnn.Upsample(scale_factor=2)),
+        ("Upsample-bilinear", 2, lambda: cnn.Upsample(scale_factor=2, mode="bilinear")),
+        ("Upsample-trilinear", 3, lambda: cnn.Upsample(scale_factor=2, mode="trilinear")),
+        ("CReLU", 2, cnn.CReLU),
+        ("Cardioid", 2, cnn.Cardioid),
+        ("ZReLU", 2, cnn.ZReLU),
+        ("SplitTanh", 2, cnn.SplitTanh),
+        ("ModTanh", 2, cnn.ModTanh),
+    ]
+
+
+def _eval(m):
+    with torch.no_grad():
+        m.running_mean.normal_()
+    return m.eval()
+
+
+@pytest.mark.parametrize("name, nd, make", _layers(), ids=[c[0] for c in _layers()])
+def test_channels_last_input_gives_the_same_values_gradients_and_format(name, nd, make):
+    torch.manual_seed(0)
+    layer = make()
+    fmt = torch.channels_last if nd == 2 else torch.channels_last_3d
+    x = torch.randn(2, 4, *(6,) * nd, dtype=DT)
+    xc = x.contiguous(memory_format=fmt)
+    leaf, leaf_cl = x.clone().requires_grad_(), xc.detach().requires_grad_()
+    y, y_cl = layer(leaf), layer(leaf_cl)
+    torch.testing.assert_close(y_cl, y)
+    assert y_cl.is_contiguous(memory_format=fmt) and not y_cl.is_contiguous()
+    gz = torch.randn_like(y)
+    (g,) = torch.autograd.grad(y, leaf, gz)
+    (g_cl,) = torch.autograd.grad(y_cl, leaf_cl, gz)
+    torch.testing.assert_close(g_cl, g)
