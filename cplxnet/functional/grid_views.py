@@ -71,11 +71,11 @@ def on_parts(fn: Callable, x: torch.Tensor, nd: int, split: bool = False) -> tor
     """``fn`` (a real op acting on each channel of ``(M, C', *S)``) applied to the real and
     imaginary parts of complex ``x`` ``(*, *S)``, the result complex ``(*, *S')``.
 
-    A channels-last ``x``: one call on :func:`cl_real_view` (no copy, the result channels-last).
-    Else by default ONE call on the :func:`channels_last` view (no copy). ``split``: two calls on the
-    contiguous parts (:func:`cplxnet._utils.parts`, one copy each way), for the kernels that
-    measured slower on that view than the copies cost. A real ``x`` is passed to ``fn``
-    unchanged."""
+    A channels-last ``x``: one call on :func:`cl_real_view` (no copy, the result
+    channels-last). Else by default ONE call on the :func:`channels_last` view (no copy).
+    ``split``: two calls on the contiguous parts (:func:`cplxnet._utils.parts`, one copy each
+    way), for the kernels that measured slower on that view than the copies cost. A real ``x``
+    is passed to ``fn`` unchanged."""
     check_rank(x, nd)
     if not x.is_complex():
         return fn(x)
