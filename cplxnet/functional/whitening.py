@@ -120,10 +120,17 @@ def _apply_2x2(t: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     computes the same map with fewer passes but cancels catastrophically when ``t`` is far from
     isotropic (a channel whose imaginary part is zero: :math:`p \approx -q`, errors of
     :math:`10^{-7} |p| |z|` in float32), so it is not used on the data. A channels-last ``z``
-    (eager) keeps its layout: the rows of :func:`_apply_2x2_into`, differentiably."""
-    if _rows_layout(z) and not is_tracing():
+    (eager) keeps its layout: the rows of :func:`_apply_2x2_into`, differentiably (above
+    ``_GRAM_MAX_CHANNELS`` channels the product, then one copy into that layout)."""
+    if is_tracing():
+        return torch.view_as_complex(torch.view_as_real(z) @ t.mT)
+    if _rows_layout(z):
         return _apply_rows(t, z)
-    return torch.view_as_complex(torch.view_as_real(z) @ t.mT)
+    y = torch.view_as_complex(torch.view_as_real(z) @ t.mT)
+    n, c, m = z.shape
+    if z.stride() == (m * c, 1, c) and not z.is_contiguous():  # many channels: one copy back
+        y = y.transpose(1, 2).contiguous().transpose(1, 2)
+    return y
 
 
 def _rows_layout(z: torch.Tensor) -> bool:
