@@ -141,6 +141,18 @@ def rows(cfg: Config, before) -> dict:
         shape = (cfg.batch // 2, d, s, s)
         return _batch_norm_case(cnn.BatchNorm2d, nn.BatchNorm2d, "BatchNorm2d", shape, cfg, None)
 
+    @_row("BatchNorm2d channels-last (N, C, H, W)")
+    def _bn2_cl(d, cfg):
+        n, cl = cfg.batch // 2, torch.channels_last
+        x = cinput(cfg, n, d, s, s).detach().contiguous(memory_format=cl).requires_grad_()
+        xr = rinput(cfg, n, 2 * d, s, s)
+        xr_cl = xr.detach().contiguous(memory_format=cl).requires_grad_()
+        base = {
+            "real nn.BatchNorm2d(2C), channels-last": fwd_bwd(nn.BatchNorm2d(2 * d), xr_cl),
+            "real nn.BatchNorm2d(2C), contiguous": fwd_bwd(nn.BatchNorm2d(2 * d), xr),
+        }
+        return Case(fwd_bwd(cnn.BatchNorm2d(d), x), base)
+
     @_row("BatchNorm3d (N, C, D, H, W)")
     def _bn3(d, cfg):
         shape = (cfg.batch // 4, d, s // 4, s // 2, s // 2)

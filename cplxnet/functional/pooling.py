@@ -240,6 +240,11 @@ def _max_unpool(x, indices, kernel_size, stride, padding, output_size, nd):
         )
     size = unpool_size(x, kernel_size, stride, padding, output_size, nd, owner)
     lead = x.shape[:-nd]
+    if is_channels_last(x):  # scattered as (N, M, C) rows, the result channels-last
+        n, c = x.shape[:2]
+        rows = x.new_zeros(n, math.prod(size), c)
+        at, src = (t.movedim(1, -1).flatten(1, nd) for t in (indices, x))
+        return rows.scatter_(1, at, src).view(n, *size, c).movedim(-1, 1)
     out = x.new_zeros(*lead, math.prod(size))  # in place: the zeros need no copy nor gradient
     return out.scatter_(-1, indices.flatten(-nd), x.flatten(-nd)).view(*lead, *size)
 

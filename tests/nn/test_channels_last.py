@@ -26,6 +26,16 @@ def _layers():
         ("MaxPool2d", 2, lambda: cnn.MaxPool2d(2)),
         ("MaxPool3d-overlapping", 3, lambda: cnn.MaxPool3d(3, 2, 1)),
         ("AdaptiveMaxPool2d", 2, lambda: cnn.AdaptiveMaxPool2d(3)),
+        ("MaxPool2d-MaxUnpool2d", 2, lambda: _PoolUnpool(2)),
+        ("MaxPool3d-MaxUnpool3d", 3, lambda: _PoolUnpool(3)),
+        ("Dropout3d", 3, lambda: _Seeded(cnn.Dropout3d(0.5))),
+        ("AdaptiveAvgPool3d", 3, lambda: cnn.AdaptiveAvgPool3d(2)),
+        ("InstanceNorm3d", 3, lambda: cnn.InstanceNorm3d(4, **kw)),
+        ("PReLU", 2, lambda: cnn.PReLU(**kw)),
+        ("ELU", 2, cnn.ELU),
+        ("ZLeakyReLU", 2, cnn.ZLeakyReLU),
+        ("GeorgiouKoutsougeras", 2, cnn.GeorgiouKoutsougeras),
+        ("SplitGELU", 2, cnn.SplitGELU),
         ("AvgPool2d-blocks", 2, lambda: cnn.AvgPool2d(2)),
         ("AvgPool2d-k3s2p1", 2, lambda: cnn.AvgPool2d(3, 2, 1)),
         ("AvgPool3d", 3, lambda: cnn.AvgPool3d(2)),
@@ -39,6 +49,28 @@ def _layers():
         ("SplitTanh", 2, cnn.SplitTanh),
         ("ModTanh", 2, cnn.ModTanh),
     ]
+
+
+class _PoolUnpool(torch.nn.Module):
+    def __init__(self, nd):
+        super().__init__()
+        self.pool = getattr(cnn, f"MaxPool{nd}d")(2, return_indices=True)
+        self.unpool = getattr(cnn, f"MaxUnpool{nd}d")(2)
+
+    def forward(self, x):
+        return self.unpool(*self.pool(x))
+
+
+class _Seeded(torch.nn.Module):
+    """The same channel mask for both inputs."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        torch.manual_seed(1)
+        return self.m(x)
 
 
 def _eval(m):
