@@ -1,17 +1,18 @@
 """Complex 1-D, 2-D and 3-D convolutions and transposed convolutions, each as one real
 convolution with a block kernel.
 
-Two layouts of the complex input reach the real convolution:
-
-- contiguous ``(N, C, *S)``: copied into the planar real ``(N, 2C, *S)`` (channels
-  ``[group][part][channel]``) and the output copied back to interleaved complex;
-- channels-last (``torch.channels_last`` for 2-D, ``torch.channels_last_3d`` for 3-D; taken
-  when the input or the weight is in that format, as torch does, the input then converted once):
-  the complex values of one position are contiguous over the channels, so the real view is already
-  a channels-last real tensor ``(N, 2C, *S)`` with channels ``[channel][part]``. The convolution
-  runs on that view with the block kernel in the same order and returns a channels-last output
-  that is viewed back as complex: no copy of the data, as torch's convolutions keep the
-  channels-last format of their input.
+- 2-D and 3-D: on the channels-last real view. In a channels-last complex tensor
+  (``torch.channels_last``, ``torch.channels_last_3d``) the complex values of one position are
+  contiguous over the channels, so its real view is a channels-last real tensor ``(N, 2C, *S)``
+  with channels ``[channel][part]`` (:func:`~cplxnet.functional.grid_views.cl_real_view`). The
+  real convolution runs on that view with the block kernel in the same channel order and its
+  channels-last output is viewed back as complex. A channels-last input (or weight: torch's
+  rule) gives a channels-last output and no copy of the data; a contiguous one is converted in
+  and the output converted back (one copy each way, as the planar layout needs too), which
+  measured 0.65-0.97x the time of the planar layout below (``benchmarks/RESULTS.md``): torch's
+  CPU convolutions run channels-last without their own internal reordering.
+- 1-D (no channels-last format): the planar real ``(N, 2C, L)`` (channels
+  ``[group][part][channel]``), one copy in and one out.
 """
 
 from __future__ import annotations
@@ -72,6 +73,22 @@ def _interleaved_weight(weight: torch.Tensor, bias: torch.Tensor | None, transpo
     return w, None if bias is None else torch.view_as_real(bias).reshape(-1)
 
 
+def _channels_last_conv(fn, x, weight, bias, transposed, *args):
+    """The real convolution ``fn`` of complex ``x`` ``(N, C, *S)`` (or unbatched ``(C, *S)``)
+    on its channels-last real view (see the module docstring); the output channels-last when
+    :func:`_channels_last_format` says torch would keep that format, else contiguous."""
+    nd = weight.dim() - 2
+    unbatched = x.dim() == nd + 1
+    xb = x.unsqueeze(0) if unbatched else x
+    keep = _channels_last_format(xb, weight, nd) is not None
+    fmt = torch.channels_last if nd == 2 else torch.channels_last_3d
+    w, b = _interleaved_weight(weight, bias, transposed)
+    y = cl_complex_view(fn(cl_real_view(xb.contiguous(memory_format=fmt)), w, b, *args))
+    if unbatched:
+        return y.squeeze(0).contiguous()
+    return y if keep else y.contiguous()
+
+
 def _channels_last_format(x: torch.Tensor, weight: torch.Tensor, nd: int):
     """The channels-last memory format the convolution of complex batched ``x`` runs in, or
     None: torch's rule for its convolutions, channels-last when the input or the weight is in
@@ -120,11 +137,8 @@ def _conv(x, weight, bias, stride, padding, dilation, groups, padding_mode, nd):
     fn = _REAL_CONV[nd]
     if not x.is_complex():
         return fn(x, weight, bias, stride, padding, dilation, groups)
-    fmt = _channels_last_format(x, weight, nd)
-    if fmt is not None:
-        w, b = _interleaved_weight(weight, bias)
-        xr = cl_real_view(x.contiguous(memory_format=fmt))
-        return cl_complex_view(fn(xr, w, b, stride, padding, dilation, groups))
+    if nd > 1:
+        return _channels_last_conv(fn, x, weight, bias, False, stride, padding, dilation, groups)
     unbatched = x.dim() == nd + 1
     xb = x.unsqueeze(0) if unbatched else x
     w, b = _block_weight(weight, bias, groups)
@@ -168,11 +182,9 @@ def _conv_transpose(x, weight, bias, stride, padding, output_padding, groups, di
     fn = _REAL_CONV_T[nd]
     if not x.is_complex():
         return fn(x, weight, bias, stride, padding, output_padding, groups, dilation)
-    fmt = _channels_last_format(x, weight, nd)
-    if fmt is not None:
-        w, b = _interleaved_weight(weight, bias, transposed=True)
-        xr = cl_real_view(x.contiguous(memory_format=fmt))
-        return cl_complex_view(fn(xr, w, b, stride, padding, output_padding, groups, dilation))
+    if nd > 1:
+        args = (stride, padding, output_padding, groups, dilation)
+        return _channels_last_conv(fn, x, weight, bias, True, *args)
     unbatched = x.dim() == nd + 1
     xb = x.unsqueeze(0) if unbatched else x
     if nd == 1 and non_overlapping_1d(
