@@ -217,8 +217,9 @@ class Conv3d(TorchCounterpart, _ConvNd, torch_class=nn.Conv3d):
     r"""Complex 3-D convolution ``(B, C_in, D, H, W) -> (B, C_out, D_out, H_out, W_out)`` for
     volumes (e.g. MRI); see :class:`Conv1d` (same initialisation and arguments as
     ``torch.nn.Conv3d``). Computed as one real ``conv3d`` with twice the channels and the block
-    kernel (:func:`cplxnet.functional.conv3d`), the scheme of every rank; torch's native complex
-    ``conv3d`` gives the same values and measured about as fast (ours 1.02-1.07x its time,
+    kernel on the channels-last real view (:mod:`cplxnet.functional.conv`), the scheme of every
+    rank; torch's native complex ``conv3d`` gives the same values and measured about as fast
+    (ours 1.05x its time on a contiguous input and 0.94x on a channels-last one,
     ``benchmarks/RESULTS.md``).
 
     Examples::
