@@ -299,11 +299,16 @@ def as_complex(x: torch.Tensor) -> torch.Tensor:
 class _RealView(torch.autograd.Function):
     """``torch.view_as_real`` whose backward views the gradient as complex (:func:`as_complex`)
     instead of first making it contiguous, as torch's own backward does: a channels-last
-    gradient stays a view."""
+    gradient stays a view. Written with ``setup_context``, so ``torch.func`` transforms take
+    it."""
 
     @staticmethod
-    def forward(ctx, z):  # noqa: D102 (autograd.Function)
+    def forward(z):  # noqa: D102 (autograd.Function)
         return torch.view_as_real(z)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):  # noqa: D102
+        pass
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102
@@ -312,8 +317,9 @@ class _RealView(torch.autograd.Function):
 
 def real_view(z: torch.Tensor) -> torch.Tensor:
     """``torch.view_as_real(z)`` (a view, the parts on a last axis of 2) with a backward that
-    copies the gradient only when its strides forbid the complex view (:class:`_RealView`)."""
-    if is_tracing() or not (torch.is_grad_enabled() and z.requires_grad):
+    copies the gradient only when its strides forbid the complex view (:class:`_RealView`); a
+    contiguous ``z`` takes torch's own (its gradient is contiguous either way)."""
+    if is_tracing() or z.is_contiguous() or not (torch.is_grad_enabled() and z.requires_grad):
         return torch.view_as_real(z)
     return _RealView.apply(z)
 

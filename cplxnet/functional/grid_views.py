@@ -25,11 +25,11 @@ def check_rank(x: torch.Tensor, nd: int) -> None:
         )
 
 
-def is_channels_last(x: torch.Tensor) -> bool:
-    """Whether batched complex ``x`` ``(N, C, *S)`` (2-D or 3-D grid) is in torch's channels-last
-    format and not also contiguous (one channel, or sizes of 1, make it both)."""
-    nd = x.dim() - 2
-    if nd not in (2, 3) or not x.is_complex() or x.is_contiguous():
+def is_channels_last(x: torch.Tensor, nd: int) -> bool:
+    """Whether complex ``x`` is a batched ``(N, C, *S)`` grid of rank ``nd`` (2 or 3) in torch's
+    channels-last format and not also contiguous (one channel, or sizes of 1, make it both); an
+    unbatched ``(C, *S)`` input never is."""
+    if nd not in (2, 3) or x.dim() != nd + 2 or not x.is_complex() or x.is_contiguous():
         return False
     return x.is_contiguous(memory_format=torch.channels_last if nd == 2 else torch.channels_last_3d)
 
@@ -40,8 +40,8 @@ def cl_real_view(x: torch.Tensor) -> torch.Tensor:
     (pooling, interpolation) on it acts on each part; a convolution takes its block kernel in
     that channel order."""
     nd = x.dim() - 2
-    xr = real_view(x).permute(0, *range(2, nd + 2), 1, nd + 2)  # (N, *S, C, 2)
-    return xr.reshape(*xr.shape[:-2], -1).permute(0, nd + 1, *range(1, nd + 1))
+    xr = real_view(x.resolve_conj()).permute(0, *range(2, nd + 2), 1, nd + 2)  # (N, *S, C, 2)
+    return xr.reshape(*xr.shape[:-2], 2 * x.shape[1]).permute(0, nd + 1, *range(1, nd + 1))
 
 
 def cl_complex_view(y: torch.Tensor) -> torch.Tensor:
@@ -50,7 +50,7 @@ def cl_complex_view(y: torch.Tensor) -> torch.Tensor:
     e.g. its float64 3-D convolutions, one copy)."""
     nd = y.dim() - 2
     yt = y.permute(0, *range(2, nd + 2), 1).contiguous()  # (N, *S, 2C)
-    yc = torch.view_as_complex(yt.reshape(*yt.shape[:-1], -1, 2))
+    yc = torch.view_as_complex(yt.reshape(*yt.shape[:-1], y.shape[1] // 2, 2))
     return yc.permute(0, nd + 1, *range(1, nd + 1))
 
 
@@ -79,7 +79,7 @@ def on_parts(fn: Callable, x: torch.Tensor, nd: int, split: bool = False) -> tor
     check_rank(x, nd)
     if not x.is_complex():
         return fn(x)
-    if is_channels_last(x):  # one call on the real view, the result channels-last as torch's
+    if is_channels_last(x, nd):  # one call on the real view, the result channels-last as torch's
         return cl_complex_view(fn(cl_real_view(x)))
     if split:
         if eager_complex(x):
@@ -177,7 +177,7 @@ def pool_blocks(x: torch.Tensor, nd: int, kernel_size, stride, padding, ceil_mod
     """The blocks ``k`` of a pool of ``x`` that is a :func:`block_mean` (eager complex ``x``,
     ``stride`` = ``kernel_size`` <= the input size, no padding, floor mode or sizes divisible by
     ``k``), else None (the caller runs torch's kernel, which also reports bad arguments)."""
-    if not eager_complex(x) or x.dim() not in (nd + 1, nd + 2) or is_channels_last(x):
+    if not eager_complex(x) or x.dim() not in (nd + 1, nd + 2) or is_channels_last(x, nd):
         return None
     k = _tuple(kernel_size, nd)
     s = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else stride
@@ -193,7 +193,7 @@ def adaptive_blocks(x: torch.Tensor, nd: int, output_size) -> tuple | None:
     """The blocks ``k`` of an adaptive average pool of ``x`` to ``output_size`` that is a
     :func:`block_mean` (eager complex ``x``, every size divisible by its output size), else
     None."""
-    if not eager_complex(x) or x.dim() not in (nd + 1, nd + 2) or is_channels_last(x):
+    if not eager_complex(x) or x.dim() not in (nd + 1, nd + 2) or is_channels_last(x, nd):
         return None
     out = _tuple(output_size, nd)
     if len(out) != nd:
@@ -245,7 +245,7 @@ def nearest_blocks(x: torch.Tensor, size, scale_factor, mode, align_corners, rec
     nd = x.dim() - 2
     if mode != "nearest" or antialias or align_corners is not None or not eager_complex(x):
         return None
-    if is_channels_last(x):  # torch's kernel keeps the format
+    if is_channels_last(x, nd):  # torch's kernel keeps the format
         return None
     spatial = x.shape[2:]
     if size is not None and scale_factor is None and recompute is None:

@@ -117,7 +117,7 @@ def _gather_at(x: torch.Tensor, idx: torch.Tensor, nd: int) -> torch.Tensor:
     """The entries of ``x`` ``(*, *S)`` at torch's pooling indices ``idx`` ``(*, *S')`` (flat
     positions in each ``S`` plane); the gradient flows to those entries only. A channels-last
     ``x`` is gathered as ``(N, M, C)`` rows (no copy), the result channels-last."""
-    if is_channels_last(x):
+    if is_channels_last(x, nd):
         rows = x.movedim(1, -1).flatten(1, nd)  # (N, M, C), contiguous
         at = idx.movedim(1, -1)
         out = rows.gather(1, at.flatten(1, nd))
@@ -138,7 +138,10 @@ def _modulus(x: torch.Tensor) -> torch.Tensor:
 def _by_modulus(pool: Callable, x: torch.Tensor, nd: int, return_indices: bool, *args):
     """``pool`` (torch's real max pool with ``return_indices``) on ``|x|``, then the entries of
     ``x`` at the returned indices."""
-    _, idx = pool(_modulus(x.detach()), *args, return_indices=True)
+    score = _modulus(x.detach())
+    if not is_channels_last(x, nd):  # torch's pools take channels-last or contiguous scores
+        score = score.contiguous()
+    _, idx = pool(score, *args, return_indices=True)
     out = _gather_at(x, idx, nd)
     return (out, idx) if return_indices else out
 
@@ -240,7 +243,7 @@ def _max_unpool(x, indices, kernel_size, stride, padding, output_size, nd):
         )
     size = unpool_size(x, kernel_size, stride, padding, output_size, nd, owner)
     lead = x.shape[:-nd]
-    if is_channels_last(x):  # scattered as (N, M, C) rows, the result channels-last
+    if is_channels_last(x, nd):  # scattered as (N, M, C) rows, the result channels-last
         n, c = x.shape[:2]
         rows = x.new_zeros(n, math.prod(size), c)
         at, src = (t.movedim(1, -1).flatten(1, nd) for t in (indices, x))

@@ -20,8 +20,10 @@ last axis, the 2x2 moments :math:`\sum c c^T` are batched matrix products of the
 that real view with the 2x2 matrix (not the widely linear :math:`p c + q \bar c`, which loses
 all precision when a channel's imaginary part is zero; see :func:`_apply_2x2`). A channels-last
 input (``torch.channels_last``, ``torch.channels_last_3d``) is read as its ``(N, C, M)`` view
-with strides ``(M C, 1, C)``, not copied: the moments are then broadcast products summed over
-``M``, and in training the output and the input's gradient keep that layout. One autograd
+with strides ``(M C, 1, C)``, not copied: the moments are then one Gram product per sample
+(a broadcast product above ``_GRAM_MAX_CHANNELS`` channels) and the 2x2 maps one block-diagonal
+product on the rows of ``2C`` interleaved values; in eager mode the output and the input's
+gradient keep that layout. One autograd
 Function (:class:`_WhitenChannels`) holds the forward and a backward written on the same layout;
 tracers, compilers and double backward see the same map composed of differentiable ops
 (:func:`_whiten_composed`).

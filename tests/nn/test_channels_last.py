@@ -94,3 +94,74 @@ def test_channels_last_input_gives_the_same_values_gradients_and_format(name, nd
     (g,) = torch.autograd.grad(y, leaf, gz)
     (g_cl,) = torch.autograd.grad(y_cl, leaf_cl, gz)
     torch.testing.assert_close(g_cl, g)
+
+
+def test_the_format_follows_torchs_rule_for_ambiguous_and_weight_channels_last_convolutions():
+    x1 = torch.randn(2, 1, 6, 6, dtype=DT)  # one channel: contiguous and channels-last at once
+    conv = cnn.Conv2d(1, 4, 3, padding=1, dtype=DT)
+    real = torch.nn.Conv2d(2, 8, 3, padding=1, dtype=torch.float64)
+    assert (
+        conv(x1).is_contiguous()
+        == real(torch.randn(2, 2, 6, 6, dtype=torch.float64)).is_contiguous()
+    )
+    conv4 = cnn.Conv2d(4, 4, 3, padding=1, dtype=DT).to(memory_format=torch.channels_last)
+    y = conv4(torch.randn(2, 4, 6, 6, dtype=DT))  # a channels-last weight: channels-last output
+    assert y.is_contiguous(memory_format=torch.channels_last) and not y.is_contiguous()
+
+
+def test_norm_input_gradient_keeps_channels_last_for_a_contiguous_output_gradient():
+    x = torch.randn(2, 4, 6, 6, dtype=DT).contiguous(memory_format=torch.channels_last)
+    for layer in (cnn.BatchNorm2d(4, dtype=DT), cnn.GroupNorm(2, 4, dtype=DT)):
+        leaf = x.detach().requires_grad_()
+        y = layer(leaf)
+        (g,) = torch.autograd.grad(y, leaf, torch.randn(y.shape, dtype=DT))  # contiguous
+        assert g.is_contiguous(memory_format=torch.channels_last) and not g.is_contiguous()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: cnn.AvgPool3d(2),
+        lambda: cnn.AvgPool3d(3, 1),
+        lambda: cnn.AdaptiveMaxPool3d(2),
+        lambda: cnn.AdaptiveAvgPool3d(3),
+        lambda: _PoolUnpool(3),
+    ],
+)
+def test_unbatched_volume_with_unit_depth_stride_is_not_read_as_a_batch(make):
+    x = torch.randn(3, 4, 4, 6, dtype=DT).permute(0, 3, 1, 2)  # (C, D, H, W), depth stride 1
+    layer = make()
+    torch.testing.assert_close(layer(x), layer(x.contiguous()))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: cnn.AvgPool2d(2),
+        lambda: cnn.AvgPool2d(3, 2, 1),
+        lambda: cnn.AdaptiveAvgPool2d(3),
+        lambda: cnn.MaxPool2d(2),
+        lambda: cnn.Upsample(scale_factor=2),
+        lambda: cnn.Upsample(scale_factor=2, mode="bilinear"),
+    ],
+)
+def test_conjugate_view_of_a_channels_last_input(make):
+    x = torch.randn(2, 3, 6, 6, dtype=DT).contiguous(memory_format=torch.channels_last)
+    layer = make()
+    torch.testing.assert_close(layer(x.conj()), layer(x.conj().resolve_conj().contiguous()))
+
+
+@pytest.mark.parametrize("cls", [cnn.Conv2d, cnn.ConvTranspose2d])
+def test_empty_batch_with_channels_last_weights(cls):
+    layer = cls(3, 4, 2, dtype=DT).to(memory_format=torch.channels_last)
+    real = getattr(torch.nn, cls.__name__)(6, 8, 2, dtype=torch.float64)
+    want = real(torch.randn(0, 6, 5, 5, dtype=torch.float64)).shape
+    assert layer(torch.randn(0, 3, 5, 5, dtype=DT)).shape == (0, 4, *want[2:])
+
+
+def test_torch_func_grad_through_a_split_activation_on_channels_last_input():
+    x = torch.randn(2, 3, 4, 4, dtype=DT).contiguous(memory_format=torch.channels_last)
+    got = torch.func.grad(lambda z: cnn.CReLU()(z).abs().sum())(x)
+    leaf = x.detach().requires_grad_()
+    (want,) = torch.autograd.grad(cnn.CReLU()(leaf).abs().sum(), leaf)
+    torch.testing.assert_close(got, want)
