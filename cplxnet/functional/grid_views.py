@@ -67,20 +67,28 @@ def from_channels_last(y: torch.Tensor, like: torch.Tensor, nd: int) -> torch.Te
     return as_complex(y.movedim(1, -1)).reshape(*like.shape[:-nd], *y.shape[2:])
 
 
-def on_parts(fn: Callable, x: torch.Tensor, nd: int, split: bool = False) -> torch.Tensor:
+def on_parts(
+    fn: Callable, x: torch.Tensor, nd: int, split: bool = False, via_channels_last: bool = False
+) -> torch.Tensor:
     """``fn`` (a real op acting on each channel of ``(M, C', *S)``) applied to the real and
     imaginary parts of complex ``x`` ``(*, *S)``, the result complex ``(*, *S')``.
 
     A channels-last ``x``: one call on :func:`cl_real_view` (no copy, the result
-    channels-last). Else by default ONE call on the :func:`channels_last` view (no copy).
-    ``split``: two calls on the contiguous parts (:func:`cplxnet._utils.parts`, one copy each
-    way), for the kernels that measured slower on that view than the copies cost. A real ``x``
-    is passed to ``fn`` unchanged."""
+    channels-last). ``via_channels_last`` (batched 2-D and 3-D grids): a contiguous ``x`` is
+    converted to channels-last, ``fn`` called once on that real view and the result converted
+    back (one copy each way), for the kernels whose channels-last form measured faster than
+    their contiguous one by more than the copies cost. Else by default ONE call on the
+    :func:`channels_last` view (no copy). ``split``: two calls on the contiguous parts
+    (:func:`cplxnet._utils.parts`, one copy each way), for the kernels that measured slower on
+    that view than the copies cost. A real ``x`` is passed to ``fn`` unchanged."""
     check_rank(x, nd)
     if not x.is_complex():
         return fn(x)
     if is_channels_last(x, nd):  # one call on the real view, the result channels-last as torch's
         return cl_complex_view(fn(cl_real_view(x)))
+    if via_channels_last and nd in (2, 3) and x.dim() == nd + 2:
+        fmt = torch.channels_last if nd == 2 else torch.channels_last_3d
+        return cl_complex_view(fn(cl_real_view(x.contiguous(memory_format=fmt)))).contiguous()
     if split:
         if eager_complex(x):
             re, im = parts(x)

@@ -26,7 +26,10 @@ def interpolate(
     'trilinear', 'area', 'nearest-exact').
 
     Interpolation is real-linear with real weights, so
-    :math:`\mathrm{interp}(x) = \mathrm{interp}(\Re x) + i\,\mathrm{interp}(\Im x)`, computed as
+    :math:`\mathrm{interp}(x) = \mathrm{interp}(\Re x) + i\,\mathrm{interp}(\Im x)`. A
+    channels-last input: one call on its channels-last real view (the result channels-last);
+    'bilinear' and 'trilinear' of a contiguous input: the same, converted in and back (torch's
+    channels-last kernels measured up to 2x faster than its contiguous ones); other modes:
     torch's interpolation of the contiguous real and imaginary parts (two calls; one copy each
     way, :func:`cplxnet.functional.grid_views.on_parts`): torch's kernels on the copy-free
     ``(B C, 2, *S)`` real view (channels-last, two channels) measured 1.3-2.2x slower than these
@@ -54,4 +57,5 @@ def interpolate(
             r, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias
         )
 
-    return on_parts(fn, x, x.dim() - 2, split=True)
+    linear = mode in ("bilinear", "trilinear")  # measured faster through channels-last
+    return on_parts(fn, x, x.dim() - 2, split=True, via_channels_last=linear)
