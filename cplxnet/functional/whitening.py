@@ -23,7 +23,9 @@ input (``torch.channels_last``, ``torch.channels_last_3d``) is read as its ``(N,
 with strides ``(M C, 1, C)``, not copied: the moments are then one Gram product per sample
 (a broadcast product above ``_GRAM_MAX_CHANNELS`` channels) and the 2x2 maps one block-diagonal
 product on the rows of ``2C`` interleaved values; in eager mode the output and the input's
-gradient keep that layout. One autograd
+gradient keep that layout. A non-finite input value makes its channel's statistics non-finite
+in either layout; on the channels-last rows it also turns the other channels' outputs at its
+position non-finite (the block-diagonal product multiplies it by zero). One autograd
 Function (:class:`_WhitenChannels`) holds the forward and a backward written on the same layout;
 tracers, compilers and double backward see the same map composed of differentiable ops
 (:func:`_whiten_composed`).
