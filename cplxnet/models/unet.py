@@ -54,7 +54,9 @@ class UNet(nn.Module):
     restriction of the activation. The equal-FLOP real twin of ``UNet(c_in, c_out, C)`` is
     ``UNet(2 c_in, 2 c_out, 2 C, dtype=float)`` on :func:`as_channels` of the input: a complex
     convolution costs four real multiply-adds per weight, as a real one with twice the channels
-    on both sides.
+    on both sides. In channels-last (``net.to(memory_format=torch.channels_last)`` and a
+    channels-last input) every layer keeps that format and the convolutions copy nothing
+    (``benchmarks/UNET_CHANNELS_LAST.md``).
 
     Args:
         in_channels, out_channels: image channels (complex channels for a complex net).
