@@ -9,8 +9,9 @@ convolution with a block kernel.
   channels-last output is viewed back as complex. A channels-last input (or weight: torch's
   rule) gives a channels-last output and no copy of the data; a contiguous one is converted in
   and the output converted back (one copy each way, as the planar layout needs too), which
-  measured 0.65-0.97x the time of the planar layout below (``benchmarks/RESULTS.md``): torch's
-  CPU convolutions run channels-last without their own internal reordering.
+  measured 0.84-0.93x the time of the planar layout below in ``benchmarks/grid_layers.py``
+  (``benchmarks/RESULTS.md``) and 0.57-0.94x in side runs at the U-Net's sizes: torch's CPU
+  convolutions run channels-last without their own internal reordering.
 - 1-D (no channels-last format): the planar real ``(N, 2C, L)`` (channels
   ``[group][part][channel]``), one copy in and one out.
 """
