@@ -29,7 +29,8 @@ def interpolate(
     :math:`\mathrm{interp}(x) = \mathrm{interp}(\Re x) + i\,\mathrm{interp}(\Im x)`. A
     channels-last input: one call on its channels-last real view (the result channels-last);
     'bilinear' and 'trilinear' of a contiguous input: the same, converted in and back (torch's
-    channels-last kernels measured up to 2x faster than its contiguous ones); other modes:
+    channels-last kernels measured 4-8x faster than its contiguous ones in
+    ``benchmarks/grid_layers.py``, more than the conversion costs); other modes:
     torch's interpolation of the contiguous real and imaginary parts (two calls; one copy each
     way, :func:`cplxnet.functional.grid_views.on_parts`): torch's kernels on the copy-free
     ``(B C, 2, *S)`` real view (channels-last, two channels) measured 1.3-2.2x slower than these
