@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .grid_views import cl_complex_view, cl_real_view
+from .grid_views import cl_format, through_channels_last
 
 __all__ = [
     "conv1d",
@@ -77,30 +77,20 @@ def _interleaved_weight(weight: torch.Tensor, bias: torch.Tensor | None, transpo
 def _channels_last_conv(fn, x, weight, bias, transposed, *args):
     """The real convolution ``fn`` of complex ``x`` ``(N, C, *S)`` (or unbatched ``(C, *S)``)
     on its channels-last real view (see the module docstring); the output channels-last when
-    :func:`_channels_last_format` says torch would keep that format, else contiguous."""
-    nd = weight.dim() - 2
-    unbatched = x.dim() == nd + 1
+    :func:`_keeps_channels_last` says torch would keep that format, else contiguous."""
+    unbatched = x.dim() == weight.dim() - 1
     xb = x.unsqueeze(0) if unbatched else x
-    keep = _channels_last_format(xb, weight, nd) is not None
-    fmt = torch.channels_last if nd == 2 else torch.channels_last_3d
+    keep = not unbatched and _keeps_channels_last(xb, weight, cl_format(weight.dim() - 2))
     w, b = _interleaved_weight(weight, bias, transposed)
-    y = cl_complex_view(fn(cl_real_view(xb.contiguous(memory_format=fmt)), w, b, *args))
-    if unbatched:
-        return y.squeeze(0).contiguous()
-    return y if keep else y.contiguous()
+    y = through_channels_last(lambda r: fn(r, w, b, *args), xb, keep)
+    return y.squeeze(0) if unbatched else y
 
 
-def _channels_last_format(x: torch.Tensor, weight: torch.Tensor, nd: int):
-    """The channels-last memory format the convolution of complex batched ``x`` runs in, or
-    None: torch's rule for its convolutions, channels-last when the input or the weight is in
-    that format (and not also contiguous, as a tensor with one channel is)."""
-    if nd == 1 or x.dim() != nd + 2:
-        return None
-    fmt = torch.channels_last if nd == 2 else torch.channels_last_3d
-    for t in (x, weight):
-        if t.is_contiguous(memory_format=fmt) and not t.is_contiguous():
-            return fmt
-    return None
+def _keeps_channels_last(x: torch.Tensor, weight: torch.Tensor, fmt) -> bool:
+    """Torch's rule for the output format of its convolutions: channels-last (``fmt``) when the
+    batched input or the weight is in that format and not also contiguous (as a tensor with one
+    channel is)."""
+    return any(t.is_contiguous(memory_format=fmt) and not t.is_contiguous() for t in (x, weight))
 
 
 def _to_parts(x: torch.Tensor, groups: int) -> torch.Tensor:

@@ -31,7 +31,21 @@ def is_channels_last(x: torch.Tensor, nd: int) -> bool:
     unbatched ``(C, *S)`` input never is."""
     if nd not in (2, 3) or x.dim() != nd + 2 or not x.is_complex() or x.is_contiguous():
         return False
-    return x.is_contiguous(memory_format=torch.channels_last if nd == 2 else torch.channels_last_3d)
+    return x.is_contiguous(memory_format=cl_format(nd))
+
+
+def cl_format(nd: int) -> torch.memory_format:
+    """Torch's channels-last memory format of a batched ``nd``-D grid (2 or 3)."""
+    return torch.channels_last if nd == 2 else torch.channels_last_3d
+
+
+def through_channels_last(fn: Callable, x: torch.Tensor, keep: bool) -> torch.Tensor:
+    """Real op ``fn`` (a convolution, or a per-channel pool or interpolation) of batched complex
+    ``x`` on the channels-last real view of ``x`` (:func:`cl_real_view`; a contiguous ``x`` is
+    converted once), the result viewed back as complex: channels-last when ``keep``, else
+    converted to contiguous."""
+    y = cl_complex_view(fn(cl_real_view(x.contiguous(memory_format=cl_format(x.dim() - 2)))))
+    return y if keep else y.contiguous()
 
 
 def cl_real_view(x: torch.Tensor) -> torch.Tensor:
@@ -85,10 +99,9 @@ def on_parts(
     if not x.is_complex():
         return fn(x)
     if is_channels_last(x, nd):  # one call on the real view, the result channels-last as torch's
-        return cl_complex_view(fn(cl_real_view(x)))
+        return through_channels_last(fn, x, keep=True)
     if via_channels_last and nd in (2, 3) and x.dim() == nd + 2:
-        fmt = torch.channels_last if nd == 2 else torch.channels_last_3d
-        return cl_complex_view(fn(cl_real_view(x.contiguous(memory_format=fmt)))).contiguous()
+        return through_channels_last(fn, x, keep=False)
     if split:
         if eager_complex(x):
             re, im = parts(x)

@@ -68,11 +68,12 @@ def _to_channels(t: torch.Tensor, channels: int) -> torch.Tensor:
 
 
 def _transform(
-    cov: torch.Tensor, weight: torch.Tensor | None, eps: float, channels: int
+    w_groups: torch.Tensor, weight: torch.Tensor | None, channels: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-channel maps ``(T, W)``: the whitening ``W`` ``(S, C, 2, 2)`` of each channel's group
-    and ``T = A W`` with the affine ``weight`` ``A`` (``(2, 2, C)``; ``T = W`` without it)."""
-    w = _to_channels(inv_sqrt_2x2_matrix(cov, eps), channels)
+    (from the per-group ``w_groups``) and ``T = A W`` with the affine ``weight`` ``A``
+    (``(2, 2, C)``; ``T = W`` without it)."""
+    w = _to_channels(w_groups, channels)
     return (w if weight is None else weight.permute(2, 0, 1) @ w), w
 
 
@@ -98,13 +99,17 @@ def _outer_sum(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return (p.unsqueeze(-1) * q.unsqueeze(-2)).sum(2)
 
 
+def _is_channels_last_view(z: torch.Tensor) -> bool:
+    """Whether ``z`` ``(N, C, M)`` has the strides ``(M C, 1, C)`` of a channels-last input's
+    view and is not also contiguous."""
+    n, c, m = z.shape
+    return z.stride() == (m * c, 1, c) and not z.is_contiguous()
+
+
 def _dense(x3: torch.Tensor) -> torch.Tensor:
-    """``x3`` ``(N, C, M)`` itself when it is contiguous or channels-last (strides
-    ``(M C, 1, C)``, the view of a channels-last input), else a contiguous copy."""
-    n, c, m = x3.shape
-    if x3.is_contiguous() or x3.stride() == (m * c, 1, c):
-        return x3
-    return x3.contiguous()
+    """``x3`` ``(N, C, M)`` itself when it is contiguous or a channels-last view, else a
+    contiguous copy."""
+    return x3 if x3.is_contiguous() or _is_channels_last_view(x3) else x3.contiguous()
 
 
 def _moments(x3: torch.Tensor, groups: int, over_batch: bool):
@@ -132,8 +137,7 @@ def _apply_2x2(t: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     if _rows_layout(z):
         return _apply_rows(t, z)
     y = torch.view_as_complex(torch.view_as_real(z) @ t.mT)
-    n, c, m = z.shape
-    if z.stride() == (m * c, 1, c) and not z.is_contiguous():  # many channels: one copy back
+    if _is_channels_last_view(z):  # many channels: one copy back into the layout
         y = y.transpose(1, 2).contiguous().transpose(1, 2)
     return y
 
@@ -141,8 +145,7 @@ def _apply_2x2(t: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
 def _rows_layout(z: torch.Tensor) -> bool:
     """Whether ``z`` ``(N, C, M)`` is the channels-last view (strides ``(M C, 1, C)``, not also
     contiguous) with at most ``_GRAM_MAX_CHANNELS`` channels: the 2x2 maps run on its rows."""
-    n, c, m = z.shape
-    return c <= _GRAM_MAX_CHANNELS and z.stride() == (m * c, 1, c) and not z.is_contiguous()
+    return z.shape[1] <= _GRAM_MAX_CHANNELS and _is_channels_last_view(z)
 
 
 def _apply_rows(t: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
@@ -189,7 +192,7 @@ def _whiten_composed(x3, weight, bias, groups, over_batch, eps, stats=None):
     else:
         mean, cov = stats
         c = x3 - mean.unsqueeze(-1)
-    t, _ = _transform(cov, weight, eps, x3.shape[1])
+    t, _ = _transform(inv_sqrt_2x2_matrix(cov, eps), weight, x3.shape[1])
     y = _apply_2x2(t, c)
     return (y if bias is None else y + bias.unsqueeze(-1)), mean, cov
 
@@ -215,8 +218,7 @@ class _WhitenChannels(torch.autograd.Function):
         n_ch = x3.shape[1]
         c, mean, cov = _moments(x3, groups, over_batch)
         factors = inv_sqrt_2x2_factors(cov, eps)
-        w = _to_channels(inv_sqrt_2x2_from_factors(factors), n_ch)
-        t = w if weight is None else weight.permute(2, 0, 1) @ w
+        t, w = _transform(inv_sqrt_2x2_from_factors(factors), weight, n_ch)
         y = _apply_2x2_into(t, c)
         if bias is not None:
             y.add_(bias.unsqueeze(-1))
