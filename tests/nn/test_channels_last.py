@@ -165,3 +165,25 @@ def test_torch_func_grad_through_a_split_activation_on_channels_last_input():
     leaf = x.detach().requires_grad_()
     (want,) = torch.autograd.grad(cnn.CReLU()(leaf).abs().sum(), leaf)
     torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: cnn.BatchNorm2d(70, dtype=DT), lambda: cnn.GroupNorm(7, 70, dtype=DT)],
+    ids=["BatchNorm2d", "GroupNorm"],
+)
+def test_whitening_norms_above_the_gram_channel_limit_keep_values_gradients_and_format(make):
+    """Above ``_GRAM_MAX_CHANNELS`` the channels-last moments and 2x2 maps take the strided
+    route; the same values, gradients and format as the contiguous input."""
+    torch.manual_seed(0)
+    layer = make()
+    x = torch.randn(2, 70, 3, 4, dtype=DT)
+    leaf = x.clone().requires_grad_()
+    leaf_cl = x.contiguous(memory_format=torch.channels_last).requires_grad_()
+    y, y_cl = layer(leaf), layer(leaf_cl)
+    torch.testing.assert_close(y_cl, y)
+    assert y_cl.is_contiguous(memory_format=torch.channels_last) and not y_cl.is_contiguous()
+    gz = torch.randn_like(y)
+    (g,) = torch.autograd.grad(y, leaf, gz)
+    (g_cl,) = torch.autograd.grad(y_cl, leaf_cl, gz)
+    torch.testing.assert_close(g_cl, g)

@@ -168,6 +168,9 @@ def _grads(fn, inputs, seed=1):
 CASES = [
     ("batch 2d", (4, 3, 3, 5), lambda x, w, b: CF.batch_norm(x, None, None, w, b, True),
      lambda x, w, b: reference_batch_norm(x, None, None, w, b, True)),
+    ("batch 2d, 4 positions a row", (3, 2, 4, 8),
+     lambda x, w, b: CF.batch_norm(x, None, None, w, b, True),
+     lambda x, w, b: reference_batch_norm(x, None, None, w, b, True)),
     ("batch 3d", (2, 3, 2, 3, 2), lambda x, w, b: CF.batch_norm(x, None, None, w, b, True),
      lambda x, w, b: reference_batch_norm(x, None, None, w, b, True)),
     ("batch (N, C)", (7, 3), lambda x, w, b: CF.batch_norm(x, None, None, w, b, True),
