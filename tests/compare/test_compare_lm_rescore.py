@@ -133,3 +133,26 @@ def test_eval_variant_spec_round_trips():
     assert spec.slug != spec.trained.slug
     again = type(spec).from_dict(json.loads(json.dumps(spec.to_dict())))
     assert again == spec and "evaluation" not in parse_encoding("rotary").to_dict()
+
+
+@pytest.mark.parametrize(
+    "executor", [["--jobs", "2"], ["--executor", "dask", "--jobs", "2"]], ids=["local", "dask"]
+)
+def test_rotary_yarn_waits_for_its_run_when_cells_run_in_parallel(
+    tmp_path,
+    text_file,  # noqa: F811
+    capsys,
+    executor,
+):
+    """With two cells at a time the re-scoring cell is not started beside the rotary cell it
+    reads: it starts once that run has ended (on Dask, in the client, where the kept run is)."""
+    if "dask" in executor:
+        pytest.importorskip("distributed")
+    out = str(tmp_path / "g")
+    args = _tiny_args(text_file, out, "rotary,rotary-yarn") + ["--keep-runs", *executor]
+    assert main(args) == 0
+    capsys.readouterr()
+    cells = _cells(out)
+    assert cells["rotary"]["status"] == "ok"
+    assert cells["rotary-yarn"]["status"] == "ok", cells["rotary-yarn"].get("error")
+    assert cells["rotary-yarn"]["test"]["8"] == cells["rotary"]["test"]["8"]

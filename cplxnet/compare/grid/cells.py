@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,7 @@ __all__ = [
     "CellKind",
     "CELL_KINDS",
     "cell_kind",
+    "next_ready",
     "register_kind",
     "data_spec",
     "split_spec",
@@ -415,6 +416,8 @@ class CellKind:
         to_csv: ``rows -> CSV text`` of ``results.csv``.
         presets: whether its cells take the per-cell presets (``--preset``) and their rows
             record them.
+        needs: ``cell -> id`` of the cell whose run this one reads (it starts only after that
+            cell has ended), or ``None``.
     """
 
     split: Callable[[Cell], str]
@@ -424,6 +427,7 @@ class CellKind:
     progress: Callable[[Cell, GridOptions, int, dict[str, Any]], str]
     to_csv: Callable[[Sequence[dict[str, Any]]], str]
     presets: bool = False
+    needs: Callable[[Cell], str | None] = lambda cell: None
 
 
 #: ``mode -> CellKind`` of every kind of cell (filled by :func:`register_kind`).
@@ -434,6 +438,18 @@ def register_kind(mode: str, kind: CellKind) -> CellKind:
     """Make ``kind`` the :class:`CellKind` of cells of ``mode``; returns it."""
     CELL_KINDS[mode] = kind
     return kind
+
+
+def next_ready(queue: Sequence[Cell], pending: Collection[str]) -> int | None:
+    """Index of the first cell of ``queue`` whose needed cell (:attr:`CellKind.needs`) is
+    neither in ``queue`` nor among the ``pending`` ids (running or not yet collected), or
+    ``None`` when every queued cell waits."""
+    waiting = set(pending) | {c.cell_id for c in queue}
+    for i, cell in enumerate(queue):
+        need = cell_kind(cell.mode).needs(cell)
+        if need is None or need == cell.cell_id or need not in waiting:
+            return i
+    return None
 
 
 def cell_kind(mode: str) -> CellKind:

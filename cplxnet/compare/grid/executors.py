@@ -36,10 +36,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import dask_tasks
-from .cells import Cell, CompareError, GridOptions
+from .cells import Cell, CompareError, GridOptions, cell_kind, next_ready
 from .dask_tasks import data_refs, run_cell_task
 from .local import default_threads, run_parallel, run_serial
 from .progress import Eta, fmt_duration
+from .runner import run_cell
 from .store import atomic_json, base_row
 
 __all__ = ["RunContext", "LocalExecutor", "DaskExecutor", "DASK_INSTALL", "DATA_FILES"]
@@ -299,7 +300,7 @@ class _DaskRun:
         the cells that ended before them are collected (a worker that dies loses the results
         it holds; Dask would compute them again)."""
         due = [t for t in list(self.tasks.values()) if t.started is not None and t.kill]
-        if any(t.future.done() for t in list(self.tasks.values())):
+        if any(t.future is not None and t.future.done() for t in list(self.tasks.values())):
             return  # collect first: a cell reported started after its predecessor ended
         for task in due:
             if not os.path.exists(self._ack(task)):
@@ -329,6 +330,26 @@ class _DaskRun:
             retries=self.ex.retries,
         )
 
+    def _submit_ready(self) -> None:
+        """Submit every task not yet submitted whose needed cell (``CellKind.needs``) has ended
+        (its row collected); the others wait for the next call. A cell that reads another
+        cell's kept run (a re-scoring) runs here in the client, where the run folder is."""
+        held = [t for t in self.tasks.values() if t.future is None]
+        pending = [cid for cid, t in self.tasks.items() if t.future is not None]
+        while held:
+            i = next_ready([t.cell for t in held], pending)
+            if i is None:
+                return
+            task = held.pop(i)
+            if cell_kind(task.cell.mode).needs(task.cell) is None:
+                self._submit(task)
+                pending.append(task.cell.cell_id)
+                continue
+            row = run_cell(task.cell, self.ctx.out, self.ctx.options, keep_runs=self.ctx.keep_runs)
+            del self.tasks[task.cell.cell_id]
+            self.counts["ok" if row.get("status") == "ok" else "error"] += 1
+            self.ctx.finished(task.cell, row, self._running(), self._queued())
+
     def _running(self) -> dict[str, tuple[Cell, float]]:
         return {
             cid: (t.cell, t.started) for cid, t in list(self.tasks.items()) if t.started is not None
@@ -344,8 +365,7 @@ class _DaskRun:
         self.tasks = {c.cell_id: _Task(c) for c in todo}
         last_beat = last_count = time.perf_counter()
         try:
-            for task in self.tasks.values():
-                self._submit(task)
+            self._submit_ready()
             while self.tasks:
                 time.sleep(0.2)
                 now = time.perf_counter()
@@ -359,12 +379,13 @@ class _DaskRun:
                     last_beat = now
                     self.ctx.log(self.status())
                 for cid, task in list(self.tasks.items()):
-                    if task.future.done():
+                    if task.future is not None and task.future.done():
                         self._collect(cid, task)
+                        self._submit_ready()
                 if self.hooks is not None:
                     self._acknowledge()
         except BaseException:
-            futures = [t.future for t in self.tasks.values()]
+            futures = [t.future for t in self.tasks.values() if t.future is not None]
             with contextlib.suppress(Exception):
                 self.client.cancel(futures)
             if futures:

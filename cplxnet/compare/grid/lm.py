@@ -354,6 +354,11 @@ def _row(results: dict[str, Any], run_dir: str) -> dict[str, Any]:
     }
 
 
+def _rescored_source(cell: Cell) -> Cell:
+    """The trained cell whose kept run an evaluation variant re-scores."""
+    return dataclasses.replace(cell, encoding=cell.encoding.trained)
+
+
 def rescore_lm_cell(cell: Cell, run_dir: str) -> dict[str, Any]:
     """The row of an evaluation variant (:data:`cplxnet.compare.specs.EVAL_VARIANTS`): the kept
     run folder of the cell it re-scores (same data, field and seed, the encoding as trained:
@@ -364,7 +369,7 @@ def rescore_lm_cell(cell: Cell, run_dir: str) -> dict[str, Any]:
     not finished is a :class:`CompareError` with the fix."""
     from ...tasks.lm import evaluate_lm_run, load_lm_run
 
-    source = dataclasses.replace(cell, encoding=cell.encoding.trained)
+    source = _rescored_source(cell)
     src = os.path.join(os.path.dirname(run_dir), source.cell_id)
     done = os.path.join(src, "results.json")
     if not os.path.isfile(done):
@@ -441,5 +446,6 @@ KIND = register_kind(
         outcome=_outcome,
         progress=_progress,
         to_csv=lm_rows_to_csv,
+        needs=lambda cell: _rescored_source(cell).cell_id if cell.encoding.evaluation else None,
     ),
 )

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .cells import Cell, GridOptions, cell_kind
+from .cells import Cell, GridOptions, cell_kind, next_ready
 from .progress import Eta, fmt_duration
 from .runner import run_cell
 from .store import atomic_json, base_row
@@ -108,7 +108,10 @@ def run_parallel(
     try:
         while queue or procs:
             while queue and len(procs) < jobs:
-                cell = queue.pop(0)
+                ready = next_ready(queue, running)  # a re-scoring cell waits for its run
+                if ready is None:
+                    break
+                cell = queue.pop(ready)
                 _forget(out, cell)
                 log_fh = open(os.path.join(logs, cell.cell_id + ".log"), "w", encoding="utf-8")  # noqa: SIM115
                 cmd = [
