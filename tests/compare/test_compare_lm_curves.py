@@ -83,7 +83,24 @@ def test_synthetic_rows_use_the_dev_loss_and_count_sequences():
     assert dev_key(rows) == "dev_loss"
     table, notes = training_table(rows, {}, {"lm": {"train": {"batch_size": 32}}})
     assert "training sequences/run" in table and "| 16,000 |" in table
-    assert "dev loss gain, last fifth" in table and "exact match is scored once" in notes[-1]
+    assert "dev loss gain, last fifth" in table and "recorded no dev exact match" in notes[-1]
+
+
+def test_synthetic_rows_with_a_dev_exact_match_read_it_higher_is_better():
+    rows = [_row("rotary", 0, [3.0, 2.0, 1.0, 0.5, 0.4])]
+    rows[0]["data"] = "synthetic:copy"
+    exact = [0.1, 0.5, 0.8, 0.5, 0.9]  # best until step 400: 0.8; until 500: 0.9
+    for m, a in zip(rows[0]["history"], exact):
+        del m["dev_bpc"]
+        m["dev_accuracy"] = a
+    assert dev_key(rows) == "dev_accuracy"
+    assert plateau_gain(rows[0]["history"], "dev_accuracy") == pytest.approx(0.1 / 0.8)
+    flat = [{**m, "dev_accuracy": v} for m, v in zip(rows[0]["history"], [0.2, 1, 1, 0.9, 1])]
+    assert plateau_gain(flat, "dev_accuracy") == 0.0  # a worse evaluation is not a loss
+    table, notes = training_table(rows, {}, {"lm": {"train": {"batch_size": 32}}})
+    assert "dev exact match gain, last fifth" in table and "| 12.5% † |" in table
+    assert "exact match of the greedy answers" in notes[-1]
+    assert curve_groups(rows)[("rotary", "real")][500] == [0.9]
 
 
 def test_report_has_the_training_section_and_curves(tmp_path):

@@ -177,6 +177,16 @@ def test_synthetic_run_scores_every_bin(tmp_path):
     assert 0 <= results["test"]["1-3"]["accuracy"] <= 1 and results["test"]["1-3"]["n"] == 100
     assert results["test"]["4-6"]["accuracy"] is None  # 13 inputs > max_len 7
     assert "max_len=7" in results["test"]["4-6"][NA]
+    # every evaluation records the dev exact match; the best one is that of best.pt
+    with open(tmp_path / "s" / "metrics.jsonl") as f:
+        history = [json.loads(line) for line in f]
+    assert [m["step"] for m in history] == [2, 4]
+    assert all(0 <= m["dev_accuracy"] <= 1 and m["dev_loss"] > 0 for m in history)
+    best = [m for m in history if m["best"]][-1]
+    assert best["dev_accuracy"] == results["dev"]["accuracy"]
+    task = SyntheticTask("copy", 3)
+    loaded = load_lm_run(str(tmp_path / "s"))
+    assert task.accuracy(loaded.model, task.dev_prompts()) == best["dev_accuracy"]
     rotary = train_lm(
         tiny("rotary"), "synthetic:reverse", str(tmp_path / "r"), options, context=3, quiet=True
     )

@@ -5,9 +5,11 @@ seconds), from the ``history`` of each cell (the run's metrics.jsonl: one line p
 
 Plateau (the criterion of Press et al. 2022 and Kazemnejad et al. 2023 that a model has learned):
 over the last fifth of the steps a run trained, the relative gain of its best dev score so far,
-``(best(0.8 S) - best(S)) / best(0.8 S)`` for ``S`` steps (lower-is-better scores; a run that
-stopped early by ``patience`` counts the steps it trained). A gain of :data:`PLATEAU` (1%) or more
-is marked: that configuration was still learning.
+``|best(S) - best(0.8 S)| / best(0.8 S)`` for ``S`` steps (a run that stopped early by
+``patience`` counts the steps it trained). The score is the dev bpc or perplexity at L of a text
+stream (lower is better) and the dev exact match of a synthetic task (higher is better; a run
+without it, trained before it was recorded, falls back to the dev loss). A gain of
+:data:`PLATEAU` (1%) or more is marked: that configuration was still learning.
 
 A re-scored cell (an evaluation variant such as ``rotary-yarn``) trained nothing: it has the
 curve of the run it re-scores and is left out of both.
@@ -24,6 +26,7 @@ from .tables import markdown_table
 
 __all__ = [
     "PLATEAU",
+    "HIGHER_IS_BETTER",
     "dev_key",
     "plateau_gain",
     "curve_groups",
@@ -38,14 +41,22 @@ LAST_PART = 0.2
 
 def dev_key(rows: Sequence[dict[str, Any]]) -> str:
     """The history key of the dev score at L: ``dev_bpc`` (characters), ``dev_perplexity``
-    (words), else ``dev_loss`` (a synthetic task's dev set is scored by its loss)."""
+    (words), ``dev_accuracy`` (a synthetic task's exact match), else ``dev_loss``."""
     keys = {k for r in rows for m in (r.get("history") or []) for k in m}
-    return next((k for k in ("dev_bpc", "dev_perplexity") if k in keys), "dev_loss")
+    return next((k for k in ("dev_bpc", "dev_perplexity", "dev_accuracy") if k in keys),
+                "dev_loss")  # fmt: skip
+
+
+#: History keys whose larger values are better (every other dev score is lower-is-better).
+HIGHER_IS_BETTER = frozenset({"dev_accuracy"})
+_SCORE_NAMES = {"dev_accuracy": "dev exact match"}
 
 
 def _best_until(history: Sequence[dict[str, Any]], key: str, step: float) -> float | None:
     values = [float(m[key]) for m in history if m.get(key) is not None and m["step"] <= step]
-    return min(values) if values else None
+    if not values:
+        return None
+    return max(values) if key in HIGHER_IS_BETTER else min(values)
 
 
 def plateau_gain(history: Sequence[dict[str, Any]], key: str = "dev_bpc") -> float | None:
@@ -58,7 +69,7 @@ def plateau_gain(history: Sequence[dict[str, Any]], key: str = "dev_bpc") -> flo
     after = _best_until(history, key, steps)
     if before is None or after is None or before == 0:
         return None
-    return (before - after) / abs(before)
+    return abs(after - before) / abs(before)
 
 
 def _trained(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -100,7 +111,8 @@ def plot_curves(
         kwargs["markersize"] = 3
         ax.plot(steps, means, **kwargs)
     ax.set_xlabel("training step")
-    what = {"dev_bpc": "bits per character", "dev_perplexity": "perplexity"}.get(key, "loss")
+    what = {"dev_bpc": "bits per character", "dev_perplexity": "perplexity",
+            "dev_accuracy": "exact match"}.get(key, "loss")  # fmt: skip
     ax.set_ylabel(f"dev {what} at L (mean over seeds)")
     ax.grid(alpha=0.3)
     add_legend(fig, styles, list(groups))
@@ -135,8 +147,9 @@ def training_table(
     for row in trained:
         by.setdefault((str(row["encoding"]), str(row["number"])), []).append(row)
     unit = "sequences" if synthetic else "tokens"
+    score = _SCORE_NAMES.get(key, key.replace("_", " "))
     header = ["encoding", "steps/run", "stopped early", f"training {unit}/run",
-              "train CPU s/run", f"{key.replace('_', ' ')} gain, last fifth"]  # fmt: skip
+              "train CPU s/run", f"{score} gain, last fifth"]  # fmt: skip
     table, still = [], 0
     for k, runs in by.items():
         steps = [int(r.get("steps") or max(m["step"] for m in r["history"])) for r in runs]
@@ -168,12 +181,16 @@ def training_table(
     rule = "|---|" + "---:|" * (len(header) - 1)
     notes = [
         f"Relative gain of the best dev score at L over the last fifth of the steps each run "
-        f"trained, (best at 0.8 S - best at S) / best at 0.8 S for S steps, mean ± std over "
+        f"trained, |best at S - best at 0.8 S| / best at 0.8 S for S steps, mean ± std over "
         f"seeds; † marks {PLATEAU:.0%} or more (still learning: {still} of {len(table)} "
         f"configurations). Stopped early: runs that ended by patience before "
         f"{'the step limit' if limit is None else f'{int(limit):,} steps'}."
     ]
-    if synthetic:
-        notes.append("A synthetic task's dev set is scored by its loss on the answers; its "
-                     "exact match is scored once, on the test bins.")  # fmt: skip
+    if synthetic and key == "dev_accuracy":
+        notes.append("A synthetic task's gain and curves read the exact match of the greedy "
+                     "answers to the dev prompts (lengths 1-L), scored at every evaluation; the "
+                     "best checkpoint has the lowest dev loss on the answers.")  # fmt: skip
+    elif synthetic:
+        notes.append("These runs recorded no dev exact match: the gain and curves read the dev "
+                     "loss on the answers.")  # fmt: skip
     return markdown_table(header, table, rule), notes

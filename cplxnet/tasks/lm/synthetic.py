@@ -11,11 +11,14 @@ part of the task). Bins of prompt lengths: ``1-L`` (the training lengths), ``L+1
 ``2L+1-4L`` (never seen).
 
 Evaluation budget: ``test_size`` (100) fixed prompts per bin and ``dev_size`` (200) dev prompts,
-scored in batches of about ``batch_tokens`` (16384) tokens. The greedy answer is exactly right
-if and only if the most likely next token is the right one at every answer position given the
-right prefix (by induction over the positions), so :meth:`SyntheticTask.accuracy` scores a
-batch with one teacher-forced forward pass instead of ``n + 1`` generation steps: the test
-costs 3 bins x 100 prompts of at most ``8L + 1`` tokens, one forward pass per batch.
+scored in batches of about ``batch_tokens`` (16384) tokens. At every evaluation of training the
+dev prompts are scored by their loss on the answers (which picks the best checkpoint and drives
+early stopping) and by their exact match (the history's ``dev_accuracy``, the learning curve).
+The greedy answer is exactly right if and only if the most likely next token is the right one at
+every answer position given the right prefix (by induction over the positions), so
+:meth:`SyntheticTask.accuracy` scores a batch with one teacher-forced forward pass instead of
+``n + 1`` generation steps: the test costs 3 bins x 100 prompts of at most ``8L + 1`` tokens, one
+forward pass per batch.
 
 Dev and test sets are drawn from fixed seeds (independent of the training seed), so every run
 of a study is scored on the same sequences.

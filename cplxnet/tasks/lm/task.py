@@ -170,7 +170,9 @@ class LMTask:
 
     def dev(self, model: nn.Module, batch_tokens: int) -> dict[str, float]:
         if self.synthetic is not None:
-            return {"loss": self.synthetic.loss(model, self.synthetic.dev_prompts())}
+            s, prompts = self.synthetic, self.synthetic.dev_prompts()
+            return {"loss": s.loss(model, prompts),
+                    "accuracy": s.accuracy(model, prompts, batch_tokens)}  # fmt: skip
         out = score_stream(model, self.data.dev, self.context, tokens=self.tokens,
                            batch_tokens=batch_tokens)  # fmt: skip
         return {"loss": out["loss"], self.metric: out[self.metric]}
