@@ -17,12 +17,14 @@ __all__ = ["RandomizedEncoding"]
 
 # the hook of each site the wrapped encoding may act on; each must accept ``positions=``
 _HOOKS = {"token": "embed", "input": "encode_input", "qk": "rotate"}
+EVAL_POSITIONS = ("plain", "random")
 
 
 @register_encoding
 class RandomizedEncoding(PositionalEncoding):
     r"""``randomized``: in training, the wrapped encoding sees a sorted random subset of a
-    larger range of positions; at evaluation, the plain positions.
+    larger range of positions; at evaluation, the plain positions (default) or, with
+    ``eval_positions="random"``, sorted random subsets too.
 
     .. math::
         \text{training: } (m_0 < m_1 < \dots < m_{L-1}) = \mathrm{sort}(S),\quad
@@ -36,6 +38,15 @@ class RandomizedEncoding(PositionalEncoding):
     per forward (shared by the sequences of a batch and by every layer), drawn with
     ``torch.randperm`` from torch's random number generator on the input's device, so
     ``torch.manual_seed`` makes a run reproducible.
+
+    ``eval_positions="random"`` is the protocol of the paper's code
+    (google-deepmind/randomized_positional_encodings, whose noisy encodings sample at every
+    call, evaluation included): evaluation draws sorted subsets as training does, from a
+    generator of its own seeded with ``eval_seed`` each time the module enters evaluation mode
+    (``.eval()``), so a score does not depend on torch's global seed and a repeated evaluation
+    sees the same positions. An evaluation input then needs at most ``M`` tokens. Either way
+    the encoding does not decode with a key/value cache (``supports_kv_cache`` is False):
+    generation recomputes the window.
 
     ``base``: any registered encoding whose hooks take the keyword ``positions``: ``rotary``
     (default; its ``rotate``), ``sinusoidal``, ``trainable`` (its ``encode_input``; built with
@@ -54,6 +65,9 @@ class RandomizedEncoding(PositionalEncoding):
         d_model, num_heads, vocab_size, max_len, causal: model context, given to ``base``.
         base: the wrapped encoding's name.
         max_positions: ``M``, the range positions are drawn from (``>= max_len``).
+        eval_positions: ``"plain"`` (``0 .. L-1`` at evaluation) or ``"random"`` (sorted random
+            subsets at evaluation too).
+        eval_seed: the seed of the evaluation draws of ``eval_positions="random"``.
         device, dtype: model dtype.
 
     Examples::
@@ -76,6 +90,9 @@ class RandomizedEncoding(PositionalEncoding):
         causal: bool = False,
         base: str = "rotary",
         max_positions: int | None = None,
+        *,
+        eval_positions: str = "plain",
+        eval_seed: int = 0,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -92,9 +109,16 @@ class RandomizedEncoding(PositionalEncoding):
                 f"{owner}: max_positions ({max_positions}) must be at least the model's max_len "
                 f"({max_len}): positions are drawn from range(max_positions)"
             )
+        if eval_positions not in EVAL_POSITIONS:
+            raise ValueError(
+                f"{owner}: eval_positions must be one of {', '.join(EVAL_POSITIONS)}, got "
+                f"{eval_positions!r}"
+            )
         if not isinstance(base, str) or base == self.name:
             raise ValueError(f"{owner}: base must be the name of another encoding, got {base!r}")
         self.max_positions = int(max_positions)
+        self.eval_positions, self.eval_seed = eval_positions, int(eval_seed)
+        self._eval_generator: torch.Generator | None = None
         self.base = create_encoding(
             base,
             d_model=d_model,
@@ -132,24 +156,44 @@ class RandomizedEncoding(PositionalEncoding):
     def reset_parameters(self) -> None:
         self.base.reset_parameters()
 
+    @property
+    def randomizing(self) -> bool:
+        """Whether this forward's positions are drawn: in training, and at evaluation with
+        ``eval_positions="random"``."""
+        return self.training or self.eval_positions == "random"
+
+    def train(self, mode: bool = True) -> RandomizedEncoding:
+        if not mode:
+            self._eval_generator = None  # the evaluation draws restart from eval_seed
+        return super().train(mode)
+
+    def _generator(self, device: torch.device | str | None) -> torch.Generator | None:
+        if self.training:
+            return None  # torch's generator
+        device = torch.device("cpu" if device is None else device)
+        if self._eval_generator is None or self._eval_generator.device != device:
+            self._eval_generator = torch.Generator(device=device).manual_seed(self.eval_seed)
+        return self._eval_generator
+
     def draw(self, length: int, device: torch.device | str | None = None) -> Positions | None:
         """Positions for ``length`` tokens: a sorted random subset of ``range(max_positions)``
-        in training mode (kept for the attention hooks of this forward), ``None`` (``0 ..
-        length-1``) in evaluation mode."""
+        when :attr:`randomizing` (kept for the attention hooks of this forward), else ``None``
+        (``0 .. length-1``)."""
         self._drawn = None
-        if not self.training:
+        if not self.randomizing:
             return None
         if length > self.max_positions:
             raise ValueError(
                 f"{type(self).__name__}: {length} tokens need max_positions >= {length} (got "
                 f"{self.max_positions}); build it with randomized:max_positions=..."
             )
-        index = torch.randperm(self.max_positions, device=device)[:length].sort().values
-        self._drawn = Positions(index, self.max_positions)
+        generator = self._generator(device)
+        index = torch.randperm(self.max_positions, device=device, generator=generator)
+        self._drawn = Positions(index[:length].sort().values, self.max_positions)
         return self._drawn
 
     def _current(self, length: int, device) -> Positions | None:
-        if not self.training:
+        if not self.randomizing:
             return None
         drawn = self._drawn
         if drawn is None or drawn.index.shape[0] != length:
@@ -175,14 +219,17 @@ class RandomizedEncoding(PositionalEncoding):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         if "qk" not in self.base.acts_on:
             return q, k, v
-        if not self.training:
+        if not self.randomizing:
             return self.base.rotate(q, k, v)
         if q.shape[-2] != k.shape[-2]:
             raise ValueError(
-                f"{type(self).__name__}: randomized positions in training need as many queries "
-                f"as keys, got {q.shape[-2]} queries and {k.shape[-2]} keys"
+                f"{type(self).__name__}: randomized positions need as many queries as keys, got "
+                f"{q.shape[-2]} queries and {k.shape[-2]} keys"
             )
         return self.base.rotate(q, k, v, positions=self._current(q.shape[-2], q.device))
 
     def extra_repr(self) -> str:
-        return f"max_positions={self.max_positions}, dtype={self.dtype}"
+        text = f"max_positions={self.max_positions}"
+        if self.eval_positions != "plain":
+            text += f", eval_positions={self.eval_positions!r}, eval_seed={self.eval_seed}"
+        return f"{text}, dtype={self.dtype}"

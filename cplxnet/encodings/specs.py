@@ -18,10 +18,12 @@ A combination of registered encodings is their names joined by ``+``
 (:mod:`cplxnet.encodings.combined`), its options prefixed by the member they address:
 ``complex-order+rotary:rotary.base=500:complex-order.frequency=shared``.
 
-An evaluation variant of :data:`EVAL_VARIANTS` (``rotary-yarn``) is no model of its own: its
-cells re-score the kept run folders of the encoding it names (``rotary``, trained in the same
-grid) with the encoding rebuilt at evaluation time (YaRN scaling of factor ``n / L`` at each
-evaluation length ``n``), so it costs no training (:func:`cplxnet.compare.grid.lm.rescore_lm_cell`).
+An evaluation variant of :data:`EVAL_VARIANTS` (``rotary-yarn``, ``randomized-eval``) is no model
+of its own: its cells re-score the kept run folders of the encoding it names (``rotary``, or
+``randomized`` with the options written after the variant's name, trained in the same grid) with
+the encoding rebuilt at evaluation time (YaRN scaling of factor ``n / L`` at each evaluation
+length ``n``; randomized positions at evaluation too), so it costs no training
+(:func:`cplxnet.compare.grid.lm.rescore_lm_cell`).
 
 Number field: ``natural`` (the default) runs each encoding in the number field of the paper's
 Table 2: complex models for the complex encodings (``complex-order``, ``complex-vanilla``, the
@@ -100,13 +102,19 @@ MODEL_VARIANTS: dict[str, tuple[str, dict[str, Any], str]] = {
 }
 TABLE4 = ("complex-order", *VARIANTS, *MODEL_VARIANTS)
 # Evaluation-time variants of a language-model grid: name -> (encoding, evaluation options,
-# description). The encoding trains as itself; at each evaluation length n > L its scaling
-# option is set with factor n / L (the rotary scalings of cplxnet.encodings.rope_scaling).
+# description). The encoding trains as itself; a scaling option is set at each evaluation length
+# n > L with factor n / L (the rotary scalings of cplxnet.encodings.rope_scaling), any other
+# option at every evaluation length.
 EVAL_VARIANTS: dict[str, tuple[str, dict[str, Any], str]] = {
     "rotary-yarn": (
         "rotary",
         {"scaling": "yarn"},
         "trained as rotary; scored at n > L with YaRN scaling of factor n / L",
+    ),
+    "randomized-eval": (
+        "randomized",
+        {"eval_positions": "random"},
+        "trained as randomized; scored at sorted random positions too (the paper code's protocol)",
     ),
 }
 

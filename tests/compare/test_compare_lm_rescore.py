@@ -103,6 +103,39 @@ def test_rotary_yarn_on_copy_keeps_the_training_bin(tmp_path):
     assert yarn["test"]["1-3"] == rotary["test"]["1-3"]
 
 
+def test_randomized_eval_rescores_at_random_positions_on_copy(tmp_path):
+    """randomized-eval:base=rotary re-scores the kept randomized run of each seed with sorted
+    random positions at evaluation, at every bin (the training bin too), reproducibly; an
+    independent re-scoring (the run's weights in a decoder built with eval_positions="random")
+    gives the same exact match."""
+    out = str(tmp_path / "c")
+    args = ["compare", "--task", "lm", "--data", "synthetic:copy", "--encodings",
+            "randomized:base=rotary,randomized-eval:base=rotary", "--seeds", "1", "--steps", "40",
+            "--eval-every", "20", "--context", "3", "--batch-size", "16", "--lr", "1e-2",
+            "--threads", "1", *TINY_MODEL, "--keep-runs", "--no-report", "--out", out]  # fmt: skip
+    assert main(args) == 0
+    cells = _cells(out)
+    trained, rescored = cells["randomized:base=rotary"], cells["randomized-eval:base=rotary"]
+    assert rescored["status"] == "ok", rescored.get("error")
+    assert rescored["encoding_spec"] == "randomized:base=rotary@eval:eval_positions=random"
+    assert rescored["rescored"]["cell_id"] == trained["cell_id"]
+    assert rescored["rescored"]["factor"].startswith("none")
+    assert rescored["history"] == trained["history"]
+    run = load_lm_run(os.path.join(out, "runs", trained["cell_id"]))
+    task = run.task().synthetic
+    state = load_checkpoint(os.path.join(run.run_dir, "best.pt"), keys={"model": dict})["model"]
+    options = {**run.config.encoding_options, "eval_positions": "random"}
+    model = zoo.build_model(dataclasses.replace(run.config, encoding_options=options))
+    load_weights(model, state, "best.pt")
+    differs = False
+    for name, lo, hi in task.bins():
+        prompts = task.test_prompts(lo, hi)
+        want = task.accuracy(model.eval(), prompts)
+        assert rescored["test"][name]["accuracy"] == want, name
+        differs |= want != task.accuracy(run.model, prompts)
+    assert differs  # other positions, other answers somewhere
+
+
 def test_rotary_yarn_errors(tmp_path, text_file, capsys):  # noqa: F811
     out = str(tmp_path / "x")
     cases = [
@@ -115,7 +148,8 @@ def test_rotary_yarn_errors(tmp_path, text_file, capsys):  # noqa: F811
         (_tiny_args(text_file, out, "rotary,rotary-yarn:scaling=ntk") + ["--keep-runs"],
          "scaling is set at evaluation by rotary-yarn; drop it"),
         (["compare", "--data", "mr", "--encodings", "rotary,rotary-yarn", "--out", out],
-         "rotary-yarn re-scores language-model runs at longer lengths; use it with --task lm"),
+         "rotary-yarn re-scores language-model runs with options set at evaluation; use it "
+         "with --task lm"),
     ]  # fmt: skip
     for args, message in cases:
         assert main(args) == 1, args

@@ -1,6 +1,7 @@
-"""Randomized positional encodings: evaluation equals the wrapped encoding; in training the
-positions are a sorted, distinct subset of range(max_positions), reproducible from torch's seed,
-shared by every layer of a forward, and the wrapped encoding's formula is applied at them."""
+"""Randomized positional encodings: evaluation equals the wrapped encoding; in training (and at
+evaluation with eval_positions="random") the positions are a sorted, distinct subset of
+range(max_positions), reproducible from torch's seed (from eval_seed at evaluation), shared by
+every layer of a forward, and the wrapped encoding's formula is applied at them."""
 
 import pytest
 import torch
@@ -56,12 +57,17 @@ def test_evaluation_equals_the_base(base, kind):
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("mode", ["train", "random-eval"])
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("base", BASES)
-def test_training_applies_the_base_at_sorted_random_positions(base, kind):
+def test_training_applies_the_base_at_sorted_random_positions(base, kind, mode):
     """The output at token t equals the base's plain output at position m_t of a window of
-    max_positions tokens holding token t at m_t."""
-    enc = build(base, kind).train()
+    max_positions tokens holding token t at m_t (in training, and at evaluation with
+    eval_positions="random")."""
+    if mode == "train":
+        enc = build(base, kind).train()
+    else:
+        enc = build(base, kind, eval_positions="random", eval_seed=5).eval()
     M = enc.max_positions
     assert 4 * CTX["max_len"] == M
     ids, x, q = inputs(kind)
@@ -95,6 +101,56 @@ def test_seeded_reproducible_and_fresh_per_forward():
     assert torch.equal(draws[0], draws[1]) and not torch.equal(draws[0], draws[2])
     enc.encode_input(x)
     assert not torch.equal(enc._drawn.index, draws[2])  # a new forward draws again
+
+
+def test_random_evaluation_draws_from_its_own_seed_afresh_at_each_eval():
+    """eval_positions="random": every .eval() restarts the draws from eval_seed (a repeated
+    evaluation sees the same positions, whatever torch's seed), torch's generator is not
+    touched, successive forwards draw afresh, training draws are those of the default."""
+    enc = build("rotary", torch.complex128, eval_positions="random", eval_seed=4)
+    x = torch.zeros(1, 7, 8, dtype=torch.complex128)
+
+    def evaluation(seed):
+        torch.manual_seed(seed)
+        enc.eval()
+        state = torch.get_rng_state()
+        draws = []
+        for _ in range(2):
+            enc.encode_input(x)
+            draws.append(enc._drawn.index.clone())
+        assert torch.equal(torch.get_rng_state(), state)
+        return draws
+
+    first, again = evaluation(0), evaluation(99)
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    assert not torch.equal(first[0], first[1])
+    g = torch.Generator().manual_seed(4)
+    assert torch.equal(first[0], torch.randperm(enc.max_positions, generator=g)[:7].sort().values)
+    other = build("rotary", torch.complex128, eval_positions="random", eval_seed=5).eval()
+    other.encode_input(x)
+    assert not torch.equal(other._drawn.index, first[0])
+    plain_enc = build("rotary", torch.complex128).train()
+    for e in (enc.train(), plain_enc):
+        torch.manual_seed(3)
+        e.encode_input(x)
+    assert torch.equal(enc._drawn.index, plain_enc._drawn.index)
+    assert "eval_positions='random', eval_seed=4" in repr(enc)
+    with pytest.raises(ValueError, match="eval_positions must be one of plain, random"):
+        create_encoding("randomized", eval_positions="test", **CTX)
+
+
+def test_random_evaluation_bounds_the_length_and_the_model_says_so():
+    config = make_config("decoder", vocab_size=11, d_model=8, num_heads=2, dim_feedforward=8,
+                         num_layers=1, max_len=6, encoding="randomized",
+                         encoding_options={"eval_positions": "random"})  # fmt: skip
+    model = build_model(config)
+    assert model.encoding.max_positions == 24 and not model.supports_kv_cache
+    assert model.unsupported_length(24) is None
+    assert "25 tokens need max_positions >= 25" in model.unsupported_length(25)
+    plain_model = build_model(make_config("decoder", vocab_size=11, d_model=8, num_heads=2,
+                                          dim_feedforward=8, num_layers=1, max_len=6,
+                                          encoding="randomized"))  # fmt: skip
+    assert plain_model.unsupported_length(25) is None  # plain positions have no bound
 
 
 def test_draws_cover_the_whole_stated_range():
@@ -165,5 +221,5 @@ def test_evaluation_leaves_unequal_lengths_to_the_base():
     k = torch.randn(1, 2, 5, 4, dtype=torch.complex128)
     for a, b in zip(enc.rotate(q, k, k), enc.base.rotate(q, k, k)):
         assert torch.equal(a, b)
-    with pytest.raises(ValueError, match="in training need as many queries as keys"):
+    with pytest.raises(ValueError, match="randomized positions need as many queries as keys"):
         enc.train().rotate(q, k, k)

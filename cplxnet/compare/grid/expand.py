@@ -189,8 +189,8 @@ def expand_grid(
     rescored = [s.label for s in encodings if s.evaluation]
     if rescored:
         raise CompareError(
-            f"{', '.join(rescored)} re-scores language-model runs at longer lengths; use it "
-            "with --task lm"
+            f"{', '.join(rescored)} re-scores language-model runs with options set at "
+            "evaluation; use it with --task lm"
         )
     per_family = sum(len(numbers_for(s, numbers)) for s in encodings)
     configurations = len(families) * len(datas) * per_family

@@ -211,8 +211,10 @@ def expand_lm_grid(
                 check_option_values(spec)  # rotary:base=abc: one line naming the option
                 config = lm_cell_config(spec, number, options)
                 zoo.build_model(dataclasses.replace(config, vocab_size=8))
-                if spec.evaluation:  # the scaling as it is built at twice the length
-                    scaled = {**config.encoding_options, **spec.evaluation, "factor": 2.0}
+                if spec.evaluation:  # as built at evaluation (a scaling: at twice the length)
+                    scaled = {**config.encoding_options, **spec.evaluation}
+                    if "scaling" in spec.evaluation:
+                        scaled["factor"] = 2.0
                     zoo.build_model(dataclasses.replace(config, vocab_size=8,
                                                         encoding_options=scaled))  # fmt: skip
                 if spec.model:
@@ -363,8 +365,9 @@ def rescore_lm_cell(cell: Cell, run_dir: str) -> dict[str, Any]:
     """The row of an evaluation variant (:data:`cplxnet.compare.specs.EVAL_VARIANTS`): the kept
     run folder of the cell it re-scores (same data, field and seed, the encoding as trained:
     ``EncodingSpec.trained``), beside ``run_dir``, scored again on its test part with the
-    encoding options ``cell.encoding.evaluation`` set at each evaluation length ``n`` with
-    factor ``n / L`` (:func:`cplxnet.tasks.lm.scaled_models`; at ``n = L`` the run's own model). Its
+    encoding options ``cell.encoding.evaluation``: a rotary ``scaling`` set at each evaluation
+    length ``n`` with factor ``n / L`` (:func:`cplxnet.tasks.lm.scaled_models`; at ``n = L`` the
+    run's own model), any other option at every length (:func:`cplxnet.tasks.lm.rebuilt_model`). Its
     training fields are that run's; ``rescored`` says what was done. A run that is missing or
     not finished is a :class:`CompareError` with the fix."""
     from ...tasks.lm import evaluate_lm_run, load_lm_run
@@ -381,7 +384,10 @@ def rescore_lm_cell(cell: Cell, run_dir: str) -> dict[str, Any]:
     with open(done, encoding="utf-8") as fh:
         results = json.load(fh)
     started = time.perf_counter()
-    test = evaluate_lm_run(load_lm_run(src), scaling=cell.encoding.evaluation)
+    evaluation = dict(cell.encoding.evaluation)
+    scaled = "scaling" in evaluation
+    test = evaluate_lm_run(load_lm_run(src), **{"scaling" if scaled else "encoding_options":
+                                                evaluation})  # fmt: skip
     return {
         **_row(results, src),
         "test": test,
@@ -390,7 +396,9 @@ def rescore_lm_cell(cell: Cell, run_dir: str) -> dict[str, Any]:
             "cell_id": source.cell_id,
             "encoding_options": dict(cell.encoding.evaluation),
             "factor": "n / L at each evaluation length n (L: the longest training input); "
-            "the trained encoding at n <= L",
+            "the trained encoding at n <= L"
+            if scaled
+            else "none: the options at every length",
         },
     }
 

@@ -27,8 +27,8 @@ from .synthetic import SEP
 from .task import LMOptions, LMTask, build_lm_model, load_lm_config
 
 __all__ = [
-    "LoadedLM", "load_lm_run", "scaled_models", "evaluate_lm_run", "generate", "stream",
-    "generate_text", "stream_text", "DEFAULT_NEW_TOKENS",
+    "LoadedLM", "load_lm_run", "rebuilt_model", "scaled_models", "evaluate_lm_run", "generate",
+    "stream", "generate_text", "stream_text", "DEFAULT_NEW_TOKENS",
 ]  # fmt: skip
 
 #: Tokens :func:`stream_text` generates for a text run when ``num_tokens`` is not given.
@@ -82,6 +82,17 @@ def load_lm_run(run_dir: str) -> LoadedLM:
     return LoadedLM(run_dir, config, model, vocab, run_config)
 
 
+def rebuilt_model(run: LoadedLM, encoding_options: Mapping[str, Any]) -> nn.Module:
+    """The run's best weights in a model whose encoding is built with ``encoding_options``
+    (over the run's own), on the run's device, in evaluation mode: an encoding option set at
+    evaluation only (the weights must fit the rebuilt model)."""
+    config = run.config
+    options = {**dict(config.encoding_options or {}), **dict(encoding_options)}
+    model = build_lm_model(dataclasses.replace(config, encoding_options=options), run.run_dir)
+    load_weights(model, run.model.state_dict(), os.path.join(run.run_dir, "best.pt"))
+    return model.to(next(run.model.parameters()).device).eval()
+
+
 def scaled_models(run: LoadedLM, scaling: Mapping[str, Any]) -> Callable[[int], nn.Module]:
     r"""``model_at(n)``: the run's best weights with its rotary encoding rebuilt for inputs of
     ``n`` tokens with the scaling options ``scaling`` (``{"scaling": "yarn"}``, and any option
@@ -113,11 +124,8 @@ def scaled_models(run: LoadedLM, scaling: Mapping[str, Any]) -> Callable[[int], 
         if n <= trained:
             return run.model
         if n not in models:
-            options = {**own, **scaling, "factor": n / trained, "original_max_len": trained}
-            model = build_lm_model(dataclasses.replace(config, encoding_options=options),
-                                   run.run_dir)  # fmt: skip
-            load_weights(model, run.model.state_dict(), os.path.join(run.run_dir, "best.pt"))
-            models[n] = model.to(next(run.model.parameters()).device).eval()
+            options = {**scaling, "factor": n / trained, "original_max_len": trained}
+            models[n] = rebuilt_model(run, options)
         return models[n]
 
     return model_at
@@ -128,16 +136,28 @@ def evaluate_lm_run(
     context: int | None = None,
     *,
     scaling: Mapping[str, Any] | None = None,
+    encoding_options: Mapping[str, Any] | None = None,
 ) -> dict[str, dict]:
     """Score a run's best weights on its test part: at ``context`` tokens per window, or, with
     ``None``, at every length (or bin) its results.json has. Synthetic runs with ``context``
     score the exact-match accuracy on prompts of exactly ``context`` symbols. ``scaling``:
-    rotary scaling options set at evaluation with factor ``n / L`` (:func:`scaled_models`)."""
+    rotary scaling options set at evaluation with factor ``n / L`` (:func:`scaled_models`);
+    ``encoding_options``: other encoding options set at evaluation, at every length
+    (:func:`rebuilt_model`; e.g. ``{"eval_positions": "random"}`` of a randomized run)."""
     if isinstance(run, str):
         run = load_lm_run(run)
     if context is not None and context < 1:
         raise DataError(f"--context must be at least 1, got {context}")
-    model_at = scaled_models(run, scaling) if scaling else (lambda n: run.model)
+    if scaling and encoding_options:
+        raise ValueError("evaluate_lm_run: give scaling or encoding_options, not both")
+    if scaling:
+        model_at = scaled_models(run, scaling)
+    else:
+        fixed = rebuilt_model(run, encoding_options) if encoding_options else run.model
+
+        def model_at(n: int) -> nn.Module:
+            return fixed
+
     task = run.task()
     options = LMOptions.from_dict(run.run_config["train"])
     if context is None:
