@@ -10,7 +10,15 @@ import torch
 import torch.nn.functional as F
 
 from .._utils import pack, unpack
-from .grid_views import adaptive_blocks, block_mean, is_channels_last, on_parts, pool_blocks
+from .grid_views import (
+    adaptive_blocks,
+    adaptive_sizes,
+    block_mean,
+    is_channels_last,
+    on_parts,
+    pool_blocks,
+    separable_mean,
+)
 
 __all__ = [
     "masked_mean",
@@ -385,25 +393,35 @@ def _adaptive_avg_pool(x, nd, output_size):
     k = adaptive_blocks(x, nd, output_size)
     if k is not None:
         return block_mean(x, k, math.prod(k))
+    out = adaptive_sizes(x, nd, output_size)
+    if out is not None:
+        return separable_mean(x, out)
     return on_parts(lambda r: _AAVG[nd](r, output_size), x, nd, True, nd == 2)
 
 
 def adaptive_avg_pool1d(x: torch.Tensor, output_size: int | Sequence[int]) -> torch.Tensor:
     r"""Adaptive average pooling on ``(B, C, L)`` (or ``(C, L)``): torch's
-    ``adaptive_avg_pool1d`` of the real and imaginary parts. Sizes divisible by the output size
-    (e.g. global pooling to 1) are non-overlapping windows, summed on the interleaved layout as
-    in :func:`avg_pool1d`; other sizes take two torch calls on the contiguous parts
-    (:func:`on_parts`, faster than one call on the channels-last view)."""
+    ``adaptive_avg_pool1d`` of the real and imaginary parts, torch's windows
+    :math:`[\lfloor i L / o \rfloor, \lceil (i + 1) L / o \rceil)`. Sizes divisible by the
+    output size (e.g. global pooling to 1) are non-overlapping windows, summed on the
+    interleaved layout as in :func:`avg_pool1d`; other sizes take two torch calls on the
+    contiguous parts."""
     return _adaptive_avg_pool(x, 1, output_size)
 
 
 def adaptive_avg_pool2d(x: torch.Tensor, output_size: int | Sequence[int | None]) -> torch.Tensor:
-    r"""Adaptive average pooling on ``(B, C, H, W)``; see :func:`adaptive_avg_pool1d` (sizes
-    that do not divide, batched: one torch call on the channels-last real view, a contiguous
-    input converted in and back, as :func:`avg_pool2d`)."""
+    r"""Adaptive average pooling on ``(B, C, H, W)``; see :func:`adaptive_avg_pool1d`. Sizes
+    that do not divide, to outputs of at most 16 per axis (e.g. 7, a classifier head's): one
+    matrix product per axis on the interleaved real view of a contiguous input (the pool is
+    separable; :func:`~cplxnet.functional.grid_views.separable_mean`, no copy of the input);
+    larger outputs, or an input being traced or compiled: torch's kernel on the channels-last
+    real view (a contiguous batched input converted in and back); a channels-last input: that
+    kernel on its real view, no copy."""
     return _adaptive_avg_pool(x, 2, output_size)
 
 
 def adaptive_avg_pool3d(x: torch.Tensor, output_size: int | Sequence[int | None]) -> torch.Tensor:
-    r"""Adaptive average pooling on ``(B, C, D, H, W)``; see :func:`adaptive_avg_pool1d`."""
+    r"""Adaptive average pooling on ``(B, C, D, H, W)``; see :func:`adaptive_avg_pool2d`
+    (sizes that do not divide, outputs larger than 16 per axis: torch's kernel on the
+    contiguous parts)."""
     return _adaptive_avg_pool(x, 3, output_size)

@@ -1,6 +1,7 @@
 """The grid layers' layouts that bypass torch's kernels (``cplxnet.functional.grid_views``: the
 block mean of non-overlapping average pools, the block repeat of nearest upsampling by powers of
-two; the one-GEMM ConvTranspose1d with stride = kernel size) against torch on each part or
+two; the separable adaptive average of sizes that do not divide; the one-GEMM ConvTranspose1d
+with stride = kernel size) against torch on each part or
 torch's native complex op, in values and gradients, complex64 and complex128; each case first
 asserts that it takes the path it is meant to test."""
 
@@ -97,6 +98,67 @@ def test_pools_outside_the_block_paths_fall_back_and_keep_torch_errors():
         CF.avg_pool2d(x, 9)
     assert G.adaptive_blocks(x, 2, 0) is None  # torch's empty output
     assert CF.adaptive_avg_pool2d(x, 0).shape == F.adaptive_avg_pool2d(x.real, 0).shape
+
+
+# adaptive average pools whose sizes do not divide (windows of unequal length, overlapping),
+# output larger than the input, kept sizes (None), unbatched
+SEPARABLE = [
+    (2, (2, 3, 20, 20), 7),
+    (2, (2, 3, 40, 17), (16, 5)),
+    (2, (2, 3, 10, 9), (4, None)),
+    (2, (3, 5, 7), (9, 2)),
+    (3, (2, 2, 5, 6, 7), (3, 4, 5)),
+    (3, (2, 5, 6, 7), (3, None, 2)),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("nd", "shape", "out"), SEPARABLE)
+def test_separable_adaptive_pools_equal_torch_on_each_part(dtype, nd, shape, out):
+    x = torch.randn(*shape, dtype=dtype, requires_grad=True)
+    assert G.adaptive_blocks(x, nd, out) is None and G.adaptive_sizes(x, nd, out) is not None
+    ours, torch_fn = getattr(CF, f"adaptive_avg_pool{nd}d"), getattr(F, f"adaptive_avg_pool{nd}d")
+    _check(lambda t: ours(t, out), lambda t: _split(lambda r: torch_fn(r, out), t), x)
+
+
+def test_separable_mean_gradcheck_views_and_no_input_sized_tensor():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    x = torch.randn(2, 3, 7, 5, dtype=torch.complex128, requires_grad=True)
+    fn = lambda t: CF.adaptive_avg_pool2d(t, (3, 4))  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (x,)) and torch.autograd.gradgradcheck(fn, (x,))
+    ref = lambda t: _split(lambda r: F.adaptive_avg_pool2d(r, (3, 4)), t)  # noqa: E731
+    xc = x.detach().conj()
+    torch.testing.assert_close(fn(xc), ref(xc))
+    xt = x.detach().transpose(-1, -2)  # non-contiguous: torch's kernel on the parts
+    assert G.adaptive_sizes(xt, 2, (3, 4)) is None
+    torch.testing.assert_close(fn(xt), ref(xt))
+    assert G.adaptive_mean_matrix(7, 3, x).sum(1).sub(1).abs().max() < 1e-15
+    # torch's kernel on the parts: 1-D, an output over SEPARABLE_MAX_OUT, a channels-last input
+    assert G.adaptive_sizes(torch.randn(2, 3, 13, dtype=torch.complex64), 1, 5) is None
+    assert G.adaptive_sizes(torch.randn(1, 2, 40, 9, dtype=torch.complex64), 2, (17, 4)) is None
+    xl = torch.randn(2, 3, 7, 5, dtype=torch.complex64).contiguous(
+        memory_format=torch.channels_last
+    )
+    assert G.adaptive_sizes(xl, 2, (3, 4)) is None
+    torch.testing.assert_close(fn(xl), ref(xl))
+    assert fn(xl).is_contiguous(memory_format=torch.channels_last)
+
+    class Sizes(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() != source:
+                    made.append((func.__name__, t.untyped_storage().nbytes()))
+            return out
+
+    big = torch.randn(4, 8, 30, 30, dtype=torch.complex64)
+    source = big.untyped_storage().data_ptr()
+    made: list = []
+    with Sizes():
+        CF.adaptive_avg_pool2d(big, 7)
+    largest = max(n for _, n in made)  # new storages: the steps' outputs, the small matrices
+    assert made and largest <= big.untyped_storage().nbytes() * 7 / 30, made  # no input copy
 
 
 UPSAMPLE_BLOCKS = [
