@@ -133,7 +133,9 @@ def add_subcommands(sub: Any) -> None:
         "or 'table4' for all of them. An encoding that a family cannot use (attention encodings "
         "without attention, the projection ablation without a Transformer) is skipped for that "
         "family with a note. With --task lm, rotary-yarn trains nothing: it re-scores each "
-        "seed's rotary run (kept with --keep-runs) with YaRN of factor n / L at each length n.",
+        "seed's rotary run (kept with --keep-runs) with YaRN of factor n / L at each length n; "
+        "randomized-eval:base=rotary re-scores the randomized:base=rotary runs with sorted random "
+        "positions at evaluation too (eval_seed=N sets their seed).",
     )
     g = c.add_argument_group("grid")
     g.add_argument(

@@ -58,8 +58,9 @@ class RandomizedEncoding(PositionalEncoding):
     The subset is drawn by the first hook of a forward that the model calls: ``embed`` when the
     base acts on the word embedding, else ``encode_input`` (this encoding acts on ``"input"``
     for that, a no-op there for a rotary base); the attention hooks of every layer then reuse
-    it. A standalone attention layer in training mode (no ``encode_input`` call) draws one
-    subset per call.
+    it. ``rotate`` without a draw of its length draws one and keeps it, so a standalone
+    attention layer (no ``encode_input`` call) reuses its positions from call to call until
+    ``draw(length)`` (or ``encode_input``) is called for a new forward or the mode changes.
 
     Args:
         d_model, num_heads, vocab_size, max_len, causal: model context, given to ``base``.
@@ -163,6 +164,7 @@ class RandomizedEncoding(PositionalEncoding):
         return self.training or self.eval_positions == "random"
 
     def train(self, mode: bool = True) -> RandomizedEncoding:
+        self._drawn = None  # no draw outlives a change of mode
         if not mode:
             self._eval_generator = None  # the evaluation draws restart from eval_seed
         return super().train(mode)

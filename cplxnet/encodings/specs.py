@@ -114,9 +114,13 @@ EVAL_VARIANTS: dict[str, tuple[str, dict[str, Any], str]] = {
     "randomized-eval": (
         "randomized",
         {"eval_positions": "random"},
-        "trained as randomized; scored at sorted random positions too (the paper code's protocol)",
+        "trained as randomized; scored at sorted random positions too (the paper code's "
+        "protocol; one draw per scored batch, from eval_seed)",
     ),
 }
+# Options an evaluation variant's spec may add that act at evaluation only (the others are the
+# trained column's): ``randomized-eval:base=rotary:eval_seed=3`` re-scores randomized:base=rotary.
+EVAL_VARIANT_OPTIONS: dict[str, frozenset[str]] = {"randomized-eval": frozenset({"eval_seed"})}
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -291,7 +295,10 @@ def parse_encoding(text: str) -> EncodingSpec:
                 f"{value.strip()}); keep one"
             )
         given[key] = value
-        options[key] = parse_value(value)
+        if key in EVAL_VARIANT_OPTIONS.get(head, ()):
+            evaluation[key] = parse_value(value)
+        else:
+            options[key] = parse_value(value)
     clash = sorted(set(options) & set(evaluation))
     if clash:
         raise ValueError(

@@ -250,7 +250,8 @@ def adaptive_sizes(x: torch.Tensor, nd: int, output_size) -> tuple | None:
     if len(out) != nd:
         return None
     out = tuple(n if o is None else o for o, n in zip(out, x.shape[-nd:]))
-    if any(not isinstance(o, int) or not 1 <= o <= SEPARABLE_MAX_OUT for o in out):
+    if any(isinstance(o, bool) or not isinstance(o, int) or not 1 <= o <= SEPARABLE_MAX_OUT
+           for o in out):  # fmt: skip
         return None
     return None if 0 in x.shape[-nd:] else out
 

@@ -414,9 +414,9 @@ def adaptive_avg_pool2d(x: torch.Tensor, output_size: int | Sequence[int | None]
     that do not divide, to outputs of at most 16 per axis (e.g. 7, a classifier head's): one
     matrix product per axis on the interleaved real view of a contiguous input (the pool is
     separable; :func:`~cplxnet.functional.grid_views.separable_mean`, no copy of the input);
-    larger outputs, or an input being traced or compiled: torch's kernel on the channels-last
-    real view (a contiguous batched input converted in and back); a channels-last input: that
-    kernel on its real view, no copy."""
+    larger outputs, other strides, or an input being traced or compiled: torch's kernel on the
+    channels-last real view (a batched input converted in and back; an unbatched one on the
+    contiguous parts); a channels-last input: that kernel on its real view, no copy."""
     return _adaptive_avg_pool(x, 2, output_size)
 
 

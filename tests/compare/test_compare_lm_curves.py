@@ -94,13 +94,21 @@ def test_synthetic_rows_with_a_dev_exact_match_read_it_higher_is_better():
         del m["dev_bpc"]
         m["dev_accuracy"] = a
     assert dev_key(rows) == "dev_accuracy"
-    assert plateau_gain(rows[0]["history"], "dev_accuracy") == pytest.approx(0.1 / 0.8)
+    assert plateau_gain(rows[0]["history"], "dev_accuracy") == pytest.approx(0.1)  # points
     flat = [{**m, "dev_accuracy": v} for m, v in zip(rows[0]["history"], [0.2, 1, 1, 0.9, 1])]
     assert plateau_gain(flat, "dev_accuracy") == 0.0  # a worse evaluation is not a loss
+    zero = [{**m, "dev_accuracy": v} for m, v in zip(rows[0]["history"], [0, 0, 0, 0, 0.4])]
+    assert plateau_gain(zero, "dev_accuracy") == pytest.approx(0.4)  # still at 0 at 0.8 S
     table, notes = training_table(rows, {}, {"lm": {"train": {"batch_size": 32}}})
-    assert "dev exact match gain, last fifth" in table and "| 12.5% † |" in table
+    assert "dev exact match gain, last fifth" in table and "| 10.0 pts † |" in table
+    assert notes[0].startswith("Gain of the best dev exact match") and "1 point" in notes[0]
     assert "exact match of the greedy answers" in notes[-1]
     assert curve_groups(rows)[("rotary", "real")][500] == [0.9]
+    # a run without it (trained before it was recorded): every run reads the dev loss
+    old = _row("none", 0, [3.0, 2.0, 1.0, 0.5, 0.4], data="synthetic:copy")
+    for m in old["history"]:
+        del m["dev_bpc"]
+    assert dev_key([*rows, old]) == "dev_loss"
 
 
 def test_report_has_the_training_section_and_curves(tmp_path):

@@ -167,6 +167,10 @@ def test_eval_variant_spec_round_trips():
     assert spec.slug != spec.trained.slug
     again = type(spec).from_dict(json.loads(json.dumps(spec.to_dict())))
     assert again == spec and "evaluation" not in parse_encoding("rotary").to_dict()
+    spec = parse_encoding("randomized-eval:base=rotary:eval_seed=3")
+    assert spec.options == {"base": "rotary"}
+    assert spec.evaluation == {"eval_positions": "random", "eval_seed": 3}
+    assert spec.trained.canonical == "randomized:base=rotary"
 
 
 @pytest.mark.parametrize(

@@ -153,6 +153,26 @@ def test_random_evaluation_bounds_the_length_and_the_model_says_so():
     assert plain_model.unsupported_length(25) is None  # plain positions have no bound
 
 
+def test_a_change_of_mode_drops_the_draw_and_rotate_reuses_it_until_a_new_draw():
+    enc = build("rotary", torch.complex128, eval_positions="random", eval_seed=0).train()
+    q = torch.randn(1, 2, 5, 4, dtype=torch.complex128)
+    torch.manual_seed(1)
+    enc.rotate(q, q, q)
+    trained = enc._drawn.index.clone()
+    enc.rotate(q, q, q)
+    assert torch.equal(enc._drawn.index, trained)  # standalone calls keep the draw
+    enc.draw(5)
+    assert not torch.equal(enc._drawn.index, trained)  # a new forward's draw
+    enc.eval()
+    assert enc._drawn is None
+    enc.rotate(q, q, q)
+    g = torch.Generator().manual_seed(0)
+    want = torch.randperm(enc.max_positions, generator=g)[:5].sort().values
+    assert torch.equal(enc._drawn.index, want)  # from eval_seed, not the training draw
+    enc.train()
+    assert enc._drawn is None
+
+
 def test_draws_cover_the_whole_stated_range():
     """Positions come from all of range(max_positions) (max_len 6: 24 by default), uniformly:
     the last position is drawn as often as the first, and a draw of max_positions tokens is

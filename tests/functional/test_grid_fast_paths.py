@@ -130,11 +130,12 @@ def test_separable_mean_gradcheck_views_and_no_input_sized_tensor():
     ref = lambda t: _split(lambda r: F.adaptive_avg_pool2d(r, (3, 4)), t)  # noqa: E731
     xc = x.detach().conj()
     torch.testing.assert_close(fn(xc), ref(xc))
-    xt = x.detach().transpose(-1, -2)  # non-contiguous: torch's kernel on the parts
+    xt = x.detach().transpose(-1, -2)  # non-contiguous: torch's kernel (channels-last view)
     assert G.adaptive_sizes(xt, 2, (3, 4)) is None
     torch.testing.assert_close(fn(xt), ref(xt))
     assert G.adaptive_mean_matrix(7, 3, x).sum(1).sub(1).abs().max() < 1e-15
-    # torch's kernel on the parts: 1-D, an output over SEPARABLE_MAX_OUT, a channels-last input
+    # torch's kernels: 1-D, an output over SEPARABLE_MAX_OUT, a channels-last input; a bool size
+    assert G.adaptive_sizes(torch.randn(1, 2, 8, 9, dtype=torch.complex64), 2, (True, 4)) is None
     assert G.adaptive_sizes(torch.randn(2, 3, 13, dtype=torch.complex64), 1, 5) is None
     assert G.adaptive_sizes(torch.randn(1, 2, 40, 9, dtype=torch.complex64), 2, (17, 4)) is None
     xl = torch.randn(2, 3, 7, 5, dtype=torch.complex64).contiguous(

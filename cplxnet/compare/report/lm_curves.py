@@ -4,12 +4,14 @@ had plateaued when it stopped, and the budget each run used (steps, training tok
 seconds), from the ``history`` of each cell (the run's metrics.jsonl: one line per evaluation).
 
 Plateau (the criterion of Press et al. 2022 and Kazemnejad et al. 2023 that a model has learned):
-over the last fifth of the steps a run trained, the relative gain of its best dev score so far,
-``|best(S) - best(0.8 S)| / best(0.8 S)`` for ``S`` steps (a run that stopped early by
-``patience`` counts the steps it trained). The score is the dev bpc or perplexity at L of a text
-stream (lower is better) and the dev exact match of a synthetic task (higher is better; a run
-without it, trained before it was recorded, falls back to the dev loss). A gain of
-:data:`PLATEAU` (1%) or more is marked: that configuration was still learning.
+over the last fifth of the steps a run trained, the gain of its best dev score so far for
+``S`` steps: relative, ``(best(0.8 S) - best(S)) / best(0.8 S)``, for the dev bpc or perplexity
+at L of a text stream (lower is better); absolute, ``best(S) - best(0.8 S)`` in points of
+exact match, for a synthetic task's dev exact match (higher is better, a fraction: a run still
+at 0 has a gain too). A run that stopped early by ``patience`` counts the steps it trained. A
+report whose runs do not all have the dev exact match (runs trained before it was recorded)
+reads the dev loss of every run. A gain of :data:`PLATEAU` (1%, or 1 point) or more is
+marked: that configuration was still learning.
 
 A re-scored cell (an evaluation variant such as ``rotary-yarn``) trained nothing: it has the
 curve of the run it re-scores and is left out of both.
@@ -41,10 +43,16 @@ LAST_PART = 0.2
 
 def dev_key(rows: Sequence[dict[str, Any]]) -> str:
     """The history key of the dev score at L: ``dev_bpc`` (characters), ``dev_perplexity``
-    (words), ``dev_accuracy`` (a synthetic task's exact match), else ``dev_loss``."""
+    (words), ``dev_accuracy`` (a synthetic task's exact match, when every run with a history
+    has it), else ``dev_loss``."""
     keys = {k for r in rows for m in (r.get("history") or []) for k in m}
-    return next((k for k in ("dev_bpc", "dev_perplexity", "dev_accuracy") if k in keys),
-                "dev_loss")  # fmt: skip
+    key = next((k for k in ("dev_bpc", "dev_perplexity") if k in keys), None)
+    if key is not None:
+        return key
+    runs = [r for r in rows if r.get("history")]
+    if runs and all(any("dev_accuracy" in m for m in r["history"]) for r in runs):
+        return "dev_accuracy"
+    return "dev_loss"
 
 
 #: History keys whose larger values are better (every other dev score is lower-is-better).
@@ -60,16 +68,19 @@ def _best_until(history: Sequence[dict[str, Any]], key: str, step: float) -> flo
 
 
 def plateau_gain(history: Sequence[dict[str, Any]], key: str = "dev_bpc") -> float | None:
-    """The relative gain of the best dev score over the last fifth of the steps trained (see the
-    module docstring); ``None`` without an evaluation in the first four fifths."""
+    """The gain of the best dev score over the last fifth of the steps trained (relative, or in
+    points for :data:`HIGHER_IS_BETTER` keys; see the module docstring); ``None`` without an
+    evaluation in the first four fifths."""
     if not history:
         return None
     steps = max(int(m["step"]) for m in history)
     before = _best_until(history, key, (1 - LAST_PART) * steps)
     after = _best_until(history, key, steps)
-    if before is None or after is None or before == 0:
+    if before is None or after is None:
         return None
-    return abs(after - before) / abs(before)
+    if key in HIGHER_IS_BETTER:
+        return after - before
+    return None if before == 0 else (before - after) / abs(before)
 
 
 def _trained(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -170,7 +181,8 @@ def training_table(
         gains = [g for r in runs if (g := plateau_gain(r["history"], key)) is not None]
         if gains:
             m, s = mean_std(gains)
-            text = f"{100 * m:.1f}%" + (f" ± {100 * s:.1f}%" if len(gains) > 1 else "")
+            unit = " pts" if key in HIGHER_IS_BETTER else "%"
+            text = f"{100 * m:.1f}{unit}" + (f" ± {100 * s:.1f}{unit}" if len(gains) > 1 else "")
             if m >= PLATEAU:
                 text += " †"
                 still += 1
@@ -179,11 +191,17 @@ def training_table(
             cells.append("–")
         table.append(cells)
     rule = "|---|" + "---:|" * (len(header) - 1)
+    if key in HIGHER_IS_BETTER:
+        gain = ("Gain of the best dev exact match over the last fifth of the steps each run "
+                "trained, best at S - best at 0.8 S for S steps in points (1 point: 1% of the dev "
+                "prompts), mean ± std over seeds; † marks 1 point or more")  # fmt: skip
+    else:
+        gain = ("Relative gain of the best dev score at L over the last fifth of the steps each "
+                "run trained, (best at 0.8 S - best at S) / best at 0.8 S for S steps, mean ± std "
+                f"over seeds; † marks {PLATEAU:.0%} or more")  # fmt: skip
     notes = [
-        f"Relative gain of the best dev score at L over the last fifth of the steps each run "
-        f"trained, |best at S - best at 0.8 S| / best at 0.8 S for S steps, mean ± std over "
-        f"seeds; † marks {PLATEAU:.0%} or more (still learning: {still} of {len(table)} "
-        f"configurations). Stopped early: runs that ended by patience before "
+        f"{gain} (still learning: {still} of {len(table)} configurations). Stopped early: runs "
+        f"that ended by patience before "
         f"{'the step limit' if limit is None else f'{int(limit):,} steps'}."
     ]
     if synthetic and key == "dev_accuracy":

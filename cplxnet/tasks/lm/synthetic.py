@@ -196,7 +196,10 @@ class SyntheticTask:
         that of :meth:`greedy_answers` and computed with one teacher-forced forward pass per
         batch: a greedy answer is right exactly when the arg-max next token is the target at
         every answer position given the right prefix. A batch holds about ``batch_tokens``
-        tokens (at least one prompt)."""
+        tokens (at least one prompt). The equality needs positions that do not depend on the
+        batch: a randomized encoding with ``eval_positions="random"`` draws one set of
+        positions per forward, shared by the batch's sequences (padded to its longest), so its
+        score is that of those draws and depends on ``batch_tokens``."""
         if not prompts:
             raise ValueError("SyntheticTask.accuracy: no prompts")
         was = model.training
