@@ -1,4 +1,4 @@
-"""The README's language-model results line states what the committed report says.
+"""The README's language-model results line states what the committed reports say.
 
 Reads the bullet of README.md that links ``lm-char-L64-cosine`` and the report it links: each
 ``NAME a / b`` pair is that encoding's test bpc at L and at 8L rounded to two decimals (half
@@ -59,3 +59,34 @@ def test_lm_results_line_equals_the_committed_report():
     assert yarn is not None and abs(bpc["rotary-yarn (real)"][3] - float(yarn.group(1))) <= 0.005
     bound = re.search(r"gain ≥ (\d+(?:\.\d+)?)% in the last fifth", bullet)
     assert bound is not None and min(gain.values()) >= float(bound.group(1))
+
+
+COPY = "benchmarks/compare/lm-copy-cosine"
+COPY_NAMES = {"KERPLE": "kerple (real)", "ALiBi": "alibi (real)", "FIRE": "fire (real)"}
+
+
+def test_copy_results_sentence_equals_the_committed_report():
+    """The bullet's copy sentence: the named encodings' exact match at 17-32 (L+1..2L) rounded
+    to two decimals, and every other row at most the bound it states."""
+    bullet = _bullet()
+    assert COPY in bullet
+    sentence = bullet[bullet.index("Copy (") :]
+    with open(os.path.join(ROOT, COPY, "report.md"), encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+    header = next(x for x in lines if x.startswith("| encoding |") and "17-32" in x)
+    column = [c.strip() for c in header.strip("|").split("|")].index("17-32")
+    at = {}
+    for line in lines[lines.index(header) + 2 :]:
+        if not line.startswith("| "):
+            break
+        cells = [c.strip().strip("*") for c in line.strip("|").split("|")]
+        value = cells[column].split()[0]
+        at[cells[0]] = None if value == "n/a" else float(value)  # n/a: lengths it cannot take
+    named = re.findall(r"(KERPLE|ALiBi|FIRE) \.(\d\d)", sentence)
+    assert [n for n, _ in named] == ["KERPLE", "ALiBi", "FIRE"], sentence
+    for name, value in named:
+        assert abs(at[COPY_NAMES[name]] - float("." + value)) <= 0.005 + 1e-9, (name, at)
+    bound = re.search(r"the rest ≤ \.(\d\d)", sentence)
+    assert bound is not None
+    rest = [v for k, v in at.items() if k not in COPY_NAMES.values() and v is not None]
+    assert len(rest) >= 10 and max(rest) <= float("." + bound.group(1)) + 1e-9
