@@ -386,8 +386,7 @@ def rescore_lm_cell(cell: Cell, run_dir: str) -> dict[str, Any]:
     started = time.perf_counter()
     evaluation = dict(cell.encoding.evaluation)
     scaled = "scaling" in evaluation
-    test = evaluate_lm_run(load_lm_run(src), **{"scaling" if scaled else "encoding_options":
-                                                evaluation})  # fmt: skip
+    test = evaluate_lm_run(load_lm_run(src), evaluation=evaluation)
     return {
         **_row(results, src),
         "test": test,

@@ -57,7 +57,8 @@ def dev_key(rows: Sequence[dict[str, Any]]) -> str:
 
 #: History keys whose larger values are better (every other dev score is lower-is-better).
 HIGHER_IS_BETTER = frozenset({"dev_accuracy"})
-_SCORE_NAMES = {"dev_accuracy": "dev exact match"}
+_SCORE_NAMES = {"dev_bpc": "bits per character", "dev_perplexity": "perplexity",
+                "dev_accuracy": "exact match"}  # fmt: skip
 
 
 def _best_until(history: Sequence[dict[str, Any]], key: str, step: float) -> float | None:
@@ -122,9 +123,7 @@ def plot_curves(
         kwargs["markersize"] = 3
         ax.plot(steps, means, **kwargs)
     ax.set_xlabel("training step")
-    what = {"dev_bpc": "bits per character", "dev_perplexity": "perplexity",
-            "dev_accuracy": "exact match"}.get(key, "loss")  # fmt: skip
-    ax.set_ylabel(f"dev {what} at L (mean over seeds)")
+    ax.set_ylabel(f"dev {_SCORE_NAMES.get(key, 'loss')} at L (mean over seeds)")
     ax.grid(alpha=0.3)
     add_legend(fig, styles, list(groups))
     return save_figure(fig, path)
@@ -158,7 +157,7 @@ def training_table(
     for row in trained:
         by.setdefault((str(row["encoding"]), str(row["number"])), []).append(row)
     unit = "sequences" if synthetic else "tokens"
-    score = _SCORE_NAMES.get(key, key.replace("_", " "))
+    score = f"dev {_SCORE_NAMES[key]}" if key in HIGHER_IS_BETTER else key.replace("_", " ")
     header = ["encoding", "steps/run", "stopped early", f"training {unit}/run",
               "train CPU s/run", f"{score} gain, last fifth"]  # fmt: skip
     table, still = [], 0
@@ -181,8 +180,8 @@ def training_table(
         gains = [g for r in runs if (g := plateau_gain(r["history"], key)) is not None]
         if gains:
             m, s = mean_std(gains)
-            unit = " pts" if key in HIGHER_IS_BETTER else "%"
-            text = f"{100 * m:.1f}{unit}" + (f" ± {100 * s:.1f}{unit}" if len(gains) > 1 else "")
+            sign = " pts" if key in HIGHER_IS_BETTER else "%"
+            text = f"{100 * m:.1f}{sign}" + (f" ± {100 * s:.1f}{sign}" if len(gains) > 1 else "")
             if m >= PLATEAU:
                 text += " †"
                 still += 1

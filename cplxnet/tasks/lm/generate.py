@@ -135,25 +135,22 @@ def evaluate_lm_run(
     run: LoadedLM | str,
     context: int | None = None,
     *,
-    scaling: Mapping[str, Any] | None = None,
-    encoding_options: Mapping[str, Any] | None = None,
+    evaluation: Mapping[str, Any] | None = None,
 ) -> dict[str, dict]:
     """Score a run's best weights on its test part: at ``context`` tokens per window, or, with
     ``None``, at every length (or bin) its results.json has. Synthetic runs with ``context``
-    score the exact-match accuracy on prompts of exactly ``context`` symbols. ``scaling``:
-    rotary scaling options set at evaluation with factor ``n / L`` (:func:`scaled_models`);
-    ``encoding_options``: other encoding options set at evaluation, at every length
-    (:func:`rebuilt_model`; e.g. ``{"eval_positions": "random"}`` of a randomized run)."""
+    score the exact-match accuracy on prompts of exactly ``context`` symbols. ``evaluation``:
+    encoding options set at evaluation only; with a ``scaling`` key, the rotary scaling at
+    factor ``n / L`` at each length ``n`` (:func:`scaled_models`), else the options at every
+    length (:func:`rebuilt_model`; e.g. ``{"eval_positions": "random"}`` of a randomized run)."""
     if isinstance(run, str):
         run = load_lm_run(run)
     if context is not None and context < 1:
         raise DataError(f"--context must be at least 1, got {context}")
-    if scaling and encoding_options:
-        raise ValueError("evaluate_lm_run: give scaling or encoding_options, not both")
-    if scaling:
-        model_at = scaled_models(run, scaling)
+    if evaluation and "scaling" in evaluation:
+        model_at = scaled_models(run, evaluation)
     else:
-        fixed = rebuilt_model(run, encoding_options) if encoding_options else run.model
+        fixed = rebuilt_model(run, evaluation) if evaluation else run.model
 
         def model_at(n: int) -> nn.Module:
             return fixed
