@@ -167,7 +167,7 @@ def _temperature(text: str) -> float:
 #: only where the command has ``--seed``).
 LM_TRAIN_FIELDS = (
     "steps", "batch_size", "lr", "weight_decay", "clip_norm", "eval_every", "schedule",
-    "warmup_steps", "min_lr_ratio", "patience", "seed",
+    "warmup_steps", "min_lr_ratio", "patience", "monitor", "seed",
 )  # fmt: skip
 
 

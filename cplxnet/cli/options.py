@@ -25,7 +25,7 @@ from ..data import DataSpec
 from ..engine.optimization import SCHEDULES
 from ..engine.options import TrainOptions
 from ..models.presets import LM_PRESET_TRAINING
-from ..tasks.lm.options import LM_PRESET
+from ..tasks.lm.options import LM_PRESET, MONITORS
 from ..tasks.lm.synthetic import SYNTHETIC_CONTEXT
 from ..tasks.lm.task import LMOptions
 from .argtypes import float_value, non_negative_int, positive_int, seed_int, unit_interval
@@ -145,7 +145,7 @@ _LO = LMOptions
 _LM = {**{"context": 64}, **LM_PRESET_TRAINING.get(LM_PRESET, {})}
 _MULTIPLES = [f"{m}L" if m != 1 else "L" for m in _LO.eval_multiples]
 #: The language-model options of ``train --task lm`` and ``compare --task lm``.
-LM_FLAGS = ("--tokens", "--context", "--steps", "--eval-every")
+LM_FLAGS = ("--tokens", "--context", "--steps", "--eval-every", "--monitor")
 #: The learning-rate schedule options of ``train --task lm`` and ``compare --task lm``.
 SCHEDULE_FLAGS = ("--schedule", "--warmup-steps", "--min-lr-ratio")
 
@@ -273,8 +273,8 @@ _OPTION_LIST: tuple[Option, ...] = (
     Option(
         "--patience",
         "stop after N epochs without a better dev accuracy (a language model: N evaluations "
-        "without a better dev loss; the best dev checkpoint is always the one scored; default: "
-        "no early stopping)",
+        "without a better --monitor score; the best dev checkpoint is always the one scored; "
+        "default: no early stopping)",
         {"type": positive_int},
     ),
     Option(
@@ -338,6 +338,13 @@ _OPTION_LIST: tuple[Option, ...] = (
         "--eval-every",
         f"score dev and save a checkpoint every N steps (default {lm_default('eval_every')})",
         {"type": positive_int, "metavar": "N"},
+    ),
+    Option(
+        "--monitor",
+        "the dev score that chooses best.pt and counts for --patience: loss, or accuracy (a "
+        "synthetic task's dev exact match; only a strictly higher one is better) (default "
+        f"{lm_default('monitor')})",
+        {"choices": MONITORS},
     ),
     Option(
         "--schedule",

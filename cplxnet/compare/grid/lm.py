@@ -105,6 +105,7 @@ _TRAIN_FIELDS = (
     "warmup_steps",
     "min_lr_ratio",
     "patience",
+    "monitor",
     "batch_tokens",
 )
 

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...tasks.lm.options import LMOptions
 from .lm_curves import plot_curves, training_table
 from .plots import add_legend, column_styles, pyplot, save_figure
 from .render import failed_runs, load_results, report_place, write_report
@@ -323,12 +324,13 @@ def _budget(options: dict[str, Any] | None, rows: Sequence[dict[str, Any]]) -> s
             floor = train.get("min_lr_ratio", 0.1)
             recipe = (f"{train.get('warmup_steps', 0)} steps of linear warm-up, then "
                       f"{train['schedule']} decay to {floor} x lr")  # fmt: skip
+        monitored = LMOptions(monitor=train.get("monitor", "loss")).monitored
         if train.get("patience"):
             recipe += (f"; early stop after {train['patience']} evaluations without a better "
-                       "dev loss")  # fmt: skip
+                       f"{monitored}")  # fmt: skip
         parts.append(
             "- " + ", ".join(f"{k} {v}" for k, v in sorted(train.items())) + f" (AdamW, {recipe}; "
-            "dev loss at L chooses the checkpoint; the test part is scored once)"
+            f"{monitored} at L chooses the checkpoint; the test part is scored once)"
         )
     if ok:
         wall = [float(r["train_seconds"]) for r in ok]

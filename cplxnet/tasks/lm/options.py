@@ -7,10 +7,13 @@ from dataclasses import dataclass
 
 from ...engine.optimization import SCHEDULES, lr_at
 
-__all__ = ["LM_PRESET", "LMOptions"]
+__all__ = ["LM_PRESET", "LMOptions", "MONITORS"]
 
 #: The default preset of a language model (``train --task lm``, ``compare --task lm``).
 LM_PRESET = "lm-char"
+
+#: The dev scores that can choose ``best.pt`` and drive early stopping (:attr:`LMOptions.monitor`).
+MONITORS = ("loss", "accuracy")
 
 
 @dataclass
@@ -32,8 +35,13 @@ class LMOptions:
             (:func:`cplxnet.engine.optimization.lr_at`).
         warmup_steps: steps of linear warm-up (0: none).
         min_lr_ratio: the cosine schedule's floor as a fraction of ``lr``.
-        patience: stop when this many evaluations in a row bring no better dev loss (``None``:
-            train all ``steps``).
+        patience: stop when this many evaluations in a row bring no better monitored dev score
+            (``None``: train all ``steps``).
+        monitor: the dev score that chooses ``best.pt`` and counts for ``patience``: ``"loss"``
+            (lower is better) or, on a synthetic task, ``"accuracy"``, the exact match of the dev
+            prompts (higher is better; only a strictly higher exact match is better, so a run
+            that has reached its highest exact match stops after ``patience`` evaluations and
+            keeps the first checkpoint with it).
     """
 
     steps: int = 1500
@@ -49,6 +57,7 @@ class LMOptions:
     warmup_steps: int = 0
     min_lr_ratio: float = 0.1
     patience: int | None = None
+    monitor: str = "loss"
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "eval_every", "batch_tokens"):
@@ -75,6 +84,8 @@ class LMOptions:
         p = self.patience
         if p is not None and (isinstance(p, bool) or not isinstance(p, int) or p < 1):
             raise ValueError(f"patience must be a positive int (evaluations), got {p!r}")
+        if self.monitor not in MONITORS:
+            raise ValueError(f"monitor must be one of {', '.join(MONITORS)}, got {self.monitor!r}")
 
     def lr_at(self, step: int) -> float:
         """The learning rate of optimiser step ``step`` (0-based)."""
@@ -83,10 +94,15 @@ class LMOptions:
 
     def stalled(self, history: list[dict]) -> bool:
         """True when the last ``patience`` evaluations of ``history`` (metrics.jsonl lines)
-        brought no better dev loss (early stopping)."""
+        brought no better monitored dev score (early stopping)."""
         if self.patience is None or len(history) <= self.patience:
             return False
         return not any(m["best"] for m in history[-self.patience :])
+
+    @property
+    def monitored(self) -> str:
+        """The monitored score in words (``"dev loss"``, ``"dev exact match"``)."""
+        return "dev loss" if self.monitor == "loss" else "dev exact match"
 
     @classmethod
     def from_dict(cls, d: dict) -> LMOptions:

@@ -8,21 +8,21 @@ does::
     vocab.json      the token vocabulary (training part of the stream)
     metrics.jsonl   one line per evaluation (every ``eval_every`` steps): train loss, dev score
     checkpoint.pt   the state at the last evaluation (model, optimiser, RNG, history) for resume
-    best.pt         the weights with the best dev loss
+    best.pt         the weights with the best monitored dev score (``LMOptions.monitor``)
     results.json    written last: the test scores of best.pt per evaluation length (or bin)
 
 Training: AdamW, a constant or warm-up + cosine learning rate (:meth:`LMOptions.lr_at`; each
 metrics.jsonl line records the ``lr`` of its last step), gradient clipping, optional early
-stopping (``patience`` evaluations without a better dev loss); each step takes ``batch_size``
-windows of ``context`` tokens at random offsets of the training stream (or, for a synthetic
-task, fresh sequences). The offsets of step ``t`` come from a generator seeded by
+stopping (``patience`` evaluations without a better monitored dev score); each step takes
+``batch_size`` windows of ``context`` tokens at random offsets of the training stream (or, for
+a synthetic task, fresh sequences). The offsets of step ``t`` come from a generator seeded by
 ``(seed, t)`` and the checkpoint holds every RNG state, so :func:`resume_lm` ends with exactly
 the parameters and results of an uninterrupted run. ``train_seconds`` is the wall time of
 training and dev scoring summed over sessions (a session's time after its last checkpoint is
 lost with it); ``train_cpu_seconds`` the process CPU time of the same (the better measure on a
-shared machine with one thread). The dev part chooses the checkpoint (dev
-loss at the training context); the test part is scored once, at the end, with best.pt, at
-``context * m`` for each ``m`` of ``eval_multiples`` (text) or on the prompt-length bins
+shared machine with one thread). The dev part chooses the checkpoint (dev loss at the training
+context, or a synthetic task's dev exact match); the test part is scored once, at the end, with
+best.pt, at ``context * m`` for each ``m`` of ``eval_multiples`` (text) or on the prompt-length bins
 (synthetic, :mod:`cplxnet.tasks.lm.synthetic`).
 """
 
@@ -279,7 +279,11 @@ class LMTask:
         return self.dev(model, self.options.batch_tokens)
 
     def improved(self, dev: dict, best: dict | None) -> bool:
-        return best is None or dev["loss"] < best["dev"]["loss"]
+        if best is None:
+            return True
+        if self.options.monitor == "accuracy":
+            return dev["accuracy"] > best["dev"]["accuracy"]
+        return dev["loss"] < best["dev"]["loss"]
 
     def best_entry(self, state: LoopState, dev: dict) -> dict:
         return {"step": state.step, "dev": dev}
@@ -300,7 +304,7 @@ class LMTask:
         return state.step
 
     def stop_message(self, state: LoopState) -> str:
-        return (f"early stop at step {state.step}: no better dev loss in "
+        return (f"early stop at step {state.step}: no better {self.options.monitored} in "
                 f"{self.options.patience} evaluations")  # fmt: skip
 
     def nothing_trained(self) -> str:
@@ -333,6 +337,14 @@ class LMTask:
 
     def final_line(self, results: dict, run_dir: str) -> str:
         return _describe(results) + f"; run folder: {run_dir}"
+
+
+def check_monitor(options: LMOptions, task: LMTask) -> None:
+    """Raise :class:`RunError` when ``options.monitor`` is a score ``task`` does not have."""
+    if options.monitor == "accuracy" and task.synthetic is None:
+        raise RunError(f"--monitor accuracy needs a synthetic task (the exact match of its dev "
+                       f"prompts); {task.source} is a text stream: drop --monitor or give "
+                       "--monitor loss")  # fmt: skip
 
 
 def make_task(source: str, tokens: str = "char", context: int = 64) -> LMTask:
@@ -406,6 +418,7 @@ def train_lm(
     # before reading any data; touches nothing (rank 0 checks, the others raise its error)
     on_rank0_first(lambda: check_new_run_dir(run_dir, force), lambda: None)
     task = LMTask(source, tokens, context)
+    check_monitor(options, task)
     config = _fit_config(config, task)
     seed_everything(options.seed)
     from ... import models as zoo
@@ -463,7 +476,8 @@ def _resume(run_dir: str, folder: RunFolder, steps: int | None, quiet: bool,
     if done and options.stalled(list(state["history"])):
         raise RunError(
             f"run {run_dir} is already complete (stopped early at step {state['step']}: no "
-            f"better dev loss in {options.patience} evaluations); train a new run with a larger "
+            f"better {options.monitored} in {options.patience} evaluations); train a new run "
+            "with a larger "
             "--patience to go further"
         )
     if done and state["step"] >= options.steps:
