@@ -14,7 +14,7 @@ import torch
 from cplxnet.data import DataError
 from cplxnet.engine.runtime import seed_everything
 from cplxnet.tasks.classify.task import ClassifyTask, _check_lengths
-from cplxnet.tasks.lm.task import LMTask
+from cplxnet.tasks.lm.task import LMOptions, LMTask
 
 
 def test_seed_everything_seeds_python_numpy_and_torch():
@@ -49,15 +49,23 @@ def test_a_text_of_max_len_tokens_fits_and_one_more_does_not():
     _check_lengths(SimpleNamespace(), _data(10**4))  # a model without max_len takes any length
 
 
+_LM_LOSS = SimpleNamespace(options=LMOptions())
+_LM_EXACT = SimpleNamespace(options=LMOptions(monitor="accuracy"))
+
+
 @pytest.mark.parametrize(
-    "task,dev,best,equal",
+    "task,owner,dev,best,equal",
     [
-        (ClassifyTask, {"accuracy": 0.75}, {"dev_accuracy": 0.5}, {"dev_accuracy": 0.75}),
-        (LMTask, {"loss": 1.0}, {"dev": {"loss": 2.0}}, {"dev": {"loss": 1.0}}),
+        (ClassifyTask, None, {"accuracy": 0.75}, {"dev_accuracy": 0.5}, {"dev_accuracy": 0.75}),
+        (LMTask, _LM_LOSS, {"loss": 1.0, "accuracy": 0.1}, {"dev": {"loss": 2.0, "accuracy": 0.9}},
+         {"dev": {"loss": 1.0, "accuracy": 0.0}}),
+        (LMTask, _LM_EXACT, {"loss": 2.0, "accuracy": 0.75},
+         {"dev": {"loss": 1.0, "accuracy": 0.5}}, {"dev": {"loss": 3.0, "accuracy": 0.75}}),
     ],
-    ids=["classify", "lm"],
-)
-def test_a_better_evaluation_is_the_best_and_a_tie_keeps_the_earlier(task, dev, best, equal):
-    assert task.improved(None, dev, None)
-    assert task.improved(None, dev, best)
-    assert not task.improved(None, dev, equal)
+    ids=["classify", "lm", "lm-exact-match"],
+)  # fmt: skip
+def test_a_better_evaluation_is_the_best_and_a_tie_keeps_the_earlier(task, owner, dev, best,
+                                                                      equal):  # fmt: skip
+    assert task.improved(owner, dev, None)
+    assert task.improved(owner, dev, best)
+    assert not task.improved(owner, dev, equal)

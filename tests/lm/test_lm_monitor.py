@@ -62,7 +62,8 @@ def test_exact_match_monitor_stops_after_patience_without_a_higher_one(tmp_path,
     assert all(torch.equal(best[k], v) for k, v in scripted_dev[3].items())
     with pytest.raises(RunError, match="no better dev exact match in 3 evaluations"):
         resume_lm(run, quiet=True)
-    assert json.load(open(os.path.join(run, "config.json")))["train"]["monitor"] == "accuracy"
+    with open(os.path.join(run, "config.json"), encoding="utf-8") as fh:
+        assert json.load(fh)["train"]["monitor"] == "accuracy"
 
 
 def test_loss_monitor_is_the_default_and_never_stops_on_a_falling_loss(tmp_path, scripted_dev):
