@@ -62,11 +62,6 @@ def lm_options_from_args(args: argparse.Namespace) -> tuple[list[str], GridOptio
         )
     if all(synthetic) and args.tokens is not None:
         raise CompareError("--tokens applies to text; a synthetic task has its own symbols")
-    if not all(synthetic) and args.monitor == "accuracy":
-        raise CompareError(
-            "--monitor accuracy needs synthetic tasks (the exact match of their dev prompts); a "
-            "text stream monitors its dev loss: drop --monitor"
-        )
     check_lm_sets(args.sets or (), CompareError)
     options = lm_grid_options(
         preset=args.preset or DEFAULT_PRESET,

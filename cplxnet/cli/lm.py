@@ -246,7 +246,7 @@ def _apply_lm_sets(config: Any, items: list[str], error: type[Exception]) -> Any
 
 def cmd_train(args: argparse.Namespace, error: type[Exception]) -> int:
     """``cplxnet train --task lm ...`` or ``--resume`` of a language-model run."""
-    from ..tasks.lm.task import LMOptions, make_task, resume_lm, train_lm
+    from ..tasks.lm.task import LMOptions, make_task, monitor_problem, resume_lm, train_lm
 
     if args.resume is not None:
         check_resume_options(
@@ -274,6 +274,9 @@ def cmd_train(args: argparse.Namespace, error: type[Exception]) -> int:
     run_dir = args.resolved_run_dir = args.run_dir or default_lm_run_dir(source, config)
     # fail before reading any data (rank 0 checks; under torchrun the others raise its error)
     on_rank0_first(lambda: check_new_run_dir(run_dir, args.force), lambda: None)
+    problem = monitor_problem(fields.get("monitor", LMOptions.monitor), source)
+    if problem:
+        raise error(problem)
     if args.epochs is not None:
         if args.steps is not None:
             raise error("give either --steps or --epochs, not both")

@@ -72,9 +72,14 @@ def test_loss_monitor_is_the_default_and_never_stops_on_a_falling_loss(tmp_path,
     assert results["steps"] == 16 and results["best_step"] == 16
 
 
-def test_a_text_stream_has_no_exact_match_to_monitor(tmp_path, capsys):
-    text = tmp_path / "t.txt"
-    text.write_text("the quick brown fox jumps over the lazy dog\n" * 40, encoding="utf-8")
+@pytest.fixture
+def text(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_text("the quick brown fox jumps over the lazy dog\n" * 40, encoding="utf-8")
+    return path
+
+
+def test_a_text_stream_has_no_exact_match_to_monitor(tmp_path, text, capsys):
     config = make_config("decoder", encoding="none", **TINY)
     run = tmp_path / "text"
     with pytest.raises(RunError, match="--monitor accuracy needs a synthetic task"):
@@ -85,11 +90,73 @@ def test_a_text_stream_has_no_exact_match_to_monitor(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 1 and "--monitor accuracy needs a synthetic task" in err
     assert "Traceback" not in err and not run.exists()
+    # checked on the name, before the data is read (--epochs reads it to count the steps)
+    gone = str(tmp_path / "gone.txt")
+    code = main(["train", "--task", "lm", "--data", gone, "--epochs", "1", "--monitor",
+                 "accuracy", "--run-dir", str(run)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1 and "--monitor accuracy needs a synthetic task" in err and "gone" in err
     code = main(["compare", "--task", "lm", "--data", "mr", "--monitor", "accuracy", "--out",
                  str(tmp_path / "grid")])  # fmt: skip
     err = capsys.readouterr().err
-    assert code == 1 and "--monitor accuracy needs synthetic tasks" in err
+    assert code == 1 and "--monitor accuracy needs a synthetic task" in err
     assert not (tmp_path / "grid").exists()
+    # the library's grid refuses it before any cell runs
+    from cplxnet.compare.grid.cells import CompareError
+    from cplxnet.compare.grid.lm import expand_lm_grid, lm_grid_options
+    from cplxnet.encodings.specs import parse_encodings
+
+    options = lm_grid_options(train={"steps": 4, "monitor": "accuracy"})
+    with pytest.raises(CompareError, match="--monitor accuracy needs a synthetic task"):
+        expand_lm_grid([str(text)], [(parse_encodings("none")[0], ["real"])], [0], options)
+    copy = expand_lm_grid(["synthetic:copy"], [(parse_encodings("none")[0], ["real"])], [0],
+                          options)[0]  # fmt: skip
+    assert len(copy) == 1
+
+
+def test_resume_of_an_exact_match_run_ends_as_an_uninterrupted_one(tmp_path, monkeypatch):
+    def scripted():
+        scores = iter(zip(LOSSES, EXACT))
+        monkeypatch.setattr(LMTask, "dev", lambda self, model, bt: dict(
+            zip(("loss", "accuracy"), next(scores))))  # fmt: skip
+
+    def kill(step, _):
+        if step == 6:
+            raise KeyboardInterrupt
+
+    scripted()
+    whole, expected = _train(tmp_path, "whole", monitor="accuracy")
+    scripted()
+    config = make_config("decoder", encoding="trainable", **TINY)
+    o = LMOptions(steps=16, batch_size=4, eval_every=2, patience=3, monitor="accuracy")
+    run = str(tmp_path / "cut")
+    with pytest.raises(KeyboardInterrupt):
+        train_lm(config, "synthetic:copy", run, o, context=3, quiet=True, callback=kill)
+    got = resume_lm(run, quiet=True)
+    assert _metrics(run) == [{**m, "seconds": n["seconds"]} for m, n in
+                             zip(_metrics(whole), _metrics(run))]  # fmt: skip
+    assert (got["best_step"], got["steps"], got["test"]) == (
+        expected["best_step"], expected["steps"], expected["test"])  # fmt: skip
+
+
+def test_a_text_run_whose_config_monitors_the_exact_match_is_damaged(tmp_path, text, capsys):
+    config = make_config("decoder", encoding="none", **TINY)
+    run = str(tmp_path / "text")
+    options = LMOptions(steps=4, batch_size=2, eval_every=2, eval_multiples=(1,))
+    train_lm(config, str(text), run, options, context=8, quiet=True)
+    path = os.path.join(run, "config.json")
+    with open(path, encoding="utf-8") as fh:
+        edited = json.load(fh)
+    edited["train"]["monitor"] = "accuracy"
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(edited, fh)
+    before = _metrics(run)
+    with pytest.raises(RunError, match="config.json is damaged .*--monitor accuracy needs"):
+        resume_lm(run, steps=8, quiet=True)
+    assert _metrics(run) == before  # the run is as it was
+    assert main(["train", "--resume", run, "--steps", "8"]) == 1
+    err = capsys.readouterr().err
+    assert "--monitor accuracy needs a synthetic task" in err and "Traceback" not in err
 
 
 def test_options_and_command_lines_check_the_monitor(tmp_path, capsys):
@@ -131,6 +198,11 @@ def test_the_report_names_the_monitored_score(tmp_path, monitor, checkpoint):
     options = {"lm": {"context": 16, "train": train}}
     _, notes = training_table([_synthetic_row()], {}, options)
     assert checkpoint in notes[-1]
+    counted = "patience counts evaluations without a higher one"
+    assert (counted in notes[-1]) == (monitor == "accuracy")
+    del train["patience"]  # without early stopping the note says nothing of patience
+    assert counted not in training_table([_synthetic_row()], {}, options)[1][-1]
+    train["patience"] = 2
     text, _ = render_lm_report([_synthetic_row()], str(tmp_path), options=options)
     words = "dev exact match" if monitor else "dev loss"
     assert f"evaluations without a better {words}" in text

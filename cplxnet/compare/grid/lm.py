@@ -186,11 +186,15 @@ def expand_lm_grid(
     cannot be built (a bad option) raises :class:`CompareError`."""
     import cplxnet.models as zoo
 
-    from ...tasks.lm.task import SYNTHETIC_PREFIX, make_task
+    from ...tasks.lm.task import SYNTHETIC_PREFIX, make_task, monitor_problem
 
     check_count("--data: the number of datasets x encodings", len(datas) * len(encodings),
                 MAX_CONFIGURATIONS, "MAX_CONFIGURATIONS")  # fmt: skip
+    monitor = (options.lm.get("train") or {}).get("monitor", "loss")
     for data in dict.fromkeys(datas):  # read and checked as cplxnet train --task lm does
+        problem = monitor_problem(monitor, data)
+        if problem:
+            raise CompareError(problem)
         if data.startswith(SYNTHETIC_PREFIX) or data in ("mr", "trec") or os.path.isfile(data):
             make_task(data, options.lm.get("tokens", "char"), int(options.lm.get("context", 64)))
         else:

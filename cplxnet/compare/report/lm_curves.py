@@ -206,8 +206,9 @@ def training_table(
     if synthetic and key == "dev_accuracy":
         notes.append("A synthetic task's gain and curves read the exact match of the greedy "
                      "answers to the dev prompts (lengths 1-L), scored at every evaluation; the "
-                     + ("best checkpoint is the first with the highest dev exact match, and "
-                        "patience counts evaluations without a higher one."
+                     + ("best checkpoint is the first with the highest dev exact match"
+                        + (", and patience counts evaluations without a higher one."
+                           if train.get("patience") else ".")
                         if train.get("monitor") == "accuracy" else
                         "best checkpoint has the lowest dev loss on the answers."))  # fmt: skip
     elif synthetic:

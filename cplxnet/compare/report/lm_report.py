@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...tasks.lm.options import LMOptions
+from ...tasks.lm.options import MONITORED
 from .lm_curves import plot_curves, training_table
 from .plots import add_legend, column_styles, pyplot, save_figure
 from .render import failed_runs, load_results, report_place, write_report
@@ -324,7 +324,8 @@ def _budget(options: dict[str, Any] | None, rows: Sequence[dict[str, Any]]) -> s
             floor = train.get("min_lr_ratio", 0.1)
             recipe = (f"{train.get('warmup_steps', 0)} steps of linear warm-up, then "
                       f"{train['schedule']} decay to {floor} x lr")  # fmt: skip
-        monitored = LMOptions(monitor=train.get("monitor", "loss")).monitored
+        monitor = train.get("monitor", "loss")
+        monitored = MONITORED.get(monitor, f"dev {monitor}")
         if train.get("patience"):
             recipe += (f"; early stop after {train['patience']} evaluations without a better "
                        f"{monitored}")  # fmt: skip

@@ -7,13 +7,15 @@ from dataclasses import dataclass
 
 from ...engine.optimization import SCHEDULES, lr_at
 
-__all__ = ["LM_PRESET", "LMOptions", "MONITORS"]
+__all__ = ["LM_PRESET", "LMOptions", "MONITORED", "MONITORS"]
 
 #: The default preset of a language model (``train --task lm``, ``compare --task lm``).
 LM_PRESET = "lm-char"
 
-#: The dev scores that can choose ``best.pt`` and drive early stopping (:attr:`LMOptions.monitor`).
-MONITORS = ("loss", "accuracy")
+#: The dev scores that can choose ``best.pt`` and drive early stopping (:attr:`LMOptions.monitor`),
+#: each with its name in words.
+MONITORED = {"loss": "dev loss", "accuracy": "dev exact match"}
+MONITORS = tuple(MONITORED)
 
 
 @dataclass
@@ -102,7 +104,7 @@ class LMOptions:
     @property
     def monitored(self) -> str:
         """The monitored score in words (``"dev loss"``, ``"dev exact match"``)."""
-        return "dev loss" if self.monitor == "loss" else "dev exact match"
+        return MONITORED[self.monitor]
 
     @classmethod
     def from_dict(cls, d: dict) -> LMOptions:

@@ -12,8 +12,9 @@ part of the task). Bins of prompt lengths: ``1-L`` (the training lengths), ``L+1
 
 Evaluation budget: ``test_size`` (100) fixed prompts per bin and ``dev_size`` (200) dev prompts,
 scored in batches of about ``batch_tokens`` (16384) tokens. At every evaluation of training the
-dev prompts are scored by their loss on the answers (which picks the best checkpoint and drives
-early stopping) and by their exact match (the history's ``dev_accuracy``, the learning curve).
+dev prompts are scored by their loss on the answers and by their exact match (the history's
+``dev_accuracy``, the learning curve); ``LMOptions.monitor`` says which of the two picks the best
+checkpoint and drives early stopping (the loss by default).
 The greedy answer is exactly right if and only if the most likely next token is the right one at
 every answer position given the right prefix (by induction over the positions), so
 :meth:`SyntheticTask.accuracy` scores a batch with one teacher-forced forward pass instead of

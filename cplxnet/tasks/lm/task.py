@@ -82,8 +82,8 @@ class LMTask:
     (``"synthetic:copy"``, ``"synthetic:reverse"``), with the training ``context``.
 
     ``batch(step, seed, batch_size)`` -> ``(ids, targets, padding_mask | None)``; ``dev(model)``
-    -> dev scores (``"loss"`` chooses the checkpoint); ``test(model, options)`` -> the test
-    entries of results.json.
+    -> dev scores (the one ``LMOptions.monitor`` names chooses the checkpoint);
+    ``test(model, options)`` -> the test entries of results.json.
     """
 
     def __init__(
@@ -339,12 +339,14 @@ class LMTask:
         return _describe(results) + f"; run folder: {run_dir}"
 
 
-def check_monitor(options: LMOptions, task: LMTask) -> None:
-    """Raise :class:`RunError` when ``options.monitor`` is a score ``task`` does not have."""
-    if options.monitor == "accuracy" and task.synthetic is None:
-        raise RunError(f"--monitor accuracy needs a synthetic task (the exact match of its dev "
-                       f"prompts); {task.source} is a text stream: drop --monitor or give "
-                       "--monitor loss")  # fmt: skip
+def monitor_problem(monitor: str, source: str) -> str | None:
+    """Why the dev score ``monitor`` (:attr:`LMOptions.monitor`) cannot be monitored on
+    ``source``, in one line; ``None`` when it can. Checked on the name, before any data is read."""
+    if monitor == "accuracy" and not source.startswith(SYNTHETIC_PREFIX):
+        return (f"--monitor accuracy needs a synthetic task (the exact match of its dev "
+                f"prompts); {source} is a text stream, which monitors its dev loss: drop "
+                "--monitor")  # fmt: skip
+    return None
 
 
 def make_task(source: str, tokens: str = "char", context: int = 64) -> LMTask:
@@ -417,8 +419,10 @@ def train_lm(
     world, rank = dist_info()
     # before reading any data; touches nothing (rank 0 checks, the others raise its error)
     on_rank0_first(lambda: check_new_run_dir(run_dir, force), lambda: None)
+    problem = monitor_problem(options.monitor, source)
+    if problem:
+        raise RunError(problem)
     task = LMTask(source, tokens, context)
-    check_monitor(options, task)
     config = _fit_config(config, task)
     seed_everything(options.seed)
     from ... import models as zoo
@@ -477,8 +481,7 @@ def _resume(run_dir: str, folder: RunFolder, steps: int | None, quiet: bool,
         raise RunError(
             f"run {run_dir} is already complete (stopped early at step {state['step']}: no "
             f"better {options.monitored} in {options.patience} evaluations); train a new run "
-            "with a larger "
-            "--patience to go further"
+            "with a larger --patience to go further"
         )
     if done and state["step"] >= options.steps:
         raise RunError(
@@ -531,6 +534,9 @@ def load_lm_config(run_dir: str, *, other_task: str) -> tuple[dict, Any, LMOptio
         if not (isinstance(spec.get("source"), str) and isinstance(spec.get("tokens"), str)
                 and isinstance(spec.get("context"), int)):  # fmt: skip
             raise ValueError("the data section lacks source, tokens or context")
+        problem = monitor_problem(options.monitor, spec["source"])
+        if problem:
+            raise ValueError(problem)
     except (ValueError, TypeError, KeyError) as err:
         detail = err.args[0] if isinstance(err, KeyError) or not str(err) else str(err)
         raise RunError(
