@@ -1,10 +1,23 @@
 """The inverse square root of a symmetric 2x2 covariance in closed form, the core of the
-whitening norms (:mod:`cplxnet.functional.norm`) and of their compiled kernels
-(:mod:`cplxnet.functional.compiled`)."""
+whitening norms (:mod:`cplxnet.functional.norm`, :mod:`cplxnet.functional.whitening`) and of
+their compiled kernels (:mod:`cplxnet.functional.compiled`).
+
+The functions take torch tensors or NumPy arrays (one formula, written with operators and
+:func:`xp`): the whitening norms evaluate these per-channel formulas in NumPy for eager CPU
+tensors, where a NumPy operation on a few hundred values costs about a quarter of a torch
+dispatch, and in torch everywhere else (other devices, tracing, compilation).
+"""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
+
+
+def xp(a):
+    """The array namespace of ``a``: ``numpy`` for an ndarray, else ``torch``."""
+    return np if isinstance(a, np.ndarray) else torch
+
 
 __all__ = [
     "inv_sqrt_2x2",
@@ -34,7 +47,7 @@ def inv_sqrt_2x2(
     make it negative.
     """
     a, b, c, e, k, s, t = _normalised(vrr, vri, vii, eps)
-    f = torch.rsqrt(k) / (s * t)
+    f = k**-0.5 / (s * t)
     return f * (c + e + s), -f * b, f * (a + e + s)
 
 
@@ -45,9 +58,9 @@ def _normalised(vrr, vri, vii, eps):
     inv_k = 1.0 / k
     a, c, b = vrr * inv_k, vii * inv_k, vri * inv_k
     e = eps * inv_k
-    det = (a * c - b * b).clamp_min(0.0) + e * (a + c) + e * e
-    s = torch.sqrt(det)
-    return a, b, c, e, k, s, torch.sqrt(1.0 + 2.0 * s)
+    det = (a * c - b * b).clip(min=0.0) + e * (a + c) + e * e
+    s = xp(det).sqrt(det)
+    return a, b, c, e, k, s, xp(s).sqrt(1.0 + 2.0 * s)
 
 
 def inv_sqrt_2x2_factors(v: torch.Tensor, eps: float):
@@ -58,15 +71,15 @@ def inv_sqrt_2x2_factors(v: torch.Tensor, eps: float):
     a, b, c, e, k, s, t = _normalised(v[..., 0, 0], v[..., 0, 1], v[..., 1, 1], eps)
     f = 1.0 / (s * t)
     off = -f * b
-    w_hat = torch.stack([f * (c + e + s), off, off, f * (a + e + s)], -1).unflatten(-1, (2, 2))
-    return w_hat, s, t, k
+    w_hat = xp(f).stack([f * (c + e + s), off, off, f * (a + e + s)], -1)
+    return w_hat.reshape(*f.shape, 2, 2), s, t, k
 
 
 def inv_sqrt_2x2_from_factors(factors) -> torch.Tensor:
     r""":math:`(V + \epsilon I)^{-1/2} = k^{-1/2} \hat W` ``(..., 2, 2)`` from
     :func:`inv_sqrt_2x2_factors`."""
     w_hat, _, _, k = factors
-    return w_hat * torch.rsqrt(k)[..., None, None]
+    return w_hat * (k**-0.5)[..., None, None]
 
 
 def inv_sqrt_2x2_grad(factors, g: torch.Tensor) -> torch.Tensor:
@@ -88,7 +101,7 @@ def inv_sqrt_2x2_grad(factors, g: torch.Tensor) -> torch.Tensor:
     :math:`\hat P = \hat W G \hat W`, every product on O(1) normalised matrices.
     """
     w_hat, s, t, k = factors
-    sym = (0.5 * torch.rsqrt(k))[..., None, None] * (g + g.mT)  # k^{-1/2} first, then 1 / k:
+    sym = (0.5 * k**-0.5)[..., None, None] * (g + g.swapaxes(-1, -2))  # k^{-1/2}, then 1 / k:
     p = w_hat @ sym @ w_hat  # k^{-3/2} alone leaves the float32 range for traces above 1e26
     q = w_hat @ p @ w_hat
     return (p + s[..., None, None] * q) * (-0.5 / (t * k))[..., None, None]

@@ -35,48 +35,73 @@ tracers, compilers and double backward see the same map composed of differentiab
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from .._utils import grad_via_composed, is_tracing
-from .cov2x2 import (
-    inv_sqrt_2x2_factors,
-    inv_sqrt_2x2_from_factors,
-    inv_sqrt_2x2_grad,
-    inv_sqrt_2x2_matrix,
-)
+from .cov2x2 import inv_sqrt_2x2_factors, inv_sqrt_2x2_from_factors, inv_sqrt_2x2_grad, xp
 
 __all__ = ["batch_norm", "instance_norm", "group_norm"]
 
 
 # ------------------------------------------------------------------------------------------------
 # groups of channels: per-(sample, channel) partial sums -> per-group statistics and back
+# (torch tensors or, for the per-channel 2x2 math of the eager CPU path, NumPy arrays)
 # ------------------------------------------------------------------------------------------------
-def _group_sum(t: torch.Tensor, groups: int, over_batch: bool) -> torch.Tensor:
+def _group_sum(t, groups: int, over_batch: bool):
     """Per-(sample, channel) ``t`` ``(N, C, *r)`` summed over each statistic's members:
     ``(1, G, *r)`` when the statistics span the batch, else ``(N, G, *r)``."""
     n, c = t.shape[:2]
     if groups != c:
         t = t.reshape(n, groups, c // groups, *t.shape[2:]).sum(2)
-    return t.sum(0, keepdim=True) if over_batch else t
+    return t.sum(0)[None] if over_batch else t
 
 
-def _to_channels(t: torch.Tensor, channels: int) -> torch.Tensor:
+def _to_channels(t, channels: int):
     """Per-group ``t`` ``(S, G, *r)`` repeated for each channel of its group: ``(S, C, *r)``."""
     s, g = t.shape[:2]
     if g == channels:
         return t
     rest = t.shape[2:]
-    return t.unsqueeze(2).expand(s, g, channels // g, *rest).reshape(s, channels, *rest)
+    full = xp(t).broadcast_to(t[:, :, None], (s, g, channels // g, *rest))
+    return full.reshape(s, channels, *rest)
 
 
-def _transform(
-    w_groups: torch.Tensor, weight: torch.Tensor | None, channels: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-channel maps ``(T, W)``: the whitening ``W`` ``(S, C, 2, 2)`` of each channel's group
-    (from the per-group ``w_groups``) and ``T = A W`` with the affine ``weight`` ``A``
-    (``(2, 2, C)``; ``T = W`` without it)."""
-    w = _to_channels(w_groups, channels)
-    return (w if weight is None else weight.permute(2, 0, 1) @ w), w
+def _maps(factors, a, channels: int):
+    """Per-channel maps ``(T, W)`` from the per-group :func:`inv_sqrt_2x2_factors`: the
+    whitening ``W`` ``(S, C, 2, 2)`` of each channel's group and ``T = A W`` with the affine
+    matrices ``a`` ``(C, 2, 2)`` (the ``weight`` ``(2, 2, C)`` permuted; ``T = W`` without
+    it)."""
+    w = _to_channels(inv_sqrt_2x2_from_factors(factors), channels)
+    return (w if a is None else a @ w), w
+
+
+def _matrices(weight: torch.Tensor | None) -> torch.Tensor | None:
+    """The affine ``weight`` ``(2, 2, C)`` as per-channel matrices ``(C, 2, 2)`` (a view)."""
+    return None if weight is None else weight.permute(2, 0, 1)
+
+
+def _host_math(x: torch.Tensor) -> bool:
+    """Whether the per-channel 2x2 math of a norm of ``x`` runs in NumPy (see the module
+    docstring): an eager CPU complex64/complex128 input."""
+    return (
+        x.device.type == "cpu"
+        and x.dtype in (torch.complex64, torch.complex128)
+        and not torch.jit.is_tracing()
+    )
+
+
+def _host(t: torch.Tensor | None, host: bool):
+    """``t`` as a NumPy array on the host path (no copy), else ``t``; None stays None."""
+    return t.detach().numpy() if host and t is not None else t
+
+
+def _tensor(a) -> torch.Tensor:
+    """A host array as a tensor (no copy unless it is a read-only broadcast view); a tensor
+    unchanged."""
+    if not isinstance(a, np.ndarray):
+        return a
+    return torch.from_numpy(a if a.flags.writeable else a.copy())
 
 
 _GRAM_MAX_CHANNELS = 64  # the channels-last moments as one Gram product up to this many channels
@@ -147,7 +172,7 @@ def _moments(x3: torch.Tensor, groups: int, over_batch: bool):
 
 
 def _apply_2x2(t: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-    """The real 2x2 maps ``t`` ``(S, C, 2, 2)`` applied to complex ``z`` ``(N, C, M)`` as
+    r"""The real 2x2 maps ``t`` ``(S, C, 2, 2)`` applied to complex ``z`` ``(N, C, M)`` as
     :math:`(x, y)` vectors, on the real view. The widely linear form :math:`p z + q \bar z`
     computes the same map with fewer passes but cancels catastrophically when ``t`` is far from
     isotropic (a channel whose imaginary part is zero: :math:`p \approx -q`, errors of
@@ -170,41 +195,46 @@ def _rows_layout(z: torch.Tensor) -> bool:
     return z.shape[1] <= _GRAM_MAX_CHANNELS and _is_channels_last_view(z)
 
 
-def _apply_rows(t: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+def _apply_rows(t, z: torch.Tensor) -> torch.Tensor:
     """The 2x2 maps ``t`` on the rows of channels-last ``z``: each position's ``2C`` interleaved
     values times the block-diagonal :func:`_block_diagonal` (``C`` times the needed
     multiply-adds on contiguous rows, faster than strided passes); the result channels-last."""
     n, c, m = z.shape
     rows = torch.view_as_real(z).transpose(1, 2).reshape(n, m, 2 * c)
-    out = torch.matmul(rows, _block_diagonal(t))  # (S, 2C, 2C) broadcast over the batch
+    out = torch.matmul(rows, _tensor(_block_diagonal(t)))  # (S, 2C, 2C) broadcast over the batch
     return torch.view_as_complex(out.view(n, m, c, 2)).transpose(1, 2)
 
 
-def _block_diagonal(t: torch.Tensor) -> torch.Tensor:
+def _eye(k: int, like):
+    """The ``k x k`` identity in the namespace, dtype (and device) of ``like``."""
+    if isinstance(like, np.ndarray):
+        return np.eye(k, dtype=like.dtype)
+    return torch.eye(k, dtype=like.dtype, device=like.device)
+
+
+def _block_diagonal(t):
     """The per-channel 2x2 maps ``t`` ``(S, C, 2, 2)`` as one block-diagonal ``(S, 2C, 2C)``
     matrix acting on row vectors of interleaved parts: ``(x @ B)[2c + i] = sum_j t[c, i, j]
     x[2c + j]``."""
     s, c = t.shape[:2]
-    b = t.new_zeros(s, c, 2, c, 2)
-    torch.diagonal(b, dim1=1, dim2=3).copy_(t.permute(0, 3, 2, 1))  # b[s, c, j, c, i] = t[..]
-    return b.view(s, 2 * c, 2 * c)
+    b = _eye(c, t)[:, None, :, None] * t.swapaxes(-1, -2)[:, :, :, None, :]  # (S, C, 2, C, 2)
+    return b.reshape(s, 2 * c, 2 * c)
 
 
-def _chunk_blocks(t: torch.Tensor, n: int, k: int) -> torch.Tensor:
+def _chunk_blocks(t, n: int, k: int) -> torch.Tensor:
     """The per-channel 2x2 maps ``t`` ``(S, C, 2, 2)`` as ``(N C, 2k, 2k)`` block-diagonal
     matrices acting on rows of ``k`` interleaved positions: ``(x @ B)[2j + i] = sum_l t[i, l]
     x[2j + l]`` for each of the ``k`` positions ``j``."""
     s, c = t.shape[:2]
-    b = t.new_zeros(s, c, k, 2, k, 2)
-    torch.diagonal(b, dim1=2, dim2=4).copy_(t.mT.unsqueeze(-1).expand(s, c, 2, 2, k))
-    return b.view(s, c, 2 * k, 2 * k).expand(n, c, 2 * k, 2 * k).reshape(n * c, 2 * k, 2 * k)
+    b = _eye(k, t)[:, None, :, None] * t.swapaxes(-1, -2)[:, :, None, :, None, :]
+    b = _tensor(b.reshape(s, c, 2 * k, 2 * k))
+    return b.expand(n, c, 2 * k, 2 * k).reshape(n * c, 2 * k, 2 * k)
 
 
-def _apply_2x2_into(
-    t: torch.Tensor, z: torch.Tensor, add: tuple[torch.Tensor, torch.Tensor] | None = None
-) -> torch.Tensor:
+def _apply_2x2_into(t, z: torch.Tensor, add=None) -> torch.Tensor:
     """:func:`_apply_2x2` outside autograd, in the layout of ``z``; with ``add = (t2, z2)``
-    (``z2`` of ``z``'s layout) the sum ``t z + t2 z2``. Standard layout: each (sample, channel)
+    (``z2`` of ``z``'s layout) the sum ``t z + t2 z2``. ``t`` is a tensor or a host array.
+    Standard layout: each (sample, channel)
     as ``M / k`` rows of ``k`` interleaved positions (:func:`_chunk`) times a block-diagonal
     ``(2k, 2k)`` matrix, one batched product (the second term accumulated into it): ``k`` times
     the needed multiply-adds on a shape the matrix kernels run at memory speed (1.2 ms at
@@ -225,6 +255,7 @@ def _apply_2x2_into(
         if add is not None:
             out.baddbmm_(rows(add[1]), _chunk_blocks(add[0], n, k))
         return torch.view_as_complex(out.view(n, c, m, 2))
+    t = _tensor(t)
     zr = torch.view_as_real(z)
     a, b = zr[..., 0], zr[..., 1]
     out = torch.empty_like(zr)
@@ -244,7 +275,7 @@ def _whiten_composed(x3, weight, bias, groups, over_batch, eps, stats=None):
     else:
         mean, cov = stats
         c = x3 - mean.unsqueeze(-1)
-    t, _ = _transform(inv_sqrt_2x2_matrix(cov, eps), weight, x3.shape[1])
+    t, _ = _maps(inv_sqrt_2x2_factors(cov, eps), _matrices(weight), x3.shape[1])
     y = _apply_2x2(t, c)
     return (y if bias is None else y + bias.unsqueeze(-1)), mean, cov
 
@@ -260,29 +291,40 @@ class _WhitenChannels(torch.autograd.Function):
     (:func:`~cplxnet.functional.cov2x2.inv_sqrt_2x2_grad`) on the small per-group tensors, and
     :math:`g_z = T^T g + S c - \frac1n \sum T^T \textstyle\sum_m g` with
     :math:`S = 2 g_V / n`; the 2x2 maps :math:`T^T` and :math:`S` act on the real view
-    (:func:`_apply_2x2`). Saved: the centred data, the per-channel maps :math:`T`, :math:`W`
-    and the factors of the per-group inverse square roots. Double backward differentiates
-    :func:`_whiten_composed`.
+    (:func:`_apply_2x2`). The per-channel 2x2 math of both directions runs in NumPy on an eager
+    CPU input (:func:`_host_math`). Saved: the centred data, the per-channel maps :math:`T`,
+    :math:`W` and the factors of the per-group inverse square roots. Double backward
+    differentiates :func:`_whiten_composed`.
     """
 
     @staticmethod
     def forward(ctx, x3, weight, bias, groups, over_batch, eps):  # noqa: D102
-        n_ch = x3.shape[1]
-        c, mean, cov = _moments(x3, groups, over_batch)
-        factors = inv_sqrt_2x2_factors(cov, eps)
-        t, w = _transform(inv_sqrt_2x2_from_factors(factors), weight, n_ch)
+        n, n_ch, m = x3.shape
+        count = m * (n_ch // groups) * (n if over_batch else 1)
+        if groups == n_ch:  # per channel: one reduction, kept (S, C, 1) for the centring
+            mean3 = x3.mean((0, 2) if over_batch else 2, keepdim=True)
+            c, mean = x3 - mean3, mean3[..., 0]
+        else:
+            mean = _group_sum(x3.sum(-1), groups, over_batch) / count
+            c = x3 - _to_channels(mean, n_ch).unsqueeze(-1)
+        cr = torch.view_as_real(c)
+        cov = _group_sum(_outer_sum(cr, cr), groups, over_batch) / count
+        host = _host_math(x3)
+        factors = inv_sqrt_2x2_factors(_host(cov, host), eps)
+        t, w = _maps(factors, _host(_matrices(weight), host), n_ch)
         y = _apply_2x2_into(t, c)
         if bias is not None:
             y.add_(bias.unsqueeze(-1))
-        ctx.spec = (groups, over_batch, eps)
-        ctx.save_for_backward(x3, weight, bias, c, t, w, *factors)
+        ctx.spec = (groups, over_batch, eps, host)
+        saved = [_tensor(a) for a in (t, w, *factors)]
+        ctx.save_for_backward(x3, weight, bias, c, *saved)
         ctx.mark_non_differentiable(mean, cov)
         return y, mean, cov
 
     @staticmethod
     def backward(ctx, grad, *_):  # noqa: D102
-        x3, weight, bias, c, t, w, *factors = ctx.saved_tensors
-        groups, over_batch, eps = ctx.spec
+        x3, weight, bias, c, *saved = ctx.saved_tensors
+        groups, over_batch, eps, host = ctx.spec
         if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
             out = grad_via_composed(
                 lambda x, w, b: _whiten_composed(x, w, b, groups, over_batch, eps)[0],
@@ -291,28 +333,30 @@ class _WhitenChannels(torch.autograd.Function):
                 grad,
             )
             return (*out[:3], None, None, None)
+        t, w, *factors = (_host(a, host) for a in saved)
         n, n_ch, m = c.shape
         count = m * (n_ch // groups) * (n if over_batch else 1)
         g = grad.resolve_conj()
         if g.stride() != c.stride():  # the layout of the centred data
             g = torch.empty_like(c).copy_(g)
         g_sum = g.sum(-1)  # (N, C)
-        gt = _outer_sum(torch.view_as_real(g), torch.view_as_real(c))  # sum_m g c^T
+        gt = _host(_outer_sum(torch.view_as_real(g), torch.view_as_real(c)), host)  # sum g c^T
         g_weight = g_bias = None
         if weight is None:
             g_w = gt
         else:
-            g_w = weight.permute(2, 0, 1).mT @ gt
+            g_w = _host(_matrices(weight), host).swapaxes(-1, -2) @ gt
             if ctx.needs_input_grad[1]:
-                g_weight = (gt @ w).sum(0).permute(1, 2, 0)
+                g_weight = _tensor((gt @ w).sum(0)).permute(1, 2, 0)
         if bias is not None and ctx.needs_input_grad[2]:
             g_bias = g_sum.sum(0)
         g_a = inv_sqrt_2x2_grad(factors, _group_sum(g_w, groups, over_batch))
         s = _to_channels(g_a * (2.0 / count), n_ch)  # d/dc of <G_A, c c^T / n> is 2 G_A c / n
         # the mean's share: (1/n) sum over the group of T^T sum_m g, per channel
-        k = (t.mT @ torch.view_as_real(g_sum).unsqueeze(-1)).squeeze(-1)
-        k = torch.view_as_complex(_to_channels(_group_sum(k, groups, over_batch) / count, n_ch))
-        gz = _apply_2x2_into(t.mT, g, add=(s, c)).sub_(k.unsqueeze(-1))
+        t_t = t.swapaxes(-1, -2)
+        k = (t_t @ _host(torch.view_as_real(g_sum), host)[..., None])[..., 0]
+        k = _tensor(_to_channels(_group_sum(k, groups, over_batch) / count, n_ch))
+        gz = _apply_2x2_into(t_t, g, add=(s, c)).sub_(torch.view_as_complex(k).unsqueeze(-1))
         return gz, g_weight, g_bias, None, None, None
 
 
@@ -344,9 +388,9 @@ def _update(running_mean, running_cov, mean, cov, count, momentum):
     (factor ``count / (count - 1)``); ``mean (S, C)``, ``cov (S, C, 2, 2)`` averaged over ``S``."""
     with torch.no_grad():
         unbias = count / max(count - 1, 1)
-        running_mean.lerp_(mean.mean(0).to(running_mean.dtype), momentum)
-        new_cov = (cov.mean(0) * unbias).permute(1, 2, 0)
-        running_cov.lerp_(new_cov.to(running_cov.dtype), momentum)
+        mean, cov = (mean[0], cov[0]) if mean.shape[0] == 1 else (mean.mean(0), cov.mean(0))
+        running_mean.lerp_(mean.to(running_mean.dtype), momentum)
+        running_cov.lerp_((cov * unbias).permute(1, 2, 0).to(running_cov.dtype), momentum)
 
 
 def batch_norm(

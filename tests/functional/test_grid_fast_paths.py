@@ -1,9 +1,9 @@
 """The grid layers' layouts that bypass torch's kernels (``cplxnet.functional.grid_views``: the
 block mean of non-overlapping average pools, the block repeat of nearest upsampling by powers of
-two; the separable adaptive average of sizes that do not divide; the one-GEMM ConvTranspose1d
-with stride = kernel size) against torch on each part or
-torch's native complex op, in values and gradients, complex64 and complex128; each case first
-asserts that it takes the path it is meant to test."""
+two; the separable adaptive average of sizes that do not divide; the one-GEMM transposed
+convolutions with stride = kernel size) against torch on each part or torch's native complex
+op, in values and gradients, complex64 and complex128; each case first asserts that it takes the
+path it is meant to test."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch.nn.functional as F
 import cplxnet.functional as CF
 from cplxnet import nn as cnn
 from cplxnet.functional import grid_views as G
-from cplxnet.functional.conv import non_overlapping_1d
+from cplxnet.functional.conv import non_overlapping
 
 DTYPES = [torch.complex64, torch.complex128]
 
@@ -219,20 +219,35 @@ def test_block_repeat_gradcheck_gradgradcheck_and_fallbacks():
         CF.interpolate(z, scale_factor=2, align_corners=True)
 
 
+# (rank, kernel = stride, batched input shape)
+GEMM_CONV_T = [
+    (1, 3, (3, 4, 7)),
+    (2, 2, (2, 4, 5, 3)),
+    (2, (2, 3), (2, 4, 3, 4)),  # a different block per axis
+    (3, 2, (2, 4, 3, 2, 3)),
+]
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("bias", [True, False])
-def test_conv_transpose1d_stride_equal_to_kernel_equals_torch_native_complex(dtype, bias):
+@pytest.mark.parametrize("nd, k, shape", GEMM_CONV_T)
+def test_conv_transpose_stride_equal_to_kernel_equals_torch_native_complex(
+    dtype, bias, nd, k, shape
+):
     torch.manual_seed(0)
-    m = cnn.ConvTranspose1d(4, 6, 3, stride=3, bias=bias, dtype=dtype)
-    ref = torch.nn.ConvTranspose1d(4, 6, 3, stride=3, bias=bias, dtype=dtype)
+    ours = {1: cnn.ConvTranspose1d, 2: cnn.ConvTranspose2d, 3: cnn.ConvTranspose3d}[nd]
+    theirs = {1: torch.nn.ConvTranspose1d, 2: torch.nn.ConvTranspose2d, 3: torch.nn.ConvTranspose3d}
+    m = ours(4, 6, k, stride=k, bias=bias, dtype=dtype)
+    ref = theirs[nd](4, 6, k, stride=k, bias=bias, dtype=dtype)
     with torch.no_grad():
         for p in m.parameters():
             p.normal_()
     ref.load_state_dict(m.state_dict())
-    x = torch.randn(3, 4, 7, dtype=dtype, requires_grad=True)
-    assert non_overlapping_1d(x, m.weight, 3, 0, 0, 1, 1)
+    x = torch.randn(shape, dtype=dtype, requires_grad=True)
+    assert non_overlapping(x, m.weight, k, 0, 0, 1, 1)
     y, yr = m(x), ref(x)
     torch.testing.assert_close(y, yr)
+    assert y.is_contiguous()
     g = torch.randn_like(y)
     for a, b in zip(
         torch.autograd.grad(y, [x, *m.parameters()], g),
@@ -242,7 +257,15 @@ def test_conv_transpose1d_stride_equal_to_kernel_equals_torch_native_complex(dty
     torch.testing.assert_close(m(x[0]), ref(x[0]))  # unbatched
     if dtype == torch.complex128:
         w = m.weight.detach().requires_grad_()
-        fn = lambda t, v: CF.conv_transpose1d(t, v, None, 3)  # noqa: E731
-        assert torch.autograd.gradcheck(fn, (x, w))
-    assert not non_overlapping_1d(x, m.weight, 3, 1, 0, 1, 1)  # padded: the block kernel
-    assert not non_overlapping_1d(x, m.weight, 2, 0, 0, 1, 1)  # overlapping windows
+        fn = {1: CF.conv_transpose1d, 2: CF.conv_transpose2d, 3: CF.conv_transpose3d}[nd]
+        assert torch.autograd.gradcheck(lambda t, v: fn(t, v, None, k), (x, w))
+        assert torch.autograd.gradgradcheck(lambda t, v: fn(t, v, None, k), (x, w))
+    assert not non_overlapping(x, m.weight, k, 1, 0, 1, 1)  # padded: the block kernel
+    assert not non_overlapping(x, m.weight, 1, 0, 0, 1, 1)  # overlapping windows
+    if nd > 1:  # a channels-last input keeps torch's channels-last route and format
+        fmt = torch.channels_last if nd == 2 else torch.channels_last_3d
+        xc = x.detach().contiguous(memory_format=fmt)
+        assert not non_overlapping(xc, m.weight, k, 0, 0, 1, 1)
+        yc = m(xc)
+        assert yc.is_contiguous(memory_format=fmt)
+        torch.testing.assert_close(yc, yr)

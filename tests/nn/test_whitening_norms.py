@@ -278,6 +278,38 @@ def test_composed_path_under_tracing_equals_fast_path(monkeypatch):
             torch.testing.assert_close(got, w_)
 
 
+@pytest.mark.parametrize("scale", [1.0, 1e10])
+@pytest.mark.parametrize("layout", ["contiguous", "channels-last", "strided"])
+def test_per_channel_math_in_torch_equals_the_host_path(monkeypatch, layout, scale):
+    """The per-channel 2x2 math runs in NumPy for eager CPU inputs and in torch elsewhere (other
+    devices): forcing the torch path gives the same values and gradients."""
+    from cplxnet.functional import whitening
+
+    base = _x(4, 6, 5, 6, dtype=torch.complex64, scale=scale)
+    x = {
+        "contiguous": base,
+        "channels-last": base.contiguous(memory_format=torch.channels_last),
+        "strided": base[:, :, ::2],
+    }[layout]
+    x = _leaf(x)
+    w, b = _affine(6)
+    w, b = _leaf(w.float()), _leaf(b.to(torch.complex64))
+    fns = [
+        lambda x, w, b: CF.batch_norm(x, None, None, w, b, True),
+        lambda x, w, b: CF.group_norm(x, 2, w, b),
+        lambda x, w, b: CF.instance_norm(x, None, None, w, b),
+    ]
+    calls = []
+    real_host_math = whitening._host_math
+    monkeypatch.setattr(whitening, "_host_math", lambda t: calls.append(1) or real_host_math(t))
+    host = [_grads(fn, (x, w, b)) for fn in fns]
+    assert len(calls) == len(fns) and real_host_math(x)
+    monkeypatch.setattr(whitening, "_host_math", lambda t: False)
+    for fn, want in zip(fns, host):
+        for got, w_ in zip(_grads(fn, (x, w, b)), want, strict=True):
+            torch.testing.assert_close(got, w_, atol=1e-5 * w_.abs().max().item(), rtol=1e-4)
+
+
 # ------------------------------------------------------------------------------------------------
 # numerical range
 # ------------------------------------------------------------------------------------------------
