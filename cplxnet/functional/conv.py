@@ -149,9 +149,10 @@ def _is_zero(v) -> bool:
 
 
 def non_overlapping(x, weight, stride, padding, output_padding, groups, dilation) -> bool:
-    """A complex transposed convolution of batched, contiguous ``x`` whose windows do not
-    overlap: ``stride`` = kernel size on every axis, no padding, output padding or dilation, one
-    group (each input position writes its own block of outputs: a U-Net's upsampling)."""
+    """A complex transposed convolution of batched (an unbatched input unsqueezed), contiguous
+    ``x`` whose windows do not overlap: ``stride`` = kernel size on every axis, no padding,
+    output padding or dilation, one group (each input position writes its own block of
+    outputs: a U-Net's upsampling)."""
     nd = weight.dim() - 2
     k = tuple(weight.shape[2:])
     s = (stride,) * nd if isinstance(stride, int) else tuple(stride)

@@ -329,9 +329,9 @@ class ConvTranspose1d(TorchCounterpart, _ConvTransposeNd, torch_class=nn.ConvTra
 
     Computed as one real transposed convolution with twice the channels and the real block
     kernel ``[[A, B], [-B, A]]`` of :math:`W = A + iB`, or, with ``stride`` equal to the kernel
-    size (no padding, output padding or dilation, one group), as one complex GEMM; torch's
-    native complex ``conv_transpose1d`` gives the same values (the test reference) and measured
-    slower (``benchmarks/RESULTS.md``).
+    size (no padding, output padding or dilation, one group) on a contiguous input, as
+    one complex GEMM per sample (every rank); torch's native complex ``conv_transpose1d`` gives
+    the same values (the test reference) and measured slower (``benchmarks/RESULTS.md``).
 
     Examples::
 
