@@ -171,7 +171,7 @@ def _conv_transpose_gemm(x: torch.Tensor, weight: torch.Tensor, bias) -> torch.T
     n, c, *sp = x.shape
     co, *k = weight.shape[1:]
     nd = len(sp)
-    y = torch.matmul(weight.reshape(c, -1).mT, x.reshape(n, c, -1)).view(n, co, *k, *sp)
+    y = torch.matmul(weight.flatten(1).mT, x.flatten(2)).view(n, co, *k, *sp)
     y = y.permute(0, 1, *(d for i in range(nd) for d in (2 + nd + i, 2 + i)))
     y = y.reshape(n, co, *(a * b for a, b in zip(sp, k)))
     return y if bias is None else y + bias.view(co, *[1] * nd)

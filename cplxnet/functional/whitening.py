@@ -83,17 +83,21 @@ def _matrices(weight: torch.Tensor | None) -> torch.Tensor | None:
 
 def _host_math(x: torch.Tensor) -> bool:
     """Whether the per-channel 2x2 math of a norm of ``x`` runs in NumPy (see the module
-    docstring): an eager CPU complex64/complex128 input."""
+    docstring): an eager CPU complex64/complex128 input, a plain tensor with no dispatch mode
+    active (a tracer such as ``make_fx`` or fake tensors see torch ops)."""
     return (
-        x.device.type == "cpu"
+        type(x) is torch.Tensor
+        and x.device.type == "cpu"
         and x.dtype in (torch.complex64, torch.complex128)
         and not torch.jit.is_tracing()
+        and torch._C._len_torch_dispatch_stack() == 0
     )
 
 
 def _host(t: torch.Tensor | None, host: bool):
-    """``t`` as a NumPy array on the host path (no copy), else ``t``; None stays None."""
-    return t.detach().numpy() if host and t is not None else t
+    """``t`` as a NumPy array on the host path (no copy unless ``t`` has the negative bit),
+    else ``t``; None stays None."""
+    return t.detach().resolve_neg().numpy() if host and t is not None else t
 
 
 def _tensor(a) -> torch.Tensor:
@@ -298,6 +302,7 @@ class _WhitenChannels(torch.autograd.Function):
     """
 
     @staticmethod
+    @np.errstate(all="ignore")  # degenerate statistics: torch's silent inf/nan
     def forward(ctx, x3, weight, bias, groups, over_batch, eps):  # noqa: D102
         n, n_ch, m = x3.shape
         count = m * (n_ch // groups) * (n if over_batch else 1)
@@ -309,7 +314,8 @@ class _WhitenChannels(torch.autograd.Function):
             c = x3 - _to_channels(mean, n_ch).unsqueeze(-1)
         cr = torch.view_as_real(c)
         cov = _group_sum(_outer_sum(cr, cr), groups, over_batch) / count
-        host = _host_math(x3)
+        host = _host_math(x3) and cov.dtype in (torch.float32, torch.float64)  # not autocast
+        eps = float(eps)  # a NumPy scalar would promote the float32 math
         factors = inv_sqrt_2x2_factors(_host(cov, host), eps)
         t, w = _maps(factors, _host(_matrices(weight), host), n_ch)
         y = _apply_2x2_into(t, c)
@@ -322,6 +328,7 @@ class _WhitenChannels(torch.autograd.Function):
         return y, mean, cov
 
     @staticmethod
+    @np.errstate(all="ignore")
     def backward(ctx, grad, *_):  # noqa: D102
         x3, weight, bias, c, *saved = ctx.saved_tensors
         groups, over_batch, eps, host = ctx.spec
@@ -362,7 +369,10 @@ class _WhitenChannels(torch.autograd.Function):
 
 def _whiten(x, weight, bias, groups, over_batch, eps, stats=None):
     """Whitening of ``x`` ``(N, C, *)`` as ``(N, C, M)``: the fused Function when eager with
-    batch statistics, else the composed form. Returns ``(y of x's shape, mean, cov)``."""
+    batch statistics, else the composed form. Returns ``(y of x's shape, mean, cov)``; an empty
+    ``x`` gives an empty ``y`` and no statistics (None), as torch's norms (no running update)."""
+    if x.numel() == 0:
+        return x.clone(), None, None
     x3 = x.resolve_conj().reshape(x.shape[0], x.shape[1], -1)
     if stats is not None or is_tracing() or torch.jit.is_tracing():
         y, mean, cov = _whiten_composed(x3, weight, bias, groups, over_batch, eps, stats)
@@ -371,11 +381,17 @@ def _whiten(x, weight, bias, groups, over_batch, eps, stats=None):
     return y.reshape(x.shape), mean, cov
 
 
-def _check_input(x: torch.Tensor, owner: str) -> None:
+def _check_input(x: torch.Tensor, owner: str, weight=None, bias=None) -> None:
     if not x.is_complex():
         raise TypeError(f"{owner}: input must be a complex tensor, got {x.dtype}")
     if x.dim() < 2:
         raise ValueError(f"{owner}: expected an (N, C, *) input, got shape {tuple(x.shape)}")
+    for name, t, want in (("weight", weight, x.real.dtype), ("bias", bias, x.dtype)):
+        if t is not None and t.dtype != want:
+            raise TypeError(
+                f"{owner}: {name} must be {want} for a {x.dtype} input, got {t.dtype}; "
+                f"convert it with .to({want})"
+            )
 
 
 def _running_stats(running_mean, running_cov):
@@ -419,17 +435,17 @@ def batch_norm(
             or None.
         weight: real ``(2, 2, C)`` per-channel affine matrix or None; bias: complex ``(C,)``.
     """
-    _check_input(x, "batch_norm")
+    _check_input(x, "batch_norm", weight, bias)
     n_ch = x.shape[1]
     if training or running_mean is None:
         count = x.numel() // max(n_ch, 1)
-        if count < 2 and training:
+        if count == 1 and training:
             raise ValueError(
                 f"batch_norm: expected more than 1 value per channel when training, "
                 f"got input {tuple(x.shape)}"
             )
         y, mean, cov = _whiten(x, weight, bias, n_ch, True, eps)
-        if training and running_mean is not None:
+        if training and running_mean is not None and mean is not None:
             _update(running_mean, running_cov, mean, cov, count, momentum)
         return y
     stats = _running_stats(running_mean, running_cov)
@@ -456,12 +472,12 @@ def instance_norm(
     ``running_cov`` real ``(2, 2, C)`` are used. ``weight`` real ``(2, 2, C)``, ``bias`` complex
     ``(C,)``.
     """
-    _check_input(x, "instance_norm")
+    _check_input(x, "instance_norm", weight, bias)
     n_ch = x.shape[1]
     if use_input_stats:
         count = x.numel() // max(x.shape[0] * n_ch, 1)
         y, mean, cov = _whiten(x, weight, bias, n_ch, False, eps)
-        if running_mean is not None:
+        if running_mean is not None and mean is not None:
             _update(running_mean, running_cov, mean, cov, count, momentum)
         return y
     stats = _running_stats(running_mean, running_cov)
@@ -481,7 +497,7 @@ def group_norm(
     per-channel affine ``weight`` real ``(2, 2, C)`` and ``bias`` complex ``(C,)``. The argument
     order is ``torch.nn.functional.group_norm``'s.
     """
-    _check_input(x, "group_norm")
+    _check_input(x, "group_norm", weight, bias)
     if num_groups <= 0 or x.shape[1] % num_groups:
         raise ValueError(
             f"group_norm: expected the {x.shape[1]} channels of input {tuple(x.shape)} to be "

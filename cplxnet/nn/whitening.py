@@ -267,7 +267,7 @@ class _InstanceNorm(_WhiteningNorm):
                 f"{self.num_features}; they are unused since affine=False",
                 stacklevel=2,
             )
-        if self.training and xb[0, 0].numel() < 2:
+        if self.training and math.prod(xb.shape[2:]) == 1:
             raise ValueError(
                 f"{owner}: expected more than 1 spatial element when training, got input "
                 f"{tuple(x.shape)}"

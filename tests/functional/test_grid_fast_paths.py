@@ -269,3 +269,41 @@ def test_conv_transpose_stride_equal_to_kernel_equals_torch_native_complex(
         yc = m(xc)
         assert yc.is_contiguous(memory_format=fmt)
         torch.testing.assert_close(yc, yr)
+
+
+OURS = {1: CF.conv_transpose1d, 2: CF.conv_transpose2d, 3: CF.conv_transpose3d}
+THEIRS = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+@pytest.mark.parametrize(
+    "kw", [dict(output_padding=1), dict(dilation=2), dict(padding=1), dict(groups=2)]
+)
+def test_conv_transpose_near_misses_of_the_gemm_equal_torch(nd, kw):
+    """stride = kernel size but one other argument off: not the GEMM, same values as torch."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, *[3] * nd, dtype=torch.complex128)
+    w = torch.randn(4, 6 // kw.get("groups", 1), *[2] * nd, dtype=torch.complex128)
+    b = torch.randn(w.shape[1] * kw.get("groups", 1), dtype=torch.complex128)
+    torch.testing.assert_close(OURS[nd](x, w, b, 2, **kw), THEIRS[nd](x, w, b, 2, **kw))
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_conv_transpose_gemm_empty_batch(nd):
+    x = torch.randn(0, 4, *[3] * nd, dtype=torch.complex64, requires_grad=True)
+    w = torch.randn(4, 6, *[2] * nd, dtype=torch.complex64, requires_grad=True)
+    y = OURS[nd](x, w, None, 2)
+    assert y.shape == THEIRS[nd](x, w, None, 2).shape
+    y.sum().abs().backward()
+
+
+@pytest.mark.parametrize("nd", [2, 3])
+def test_conv_transpose_gemm_channels_last_weight_keeps_torch_format(nd):
+    """stride = kernel size, contiguous input, channels-last weight: torch's output is
+    channels-last, so the GEMM (contiguous output) must not be taken."""
+    fmt = torch.channels_last if nd == 2 else torch.channels_last_3d
+    x = torch.randn(2, 4, *[3] * nd, dtype=torch.complex64)
+    w = torch.randn(4, 6, *[2] * nd, dtype=torch.complex64).contiguous(memory_format=fmt)
+    y, yr = OURS[nd](x, w, None, 2), THEIRS[nd](x, w, None, 2)
+    torch.testing.assert_close(y, yr)
+    assert yr.is_contiguous(memory_format=fmt) and y.is_contiguous(memory_format=fmt)

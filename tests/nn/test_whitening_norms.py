@@ -7,7 +7,9 @@ range, complextorch where it agrees, torch's argument order and defaults, errors
 from __future__ import annotations
 
 import math
+import warnings
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -580,3 +582,139 @@ def test_exports_with_a_dynamic_spatial_size(info):
         shape[dim] = size
         z = torch.randn(*shape, dtype=torch.complex64)
         torch.testing.assert_close(program.module()(z), m(z))
+
+
+NORMS = [
+    lambda x, w, b: CF.batch_norm(x, None, None, w, b, True),
+    lambda x, w, b: CF.group_norm(x, 2, w, b),
+    lambda x, w, b: CF.instance_norm(x, None, None, w, b),
+]
+
+
+@pytest.mark.parametrize("fn", NORMS)
+@pytest.mark.parametrize("cl", [False, True])
+def test_whitening_norms_off_cpu_use_torch_math(fn, cl):
+    """A non-CPU tensor (the meta device here, which runs the same torch code as a GPU) never
+    reaches NumPy, forward or backward."""
+    x = torch.randn(2, 4, 3, 4, dtype=torch.complex64, device="meta")
+    x = x.contiguous(memory_format=torch.channels_last) if cl else x
+    x.requires_grad_()
+    w = torch.randn(2, 2, 4, device="meta", requires_grad=True)
+    b = torch.randn(4, dtype=torch.complex64, device="meta", requires_grad=True)
+    y = fn(x, w, b)
+    gx, gw, gb = torch.autograd.grad(y, (x, w, b), torch.ones_like(y))
+    assert gx.shape == x.shape and gw.shape == w.shape and gb.shape == b.shape
+
+
+def test_instance_norm_running_stats_average_every_sample():
+    """The running statistics of an instance norm are the batch average of the per-sample
+    statistics, not the first sample's."""
+
+    x = torch.randn(3, 2, 8, dtype=torch.complex128) * torch.tensor([1.0, 3.0, 0.2])[:, None, None]
+    x = x + torch.tensor([0.0, 2.0, -1.0j])[:, None, None]
+    rm, rc = (
+        torch.zeros(2, dtype=torch.complex128),
+        torch.eye(2, dtype=torch.float64)[..., None].repeat(1, 1, 2),
+    )
+    rm2, rc2 = rm.clone(), rc.clone()
+    CF.instance_norm(x, rm, rc, momentum=0.5)
+    reference_instance_norm(x, rm2, rc2, momentum=0.5)
+    torch.testing.assert_close((rm, rc), (rm2, rc2))
+
+
+def test_group_norm_backward_mean_share_is_per_sample():
+    """group_norm (per-sample statistics, groups != channels) and the gradient of a loss that
+    weighs the samples differently: the mean's share of the input gradient is per sample."""
+
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, 5, dtype=torch.complex128, requires_grad=True)
+    w = torch.randn(2, 2, 4, dtype=torch.float64, requires_grad=True)
+    g = (
+        torch.randn(3, 4, 5, dtype=torch.complex128)
+        + torch.tensor([0.0, 5.0, -3.0j])[:, None, None]
+    )
+    got = torch.autograd.grad(CF.group_norm(x, 2, w), (x, w), g)
+    want = torch.autograd.grad(reference_group_norm(x, 2, w), (x, w), g)
+    torch.testing.assert_close(got, want)
+
+
+def test_host_math_not_taken_under_proxy_tracing():
+    """make_fx (real mode) must not bake the batch statistics into the graph, nor fake tensors
+    reach NumPy."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    f = lambda x: CF.group_norm(x, 2)  # noqa: E731
+    x1 = torch.randn(2, 4, 3, 3, dtype=torch.complex64)
+    x2 = 5 * torch.randn(2, 4, 3, 3, dtype=torch.complex64) + 3
+    torch.testing.assert_close(make_fx(f)(x1)(x2), f(x2))
+    with FakeTensorMode():
+        CF.batch_norm(torch.randn(2, 4, 3, 3, dtype=torch.complex64), None, None, training=True)
+
+
+def test_host_math_accepts_numpy_eps_neg_bit_weight_and_is_silent():
+    x = torch.randn(4, 3, 5, dtype=torch.complex64)
+    want = CF.batch_norm(x, None, None, None, None, True, eps=1e-3)
+    torch.testing.assert_close(
+        CF.batch_norm(x, None, None, None, None, True, eps=np.float64(1e-3)), want
+    )
+    w = torch.complex(torch.zeros(2, 2, 3), -torch.eye(2)[..., None].expand(2, 2, 3)).conj().imag
+    assert w.is_neg()
+    torch.testing.assert_close(CF.batch_norm(x, None, None, w, None, True, eps=1e-3), want)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        CF.instance_norm(torch.zeros(2, 3, 5, dtype=torch.complex64), eps=0.0)
+
+
+def test_group_norm_one_group_hands_torch_only_writable_arrays(monkeypatch):
+    """One group: the per-channel maps are broadcast views of the group's (read-only in NumPy);
+    they must be copied before torch.from_numpy (torch may write through, undefined behaviour)."""
+    real = torch.from_numpy
+
+    def checked(a):
+        assert a.flags.writeable, "torch.from_numpy of a read-only array"
+        return real(a)
+
+    monkeypatch.setattr(torch, "from_numpy", checked)
+    x = torch.randn(2, 4, 6, dtype=torch.complex64, requires_grad=True)
+    w = torch.randn(2, 2, 4, requires_grad=True)
+    CF.group_norm(x, 1, w).abs().sum().backward()
+    CF.group_norm(x.contiguous()[..., ::2], 1, w).abs().sum().backward()  # strided branch
+
+
+def test_forward_under_cpu_autocast_and_mismatched_affine_dtypes():
+    """Autocast (bf16) keeps the complex forward; a weight or bias of another precision than
+    the input is one clear error on every device."""
+    m, x = cnn.BatchNorm2d(4), torch.randn(2, 4, 3, 3, dtype=torch.complex64)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert m(x).dtype == torch.complex64
+    w64, b128 = torch.randn(2, 2, 4, dtype=torch.float64), torch.randn(4, dtype=torch.complex128)
+    for dev in ("cpu", "meta"):
+        xd = x.to(dev)
+        with pytest.raises(TypeError, match="weight must be torch.float32"):
+            CF.batch_norm(xd, None, None, w64.to(dev), None, True)
+        with pytest.raises(TypeError, match="bias must be torch.complex64"):
+            CF.group_norm(xd, 2, None, b128.to(dev))
+
+
+@pytest.mark.parametrize(
+    "ours",
+    [
+        lambda: cnn.BatchNorm2d(4),
+        lambda: cnn.InstanceNorm2d(4, affine=True, track_running_stats=True),
+        lambda: cnn.GroupNorm(2, 4),
+    ],
+)
+def test_an_empty_batch_gives_an_empty_output_as_torch(ours):
+    """torch's BatchNorm2d, InstanceNorm2d and GroupNorm return an empty output for an empty
+    batch (torch's affine InstanceNorm2d fails on it)."""
+    m = ours()
+    x = torch.randn(0, 4, 3, 3, dtype=torch.complex64, requires_grad=True)
+    y = m(x)
+    assert y.shape == x.shape
+    y.abs().sum().backward()
+    assert x.grad.shape == x.shape
+    if getattr(m, "running_mean", None) is not None:  # nothing to average: the statistics stay
+        assert torch.equal(m.running_mean, torch.zeros(4, dtype=torch.complex64))
+        assert torch.equal(m.running_cov, 0.5 * torch.eye(2)[..., None].expand(2, 2, 4))
