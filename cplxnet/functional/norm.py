@@ -83,7 +83,6 @@ def _whiten_groups(
     weight: torch.Tensor | None,
     bias: torch.Tensor | None,
     eps: float,
-    per_group: bool,
     stats: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     r"""Whitening and 2x2 affine on the grouped real layout ``p`` = ``(A, G, 2, K)``
@@ -92,12 +91,10 @@ def _whiten_groups(
     Each group ``g`` is centred and whitened over its ``A * K`` complex entries (batch
     statistics, biased covariance) or with ``stats = (mean (1, G, 2, 1), cov (G, 2, 2))``:
     :math:`y = W_g (p - \bar p_g)`, :math:`W_g = (V_g + \epsilon I)^{-1/2}`
-    (:func:`inv_sqrt_2x2`). Then ``weight`` (real ``(2, 2, F)``) and ``bias`` (real ``(2, F)``,
-    the parts of the complex bias) are applied per feature ``F``: the group (``per_group=True``,
-    batch norm: ``F = G``, folded into :math:`W_g`) or the position ``k`` in the row
-    (``per_group=False``, layer norm: ``F = K``). The 2x2 products run as batched matrix
-    products over the contiguous rows. Returns the output ``(A, G, 2, K)``, the mean and the
-    covariance used."""
+    (:func:`inv_sqrt_2x2`). Then ``weight`` (real ``(2, 2, K)``) and ``bias`` (real ``(2, K)``,
+    the parts of the complex bias) are applied per position ``k`` in the row (the layer norm's
+    features). The 2x2 products run as batched matrix products over the contiguous rows.
+    Returns the output ``(A, G, 2, K)``, the mean and the covariance used."""
     if stats is None:
         n = p.shape[0] * p.shape[3]
         mean = p.mean((0, 3), keepdim=True)
@@ -106,7 +103,7 @@ def _whiten_groups(
     else:
         mean, cov = stats
         c = p - mean
-    return _apply_whitening(c, _inv_sqrt_mat(cov, eps), weight, bias, per_group), mean, cov
+    return _apply_whitening(c, _inv_sqrt_mat(cov, eps), weight, bias), mean, cov
 
 
 def _apply_whitening(
@@ -114,14 +111,8 @@ def _apply_whitening(
     w: torch.Tensor,
     weight: torch.Tensor | None,
     bias: torch.Tensor | None,
-    per_group: bool,
 ) -> torch.Tensor:
     """``W c`` followed by the affine, on centred grouped data (see :func:`_whiten_groups`)."""
-    if per_group:
-        if weight is not None:
-            w = weight.permute(2, 0, 1) @ w
-        y = w @ c
-        return y if bias is None else y + bias.T.unsqueeze(-1)
     y = w @ c
     if weight is not None:  # out_i = sum_j weight[i, j, k] y_j
         y = y[:, :, :1] * weight[:, 0] + y[:, :, 1:] * weight[:, 1]
@@ -145,15 +136,15 @@ class _WhitenAffine(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x, weight, bias, shape3, eps, per_group):  # noqa: D102
+    def forward(ctx, x, weight, bias, shape3, eps):  # noqa: D102
         p = _to_groups(x, shape3)
         b = None if bias is None else torch.view_as_real(bias.resolve_conj()).T
         n = p.shape[0] * p.shape[3]
         mean = p.mean((0, 3), keepdim=True)
         c = p.sub_(mean)
         cov = (c @ c.mT).sum(0).div_(n)
-        y = _apply_whitening(c, _inv_sqrt_mat(cov, eps), weight, b, per_group)
-        ctx.shape3, ctx.eps, ctx.per_group = shape3, eps, per_group
+        y = _apply_whitening(c, _inv_sqrt_mat(cov, eps), weight, b)
+        ctx.shape3, ctx.eps = shape3, eps
         ctx.save_for_backward(x, weight, bias, c, cov)
         ctx.mark_non_differentiable(mean, cov)
         return _from_groups(y, x.shape), mean, cov
@@ -161,16 +152,15 @@ class _WhitenAffine(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad, *_):  # noqa: D102
         x, weight, bias, c, cov = ctx.saved_tensors
-        shape3, eps, per_group = ctx.shape3, ctx.eps, ctx.per_group
+        shape3, eps = ctx.shape3, ctx.eps
         if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
             return (
                 *grad_via_composed(
-                    lambda x, w, b: _whiten_composed(x, w, b, shape3, eps, per_group),
+                    lambda x, w, b: _whiten_composed(x, w, b, shape3, eps),
                     (x, weight, bias),
                     ctx,
                     grad,
                 ),
-                None,
                 None,
                 None,
             )
@@ -180,18 +170,11 @@ class _WhitenAffine(torch.autograd.Function):
         w = inv_sqrt_2x2_from_factors(factors)
         g_weight = g_bias = None
         if bias is not None and ctx.needs_input_grad[2]:
-            gb = gp.sum((0, 3)) if per_group else gp.sum((0, 1)).T
+            gb = gp.sum((0, 1)).T
             g_bias = torch.complex(gb[:, 0], gb[:, 1]).reshape(bias.shape)
         if weight is None:
             gy, k1 = gp, w
             g_w = (gy @ c.mT).sum(0)
-        elif per_group:  # y' = A W c: gradient of W c is A^T g
-            a = weight.permute(2, 0, 1)
-            g_aw = (gp @ c.mT).sum(0)
-            if ctx.needs_input_grad[1]:
-                g_weight = (g_aw @ w).permute(1, 2, 0)
-            gy, k1 = gp, w @ a.mT
-            g_w = a.mT @ g_aw
         else:  # out_i = sum_j weight[i, j] y_j per position k
             y = w @ c
             if ctx.needs_input_grad[1]:
@@ -205,14 +188,14 @@ class _WhitenAffine(torch.autograd.Function):
         m = inv_sqrt_2x2_grad(factors, g_w).mul_(2.0 / n)
         gc = (k1 @ gy).add_(m @ c)
         gc -= gc.mean((0, 3), keepdim=True)
-        return _from_groups(gc, x.shape), g_weight, g_bias, None, None, None
+        return _from_groups(gc, x.shape), g_weight, g_bias, None, None
 
 
-def _whiten_composed(x, weight, bias, shape3, eps, per_group):
+def _whiten_composed(x, weight, bias, shape3, eps):
     """:class:`_WhitenAffine`'s forward composed of differentiable ops (tracing, double
     backward)."""
     b = None if bias is None else torch.view_as_real(bias.resolve_conj()).T
-    y, *_ = _whiten_groups(_to_groups(x, shape3), weight, b, eps, per_group)
+    y, *_ = _whiten_groups(_to_groups(x, shape3), weight, b, eps)
     return _from_groups(y, x.shape)
 
 
@@ -222,16 +205,15 @@ def _whiten_affine(
     bias: torch.Tensor | None,
     shape3: tuple[int, int, int],
     eps: float,
-    per_group: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Batch-statistics whitening and affine of complex ``x`` viewed as ``shape3 = (A, G, K)``
     (see :func:`_whiten_groups`): through :class:`_WhitenAffine` when eager, else composed.
     Returns the output (shape of ``x``), the mean ``(1, G, 2, 1)`` and covariance ``(G, 2, 2)``."""
     if is_tracing() or torch.jit.is_tracing():
         b = None if bias is None else torch.view_as_real(bias.resolve_conj()).T
-        y, mean, cov = _whiten_groups(_to_groups(x, shape3), weight, b, eps, per_group)
+        y, mean, cov = _whiten_groups(_to_groups(x, shape3), weight, b, eps)
         return _from_groups(y, x.shape), mean.detach(), cov.detach()
-    return _WhitenAffine.apply(x, weight, bias, shape3, eps, per_group)
+    return _WhitenAffine.apply(x, weight, bias, shape3, eps)
 
 
 class _WhitenRowsCompiled(torch.autograd.Function):
@@ -303,7 +285,7 @@ def _layer_norm_whiten(x, shape, weight, bias, eps):
     shape3 = (1, x.numel() // max(size, 1), size)
     w = None if weight is None else weight.reshape(2, 2, size)
     b = None if bias is None else bias.reshape(size)
-    return _whiten_affine(x, w, b, shape3, eps, per_group=False)[0]
+    return _whiten_affine(x, w, b, shape3, eps)[0]
 
 
 def _layer_norm_split(x, shape, weight, bias, eps):
