@@ -25,9 +25,10 @@ input (``torch.channels_last``, ``torch.channels_last_3d``) is read as its ``(N,
 with strides ``(M C, 1, C)``, not copied: the moments are then one Gram product per sample
 (a broadcast product above ``_GRAM_MAX_CHANNELS`` channels) and the 2x2 maps one block-diagonal
 product on the rows of ``2C`` interleaved values; in eager mode the output and the input's
-gradient keep that layout. A non-finite input value makes its channel's statistics non-finite
-in either layout; on the channels-last rows it also turns the other channels' outputs at its
-position non-finite (the block-diagonal product multiplies it by zero). One autograd
+gradient keep that layout. A non-finite input value makes its channel's statistics, and so
+its whole output, non-finite in either layout; on the channels-last rows (up to
+``_GRAM_MAX_CHANNELS`` channels) it turns every channel's output non-finite, since the
+block-diagonal product multiplies that channel's non-finite centred values by zero. One autograd
 Function (:class:`_WhitenChannels`) holds the forward and a backward written on the same layout;
 tracers, compilers and double backward see the same map composed of differentiable ops
 (:func:`_whiten_composed`).
@@ -210,10 +211,10 @@ def _apply_rows(t, z: torch.Tensor) -> torch.Tensor:
 
 
 def _eye(k: int, like):
-    """The ``k x k`` identity in the namespace, dtype (and device) of ``like``."""
+    """The ``k x k`` boolean identity in the namespace (and on the device) of ``like``."""
     if isinstance(like, np.ndarray):
-        return np.eye(k, dtype=like.dtype)
-    return torch.eye(k, dtype=like.dtype, device=like.device)
+        return np.eye(k, dtype=bool)
+    return torch.eye(k, dtype=torch.bool, device=like.device)
 
 
 def _block_diagonal(t):
@@ -221,7 +222,8 @@ def _block_diagonal(t):
     matrix acting on row vectors of interleaved parts: ``(x @ B)[2c + i] = sum_j t[c, i, j]
     x[2c + j]``."""
     s, c = t.shape[:2]
-    b = _eye(c, t)[:, None, :, None] * t.swapaxes(-1, -2)[:, :, :, None, :]  # (S, C, 2, C, 2)
+    # (S, C, 2, C, 2); selected, not multiplied, so that a non-finite map stays in its block
+    b = xp(t).where(_eye(c, t)[:, None, :, None], t.swapaxes(-1, -2)[:, :, :, None, :], 0)
     return b.reshape(s, 2 * c, 2 * c)
 
 
@@ -230,7 +232,7 @@ def _chunk_blocks(t, n: int, k: int) -> torch.Tensor:
     matrices acting on rows of ``k`` interleaved positions: ``(x @ B)[2j + i] = sum_l t[i, l]
     x[2j + l]`` for each of the ``k`` positions ``j``."""
     s, c = t.shape[:2]
-    b = _eye(k, t)[:, None, :, None] * t.swapaxes(-1, -2)[:, :, None, :, None, :]
+    b = xp(t).where(_eye(k, t)[:, None, :, None], t.swapaxes(-1, -2)[:, :, None, :, None, :], 0)
     b = _tensor(b.reshape(s, c, 2 * k, 2 * k))
     return b.expand(n, c, 2 * k, 2 * k).reshape(n * c, 2 * k, 2 * k)
 

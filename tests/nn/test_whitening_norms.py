@@ -718,3 +718,13 @@ def test_an_empty_batch_gives_an_empty_output_as_torch(ours):
     if getattr(m, "running_mean", None) is not None:  # nothing to average: the statistics stay
         assert torch.equal(m.running_mean, torch.zeros(4, dtype=torch.complex64))
         assert torch.equal(m.running_cov, 0.5 * torch.eye(2)[..., None].expand(2, 2, 4))
+
+
+def test_a_non_finite_value_spreads_as_the_module_docstring_says():
+    """Standard layout: only its channel; channels-last rows: every channel."""
+    x = torch.randn(2, 4, 3, 3, dtype=torch.complex64)
+    x[0, 1, 0, 0] = float("inf")
+    bad = lambda y: (~torch.isfinite(y)).sum((0, 2, 3)).tolist()  # noqa: E731
+    assert bad(CF.batch_norm(x, None, None, None, None, True)) == [0, 18, 0, 0]
+    xc = x.contiguous(memory_format=torch.channels_last)
+    assert bad(CF.batch_norm(xc, None, None, None, None, True)) == [18, 18, 18, 18]
