@@ -74,6 +74,15 @@ def test_lm_grid_runs_reports_and_resumes(tmp_path, text_file, capsys):
     report = capsys.readouterr().out
     assert "| trainable (real) | " in report and "n/a [1]" in report and "max_len=8" in report
     assert "| complex-order (complex) | trainable (real) |" in report  # the pooled test
+    # rendered elsewhere, the report reads the budget of the grid beside the results
+    elsewhere = str(tmp_path / "elsewhere")
+    assert main(["report", out, "--no-plot", "--out", elsewhere]) == 0
+    capsys.readouterr()
+    texts = []
+    for d in (out, elsewhere):
+        with open(os.path.join(d, "report.md"), encoding="utf-8") as fh:
+            texts.append(fh.read())
+    assert texts[0] == texts[1] and "steps 4" in texts[0]  # the budget line
 
     # another budget into the same folder is refused with one line
     args = _tiny_args(text_file, out)

@@ -145,13 +145,13 @@ def report_place(
     results: str | Sequence[dict[str, Any]], out_dir: str | None, options: dict[str, Any] | None
 ) -> tuple[str, dict[str, Any] | None]:
     """The folder a report goes to (``out_dir``, else the results folder or the folder of the
-    results file, else ``.``) and the budget it shows (``options``, else the ``options`` of that
-    folder's ``grid.json`` when ``results`` is a path)."""
+    results file, else ``.``) and the budget it shows (``options``, else the ``options`` of the
+    ``grid.json`` beside the results when ``results`` is a path, wherever the report goes)."""
     if isinstance(results, str):
-        if out_dir is None:
-            out_dir = results if os.path.isdir(results) else os.path.dirname(results) or "."
+        source = results if os.path.isdir(results) else os.path.dirname(results) or "."
+        out_dir = source if out_dir is None else out_dir
         if options is None:
-            grid = os.path.join(out_dir, "grid.json")
+            grid = os.path.join(source, "grid.json")
             if os.path.exists(grid):
                 with open(grid, encoding="utf-8") as fh:
                     options = json.load(fh).get("options")
