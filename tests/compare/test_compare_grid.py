@@ -169,6 +169,36 @@ def test_other_budget_in_same_folder_is_refused(tmp_path, options):
         run_grid(cells, out, other, threads=1, log=lambda m: None)
 
 
+def test_an_option_given_at_its_default_is_the_same_budget(tmp_path):
+    """An option left out of an older grid.json and given now at the value the cells use anyway
+    is the same budget; another value, or a value over a preset's, is a change."""
+    from cplxnet.compare.grid.lm import lm_grid_options
+    from cplxnet.compare.grid.store import ResultStore
+
+    store = ResultStore(str(tmp_path))
+    store.check_options(lm_grid_options(train={"steps": 4}))
+    store.check_options(lm_grid_options(train={"steps": 4, "monitor": "loss", "warmup_steps": 0}))
+    with pytest.raises(CompareError, match="lm.train.monitor: was 'loss', now 'accuracy'"):
+        store.check_options(lm_grid_options(train={"steps": 4, "monitor": "accuracy"}))
+
+    store = ResultStore(str(tmp_path / "classify"))
+    store.check_options(tiny_options())
+    store.check_options(
+        tiny_options(
+            train={"epochs": 1, "batch_size": 16, "lr": 1e-3}, data={"split_seed": 0, "limit": None}
+        )
+    )
+    with pytest.raises(CompareError, match="data.split_seed: was 0, now 1"):
+        store.check_options(tiny_options(data={"split_seed": 1}))
+    with pytest.raises(CompareError, match="train.lr: was 0.001, now 0.01"):
+        store.check_options(tiny_options(train={"epochs": 1, "batch_size": 16, "lr": 1e-2}))
+
+    from cplxnet.compare.grid.store import _effective
+
+    given = _effective({"train": {"lr": 0.001}}, with_presets=True)
+    assert given["train"] != _effective({"train": {}}, with_presets=True)["train"]
+
+
 def test_failing_cell_is_recorded_and_grid_goes_on(tmp_path, options, monkeypatch):
     out = str(tmp_path / "out")
     cells = _grid(options)

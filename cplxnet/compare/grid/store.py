@@ -19,6 +19,7 @@ error too, unless ``retry_errors``).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import os
@@ -166,7 +167,11 @@ class ResultStore:
             with open(path, encoding="utf-8") as fh:
                 stored = json.load(fh).get("options", {})
             presets = stored.pop("presets", {})
-            diffs = _diff(stored, {k: v for k, v in current.items() if k != "presets"})
+            with_presets = bool(presets or current.get("presets"))
+            diffs = _diff(
+                _effective(stored, with_presets),
+                _effective({k: v for k, v in current.items() if k != "presets"}, with_presets),
+            )
             if diffs:
                 raise CompareError(
                     f"{self.out} holds a grid run with other options ({'; '.join(diffs[:5])}); "
@@ -223,6 +228,35 @@ class ResultStore:
         atomic_write(os.path.join(self.out, "results.csv"), lambda fh: fh.write(text))
         _readable(os.path.join(self.out, "results.csv"))
         return slim
+
+
+def _effective(options: dict[str, Any], with_presets: bool) -> dict[str, Any]:
+    """``options`` (a ``grid.json`` budget) with each option left out set to the default the
+    cells use, so that an option given at its default is the same budget as one left out. The
+    classification ``train`` options are filled only in a grid without presets (there a value
+    given overrides the preset's, which is a change even when it equals the default)."""
+    from ...data import DataSpec
+    from ...tasks.classify.task import TrainOptions
+    from ...tasks.lm import LMOptions
+
+    def filled(given: Any, cls: type, skip: tuple[str, ...]) -> Any:
+        if not isinstance(given, dict):
+            return given
+        defaults = {
+            f.name: f.default
+            for f in dataclasses.fields(cls)
+            if f.name not in skip and f.default is not dataclasses.MISSING
+        }
+        return json.loads(json.dumps({**defaults, **given}))
+
+    out = dict(options)
+    data = {k: v for k, v in (out.get("data") or {}).items() if v is not None}  # None: default
+    out["data"] = filled(data, DataSpec, ("data", "split", "fold"))
+    if not with_presets:
+        out["train"] = filled(out.get("train") or {}, TrainOptions, ("seed",))
+    if isinstance(out.get("lm"), dict) and "train" in out["lm"]:
+        out["lm"] = {**out["lm"], "train": filled(out["lm"]["train"], LMOptions, ("seed",))}
+    return out
 
 
 def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
