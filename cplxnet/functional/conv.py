@@ -81,9 +81,13 @@ def _channels_last_conv(fn, x, weight, bias, transposed, *args):
     """The real convolution ``fn`` of complex ``x`` ``(N, C, *S)`` (or unbatched ``(C, *S)``)
     on its channels-last real view (see the module docstring); the output channels-last when
     :func:`_keeps_channels_last` says torch would keep that format, else contiguous."""
-    unbatched = x.dim() == weight.dim() - 1
+    nd = weight.dim() - 2
+    unbatched = x.dim() == nd + 1
     xb = x.unsqueeze(0) if unbatched else x
-    keep = not unbatched and _keeps_channels_last(xb, weight, cl_format(weight.dim() - 2))
+    if unbatched:  # torch: the weight alone decides, for 2-D grids only
+        keep = nd == 2 and _keeps_channels_last(weight, weight, cl_format(nd))
+    else:
+        keep = _keeps_channels_last(xb, weight, cl_format(nd))
     w, b = _interleaved_weight(weight, bias, transposed)
     y = through_channels_last(lambda r: fn(r, w, b, *args), xb, keep)
     return y.squeeze(0) if unbatched else y
@@ -92,7 +96,8 @@ def _channels_last_conv(fn, x, weight, bias, transposed, *args):
 def _keeps_channels_last(x: torch.Tensor, weight: torch.Tensor, fmt) -> bool:
     """Torch's rule for the output format of its convolutions: channels-last (``fmt``) when the
     batched input or the weight is in that format and not also contiguous (as a tensor with one
-    channel is)."""
+    channel is). Torch 2.13 on the CPU returns a contiguous output for a 3-D convolution of a
+    batch of one; here a batch of one keeps the format as every other batch size does."""
     return any(t.is_contiguous(memory_format=fmt) and not t.is_contiguous() for t in (x, weight))
 
 

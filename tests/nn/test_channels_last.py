@@ -109,6 +109,26 @@ def test_the_format_follows_torchs_rule_for_ambiguous_and_weight_channels_last_c
     assert y.is_contiguous(memory_format=torch.channels_last) and not y.is_contiguous()
 
 
+@pytest.mark.parametrize("nd", [2, 3])
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("weight_cl", [False, True])
+@pytest.mark.parametrize("input_cl", [False, True])
+def test_unbatched_output_strides_equal_torchs(nd, transposed, weight_cl, input_cl):
+    """Unbatched input: torch's output is channels-last exactly when a 2-D weight is."""
+    name = ("ConvTranspose" if transposed else "Conv") + f"{nd}d"
+    fmt = torch.channels_last if nd == 2 else torch.channels_last_3d
+    ref = getattr(torch.nn, name)(4, 3, 2, stride=2, dtype=DT)
+    ours = getattr(cnn, name)(4, 3, 2, stride=2, dtype=DT)
+    ours.load_state_dict(ref.state_dict())
+    if weight_cl:
+        ref, ours = ref.to(memory_format=fmt), ours.to(memory_format=fmt)
+    x = torch.randn(*(6,) * nd, 4, dtype=DT).movedim(-1, 0)
+    x = x if input_cl else x.contiguous()
+    y, y_ref = ours(x), ref(x)
+    assert y.stride() == y_ref.stride()
+    torch.testing.assert_close(y, y_ref)
+
+
 def test_norm_input_gradient_keeps_channels_last_for_a_contiguous_output_gradient():
     x = torch.randn(2, 4, 6, 6, dtype=DT).contiguous(memory_format=torch.channels_last)
     for layer in (cnn.BatchNorm2d(4, dtype=DT), cnn.GroupNorm(2, 4, dtype=DT)):
