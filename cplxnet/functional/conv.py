@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .grid_views import cl_format, through_channels_last
+from .grid_views import through_channels_last
 
 __all__ = [
     "conv1d",
@@ -81,24 +81,39 @@ def _channels_last_conv(fn, x, weight, bias, transposed, *args):
     """The real convolution ``fn`` of complex ``x`` ``(N, C, *S)`` (or unbatched ``(C, *S)``)
     on its channels-last real view (see the module docstring); the output channels-last when
     :func:`_keeps_channels_last` says torch would keep that format, else contiguous."""
-    nd = weight.dim() - 2
-    unbatched = x.dim() == nd + 1
+    unbatched = x.dim() == weight.dim() - 1
     xb = x.unsqueeze(0) if unbatched else x
-    if unbatched:  # torch: the weight alone decides, for 2-D grids only
-        keep = nd == 2 and _keeps_channels_last(weight, weight, cl_format(nd))
-    else:
-        keep = _keeps_channels_last(xb, weight, cl_format(nd))
+    keep = _keeps_channels_last(xb, weight)
     w, b = _interleaved_weight(weight, bias, transposed)
     y = through_channels_last(lambda r: fn(r, w, b, *args), xb, keep)
     return y.squeeze(0) if unbatched else y
 
 
-def _keeps_channels_last(x: torch.Tensor, weight: torch.Tensor, fmt) -> bool:
-    """Torch's rule for the output format of its convolutions: channels-last (``fmt``) when the
-    batched input or the weight is in that format and not also contiguous (as a tensor with one
-    channel is). Torch 2.13 on the CPU returns a contiguous output for a 3-D convolution of a
-    batch of one; here a batch of one keeps the format as every other batch size does."""
-    return any(t.is_contiguous(memory_format=fmt) and not t.is_contiguous() for t in (x, weight))
+def _strides_like_channels_last(t: torch.Tensor) -> bool:
+    """Whether torch reads the strides of 4-D or 5-D ``t`` as channels-last (its
+    ``suggest_memory_format``): the strides grow in the order C, then the spatial axes from the
+    last, then N, each at least the extent of the one before, with ties (a tensor that is both
+    contiguous and channels-last, as one with a single channel) read as contiguous unless its
+    strides were laid out channels-last."""
+    if t.dim() not in (4, 5) or t.stride(1) == 0:
+        return False
+    low = 0
+    for d in (1, *range(t.dim() - 1, 1, -1), 0):
+        size, stride = t.shape[d], t.stride(d)
+        if size == 0 or stride < low or (d == 0 and low == t.stride(1)):
+            return False
+        low = stride * max(size, 1)
+    return True
+
+
+def _keeps_channels_last(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Torch's rule for the output format of its convolutions: channels-last when the strides
+    of the batched input (an unbatched one unsqueezed, whose batch stride rules it out) or of
+    the weight read as channels-last (:func:`_strides_like_channels_last`). Tested against
+    torch's native complex convolutions for every 2-D case; for 3-D, torch 2.13's CPU kernels
+    return a contiguous output in some of these cases (complex128; complex64 with a batch of
+    one or unbatched, in one group), where this rule keeps the channels-last format."""
+    return _strides_like_channels_last(x) or _strides_like_channels_last(weight)
 
 
 def _to_parts(x: torch.Tensor, groups: int) -> torch.Tensor:
@@ -188,7 +203,7 @@ def _conv_transpose(x, weight, bias, stride, padding, output_padding, groups, di
         return fn(x, weight, bias, stride, padding, output_padding, groups, dilation)
     unbatched = x.dim() == nd + 1
     xb = x.unsqueeze(0) if unbatched else x
-    weight_cl = nd > 1 and _keeps_channels_last(weight, weight, cl_format(nd))
+    weight_cl = nd > 1 and _strides_like_channels_last(weight)
     if not weight_cl and non_overlapping(
         xb, weight, stride, padding, output_padding, groups, dilation
     ):

@@ -2,6 +2,8 @@
 layers, the whitening norms and the element-wise activations: the same values and gradients as
 the contiguous input, and a channels-last output, as torch's layers keep the format."""
 
+import itertools
+
 import pytest
 import torch
 
@@ -109,24 +111,73 @@ def test_the_format_follows_torchs_rule_for_ambiguous_and_weight_channels_last_c
     assert y.is_contiguous(memory_format=torch.channels_last) and not y.is_contiguous()
 
 
-@pytest.mark.parametrize("nd", [2, 3])
-@pytest.mark.parametrize("transposed", [False, True])
-@pytest.mark.parametrize("weight_cl", [False, True])
-@pytest.mark.parametrize("input_cl", [False, True])
-def test_unbatched_output_strides_equal_torchs(nd, transposed, weight_cl, input_cl):
-    """Unbatched input: torch's output is channels-last exactly when a 2-D weight is."""
+def _conv_pair(nd, transposed, groups, in_channels, dtype, weight_cl):
     name = ("ConvTranspose" if transposed else "Conv") + f"{nd}d"
-    fmt = torch.channels_last if nd == 2 else torch.channels_last_3d
-    ref = getattr(torch.nn, name)(4, 3, 2, stride=2, dtype=DT)
-    ours = getattr(cnn, name)(4, 3, 2, stride=2, dtype=DT)
+    ref = getattr(torch.nn, name)(in_channels, 4, 2, stride=2, groups=groups, dtype=dtype)
+    ours = getattr(cnn, name)(in_channels, 4, 2, stride=2, groups=groups, dtype=dtype)
     ours.load_state_dict(ref.state_dict())
     if weight_cl:
+        fmt = torch.channels_last if nd == 2 else torch.channels_last_3d
         ref, ours = ref.to(memory_format=fmt), ours.to(memory_format=fmt)
-    x = torch.randn(*(6,) * nd, 4, dtype=DT).movedim(-1, 0)
-    x = x if input_cl else x.contiguous()
-    y, y_ref = ours(x), ref(x)
-    assert y.stride() == y_ref.stride()
-    torch.testing.assert_close(y, y_ref)
+    return ref, ours
+
+
+def _format_cases(nd, in_channels, dtype):
+    """Inputs unbatched and of batch 1 and 2, each contiguous and channels-last, with a weight
+    in either format."""
+    for batch, input_cl, weight_cl in itertools.product((None, 1, 2), (False, True), (False, True)):
+        x = torch.randn(batch or 1, *(4,) * nd, in_channels, dtype=dtype).movedim(-1, 1)
+        x = x[0] if batch is None else x
+        yield (x if input_cl else x.contiguous()), weight_cl
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("groups, in_channels", [(1, 4), (2, 4), (2, 2)])  # (2, 2): depthwise
+def test_2d_output_strides_equal_torchs(dtype, transposed, groups, in_channels):
+    """Torch's output format rule, read from strides: a weight with one input channel per group
+    is both contiguous and channels-last, and its strides decide; an unbatched input's never do."""
+    for x, weight_cl in _format_cases(2, in_channels, dtype):
+        ref, ours = _conv_pair(2, transposed, groups, in_channels, dtype, weight_cl)
+        y, y_ref = ours(x), ref(x)
+        assert y.stride() == y_ref.stride(), (tuple(x.shape), x.stride(), weight_cl)
+        torch.testing.assert_close(y, y_ref)
+
+
+def test_strides_are_read_as_torch_reads_them():
+    """The format read from strides equals torch's ``suggest_memory_format`` on tensors of one
+    channel or unit sizes (both contiguous and channels-last), permuted and sliced ones."""
+    from torch._prims_common import suggest_memory_format
+
+    from cplxnet.functional.conv import _strides_like_channels_last
+
+    shapes = [(2, 1, 1, 1), (2, 1, 3, 1), (1, 3, 1, 4), (2, 3, 4, 5), (2, 1, 4, 4), (2, 3, 1, 1)]
+    shapes += [(2, 1, 1, 1, 1), (2, 1, 3, 1, 1), (2, 3, 2, 4, 5), (1, 3, 1, 1, 4)]
+    seen = set()
+    for shape in shapes:
+        x = torch.randn(shape)
+        fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
+        last = tuple(range(x.dim() - 1, 0, -1))
+        for t in (x, x.to(memory_format=fmt), x.permute(0, *last), x[..., ::2]):
+            expected = suggest_memory_format(t) == fmt
+            assert _strides_like_channels_last(t) == expected, (tuple(t.shape), t.stride())
+            seen.add(expected)
+    assert seen == {False, True}
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("groups, in_channels", [(1, 4), (2, 2)])
+def test_3d_output_format_follows_the_rule(transposed, groups, in_channels):
+    """3-D: channels-last exactly when the batched input or the weight is (torch 2.13's CPU
+    kernels return contiguous outputs in some of these cases; values equal torch's)."""
+    dtype = torch.complex64
+    for x, weight_cl in _format_cases(3, in_channels, dtype):
+        ref, ours = _conv_pair(3, transposed, groups, in_channels, dtype, weight_cl)
+        y, y_ref = ours(x), ref(x)
+        batched_cl = x.dim() == 5 and not x.is_contiguous()
+        yb = y if y.dim() == 5 else y.unsqueeze(0)
+        assert (not yb.is_contiguous()) == (batched_cl or weight_cl), (tuple(x.shape), weight_cl)
+        torch.testing.assert_close(y, y_ref)
 
 
 def test_norm_input_gradient_keeps_channels_last_for_a_contiguous_output_gradient():
