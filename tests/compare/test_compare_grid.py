@@ -193,10 +193,17 @@ def test_an_option_given_at_its_default_is_the_same_budget(tmp_path):
     with pytest.raises(CompareError, match="train.lr: was 0.001, now 0.01"):
         store.check_options(tiny_options(train={"epochs": 1, "batch_size": 16, "lr": 1e-2}))
 
-    from cplxnet.compare.grid.store import _effective
+    store.check_options(tiny_options(data={"split_seed": None}))  # None: the default, 0
 
-    given = _effective({"train": {"lr": 0.001}}, with_presets=True)
-    assert given["train"] != _effective({"train": {}}, with_presets=True)["train"]
+    from cplxnet.compare.grid.cells import parse_presets
+
+    presets = parse_presets(["cnn=kim-cnn"])  # the preset trains 20 epochs
+    store = ResultStore(str(tmp_path / "preset"))
+    store.check_options(tiny_options(train={}, presets=presets))
+    with pytest.raises(CompareError, match="train.epochs: was not given, now 10"):  # 10 over 20
+        store.check_options(tiny_options(train={"epochs": 10}, presets=presets))
+    with pytest.raises(CompareError, match="train.patience: was not given, now None"):  # over 4
+        store.check_options(tiny_options(train={"patience": None}, presets=presets))
 
 
 def test_failing_cell_is_recorded_and_grid_goes_on(tmp_path, options, monkeypatch):

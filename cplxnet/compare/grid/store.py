@@ -259,11 +259,19 @@ def _effective(options: dict[str, Any], with_presets: bool) -> dict[str, Any]:
     return out
 
 
+class _Unset:
+    def __repr__(self) -> str:
+        return "not given"
+
+
+_UNSET = _Unset()  # an option absent from one side (not the same as one given as None)
+
+
 def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
     if isinstance(a, dict) and isinstance(b, dict):
         out = []
         for k in sorted(set(a) | set(b)):
-            out += _diff(a.get(k), b.get(k), f"{prefix}{k}.")
+            out += _diff(a.get(k, _UNSET), b.get(k, _UNSET), f"{prefix}{k}.")
         return out
     if a != b:
         return [f"{prefix[:-1]}: was {a!r}, now {b!r}"]
