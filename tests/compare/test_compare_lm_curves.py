@@ -74,6 +74,23 @@ def test_training_table_marks_learning_runs_and_counts_early_stops():
     assert curve_groups(rows)[("none", "real")][1000] == [1.99]
 
 
+def test_training_table_counts_early_stops_inside_five_patience_windows():
+    """A run stopped by patience within 5 windows gained nothing over its last fifth by
+    construction; the note counts those among the runs stopped early."""
+    flat = [3.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0]
+    rows = [_row("none", 0, flat[:5], steps=500), _row("none", 1, flat[:9], steps=900),
+            _row("t5", 0, flat)]  # fmt: skip
+    train = {"steps": 1000, "batch_size": 8, "patience": 1, "eval_every": 100}
+    _, notes = training_table(rows, {}, {"lm": {"train": train}})
+    assert "1 of the 2 runs stopped early ended within 500 steps" in notes[1]
+    assert "(100 steps without a better dev score)" in notes[1]
+    train["patience"] = 2
+    _, notes = training_table(rows, {}, {"lm": {"train": train}})
+    assert "2 of the 2 runs stopped early ended within 1,000 steps" in notes[1]
+    del train["patience"]
+    assert "by construction" not in " ".join(training_table(rows, {}, {"lm": {"train": train}})[1])
+
+
 def test_synthetic_rows_use_the_dev_loss_and_count_sequences():
     rows = [_row("rotary", 0, [3.0, 2.0, 1.0, 0.5, 0.4])]
     for r in rows:

@@ -160,11 +160,12 @@ def training_table(
     score = f"dev {_SCORE_NAMES[key]}" if key in HIGHER_IS_BETTER else key.replace("_", " ")
     header = ["encoding", "steps/run", "stopped early", f"training {unit}/run",
               "train CPU s/run", f"{score} gain, last fifth"]  # fmt: skip
-    table, still = [], 0
+    table, still, early_steps = [], 0, []
     for k, runs in by.items():
         steps = [int(r.get("steps") or max(m["step"] for m in r["history"])) for r in runs]
         early = [str(r.get("seed")) for s, r in zip(steps, runs)
                  if limit is not None and s < int(limit)]  # fmt: skip
+        early_steps += [s for s in steps if limit is not None and s < int(limit)]
         stopped = f"{len(early)}/{len(runs)}"
         if early:
             stopped += f" (seed{'s' if len(early) > 1 else ''} {', '.join(early)})"
@@ -203,6 +204,17 @@ def training_table(
         f"that ended by patience before "
         f"{'the step limit' if limit is None else f'{int(limit):,} steps'}."
     ]
+    if train.get("patience") and early_steps:
+        from ...tasks.lm import LMOptions
+
+        window = int(train["patience"]) * int(train.get("eval_every") or LMOptions.eval_every)
+        within = sum(s <= 5 * window for s in early_steps)
+        notes.append(
+            f"{within} of the {len(early_steps)} runs stopped early ended within {5 * window:,} "
+            f"steps, where the patience window ({window:,} steps without a better dev score) "
+            "covers the last fifth: their gain is zero by construction, whether they stopped at "
+            "a ceiling or on a noisy stretch (the curves tell which)."
+        )
     if synthetic and key == "dev_accuracy":
         notes.append("A synthetic task's gain and curves read the exact match of the greedy "
                      "answers to the dev prompts (lengths 1-L), scored at every evaluation; the "
