@@ -210,7 +210,8 @@ def training_table(
         window = int(train["patience"]) * int(train.get("eval_every") or LMOptions.eval_every)
         within = sum(s <= 5 * window for s in early_steps)
         notes.append(
-            f"{within} of the {len(early_steps)} runs stopped early ended within {5 * window:,} "
+            f"{within} of the {len(early_steps)} run{'s' * (len(early_steps) > 1)} stopped early "
+            f"ended within {5 * window:,} "
             f"steps, where the patience window ({window:,} steps without a better dev score) "
             "covers the last fifth: their gain is zero by construction, whether they stopped at "
             "a ceiling or on a noisy stretch (the curves tell which)."
