@@ -95,14 +95,14 @@ def _strides_like_channels_last(t: torch.Tensor) -> bool:
     last, then N, each at least the extent of the one before, with ties (a tensor that is both
     contiguous and channels-last, as one with a single channel) read as contiguous unless its
     strides were laid out channels-last."""
-    if t.dim() not in (4, 5) or t.stride(1) == 0:
+    shape, strides = t.shape, t.stride()
+    if len(shape) not in (4, 5) or strides[1] == 0:
         return False
     low = 0
-    for d in (1, *range(t.dim() - 1, 1, -1), 0):
-        size, stride = t.shape[d], t.stride(d)
-        if size == 0 or stride < low or (d == 0 and low == t.stride(1)):
+    for d in (1, *range(len(shape) - 1, 1, -1), 0):
+        if shape[d] == 0 or strides[d] < low or (d == 0 and low == strides[1]):
             return False
-        low = stride * max(size, 1)
+        low = strides[d] * max(shape[d], 1)
     return True
 
 

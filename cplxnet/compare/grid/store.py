@@ -239,9 +239,7 @@ def _effective(options: dict[str, Any], with_presets: bool) -> dict[str, Any]:
     from ...tasks.classify.task import TrainOptions
     from ...tasks.lm import LMOptions
 
-    def filled(given: Any, cls: type, skip: tuple[str, ...]) -> Any:
-        if not isinstance(given, dict):
-            return given
+    def filled(given: dict[str, Any], cls: type, skip: tuple[str, ...]) -> dict[str, Any]:
         defaults = {
             f.name: f.default
             for f in dataclasses.fields(cls)

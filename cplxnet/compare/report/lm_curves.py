@@ -163,9 +163,10 @@ def training_table(
     table, still, early_steps = [], 0, []
     for k, runs in by.items():
         steps = [int(r.get("steps") or max(m["step"] for m in r["history"])) for r in runs]
-        early = [str(r.get("seed")) for s, r in zip(steps, runs)
-                 if limit is not None and s < int(limit)]  # fmt: skip
-        early_steps += [s for s in steps if limit is not None and s < int(limit)]
+        stopped_runs = [(s, r) for s, r in zip(steps, runs)
+                        if limit is not None and s < int(limit)]  # fmt: skip
+        early = [str(r.get("seed")) for _, r in stopped_runs]
+        early_steps += [s for s, _ in stopped_runs]
         stopped = f"{len(early)}/{len(runs)}"
         if early:
             stopped += f" (seed{'s' if len(early) > 1 else ''} {', '.join(early)})"
