@@ -65,4 +65,18 @@ MODULES: list[ModuleInfo] = [
         **_NOAFFINE,
     ),
     ModuleInfo(cnn.GroupNorm, _x(3, 4), args=(1, 4), name="GroupNorm_NC"),
+    # torch's keyword-only bias=False: the affine matrix without the shift
+    ModuleInfo(
+        cnn.BatchNorm1d, _x(4, 2, 3), args=(2,), kwargs={"bias": False}, name="BatchNorm1d_nobias"
+    ),
+    ModuleInfo(
+        cnn.InstanceNorm1d,
+        _x(2, 2, 4),
+        args=(2,),
+        kwargs={"affine": True, "track_running_stats": True, "bias": False},
+        name="InstanceNorm1d_affine_tracked_nobias",
+    ),
+    ModuleInfo(
+        cnn.GroupNorm, _x(2, 4, 3), args=(2, 4), kwargs={"bias": False}, name="GroupNorm_nobias"
+    ),
 ]

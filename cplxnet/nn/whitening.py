@@ -34,22 +34,30 @@ __all__ = [
 ]
 
 
-def _affine_parameters(module: nn.Module, affine: bool, channels: int, fk: dict) -> None:
-    """Register ``weight`` real ``(2, 2, C)`` and ``bias`` complex ``(C,)`` (or None)."""
-    if affine:
-        rk = {"device": fk["device"], "dtype": real_dtype(fk["dtype"])}
-        module.weight = nn.Parameter(torch.empty(2, 2, channels, **rk))
-        module.bias = nn.Parameter(torch.empty(channels, **fk))
-    else:
-        module.register_parameter("weight", None)
-        module.register_parameter("bias", None)
+def _affine_parameters(
+    module: nn.Module, affine: bool, bias: bool, channels: int, fk: dict
+) -> None:
+    """Register ``weight`` real ``(2, 2, C)`` and ``bias`` complex ``(C,)`` (each or both None:
+    ``affine=False``; ``bias=False`` drops the bias only, as torch)."""
+    module.affine = affine
+    rk = {"device": fk["device"], "dtype": real_dtype(fk["dtype"])}
+    weight = nn.Parameter(torch.empty(2, 2, channels, **rk)) if affine else None
+    module.register_parameter("weight", weight)
+    shift = nn.Parameter(torch.empty(channels, **fk)) if affine and bias else None
+    module.register_parameter("bias", shift)
 
 
 def _reset_affine(module: nn.Module, channels: int) -> None:
     if module.weight is not None:
         with torch.no_grad():
             module.weight.copy_(identity_2x2((channels,), module.weight, 1 / math.sqrt(2)))
+    if module.bias is not None:
         nn.init.zeros_(module.bias)
+
+
+def _affine_repr(module: nn.Module) -> str:
+    """torch's ``affine=..., bias=...`` (``bias`` whether the module has one)."""
+    return f"affine={module.affine}, bias={module.bias is not None}"
 
 
 class _WhiteningNorm(HasDtype, nn.Module):
@@ -69,6 +77,7 @@ class _WhiteningNorm(HasDtype, nn.Module):
         track_running_stats: bool,
         device: torch.device | str | None,
         dtype: torch.dtype | None,
+        bias: bool,
     ) -> None:
         owner = type(self).__name__
         fk = factory_kwargs(device, dtype, owner)
@@ -77,10 +86,9 @@ class _WhiteningNorm(HasDtype, nn.Module):
         self.num_features = num_features
         self.eps = eps
         self.momentum = momentum
-        self.affine = affine
         self.track_running_stats = track_running_stats
         self._dtype = fk["dtype"]
-        _affine_parameters(self, affine, num_features, fk)
+        _affine_parameters(self, affine, bias, num_features, fk)
         if track_running_stats:
             rk = {"device": device, "dtype": real_dtype(self.dtype)}
             self.register_buffer("running_mean", torch.zeros(num_features, **fk))
@@ -115,7 +123,7 @@ class _WhiteningNorm(HasDtype, nn.Module):
 
     def extra_repr(self) -> str:
         return (
-            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, {_affine_repr(self)}, "
             f"track_running_stats={self.track_running_stats}, dtype={self.dtype}"
         )
 
@@ -147,8 +155,12 @@ class _BatchNorm(_WhiteningNorm):
         track_running_stats: bool = True,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        *,
+        bias: bool = True,
     ) -> None:
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        super().__init__(
+            num_features, eps, momentum, affine, track_running_stats, device, dtype, bias
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` complex ``(B, C, *)`` -> the same shape, whitened per channel ``C`` with batch
@@ -241,8 +253,12 @@ class _InstanceNorm(_WhiteningNorm):
         track_running_stats: bool = False,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        *,
+        bias: bool = True,
     ) -> None:
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        super().__init__(
+            num_features, eps, momentum, affine, track_running_stats, device, dtype, bias
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` complex ``(B, C, *)`` or unbatched ``(C, *)`` -> the same shape, whitened per
@@ -365,6 +381,8 @@ class GroupNorm(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.GroupNorm)
         affine: bool = True,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        *,
+        bias: bool = True,
     ) -> None:
         owner = type(self).__name__
         fk = factory_kwargs(device, dtype, owner)
@@ -378,9 +396,8 @@ class GroupNorm(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.GroupNorm)
         self.num_groups = num_groups
         self.num_channels = num_channels
         self.eps = eps
-        self.affine = affine
         self._dtype = fk["dtype"]
-        _affine_parameters(self, affine, num_channels, fk)
+        _affine_parameters(self, affine, bias, num_channels, fk)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -398,6 +415,6 @@ class GroupNorm(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.GroupNorm)
 
     def extra_repr(self) -> str:
         return (
-            f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+            f"{self.num_groups}, {self.num_channels}, eps={self.eps}, {_affine_repr(self)}, "
             f"dtype={self.dtype}"
         )

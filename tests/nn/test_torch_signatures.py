@@ -132,6 +132,25 @@ def test_positional_arguments_are_torchs(name, ours, theirs):
         assert gd == wd or (gd != gd and wd != wd), f"{name}.{g}: default {gd!r}, torch's {wd!r}"
 
 
+def _keyword_only(fn) -> dict[str, object]:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # a C function: no readable keyword-only arguments
+        return {}
+    return {p.name: p.default for p in params if p.kind is _P.KEYWORD_ONLY}
+
+
+@pytest.mark.parametrize(("name", "ours", "theirs"), PAIRS)
+def test_torchs_keyword_only_arguments_are_taken_with_torchs_defaults(name, ours, theirs):
+    """torch's keyword-only arguments (``bias=True`` of its batch, instance and group norms):
+    ours takes each by the same name, keyword-only, with torch's default."""
+    want = _keyword_only(theirs.__init__ if isinstance(theirs, type) else theirs)
+    got = _keyword_only(ours.__init__ if isinstance(ours, type) else ours)
+    for key, default in want.items():
+        assert key in got, f"{name}: torch's keyword-only argument {key!r} is missing"
+        assert got[key] == default, f"{name}.{key}: default {got[key]!r}, torch's {default!r}"
+
+
 def test_positional_calls_written_for_torch_land_where_torch_puts_them():
     """The arguments that once sat elsewhere, called positionally as torch code does."""
     lin = cnn.Linear(4, 3, False, "cpu", torch.complex128)
