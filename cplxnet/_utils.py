@@ -142,7 +142,7 @@ def pack(x: torch.Tensor) -> torch.Tensor:
     """
     if not x.is_complex():
         return x
-    return torch.view_as_real(x).flatten(-2)
+    return torch.view_as_real(x.resolve_conj()).flatten(-2)
 
 
 def unpack(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -319,6 +319,7 @@ def real_view(z: torch.Tensor) -> torch.Tensor:
     """``torch.view_as_real(z)`` (a view, the parts on a last axis of 2) with a backward that
     copies the gradient only when its strides forbid the complex view (:class:`_RealView`); a
     contiguous ``z`` takes torch's own (its gradient is contiguous either way)."""
+    z = z.resolve_conj()
     if is_tracing() or z.is_contiguous() or not (torch.is_grad_enabled() and z.requires_grad):
         return torch.view_as_real(z)
     return _RealView.apply(z)

@@ -233,6 +233,7 @@ MODULES: list[ModuleInfo] = [
         **_FREE,
     ),
     # ---- channel dropout ----
+    ModuleInfo(cnn.Dropout1d, grid(2, 3, 5), args=(0.3,), is_random=True, **_FREE),
     ModuleInfo(cnn.Dropout2d, grid(2, 3, 4, 4), args=(0.3,), is_random=True, **_FREE),
     ModuleInfo(
         cnn.Dropout3d,

@@ -65,7 +65,7 @@ def _split(fn: Callable[[torch.Tensor], torch.Tensor], z: torch.Tensor) -> torch
         return fn(z)
     order = dense_order(z)
     if order is not None:
-        out = as_complex(fn(torch.view_as_real(z.permute(order))))
+        out = as_complex(fn(torch.view_as_real(z.permute(order).resolve_conj())))
         return out.permute(inverse_order(order))
     return as_complex(fn(real_view(z)))  # fn sees (..., 2) real
 
@@ -107,8 +107,8 @@ def split_prelu(z: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     if not z.is_complex():
         return F.prelu(z, weight)
     if z.dim() == 0:
-        return as_complex(F.prelu(torch.view_as_real(z).unsqueeze(0), weight).squeeze(0))
-    return as_complex(F.prelu(torch.view_as_real(z), weight))  # dim 1 stays the channel dim
+        return as_complex(F.prelu(real_view(z).unsqueeze(0), weight).squeeze(0))
+    return as_complex(F.prelu(real_view(z), weight))  # dim 1 stays the channel dim
 
 
 def split_elu(z: torch.Tensor, alpha: float = 1.0, inplace: bool = False) -> torch.Tensor:
@@ -116,9 +116,11 @@ def split_elu(z: torch.Tensor, alpha: float = 1.0, inplace: bool = False) -> tor
     :math:`\mathrm{ELU}(t) = t` for :math:`t > 0`, else :math:`\alpha (e^t - 1)` (Clevert et al.,
     "Fast and Accurate Deep Network Learning by Exponential Linear Units", ICLR 2016). With
     ``inplace=True`` ``z`` is overwritten through its real view and returned."""
-    if inplace and z.is_complex():
+    if inplace and z.is_complex() and not z.is_conj():
         F.elu(torch.view_as_real(z), alpha, inplace=True)
         return z
+    if inplace and z.is_complex():  # a lazy conjugate has no real view: write the result back
+        return z.copy_(_split(lambda t: F.elu(t, alpha), z))
     return _split(lambda t: F.elu(t, alpha, inplace=inplace), z)
 
 
@@ -127,9 +129,11 @@ def split_celu(z: torch.Tensor, alpha: float = 1.0, inplace: bool = False) -> to
     :math:`\mathrm{CELU}(t) = \max(0, t) + \min(0, \alpha (e^{t/\alpha} - 1))` (Barron,
     "Continuously Differentiable Exponential Linear Units", 2017). ``inplace`` as
     :func:`split_elu`."""
-    if inplace and z.is_complex():
+    if inplace and z.is_complex() and not z.is_conj():
         F.celu(torch.view_as_real(z), alpha, inplace=True)
         return z
+    if inplace and z.is_complex():  # as split_elu
+        return z.copy_(_split(lambda t: F.celu(t, alpha), z))
     return _split(lambda t: F.celu(t, alpha, inplace=inplace), z)
 
 

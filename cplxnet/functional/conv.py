@@ -119,7 +119,11 @@ def _keeps_channels_last(x: torch.Tensor, weight: torch.Tensor) -> bool:
 def _to_parts(x: torch.Tensor, groups: int) -> torch.Tensor:
     """``(B, C, *S)`` complex -> ``(B, 2C, *S)`` real, channels ``[group][part][channel]``."""
     n, c, spatial = x.shape[0], x.shape[1], x.shape[2:]
-    xr = torch.view_as_real(x).reshape(n, groups, c // groups, *spatial, 2).movedim(-1, 2)
+    xr = (
+        torch.view_as_real(x.resolve_conj())
+        .reshape(n, groups, c // groups, *spatial, 2)
+        .movedim(-1, 2)
+    )
     return xr.reshape(n, 2 * c, *spatial)  # one copy
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from .._utils import as_complex
 
-__all__ = ["dropout", "dropout2d", "dropout3d"]
+__all__ = ["dropout", "dropout1d", "dropout2d", "dropout3d"]
 
 
 def dropout(
@@ -22,8 +24,7 @@ def dropout(
     real dropouts would draw independent masks (changing the phase of half-dropped entries). Real
     tensors are accepted (ordinary dropout).
     """
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout: probability p must be in [0, 1], got {p}")
+    _check_p(p, "dropout")
     if not training or p == 0.0:
         return z
     if not z.is_complex():
@@ -34,7 +35,9 @@ def dropout(
 def _masked(z: torch.Tensor, p: float, mask_shape: tuple, inplace: bool) -> torch.Tensor:
     """``z`` times one Bernoulli(1 - p) / (1 - p) draw per entry of ``mask_shape`` (a prefix of
     ``z``'s shape padded with ones, broadcast over the rest and over the real/imaginary parts)."""
-    real = torch.view_as_real(z) if z.is_complex() else z.unsqueeze(-1)
+    if inplace and z.is_conj():  # no real view of a lazy conjugate: write the result back
+        return z.copy_(_masked(z, p, mask_shape, False))
+    real = torch.view_as_real(z.resolve_conj()) if z.is_complex() else z.unsqueeze(-1)
     if p == 1.0:
         return z.mul_(0) if inplace else z * 0
     # one draw per mask entry, broadcast over (re, im); bernoulli_ + scale in one buffer
@@ -47,40 +50,90 @@ def _masked(z: torch.Tensor, p: float, mask_shape: tuple, inplace: bool) -> torc
     return as_complex(out) if z.is_complex() else out.squeeze(-1)
 
 
-def _channel_dropout(z, p, training, inplace, nd, owner):
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"{owner}: probability p must be in [0, 1], got {p}")
-    if z.dim() not in (nd + 1, nd + 2):
-        raise ValueError(
-            f"{owner}: expected a ({nd + 2}-D) batched or ({nd + 1}-D) input, got shape "
-            f"{tuple(z.shape)}"
-        )
+def _deprecated_rank(z: torch.Tensor, nd: int, owner: str) -> None:
+    """Torch's warning for a rank its channel dropout accepts only for backward compatibility."""
+    warnings.warn(
+        f"{owner}: Received a {z.dim()}-D input to {owner}, which is deprecated and will result "
+        f"in an error in a future release. To retain the behavior and silence this warning, "
+        f"please use dropout instead. Note that {owner} exists to provide channel-wise dropout "
+        f"on inputs with {nd} spatial dimensions, a channel dimension, and an optional batch "
+        f"dimension (i.e. {nd + 1}D or {nd + 2}D inputs).",
+        stacklevel=3,
+    )
+
+
+def _channel_dropout(
+    z: torch.Tensor, p: float, training: bool, inplace: bool, lead: int
+) -> torch.Tensor:
+    """One mask draw per entry of ``z.shape[:lead]`` (the batch and channel dims, or the channel
+    dim alone), broadcast over the rest: torch's ``feature_dropout`` mask."""
     if not training or p == 0.0:
         return z
-    lead = 2 if nd == 2 else z.dim() - nd  # as torch's dropout2d, a 3-D input is (B, C, L)
+    if z.dim() < lead:  # torch unsqueezes an unbatched input, then needs 2 dims
+        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
     return _masked(z, p, z.shape[:lead] + (1,) * (z.dim() - lead), inplace)
+
+
+def _check_p(p: float, owner: str) -> None:
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{owner}: probability p must be in [0, 1], got {p}")
+
+
+def dropout1d(
+    z: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
+) -> torch.Tensor:
+    r"""Channel dropout of ``(B, C, L)`` (or unbatched ``(C, L)``): each channel zeroed as a
+    whole with probability ``p``, the kept ones scaled by :math:`1/(1-p)`, one draw per
+    ``(b, c)`` shared by the real and imaginary parts (Tompson et al., "Efficient object
+    localization using convolutional networks", CVPR 2015, for the channel mask; Trabelsi et al.,
+    "Deep Complex Networks", ICLR 2018, for the shared complex mask). Arguments, accepted ranks
+    and errors as ``torch.nn.functional.dropout1d``. Identity when ``training`` is False or
+    ``p == 0``. Real tensors get the same channel mask."""
+    _check_p(p, "dropout1d")
+    if z.dim() not in (2, 3):
+        raise RuntimeError(
+            f"dropout1d: Expected 2D or 3D input, but received a {z.dim()}D input. Note that "
+            "dropout1d exists to provide channel-wise dropout on inputs with 1 spatial "
+            "dimension, a channel dimension, and an optional batch dimension (i.e. 2D or 3D "
+            "inputs)."
+        )
+    return _channel_dropout(z, p, training, inplace, z.dim() - 1)
 
 
 def dropout2d(
     z: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
 ) -> torch.Tensor:
-    r"""Channel dropout: each channel of ``(B, C, H, W)`` is zeroed as a whole (the complex
-    values) with probability ``p`` and the kept channels are scaled by :math:`1/(1-p)`; one mask
-    draw per ``(b, c)`` shared by the real and imaginary parts (Tompson et al., "Efficient object
-    localization using convolutional networks", CVPR 2015, for the channel mask; Trabelsi et al.,
-    ICLR 2018, for the shared complex mask). Arguments as ``torch.nn.functional.dropout2d``,
-    including torch's reading of a 3-D input as ``(B, C, L)`` (one draw per ``(b, c)``).
-    Identity when ``training`` is False or ``p == 0``. Real tensors get the same channel mask.
+    r"""Channel dropout of ``(B, C, H, W)``; see :func:`dropout1d`. Arguments and accepted
+    ranks as ``torch.nn.functional.dropout2d``, which reads every input as batched: a 3-D input
+    is ``(B, C, L)`` (one draw per ``(b, c)``), and other ranks (one draw per entry of the first
+    two dims) are accepted with torch's deprecation warning.
     """
-    return _channel_dropout(z, p, training, inplace, 2, "dropout2d")
+    _check_p(p, "dropout2d")
+    if z.dim() not in (3, 4):
+        _deprecated_rank(z, 2, "dropout2d")
+    if z.dim() == 3:
+        warnings.warn(
+            "dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D "
+            "dropout behavior is desired - input is interpreted as shape (N, C, L), where C is "
+            "the channel dim. This behavior will change in a future release to interpret the "
+            "input as one without a batch dimension, i.e. shape (C, H, W). To maintain the 1D "
+            "channel-wise dropout behavior, please switch to using dropout1d instead.",
+            stacklevel=2,
+        )
+    return _channel_dropout(z, p, training, inplace, 2)
 
 
 def dropout3d(
     z: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
 ) -> torch.Tensor:
     r"""Channel dropout of ``(B, C, D, H, W)`` (or unbatched ``(C, D, H, W)``); see
-    :func:`dropout2d`."""
-    return _channel_dropout(z, p, training, inplace, 3, "dropout3d")
+    :func:`dropout1d`. Arguments and accepted ranks as ``torch.nn.functional.dropout3d``: an
+    input of another rank than 4 or 5 is read as unbatched (one draw per entry of its first
+    dim), with torch's deprecation warning."""
+    _check_p(p, "dropout3d")
+    if z.dim() not in (4, 5):
+        _deprecated_rank(z, 3, "dropout3d")
+    return _channel_dropout(z, p, training, inplace, 2 if z.dim() == 5 else 1)
 
 
 def entry_dropout(data: torch.Tensor, p: float, interleaved: bool) -> torch.Tensor:

@@ -73,7 +73,8 @@ def channels_last(x: torch.Tensor, nd: int) -> torch.Tensor:
     parts as two channels of stride 1: torch's channels-last layout for 2-D and 3-D grids, no
     copy."""
     lead, spatial = x.shape[:-nd], x.shape[-nd:]
-    return torch.view_as_real(x).reshape(math.prod(lead), *spatial, 2).movedim(-1, 1)
+    r = torch.view_as_real(x.resolve_conj())
+    return r.reshape(math.prod(lead), *spatial, 2).movedim(-1, 1)
 
 
 def from_channels_last(y: torch.Tensor, like: torch.Tensor, nd: int) -> torch.Tensor:

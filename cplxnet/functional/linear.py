@@ -30,6 +30,6 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     """
     if weight.is_complex() or not x.is_complex():
         return F.linear(x, weight, bias)
-    parts = torch.view_as_real(x).transpose(-1, -2)  # (..., 2, in): x_r, x_i stacked
+    parts = torch.view_as_real(x.resolve_conj()).transpose(-1, -2)  # (..., 2, in): x_r, x_i stacked
     y = as_complex(F.linear(parts, weight).transpose(-1, -2))  # (..., out) = W x_r + i W x_i
     return y if bias is None else y + bias

@@ -81,7 +81,7 @@ def _reduce(
 
 def _abs2(e: torch.Tensor) -> torch.Tensor:
     """:math:`|e|^2` without a square root (real and imaginary parts squared and summed)."""
-    return torch.view_as_real(e).square().sum(-1) if e.is_complex() else e.square()
+    return torch.view_as_real(e.resolve_conj()).square().sum(-1) if e.is_complex() else e.square()
 
 
 def mse_loss(

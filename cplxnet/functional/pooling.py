@@ -111,7 +111,7 @@ def max_magnitude(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
 
 def _sq_modulus_or_square(x: torch.Tensor) -> torch.Tensor:
-    return torch.view_as_real(x).square().sum(-1) if x.is_complex() else x.square()
+    return torch.view_as_real(x.resolve_conj()).square().sum(-1) if x.is_complex() else x.square()
 
 
 # ---- pooling over grids: (B, C, *S) or unbatched (C, *S), S of 1, 2 or 3 sizes ----------------

@@ -32,7 +32,7 @@ def next_token_logits(
     dot product of the packed views, so this is one real GEMM (the cost of the equal-FLOP real
     twin's head). Returns ``(..., V)`` real.
     """
-    packed = torch.view_as_real(h).flatten(-2) if h.is_complex() else h
+    packed = torch.view_as_real(h.resolve_conj()).flatten(-2) if h.is_complex() else h
     if scale == 1.0:
         return F.linear(packed, weight, bias)
     out = F.linear(packed, weight) * scale

@@ -131,7 +131,7 @@ def as_channels(z: torch.Tensor) -> torch.Tensor:
     """Complex ``(N, C, H, W)`` -> real ``(N, 2C, H, W)`` (channel ``2c`` the real part of ``c``,
     ``2c + 1`` its imaginary part): the input of the real twin."""
     n, c = z.shape[:2]
-    return torch.view_as_real(z).movedim(-1, 2).reshape(n, 2 * c, *z.shape[2:])
+    return torch.view_as_real(z.resolve_conj()).movedim(-1, 2).reshape(n, 2 * c, *z.shape[2:])
 
 
 def from_channels(x: torch.Tensor) -> torch.Tensor:

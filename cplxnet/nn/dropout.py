@@ -7,7 +7,7 @@ from torch import nn
 
 from .. import functional as CF
 
-__all__ = ["Dropout", "Dropout2d", "Dropout3d"]
+__all__ = ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d"]
 
 
 class Dropout(nn.Module):
@@ -55,8 +55,8 @@ class _ChannelDropout:
     _fn = staticmethod(CF.dropout2d)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """``z`` ``(B, C, *S)`` complex or real -> same shape, whole channels zeroed in
-        training mode (the identity in eval mode)."""
+        """``z`` ``(B, C, *S)`` or ``(C, *S)``, complex or real -> same shape, whole channels
+        zeroed in training mode (the identity in eval mode)."""
         if not isinstance(z, torch.Tensor) or not (z.is_complex() or z.is_floating_point()):
             got = z.dtype if isinstance(z, torch.Tensor) else type(z).__name__
             raise TypeError(
@@ -65,12 +65,30 @@ class _ChannelDropout:
         return self._fn(z, self.p, self.training, self.inplace)
 
 
+class Dropout1d(_ChannelDropout, nn.Dropout1d):
+    r"""Zeroes whole channels of a complex ``(B, C, L)`` or ``(C, L)`` input (a 1-D signal:
+    radar, speech, a conv feature map) with probability ``p``: one mask draw per ``(b, c)``,
+    shared by the real and imaginary parts, kept channels scaled by :math:`1/(1-p)`. Arguments
+    ``(p=0.5, inplace=False)`` as ``torch.nn.Dropout1d`` (a subclass of it). See
+    :func:`cplxnet.functional.dropout1d`.
+
+    Examples::
+
+        >>> drop = Dropout1d(p=0.5)
+        >>> out = drop(torch.ones(2, 4, 16, dtype=torch.cfloat))
+        >>> bool(((out == 0) | (out == 2)).all() and (out == out[..., :1]).all())  # per channel
+        True
+    """
+
+    _fn = staticmethod(CF.dropout1d)
+
+
 class Dropout2d(_ChannelDropout, nn.Dropout2d):
     r"""Zeroes whole channels of a complex ``(B, C, H, W)`` input with probability ``p`` (one
     mask draw per ``(b, c)``, shared by the real and imaginary parts; kept channels scaled by
     :math:`1/(1-p)`); arguments ``(p=0.5, inplace=False)`` as ``torch.nn.Dropout2d`` (a
-    subclass of it), a 3-D input read as ``(B, C, L)`` as torch does. See
-    :func:`cplxnet.functional.dropout2d`.
+    subclass of it), a 3-D input read as ``(B, C, L)`` and other ranks accepted with a warning,
+    as torch does. See :func:`cplxnet.functional.dropout2d`.
 
     Examples::
 

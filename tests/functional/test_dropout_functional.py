@@ -1,5 +1,7 @@
 """Complex dropout: one shared mask per complex entry, right scaling, identity in eval."""
 
+import math
+
 import pytest
 import torch
 
@@ -56,3 +58,19 @@ def test_non_contiguous_input_and_real_input():
 def test_invalid_probability():
     with pytest.raises(ValueError, match=r"p must be in \[0, 1\]"):
         CF.dropout(torch.zeros(2, dtype=torch.complex64), 1.5)
+
+
+@pytest.mark.parametrize(
+    ("fn", "shape"),
+    [(CF.dropout, (4, 3, 5)), (CF.dropout1d, (4, 3, 5)), (CF.dropout2d, (2, 3, 4, 5))],
+)
+def test_inplace_dropout_on_a_lazy_conjugate_writes_through_it(fn, shape):
+    base = _nonzero_z(math.prod(shape)).reshape(shape)
+    z = base.conj()
+    torch.manual_seed(3)
+    expected = fn(z.resolve_conj(), 0.5, True)
+    torch.manual_seed(3)
+    out = fn(z, 0.5, True, inplace=True)
+    assert out is z and out.is_conj()
+    torch.testing.assert_close(base.conj().resolve_conj(), expected)
+    assert (expected == 0).any() and (expected != 0).any()

@@ -112,6 +112,17 @@ def test_inplace_elu_and_celu_overwrite_and_return_the_input():
     assert "inplace=True" in repr(m)
 
 
+def test_inplace_elu_and_celu_on_a_lazy_conjugate_write_through_it():
+    for fn, ref in ((CF.split_elu, F.elu), (CF.split_celu, F.celu)):
+        base = _z(4, 3)
+        z = base.conj()
+        expected = torch.complex(ref(base.real, 0.6), ref(-base.imag, 0.6))
+        out = fn(z, 0.6, inplace=True)
+        assert out is z
+        torch.testing.assert_close(z.resolve_conj(), expected)
+        torch.testing.assert_close(base, expected.conj())  # the memory under the view
+
+
 def test_prelu_takes_torch_arguments_and_a_real_dtype_loads_torch_state_dict():
     ours, theirs = cnn.PReLU(3, 0.1), torch.nn.PReLU(3, 0.1)
     assert ours.num_parameters == theirs.num_parameters and ours.init == theirs.init

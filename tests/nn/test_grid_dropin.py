@@ -73,6 +73,7 @@ FREE_CASES = [
     ("Upsample", (None, 2.5, "bilinear", True, True), (1, 2, 3, 4)),
     ("Upsample", ((5, 7, 6), None, "trilinear", False), (1, 2, 3, 4, 3)),
     ("Upsample", (9, None, "nearest-exact"), (2, 3, 4)),
+    ("Dropout1d", (0.3, False), (2, 3, 4)),
     ("Dropout2d", (0.3, False), (2, 3, 4, 4)),
     ("Dropout3d", (0.3, True), (2, 3, 2, 2, 2)),
 ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import pytest
 import torch
@@ -402,19 +403,23 @@ def test_grid_layer_errors_name_the_layer():
         cnn.AvgPool3d(2)(torch.ones(1, 1, 2, 2, 2, dtype=torch.long))
     with pytest.raises(ValueError, match="Upsample: expected a batched input"):
         cnn.Upsample(scale_factor=2)(torch.randn(3, 4, dtype=torch.cfloat))
-    with pytest.raises(ValueError, match="dropout2d: expected a"):
-        cnn.Dropout2d()(torch.randn(3, 4, dtype=torch.cfloat))
+    with pytest.raises(RuntimeError, match="dropout1d: Expected 2D or 3D input"):
+        cnn.Dropout1d()(torch.randn(2, 3, 4, 4, dtype=torch.cfloat))
 
 
 # ---- channel dropout ----------------------------------------------------------------------------
-@pytest.mark.filterwarnings("ignore:dropout2d. Received a 3D input")  # torch's reference layer
+@pytest.mark.filterwarnings("ignore:dropout[23]d. Received a")  # torch's and ours: tested below
 @pytest.mark.parametrize(
     ("cls", "shape", "mask_dims"),
     [
+        (cnn.Dropout1d, (4, 6, 7), 2),
+        (cnn.Dropout1d, (6, 7), 1),  # unbatched
         (cnn.Dropout2d, (4, 6, 3, 5), 2),
         (cnn.Dropout2d, (4, 6, 7), 2),  # torch reads a 3-D input as (B, C, L)
+        (cnn.Dropout2d, (4, 6, 2, 3, 2), 2),  # other ranks: torch's deprecated reading
         (cnn.Dropout3d, (3, 5, 2, 3, 4), 2),
         (cnn.Dropout3d, (6, 2, 3, 4), 1),  # unbatched
+        (cnn.Dropout3d, (6, 2, 3), 1),  # other ranks: read as unbatched
     ],
 )
 def test_channel_dropout_drops_whole_complex_channels(cls, shape, mask_dims):
@@ -441,6 +446,35 @@ def test_channel_dropout_drops_whole_complex_channels(cls, shape, mask_dims):
     assert cls(p, True)(xi) is xi
     torch.testing.assert_close(xi, y.detach())
     assert torch.equal(cls(1.0)(x), torch.zeros_like(x))
+
+
+@pytest.mark.parametrize("name", ["Dropout1d", "Dropout2d", "Dropout3d"])
+@pytest.mark.parametrize("ndim", range(7))
+@pytest.mark.parametrize("training", [True, False])
+def test_channel_dropout_accepts_warns_and_refuses_the_ranks_torch_does(name, ndim, training):
+    """Every rank 0-6 in both modes: torch's result, warnings and error (type and message)."""
+    shape = (3, 4, 2, 3, 2, 2)[:ndim]
+
+    def run(layer, x):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            torch.manual_seed(5)
+            try:
+                out = layer.train(training)(x)
+            except Exception as e:  # noqa: BLE001 (the exception is what is compared)
+                return type(e), str(e), [str(w.message) for w in seen]
+        return out, [str(w.message) for w in seen]
+
+    x = torch.rand(shape, dtype=torch.float64) + 0.5
+    want = run(getattr(torch.nn, name)(0.5), x)
+    got = run(getattr(cnn, name)(0.5), x)
+    got_c = run(getattr(cnn, name)(0.5), torch.complex(x, x))
+    if isinstance(want[0], type):
+        assert got == want and got_c == want
+        return
+    assert got[1] == want[1] and got_c[1] == want[1]  # the same warnings
+    torch.testing.assert_close(got[0], want[0])
+    torch.testing.assert_close(got_c[0], torch.complex(want[0], want[0]))
 
 
 # ---- export and fullgraph compile ---------------------------------------------------------------

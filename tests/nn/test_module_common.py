@@ -329,3 +329,31 @@ def test_public_dtype_is_the_factory_dtype_and_shown(info, dtype):
     want = torch.complex64 if dtype is None else dtype
     assert m.dtype == want
     assert f"dtype={want}" in m.extra_repr()
+
+
+@_params([i for i in MODULES if i.complex_input])
+def test_conjugate_view_input_equals_its_resolved_copy(info):
+    """A lazily conjugated input (``x.conj()``, as torch's own complex layers accept) gives the
+    values and gradients of the same input materialised (``x.conj().resolve_conj()``)."""
+    m = make_module(info, dtype=torch.complex128)
+    if info.is_random:
+        m.eval()
+    args, kwargs = sample_input(info, torch.complex128)
+    flip = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.is_complex()]
+    assert flip, "no complex input to conjugate"
+    results = []
+    for lazy in (True, False):
+        leaves = [args[i].detach().clone().requires_grad_() for i in flip]
+        call = list(args)
+        for i, leaf in zip(flip, leaves):
+            call[i] = leaf.conj() if lazy else leaf.conj().resolve_conj()
+        assert call[flip[0]].is_conj() == lazy
+        outs = _flat(m(*call, **kwargs))
+        m.zero_grad()
+        sum(o.real.sum() + o.imag.sum() if o.is_complex() else o.sum() for o in outs).backward()
+        results.append(outs + [leaf.grad for leaf in leaves] + [p.grad for p in m.parameters()])
+    for lazy, eager in zip(*results):
+        if eager is None:
+            assert lazy is None
+        else:
+            torch.testing.assert_close(lazy, eager)
