@@ -143,6 +143,8 @@ def entry_dropout(data: torch.Tensor, p: float, interleaved: bool) -> torch.Tens
     """
     if p == 0.0:
         return data
+    if p == 1.0:  # torch's: the input times zero
+        return data * 0
     if interleaved:
         pairs = data.unflatten(-1, (-1, 2))  # (..., F, 2)
         keep = torch.empty(pairs.shape[:-1] + (1,), dtype=data.dtype, device=data.device)

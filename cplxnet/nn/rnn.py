@@ -9,21 +9,26 @@ families and the derivation of the fused split-gate path are in :mod:`cplxnet.fu
 from __future__ import annotations
 
 import math
+import numbers
+import warnings
 from collections.abc import Sequence
 
 import torch
 from torch import nn
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from .. import functional as CF
 from .. import init as cinit
 from .._utils import (
     HasDtype,
+    as_complex,
     check_choice,
     check_complex,
     check_last_dim,
     check_sizes,
     factory_kwargs,
     real_dtype,
+    real_view,
 )
 from ..functional.rnn import GATES, lengths_from_padding_mask
 from .dropin import TorchCounterpart
@@ -117,8 +122,17 @@ class _StackedRNN(HasDtype, nn.Module):
         owner = type(self).__name__
         super().__init__()
         check_sizes(owner, input_size=input_size, hidden_size=hidden_size, num_layers=num_layers)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"{owner}: dropout must be in [0, 1), got {dropout}")
+        if isinstance(dropout, bool) or not isinstance(dropout, numbers.Number):
+            raise ValueError(f"{owner}: dropout must be a number in [0, 1], got {dropout!r}")
+        if not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"{owner}: dropout must be in [0, 1], got {dropout}")
+        if dropout > 0 and num_layers == 1:  # torch's warning
+            warnings.warn(
+                "dropout option adds dropout after all but last recurrent layer, so non-zero "
+                "dropout expects num_layers greater than 1, but got dropout="
+                f"{dropout} and num_layers={num_layers}",
+                stacklevel=3,
+            )
         self.input_size = input_size
         self.hidden_size = hidden_size
         self.num_layers = num_layers
@@ -225,6 +239,8 @@ class _FusedRNNBase(_StackedRNN):
     def _run(self, x, lengths, hx, padding_mask):
         owner = type(self).__name__
         lengths, hx = _split_lengths_hx(owner, lengths, hx, pair=self._kind == "lstm")
+        if isinstance(x, PackedSequence):
+            return self._run_packed(x, lengths, hx, padding_mask)
         check_complex(x, owner)
         unbatched = x.dim() == 2
         if unbatched:
@@ -255,6 +271,26 @@ class _FusedRNNBase(_StackedRNN):
             out = out.squeeze(0 if self.batch_first else 1)
             state = _map_states(lambda s: s.squeeze(1), state)
         return out, state
+
+    def _run_packed(self, x: PackedSequence, lengths, hx, padding_mask):
+        """torch's packed input: the padded run with the sequences' lengths, its output packed
+        as ``x`` is (same ``batch_sizes`` and sorting); ``hx`` and the returned state in the
+        batch's own order, as torch."""
+        owner = type(self).__name__
+        if lengths is not None or padding_mask is not None:
+            raise ValueError(
+                f"{owner}: a PackedSequence carries its lengths; pass no lengths or padding_mask"
+            )
+        check_complex(x.data, owner)
+        # torch's packing has no complex autograd: it moves the (..., 2) real views
+        parts = x._replace(data=real_view(x.data))
+        padded, lens = pad_packed_sequence(parts, batch_first=self.batch_first)
+        out, state = self._run(as_complex(padded), lens, hx, None)
+        if x.sorted_indices is not None:  # to the packing order, for the packed data below
+            out = out.index_select(0 if self.batch_first else 1, x.sorted_indices)
+            lens = lens.index_select(0, x.sorted_indices.to(lens.device))
+        data = pack_padded_sequence(real_view(out), lens, self.batch_first, True).data
+        return x._replace(data=as_complex(data)), state
 
     def extra_repr(self) -> str:
         return _stack_repr(self, f", gate={self.gate!r}", self.bias)
@@ -294,7 +330,8 @@ class LSTM(TorchCounterpart, _FusedRNNBase, torch_class=nn.LSTM):
     complex (``(B, L, D)`` with ``batch_first=True``, or unbatched ``(L, D)``); ``lengths``
     ``(B,)`` integers in ``[1, L]`` (a tensor, or a list or tuple of ints) or ``padding_mask``
     ``(B, L)`` bool (True = padding, at the end); ``hx = (h_0, c_0)`` each
-    ``(num_layers * dirs, B, H)``. ``lstm(x, (h_0, c_0))`` works as in torch. Returns ``output
+    ``(num_layers * dirs, B, H)``. ``lstm(x, (h_0, c_0))`` works as in torch, and so does a
+    ``PackedSequence`` ``x`` (the output then packed as ``x``). Returns ``output
     (L, B, dirs * H)`` (batch first as ``x``; zero at padded steps) and ``(h_n, c_n)`` at each
     sequence's last real step (the reverse direction starts at each sequence's last token);
     with ``proj_size``, ``h_0``, ``h_n`` and ``output`` are ``P`` wide instead of ``H``.
@@ -315,19 +352,20 @@ class LSTM(TorchCounterpart, _FusedRNNBase, torch_class=nn.LSTM):
 
     def forward(
         self,
-        x: torch.Tensor,
+        x: torch.Tensor | PackedSequence,
         lengths: torch.Tensor | Sequence[int] | tuple[torch.Tensor, torch.Tensor] | None = None,
         hx: tuple[torch.Tensor, torch.Tensor] | None = None,
         *,
         padding_mask: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    ) -> tuple[torch.Tensor | PackedSequence, tuple[torch.Tensor, torch.Tensor]]:
         """``x`` ``(L, B, input_size)`` complex (``(B, L, .)`` with ``batch_first=True``, or
         unbatched ``(L, input_size)``); ``lengths`` ``(B,)`` integers in ``[1, L]`` or
         ``padding_mask`` ``(B, L)`` bool (**True = padding**, at the end); ``hx = (h_0, c_0)``
         each ``(num_layers * dirs, B, hidden_size)``. Returns ``output``
         ``(L, B, dirs * hidden_size)`` (batch first as ``x``; zero at padded steps) and
         ``(h_n, c_n)`` at each sequence's last real step (``h`` and ``output``: ``proj_size``
-        wide when set)."""
+        wide when set). A ``PackedSequence`` ``x`` (torch's, complex data) gives a packed
+        ``output``, packed as ``x``."""
         return self._run(x, lengths, hx, padding_mask)
 
 
@@ -356,18 +394,19 @@ class GRU(TorchCounterpart, _FusedRNNBase, torch_class=nn.GRU):
 
     def forward(
         self,
-        x: torch.Tensor,
+        x: torch.Tensor | PackedSequence,
         lengths: torch.Tensor | Sequence[int] | None = None,
         hx: torch.Tensor | None = None,
         *,
         padding_mask: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor | PackedSequence, torch.Tensor]:
         """``x`` ``(L, B, input_size)`` complex (``(B, L, .)`` with ``batch_first=True``, or
         unbatched);
         ``lengths`` ``(B,)`` in ``[1, L]`` or ``padding_mask`` ``(B, L)`` bool (**True =
         padding**, at the end); ``hx`` ``(num_layers * dirs, B, hidden_size)``. Returns ``output``
         ``(L, B, dirs * hidden_size)`` (batch first as ``x``; zero at padded steps) and ``h_n``
-        at each sequence's last real step."""
+        at each sequence's last real step. A ``PackedSequence`` ``x`` gives a packed
+        ``output``, as :class:`LSTM`."""
         return self._run(x, lengths, hx, padding_mask)
 
 

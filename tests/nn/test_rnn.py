@@ -55,6 +55,54 @@ def test_analytic_module_equals_native_torch_given_its_state_dict(ours, theirs, 
 
 
 @pytest.mark.parametrize("ours, theirs, extra", CASES)
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("enforce_sorted", [True, False])
+def test_a_packed_sequence_in_gives_torchs_packed_sequence_out(
+    ours, theirs, extra, batch_first, enforce_sorted
+):
+    """torch's PackedSequence input: analytic gates equal torch's native complex RNN on the same
+    packed input (output data, batch sizes, sorting, states in the batch's order, parameter
+    gradients); split gates equal the same module given the padded batch and its lengths."""
+    pack_seq = torch.nn.utils.rnn.pack_padded_sequence
+    kw = {"num_layers": 2, "bidirectional": True, "batch_first": batch_first, **extra}
+    native = theirs(3, 4, **kw, dtype=DT)
+    mod = ours(3, 4, **kw, gate="analytic", dtype=DT)
+    mod.load_state_dict(native.state_dict())
+    x = torch.randn(3, 6, 3, dtype=DT) if batch_first else torch.randn(6, 3, 3, dtype=DT)
+    lengths = [6, 4, 2] if enforce_sorted else [2, 6, 4]
+    packed = pack_seq(x, lengths, batch_first, enforce_sorted)
+    h0 = torch.randn(4, 3, extra.get("proj_size") or 4, dtype=DT)  # the batch's own order
+    hx = (h0, torch.randn(4, 3, 4, dtype=DT)) if ours is cnn.LSTM else h0
+    (out, st), (ref, ref_st) = mod(packed, hx), native(packed, hx)
+    assert isinstance(out, torch.nn.utils.rnn.PackedSequence)
+    assert torch.equal(out.batch_sizes, ref.batch_sizes)
+    for a, b in (
+        (out.sorted_indices, ref.sorted_indices),
+        (out.unsorted_indices, ref.unsorted_indices),
+    ):
+        assert (a is None and b is None) or torch.equal(a, b)
+    torch.testing.assert_close(out.data, ref.data, **TOL)
+    for a, b in zip(_states(st), _states(ref_st)):
+        torch.testing.assert_close(a, b, **TOL)
+    loss, ref_loss = ((o.data.abs().sum() + sum(s.abs().sum() for s in _states(t)))
+                      for o, t in ((out, st), (ref, ref_st)))  # fmt: skip
+    g = torch.autograd.grad(loss, list(mod.parameters()))
+    g_ref = torch.autograd.grad(ref_loss, list(native.parameters()))
+    for a, b in zip(g, g_ref):
+        torch.testing.assert_close(a, b, **TOL)
+    split = ours(3, 4, **kw, dtype=DT)
+    out, st = split(packed, hx)
+    padded, ref_st = split(x, lengths, hx)
+    back, back_lengths = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first)
+    assert back_lengths.tolist() == lengths
+    torch.testing.assert_close(back, padded, **TOL)
+    for a, b in zip(_states(st), _states(ref_st)):
+        torch.testing.assert_close(a, b, **TOL)
+    with pytest.raises(ValueError, match="PackedSequence carries its lengths"):
+        split(packed, lengths=torch.tensor(lengths))
+
+
+@pytest.mark.parametrize("ours, theirs, extra", CASES)
 def test_split_module_is_real_rnn_of_hidden_2h(ours, theirs, extra):
     """Split gates: the real RNN of hidden 2H (and projection 2P) with weights R(W)."""
     kw = {"num_layers": 2, "bidirectional": True, "batch_first": True}
@@ -353,6 +401,8 @@ def test_constructor_errors(cls):
         cls(3, 4, gate="holomorphic")
     with pytest.raises(ValueError, match="dropout must be in"):
         cls(3, 4, dropout=1.5)
+    with pytest.raises(ValueError, match="dropout must be a number"):
+        cls(3, 4, dropout=True)
     with pytest.raises(ValueError, match="hidden_size must be a positive integer"):
         cls(3, 0)
     mod = cls(3, 4, num_layers=2, batch_first=True, dtype=DT)
@@ -410,3 +460,29 @@ def test_a_list_is_never_the_state(cls):
     if cls is cnn.LSTM:  # torch's positional (h_0, c_0) pair still works
         out, _ = mod(x, (h, h))
         torch.testing.assert_close(out, mod(x, hx=(h, h))[0], **TOL)
+
+
+@pytest.mark.parametrize("cls", [cnn.LSTM, cnn.GRU])
+def test_dropout_range_and_warning_are_torchs(cls):
+    """torch's [0, 1] (p = 1 zeroes every layer's input after the first) and its warning for
+    dropout with one layer."""
+    torch_cls = getattr(torch.nn, cls.__name__)
+    with pytest.warns(UserWarning) as ours_w:
+        cls(3, 4, 1, dropout=0.5)
+    with pytest.warns(UserWarning) as torch_w:
+        torch_cls(3, 4, 1, dropout=0.5)
+    assert [str(w.message) for w in ours_w] == [str(w.message) for w in torch_w]
+    assert ours_w[0].filename == __file__  # points at the caller
+    mod = cls(3, 4, 2, dropout=1.0, dtype=DT)
+    zero_input = cls(3, 4, 2, dtype=DT)
+    zero_input.load_state_dict(mod.state_dict())
+    x = torch.randn(5, 2, 3, dtype=DT)
+    out, _ = mod(x)
+    layer_1 = cls(3, 4, 1, dtype=DT)
+    layer_2 = cls(4, 4, 1, dtype=DT)
+    state = mod.state_dict()
+    layer_1.load_state_dict({k: v for k, v in state.items() if k.endswith("_l0")})
+    layer_2.load_state_dict({k.replace("_l1", "_l0"): v for k, v in state.items() if "_l1" in k})
+    want, _ = layer_2(torch.zeros_like(layer_1(x)[0]))  # layer 2 sees only zeros
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out, want, **TOL)
