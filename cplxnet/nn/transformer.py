@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from ..encodings.base import PositionalEncoding
 
 __all__ = ["TransformerEncoderLayer", "TransformerEncoder", "NORMS", "ENCODER_SITES"]
-# build_activation, build_norm, TransformerLayerBase and TransformerStackBase are public for
-# cplxnet.nn.transformer_decoder and not re-exported by cplxnet.nn
+# build_activation, build_norm, batch_mask, TransformerLayerBase and TransformerStackBase are
+# public for cplxnet.nn.transformer_decoder and not re-exported by cplxnet.nn
 
 NORMS = ("split", "whiten", "rms")
 
@@ -177,7 +177,8 @@ class TransformerLayerBase(HasDtype, nn.Module):
                 m.reset_parameters()
 
     def _batch_first(self, x: torch.Tensor, name: str) -> torch.Tensor:
-        """``x`` checked (dtype, ``(., ., d_model)``) and in the layout ``(B, L, D)``."""
+        """``x`` checked (dtype, ``(., ., d_model)`` or unbatched ``(L, d_model)``) and in the
+        layout ``(B, L, D)`` (an unbatched ``x`` as a batch of one)."""
         owner = type(self).__name__
         if not isinstance(x, torch.Tensor) or x.dtype != self.dtype:
             got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
@@ -186,10 +187,19 @@ class TransformerLayerBase(HasDtype, nn.Module):
                 f"{name} with .to({self.dtype}) or build the layer with the {name}'s dtype"
             )
         layout = "(B, L, " if self.batch_first else "(L, B, "
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
+        if x.dim() not in (2, 3) or x.shape[-1] != self.d_model:
             raise ValueError(
-                f"{owner}: expected {name} of shape {layout}{self.d_model}), got {tuple(x.shape)}"
+                f"{owner}: expected {name} of shape {layout}{self.d_model}) or unbatched "
+                f"(L, {self.d_model}), got {tuple(x.shape)}"
             )
+        if x.dim() == 2:
+            return x.unsqueeze(0)
+        return x if self.batch_first else x.transpose(0, 1)
+
+    def _like(self, x: torch.Tensor, given: torch.Tensor) -> torch.Tensor:
+        """The result ``x`` ``(B, L, D)`` in the layout of the input ``given``."""
+        if given.dim() == 2:
+            return x.squeeze(0)
         return x if self.batch_first else x.transpose(0, 1)
 
     def _attend(self, attn, names, q, kv, attn_mask, padding_mask, is_causal, encoding, cache=None):
@@ -321,7 +331,8 @@ class TransformerEncoderLayer(TransformerLayerBase):
         """One encoder layer, as :class:`torch.nn.TransformerEncoderLayer`.
 
         Args:
-            src: ``(B, L, D)`` (``(L, B, D)`` when ``batch_first=False``).
+            src: ``(B, L, D)`` (``(L, B, D)`` when ``batch_first=False``), or unbatched
+                ``(L, D)`` (its key padding mask ``(L,)``).
             src_mask: ``(L, L)``, ``(B * H, L, L)`` or broadcasting to ``(B, H, L, L)``; bool
                 **True = not allowed to attend**, or a real float mask added to the logits.
             src_key_padding_mask: ``(B, L)``, bool **True = padding**, or float (added).
@@ -339,6 +350,7 @@ class TransformerEncoderLayer(TransformerLayerBase):
         """
         owner = type(self).__name__
         x = self._batch_first(src, "input")
+        src_key_padding_mask = batch_mask(src_key_padding_mask, src)
         if encoding is not None:
             check_encoding(encoding, owner, self.sites)
             x = encoding.layer_input(x, layer, num_layers)
@@ -352,7 +364,13 @@ class TransformerEncoderLayer(TransformerLayerBase):
                 x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal, encoding, cache)
             )
             x = self.norm2(x + self._ff_block(x))
-        return x if self.batch_first else x.transpose(0, 1)
+        return self._like(x, src)
+
+
+def batch_mask(mask: torch.Tensor | None, given: torch.Tensor) -> torch.Tensor | None:
+    """A key padding mask ``(L,)`` of an unbatched input ``given`` as the batch of one ``(1, L)``
+    (torch's shape for unbatched inputs); else ``mask`` unchanged."""
+    return mask.unsqueeze(0) if given.dim() == 2 and mask is not None and mask.dim() == 1 else mask
 
 
 def _reset_all(module: nn.Module) -> None:
@@ -511,7 +529,8 @@ class TransformerEncoder(TransformerStackBase):
         """The layers in turn, then the final norm, as :class:`torch.nn.TransformerEncoder`.
 
         Args:
-            src: ``(B, L, D)`` (``(L, B, D)`` for layers built with ``batch_first=False``).
+            src: ``(B, L, D)`` (``(L, B, D)`` for layers built with ``batch_first=False``), or
+                unbatched ``(L, D)``.
             mask: ``(L, L)``, ``(B * H, L, L)`` or broadcasting to ``(B, H, L, L)``; bool
                 **True = not allowed to attend**, or a real float mask added to the logits.
             src_key_padding_mask: ``(B, L)``, bool **True = padding**, or float (added).

@@ -38,6 +38,7 @@ from .transformer import (
     TransformerEncoderLayer,
     TransformerLayerBase,
     TransformerStackBase,
+    batch_mask,
 )
 
 if TYPE_CHECKING:
@@ -147,7 +148,8 @@ class TransformerDecoderLayer(TransformerLayerBase):
         """One decoder layer, as :class:`torch.nn.TransformerDecoderLayer`.
 
         Args:
-            tgt: ``(B, T, D)`` (``(T, B, D)`` when ``batch_first=False``).
+            tgt: ``(B, T, D)`` (``(T, B, D)`` when ``batch_first=False``), or unbatched
+                ``(T, D)`` (then memory ``(S, D)``, key padding masks ``(T,)``, ``(S,)``).
             memory: ``(B, S, D)`` in the same layout (the encoder's output).
             tgt_mask: ``(T, T)``, ``(B * H, T, T)`` or broadcasting to ``(B, H, T, T)``; bool
                 **True = not allowed to attend**, or a real float mask added to the logits.
@@ -170,6 +172,13 @@ class TransformerDecoderLayer(TransformerLayerBase):
         owner = type(self).__name__
         x = self._batch_first(tgt, "tgt")
         mem = self._batch_first(memory, "memory")
+        tgt_key_padding_mask = batch_mask(tgt_key_padding_mask, tgt)
+        memory_key_padding_mask = batch_mask(memory_key_padding_mask, memory)
+        if tgt.dim() != memory.dim():
+            raise ValueError(
+                f"{owner}: tgt and memory must both be batched (3-D) or both unbatched (2-D), "
+                f"got shapes {tuple(tgt.shape)} and {tuple(memory.shape)}"
+            )
         if mem.shape[0] != x.shape[0]:
             raise ValueError(
                 f"{owner}: tgt and memory must have the same batch size, got {x.shape[0]} and "
@@ -190,7 +199,7 @@ class TransformerDecoderLayer(TransformerLayerBase):
             x = self.norm1(x + self._sa_block(x, *sa))
             x = self.norm2(x + self._mha_block(x, mem, *ca))
             x = self.norm3(x + self._ff_block(x))
-        return x if self.batch_first else x.transpose(0, 1)
+        return self._like(x, tgt)
 
 
 class TransformerDecoder(TransformerStackBase):
@@ -240,7 +249,7 @@ class TransformerDecoder(TransformerStackBase):
 
         Args:
             tgt: ``(B, T, D)`` (``(T, B, D)`` for layers built with ``batch_first=False``);
-                memory: ``(B, S, D)`` in the same layout.
+                memory: ``(B, S, D)`` in the same layout; or both unbatched.
             tgt_mask ``(T, T)``, memory_mask ``(T, S)`` (or ``(B * H, ., .)``, or broadcasting
                 to ``(B, H, ., .)``): bool **True = not allowed to attend**, or real float added.
             tgt_key_padding_mask ``(B, T)``, memory_key_padding_mask ``(B, S)``: bool
@@ -431,7 +440,8 @@ class Transformer(HasDtype, nn.Module):
         """Encode ``src``, decode ``tgt`` against it, as :class:`torch.nn.Transformer`.
 
         Args:
-            src: ``(S, B, D)`` (``(B, S, D)`` with ``batch_first=True``); tgt: ``(T, B, D)``.
+            src: ``(S, B, D)`` (``(B, S, D)`` with ``batch_first=True``); tgt: ``(T, B, D)``;
+                or both unbatched, ``(S, D)`` and ``(T, D)`` (key padding masks 1-D).
             src_mask ``(S, S)``, tgt_mask ``(T, T)``, memory_mask ``(T, S)`` (or ``(B * H, ., .)``
                 or broadcasting to ``(B, H, ., .)``): bool **True = not allowed to attend**, or
                 real float added to the logits.
@@ -449,14 +459,19 @@ class Transformer(HasDtype, nn.Module):
         owner = type(self).__name__
         for name, x in (("src", src), ("tgt", tgt)):
             check_dtype(x, self.dtype, owner, name)
-            if x.dim() != 3 or x.shape[-1] != self.d_model:
+            if x.dim() not in (2, 3) or x.shape[-1] != self.d_model:
                 layout = "(B, L, " if self.batch_first else "(L, B, "
                 raise ValueError(
-                    f"{owner}: expected {name} of shape {layout}{self.d_model}), got "
-                    f"{tuple(x.shape)}"
+                    f"{owner}: expected {name} of shape {layout}{self.d_model}) or unbatched "
+                    f"(L, {self.d_model}), got {tuple(x.shape)}"
                 )
+        if src.dim() != tgt.dim():
+            raise ValueError(
+                f"{owner}: src and tgt must both be batched (3-D) or both unbatched (2-D), got "
+                f"shapes {tuple(src.shape)} and {tuple(tgt.shape)}"
+            )
         b = 0 if self.batch_first else 1
-        if src.shape[b] != tgt.shape[b]:
+        if src.dim() == 3 and src.shape[b] != tgt.shape[b]:
             raise ValueError(
                 f"{owner}: src and tgt must have the same batch size, got {src.shape[b]} and "
                 f"{tgt.shape[b]}"

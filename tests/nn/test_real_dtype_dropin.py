@@ -61,6 +61,10 @@ CASES = [
     (cnn.PReLU, nn.PReLU, (3, 0.1), {}, (2, 3, 4)),
     (cnn.TransformerDecoderLayer, nn.TransformerDecoderLayer, (4, 2, 8, 0.0), {}, (3, 2, 4)),
     (cnn.Transformer, nn.Transformer, (4, 2, 1, 1, 8, 0.0), {}, (3, 2, 4)),
+    # unbatched (L, D) inputs, as torch takes them
+    (cnn.TransformerEncoderLayer, nn.TransformerEncoderLayer, (4, 2, 8, 0.0), {}, (3, 4)),
+    (cnn.TransformerDecoderLayer, nn.TransformerDecoderLayer, (4, 2, 8, 0.0), {}, (3, 4)),
+    (cnn.Transformer, nn.Transformer, (4, 2, 1, 1, 8, 0.0), {"batch_first": True}, (3, 4)),
 ]
 
 _TWO_INPUTS = (nn.TransformerDecoderLayer, nn.Transformer)  # (tgt, memory) / (src, tgt)

@@ -530,6 +530,44 @@ def test_decoder_layer_exports_with_dynamic_lengths():
     )
 
 
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_unbatched_inputs_are_a_batch_of_one(batch_first):
+    """torch's unbatched ``(L, D)`` inputs (key padding masks ``(L,)``) for every layer and stack:
+    the batch-of-one result without its batch dim, in values and input gradients."""
+    kw = {"batch_first": batch_first, "dtype": C}
+    enc_layer = cnn.TransformerEncoderLayer(D, H, 12, 0.0, **kw)
+    dec_layer = cnn.TransformerDecoderLayer(D, H, 12, 0.0, **kw)
+    modules = {
+        "encoder_layer": (enc_layer, 1),
+        "encoder": (cnn.TransformerEncoder(enc_layer, 2), 1),
+        "decoder_layer": (dec_layer, 2),
+        "decoder": (cnn.TransformerDecoder(dec_layer, 2), 2),
+        "transformer": (cnn.Transformer(D, H, 1, 1, 12, 0.0, **kw), 2),
+    }
+    src_pad = torch.tensor([False, False, True, False, True])  # (S,)
+    tgt_pad = torch.tensor([False, True, False, False])  # (T,)
+    encoder_masks = {"src_key_padding_mask": src_pad}
+    decoder_masks = {"tgt_key_padding_mask": tgt_pad, "memory_key_padding_mask": src_pad}
+    batch_dim = 0 if batch_first else 1
+    for name, (m, n_in) in modules.items():
+        _randomize(m)
+        masks = {1: encoder_masks, 2: decoder_masks}[n_in]
+        if name == "transformer":
+            masks = {**encoder_masks, **decoder_masks}
+        one = [torch.randn(L, D, dtype=C, requires_grad=True) for L in (S, T)[:n_in]]
+        if name.startswith("decoder"):
+            one = one[::-1]  # (tgt, memory)
+        got = m(*one, **masks)
+        want = m(*(x.unsqueeze(batch_dim) for x in one), **{k: v[None] for k, v in masks.items()})
+        assert got.shape == want.shape[:batch_dim] + want.shape[batch_dim + 1 :], name
+        torch.testing.assert_close(got, want.squeeze(batch_dim))
+        probe = torch.randn_like(got)
+        g = torch.autograd.grad((got * probe.conj()).real.sum(), one)
+        w = torch.autograd.grad((want.squeeze(batch_dim) * probe.conj()).real.sum(), one)
+        for a, b in zip(g, w):
+            torch.testing.assert_close(a, b)
+
+
 def test_bad_input_is_one_clear_error():
     layer = cnn.TransformerDecoderLayer(D, H, 12, batch_first=True, dtype=C)
     tgt, mem = _inputs(C)
@@ -538,8 +576,13 @@ def test_bad_input_is_one_clear_error():
         match="TransformerDecoderLayer: tgt and memory must have the same batch size, got 3 and 2",
     ):
         layer(tgt, mem[:2])
-    with pytest.raises(ValueError, match=r"expected memory of shape \(B, L, 8\), got \(3, 5, 4\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"expected memory of shape \(B, L, 8\) or unbatched \(L, 8\), got \(3, 5, 4\)",
+    ):
         layer(tgt, mem[..., :4])
+    with pytest.raises(ValueError, match="tgt and memory must both be batched .3-D. or both unb"):
+        layer(tgt[0], mem)
     with pytest.raises(TypeError, match="TransformerDecoderLayer: memory has dtype torch.compl"):
         layer(tgt, mem.to(torch.complex64))
     with pytest.raises(ValueError, match=r"memory_key_padding_mask must have shape \(3, 5\)"):
@@ -551,6 +594,8 @@ def test_bad_input_is_one_clear_error():
         m(torch.randn(2, S, D, dtype=C), tgt)
     with pytest.raises(ValueError, match=r"Transformer: expected tgt of shape \(B, L, 8\)"):
         m(torch.randn(B, S, D, dtype=C), tgt[..., :4])
+    with pytest.raises(ValueError, match="Transformer: src and tgt must both be batched .3-D. or"):
+        m(torch.randn(S, D, dtype=C), tgt)
     with pytest.raises(TypeError, match="Transformer: src must be a complex tensor"):
         m(torch.randn(B, S, D), tgt)
 
