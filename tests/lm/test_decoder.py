@@ -96,6 +96,11 @@ def test_tied_head_is_re_of_hermitian_product_with_the_word_vectors():
     # the same as a loop over words of the real parts of the Hermitian products
     loop = torch.stack([(h * e[w].conj()).sum(-1).real for w in range(V)], -1)
     torch.testing.assert_close(next_token_logits(h, model.output_weight()), loop)
+    lazy = h.detach().conj()  # a lazily conjugated h: the logits of its values
+    torch.testing.assert_close(
+        next_token_logits(lazy, model.output_weight()),
+        next_token_logits(lazy.resolve_conj(), model.output_weight()),
+    )
     untied = build_model(tiny("complex-order"), dtype=torch.float64)
     assert untied.head_scale == 1.0
 

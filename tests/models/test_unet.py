@@ -32,6 +32,7 @@ def test_channels_round_trip():
     r = as_channels(z)
     assert r.shape == (2, 6, 4, 4) and torch.equal(r[:, 2], z[:, 1].real)
     assert torch.equal(from_channels(r), z)
+    assert torch.equal(as_channels(z.conj()), as_channels(z.conj().resolve_conj()))
 
 
 @pytest.mark.parametrize("upsample", ["transpose", "bilinear"])

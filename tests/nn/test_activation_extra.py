@@ -147,3 +147,12 @@ def test_activation_arguments_are_torch_and_bad_values_are_refused():
         cnn.MVN()(torch.randn(3))
     with pytest.raises(ValueError, match="c and r must be positive"):
         cnn.GeorgiouKoutsougeras(c=0.0)
+
+
+@pytest.mark.parametrize("fn", [CF.crelu, CF.split_tanh, lambda z: CF.split_elu(z, 0.6)])
+def test_split_activations_take_a_lazy_conjugate_in_channels_last_layout(fn):
+    """The permuted path of a dense non-contiguous input (channels-last) on ``x.conj()``."""
+    x = torch.randn(2, 3, 4, 5, dtype=torch.complex128).to(memory_format=torch.channels_last)
+    lazy = x.conj()
+    assert lazy.is_conj() and not lazy.is_contiguous()
+    torch.testing.assert_close(fn(lazy), fn(lazy.resolve_conj()))

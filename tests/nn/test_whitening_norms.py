@@ -728,3 +728,33 @@ def test_a_non_finite_value_spreads_as_the_module_docstring_says():
     assert bad(CF.batch_norm(x, None, None, None, None, True)) == [0, 18, 0, 0]
     xc = x.contiguous(memory_format=torch.channels_last)
     assert bad(CF.batch_norm(xc, None, None, None, None, True)) == [18, 18, 18, 18]
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "kwargs"),
+    [
+        ("BatchNorm1d", (3,), {}),
+        ("InstanceNorm1d", (3,), {"affine": True, "track_running_stats": True}),
+        ("GroupNorm", (2, 4), {}),
+    ],
+)
+@pytest.mark.parametrize("bias", [True, False])
+def test_bias_false_drops_the_shift_as_torch(name, args, kwargs, bias):
+    """torch's keyword-only ``bias``: ``False`` keeps the affine weight, drops the bias (its
+    state_dict key and its repr say so); the output is the affine map without the shift."""
+    ours = getattr(cnn, name)(*args, **kwargs, bias=bias, dtype=torch.complex128)
+    theirs = getattr(nn, name)(*args, **kwargs, bias=bias)
+    assert ours.weight is not None and (ours.bias is not None) == bias
+    rename = {"running_var": "running_cov"}
+    assert list(ours.state_dict()) == [rename.get(k, k) for k in theirs.state_dict()]
+    assert repr(ours) == repr(theirs)[:-1] + ", dtype=torch.complex128)"
+    with_shift = getattr(cnn, name)(*args, **kwargs, dtype=torch.complex128)
+    with torch.no_grad():
+        with_shift.weight.copy_(torch.randn_like(ours.weight))
+        ours.weight.copy_(with_shift.weight)
+        with_shift.bias.copy_(torch.randn_like(with_shift.bias))
+        if bias:
+            ours.bias.copy_(with_shift.bias)
+    x = torch.randn(2, args[-1], 5, dtype=torch.complex128)
+    shift = with_shift.bias.view(-1, 1)
+    torch.testing.assert_close(ours(x), with_shift(x) - (0 if bias else shift))
