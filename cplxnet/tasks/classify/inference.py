@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from ...data import (
     read_examples,
 )
 from ...engine.metrics import batch_logits, evaluate
+from ...engine.options import TrainOptions
 from ...engine.runs import (
     RunError,
     check_data_unchanged,
@@ -33,7 +35,20 @@ from ...engine.runs import (
 )
 from ...engine.runtime import resolve_zoo
 
-__all__ = ["LoadedRun", "load_run", "evaluate_run", "predict"]
+__all__ = [
+    "LoadedRun",
+    "load_run",
+    "read_classify_config",
+    "build_run_model",
+    "load_vocab_and_labels",
+    "evaluate_run",
+    "predict",
+]
+
+_RESTORE = "restore the file or train the run again"
+# the JSON values TrainOptions' fields take, by annotation (an int is a float; a bool no number)
+_OPTION_TYPES = {"int": ((int,), "an integer"), "float": ((int, float), "a number"),
+                 "bool": ((bool,), "true or false")}  # fmt: skip
 
 
 @dataclass
@@ -58,34 +73,116 @@ class LoadedRun:
         )
 
 
+def _damaged(where: str, err: Exception, section: str = "") -> RunError:
+    detail = err.args[0] if isinstance(err, KeyError) or not str(err) else str(err)
+    if section and not detail.startswith(f"{section}."):
+        detail = f"{section}: {detail}"
+    return RunError(f"{where} was edited or is damaged ({detail}); {_RESTORE}")
+
+
+def _check_option_types(train: dict) -> None:
+    """A ValueError naming the first ``train`` entry of a type its TrainOptions field cannot
+    take (``"lr": "abc"`` would otherwise fail as a comparison of a str with an int)."""
+    for f in dataclasses.fields(TrainOptions):
+        value = train.get(f.name)
+        kind = str(f.type).split(" | ")
+        if (
+            f.name not in train
+            or kind[0] not in _OPTION_TYPES
+            or (value is None and "None" in kind)
+        ):
+            continue
+        types, what = _OPTION_TYPES[kind[0]]
+        if isinstance(value, bool) != (kind[0] == "bool") or not isinstance(value, types):
+            raise ValueError(f"train.{f.name} is {value!r}, not {what}")
+
+
+def read_classify_config(run_dir: str, zoo: Any = None) -> tuple[dict, Any, TrainOptions, DataSpec]:
+    """``(run_config, model config, training options, data spec)`` of a classifier run's
+    config.json: the one place a run's config is turned into options. A file that is not a
+    cplxnet run's, or whose sections are missing or hold values no model, options or data spec
+    can be made of (an edited or damaged file), is a one-line :class:`RunError` naming it."""
+    zoo = resolve_zoo(zoo)
+    run_config = read_run_config(run_dir)
+    where = os.path.join(run_dir, "config.json")
+    for section in ("model", "train", "data"):
+        if not isinstance(run_config.get(section), dict):
+            raise _damaged(where, ValueError(f"it has no {section!r} section"))
+    section = "model"
+    try:
+        family, families = run_config["model"].get("family"), getattr(zoo, "FAMILIES", None)
+        if families is not None and family not in families:
+            raise ValueError(
+                f"model.family is {family!r}, not a classifier family ({', '.join(families)})"
+            )
+        config = zoo.config_from_dict(run_config["model"])
+        section = "train"
+        _check_option_types(run_config["train"])
+        options = TrainOptions.from_dict(run_config["train"])
+        section = "data"
+        spec = DataSpec.from_dict(run_config["data"])
+    except (ValueError, TypeError, KeyError, DataError) as err:
+        raise _damaged(where, err, section) from None
+    return run_config, config, options, spec
+
+
+def build_run_model(config: Any, run_dir: str, zoo: Any = None) -> nn.Module:
+    """The model of a run's config; a config no model can be built from (an unknown encoding,
+    widths that do not fit) is a :class:`RunError` naming the run's config.json."""
+    try:
+        return resolve_zoo(zoo).build_model(config)
+    except (ValueError, TypeError, KeyError) as err:
+        raise _damaged(os.path.join(run_dir, "config.json"), err, "model") from None
+
+
+def load_vocab_and_labels(run_dir: str, config: Any) -> tuple[Vocab, LabelMap]:
+    """``vocab.json`` and ``labels.json`` of a run; a missing or damaged file, or one that does
+    not fit the model (``vocab_size``, ``num_classes``), is a :class:`RunError` naming it."""
+    loaded = []
+    for name, make, what, size in (
+        ("vocab.json", Vocab.from_dict, "vocabulary", getattr(config, "vocab_size", None)),
+        ("labels.json", LabelMap, "label list", getattr(config, "num_classes", None)),
+    ):
+        path = os.path.join(run_dir, name)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                item = make(json.load(fh))
+            entries = item.itos if isinstance(item, Vocab) else item.labels
+            if not all(isinstance(entry, str) for entry in entries):
+                raise ValueError("its entries are not all strings")
+        except FileNotFoundError:
+            raise RunError(f"{path} is missing; the run folder is incomplete: {_RESTORE}") from None
+        except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as err:
+            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+            how = "not valid JSON" if isinstance(err, json.JSONDecodeError) else f"not a {what}"
+            raise RunError(f"{path} is damaged ({how}: {reason}); {_RESTORE}") from None
+        if size is not None and len(entries) != size:
+            raise RunError(
+                f"{path} has {len(entries)} entries but the run's model has {size}; the file was "
+                f"edited or is damaged: {_RESTORE}"
+            )
+        loaded.append(item)
+    return loaded[0], loaded[1]
+
+
 def load_run(run_dir: str, zoo: Any = None) -> LoadedRun:
     """Load a run folder's ``best.pt`` with its config, vocabulary and labels."""
     zoo = resolve_zoo(zoo)
     if not os.path.isdir(run_dir):
         raise RunError(f"run folder {run_dir} not found")
-    run_config = read_run_config(run_dir)
-    config = zoo.config_from_dict(run_config["model"])
-    spec = DataSpec.from_dict(run_config["data"])
+    run_config, config, _, spec = read_classify_config(run_dir, zoo)
     best_path = os.path.join(run_dir, "best.pt")
     if not os.path.exists(best_path):
         raise RunError(
             f"{run_dir} has no best.pt (the run never finished an epoch); resume it with "
             f"cplxnet train --resume {run_dir}"
         )
+    vocab, labels = load_vocab_and_labels(run_dir, config)
     state = load_checkpoint(best_path, keys={"model": dict})
-    model = zoo.build_model(config)
+    model = build_run_model(config, run_dir, zoo)
     load_weights(model, state["model"], best_path)
     model.eval()
-    return LoadedRun(
-        run_dir,
-        config,
-        model,
-        spec,
-        spec.tokenizer,
-        Vocab.load(os.path.join(run_dir, "vocab.json")),
-        LabelMap.load(os.path.join(run_dir, "labels.json")),
-        run_config,
-    )
+    return LoadedRun(run_dir, config, model, spec, spec.tokenizer, vocab, labels, run_config)
 
 
 def _text_limit(run: LoadedRun, max_len: int | None) -> tuple[int | None, bool]:

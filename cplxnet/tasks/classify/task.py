@@ -50,11 +50,8 @@ from torch import nn
 from ...data import (
     PAD_ID,
     DataError,
-    DataSpec,
     EncodedSplit,
-    LabelMap,
     PreparedData,
-    Vocab,
     batch_indices,
     prepare_data,
     read_word_vectors,
@@ -78,7 +75,6 @@ from ...engine.runs import (
     check_model_memory,
     data_hashes,
     load_checkpoint,
-    read_run_config,
     save_checkpoint,
     write_json,
 )
@@ -93,7 +89,15 @@ from ...engine.runtime import (
     versions,
 )
 from ...utils import count_parameters
-from .inference import LoadedRun, evaluate_run, load_run, predict
+from .inference import (
+    LoadedRun,
+    build_run_model,
+    evaluate_run,
+    load_run,
+    load_vocab_and_labels,
+    predict,
+    read_classify_config,
+)
 
 __all__ = [
     "TrainOptions",
@@ -271,8 +275,7 @@ def _resume(
     run_dir = folder.path
     world, rank = dist_info()
     log = Logger(quiet, rank)
-    run_config = read_run_config(run_dir)
-    options = TrainOptions.from_dict(run_config["train"])
+    run_config, config, options, spec = read_classify_config(run_dir, zoo)
     if not os.path.exists(os.path.join(run_dir, "checkpoint.pt")):
         raise RunError(
             f"{run_dir} has no checkpoint.pt: the run stopped before its first epoch ended, so "
@@ -285,8 +288,6 @@ def _resume(
             f"note: resuming a run of {run_config.get('world_size', 1)} process(es) with {world}; "
             "the result will not be bit-identical to an uninterrupted run"
         )
-    config = zoo.config_from_dict(run_config["model"])
-    spec = DataSpec.from_dict(run_config["data"])
     if not allow_changed_data:
         check_data_unchanged(
             spec,
@@ -295,12 +296,11 @@ def _resume(
             "resume on the original file, or pass --allow-changed-data to continue on the "
             "changed one",
         )
-    vocab = Vocab.load(os.path.join(run_dir, "vocab.json"))
-    labels = LabelMap.load(os.path.join(run_dir, "labels.json"))
+    vocab, labels = load_vocab_and_labels(run_dir, config)
     data = prepare_data(
         spec, vocab=vocab, labels=labels, model_max_len=getattr(config, "max_len", None)
     )
-    model = zoo.build_model(config)
+    model = build_run_model(config, run_dir, zoo)
 
     def start() -> None:  # the checkpoint fits: only now change the run folder
         if rank == 0:
