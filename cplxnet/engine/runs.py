@@ -4,8 +4,9 @@ memory check made before a run allocates its model).
 A run folder is what ``cplxnet train`` makes (see :mod:`cplxnet.tasks.classify.task`). Its
 ``config.json`` carries the marker ``"cplxnet_run": RUN_FORMAT`` (the folder's format version), and
 the folder holds only the files of :data:`RUN_FILES` (and, while one is being written, a temporary
-file starting with ``.tmp-``). cplxnet replaces or removes a folder only when both hold, and never
-the current folder or a folder containing it:
+file starting with ``.tmp-``) and the ``inspect`` folder ``cplxnet inspect`` writes there. cplxnet
+replaces or removes a folder only when both hold, and never the current folder or a folder
+containing it:
 
 * one process owns a run folder at a time: a new run, ``--force`` and ``--resume`` hold its lock
   (:func:`run_lock`, the file ``.NAME.lock`` beside it) from before their first change to their
@@ -63,8 +64,11 @@ __all__ = [
     "is_run_folder",
     "check_replaceable",
     "check_new_run_dir",
+    "run_holder",
     "run_task",
     "remove_run_files",
+    "clear_run_folder",
+    "discard_run_files",
     "RunFolder",
     "run_lock",
     "check_model_memory",
@@ -318,8 +322,32 @@ def _temporary(name: str) -> bool:
     return name.startswith(TEMP_PREFIX) and name.endswith(tuple("-" + f for f in RUN_FILES))
 
 
-def _own_entry(name: str) -> bool:
-    return name in RUN_FILES or _temporary(name)
+def _inspect_files(folder: str) -> list[str] | None:
+    """The files of ``folder`` if it is an output folder of ``cplxnet inspect`` holding only what
+    inspect wrote (its marker file lists them), else None."""
+    from ..inspect import MARKER
+
+    marker = os.path.join(folder, MARKER)
+    if os.path.islink(folder) or not os.path.isfile(marker):
+        return None
+    try:
+        with open(marker, encoding="utf-8") as fh:
+            listed = {str(f) for f in json.load(fh)} | {MARKER}
+    except (OSError, ValueError, TypeError):
+        return None
+    entries = os.listdir(folder)
+    plain = all(os.path.isfile(os.path.join(folder, e)) for e in entries)
+    return entries if plain and set(entries) <= listed else None
+
+
+def _own(path: str, name: str) -> bool:
+    """Whether the entry ``name`` of the run folder ``path`` is cplxnet's: a file of
+    :data:`RUN_FILES` (or a temporary one), or the ``inspect`` folder ``cplxnet inspect`` wrote
+    there."""
+    full = os.path.join(path, name)
+    if name == "inspect" and os.path.isdir(full):
+        return _inspect_files(full) is not None
+    return (name in RUN_FILES or _temporary(name)) and not os.path.isdir(full)
 
 
 def only_temporary_files(path: str) -> list[str]:
@@ -367,7 +395,7 @@ def check_replaceable(path: str) -> None:
             else "it has no config.json"
         )
         raise RunError(f"{refuse}it is not a cplxnet run folder ({why}); choose another --run-dir")
-    foreign = [e for e in entries if not _own_entry(e)]
+    foreign = [e for e in entries if not _own(path, e)]
     if foreign:
         more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
         shown = ", ".join(foreign[:3]) + more
@@ -413,12 +441,17 @@ def run_task(path: str) -> str:
     return task if isinstance(task, str) else "classify"
 
 
+def run_holder(path: str) -> str | None:
+    """Who holds the run lock of ``path`` (:func:`run_lock`), or None; takes nothing."""
+    return lock_holder(_lock_path(path))
+
+
 def check_new_run_dir(path: str, force: bool) -> None:
     """Raise :class:`RunError` unless a new run may be written to ``path``: no other process
     holds it (:func:`run_lock`) and it does not exist, or holds only cplxnet's temporary files
     (:func:`only_temporary_files`), or ``force`` and :func:`check_replaceable`. Touches
     nothing."""
-    holder = lock_holder(_lock_path(path))
+    holder = run_holder(path)
     if holder is not None:
         raise RunError(_in_use_message(path, holder))
     _check_target(path, force)
@@ -457,13 +490,52 @@ def remove_run_files(path: str) -> bool:
     """Delete the files cplxnet writes (:data:`RUN_FILES`, temporary files) from ``path`` and then
     the folder if it is empty. Returns False (and leaves the folder) if other files remain."""
     for name in os.listdir(path):
-        if _own_entry(name) and not os.path.isdir(os.path.join(path, name)):
-            os.remove(os.path.join(path, name))
+        if not _own(path, name):
+            continue
+        full = os.path.join(path, name)
+        if os.path.isdir(full):  # the inspect folder: its files, then itself
+            for inner in _inspect_files(full) or []:
+                os.remove(os.path.join(full, inner))
+            os.rmdir(full)
+        else:
+            os.remove(full)
     try:
         os.rmdir(path)
     except OSError:
         return False
     return True
+
+
+def clear_run_folder(path: str) -> None:
+    """Make room for a fresh run at ``path`` (a grid cell's run folder): nothing to do if it
+    does not exist; an empty folder, a folder of cplxnet's temporary files or a cplxnet run folder
+    holding only files cplxnet writes is removed (:func:`remove_run_files`); anything else is a
+    :class:`RunError` naming what it holds, and nothing is deleted."""
+    if not os.path.lexists(path):
+        return
+    if os.path.islink(path) or not os.path.isdir(path):
+        raise RunError(f"{path} is not a folder; move it away and run the command again")
+    entries = sorted(os.listdir(path))
+    foreign = [e for e in entries if not _own(path, e)]
+    if foreign:
+        more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        raise RunError(
+            f"{path} holds files cplxnet did not write ({', '.join(foreign[:3])}{more}); move "
+            "them away and run the command again"
+        )
+    if entries and not is_run_folder(path) and not only_temporary_files(path):
+        raise RunError(
+            f"{path} is not a cplxnet run folder (no {RUN_MARKER!r} marker in its config.json); "
+            "move it away and run the command again"
+        )
+    remove_run_files(path)
+
+
+def discard_run_files(path: str) -> None:
+    """Delete a finished run's files (those cplxnet wrote) from ``path``, and the folder once
+    empty; files cplxnet did not write, and so their folder, stay."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        remove_run_files(path)
 
 
 class RunFolder:

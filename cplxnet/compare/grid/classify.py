@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Callable
 from typing import Any
 
+from ...engine.runs import clear_run_folder, is_run_folder
 from .cells import (
     SYNTHETIC,
     Cell,
@@ -81,6 +81,8 @@ def train_grid_cell(
     config = cell_config(cell.family, cell.encoding, cell.number, options, data=cell.data)
     topts = engine.TrainOptions(**cell_train(cell, options), seed=cell.seed)
     resumed = False
+    if not is_run_folder(run_dir):  # an empty leftover is removed, anything else refused
+        clear_run_folder(run_dir)
     done = os.path.join(run_dir, "results.json")
     if os.path.exists(done):  # finished but not yet recorded (interrupted in between)
         with open(done, encoding="utf-8") as fh:
@@ -90,8 +92,7 @@ def train_grid_cell(
         results = engine.resume(run_dir, quiet=True, callback=callback)
         resumed = True
     else:
-        if os.path.lexists(run_dir):
-            shutil.rmtree(run_dir)
+        clear_run_folder(run_dir)
         os.makedirs(os.path.dirname(run_dir), exist_ok=True)
         if cell.data == SYNTHETIC:
             data = synthetic_data(options, cell, bins=False)

@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ...engine.runs import RunError, clear_run_folder, discard_run_files
 from . import dask_tasks
 from .cells import Cell, CompareError, GridOptions, cell_kind, next_ready
 from .dask_tasks import data_refs, run_cell_task
@@ -490,13 +491,17 @@ class _DaskRun:
         archive = row.pop("run_archive", None)
         run_dir = os.path.join(self.ctx.out, "runs", cell.cell_id)
         if archive is not None:
-            shutil.rmtree(run_dir, ignore_errors=True)
-            os.makedirs(run_dir)
-            with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-                if hasattr(tarfile, "data_filter"):
-                    tar.extractall(run_dir, filter="data")
-                else:  # pragma: no cover - Python without extraction filters
-                    tar.extractall(run_dir)  # noqa: S202 - an archive our own worker made
+            try:
+                clear_run_folder(run_dir)
+            except RunError as err:  # the row is kept; the worker's run folder is not
+                self.ctx.log(f"{cell.describe()}: run folder not kept: {err}")
+            else:
+                os.makedirs(run_dir)
+                with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+                    if hasattr(tarfile, "data_filter"):
+                        tar.extractall(run_dir, filter="data")
+                    else:  # pragma: no cover - Python without extraction filters
+                        tar.extractall(run_dir)  # noqa: S202 - an archive our own worker made
         elif row.get("status") == "ok" and not self.ctx.keep_runs:
-            shutil.rmtree(run_dir, ignore_errors=True)  # a local run of this cell, superseded
+            discard_run_files(run_dir)  # a local run of this cell, superseded
         atomic_json(os.path.join(self.ctx.out, "cells", cell.cell_id + ".json"), row)

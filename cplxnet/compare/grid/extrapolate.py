@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from typing import Any
 
 from ...data import (
@@ -32,6 +31,7 @@ from ...data import (
     encode_split,
     load_splits,
 )
+from ...engine.runs import clear_run_folder
 from ...tasks.classify.synthetic import LengthBin, SyntheticOrderTask, length_bins
 from .cells import data_spec
 from .expand import cell_config
@@ -184,8 +184,7 @@ def train_extrapolation_cell(
 
     from ...tasks.classify import task as engine
 
-    if os.path.lexists(run_dir):  # an interrupted attempt: start again (the data is in memory)
-        shutil.rmtree(run_dir)
+    clear_run_folder(run_dir)  # an interrupted attempt: start again (the data is in memory)
     os.makedirs(os.path.dirname(run_dir), exist_ok=True)
     if cell.data == "synthetic":
         data, encoded, bins, dropped = synthetic_data(options, cell)

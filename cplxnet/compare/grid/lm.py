@@ -24,7 +24,6 @@ import io
 import json
 import os
 import re
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -38,6 +37,7 @@ from ...encodings.specs import (
     parse_encodings,
     parse_numbers,
 )
+from ...engine.runs import clear_run_folder, is_run_folder
 from ...tasks.lm.options import LM_PRESET
 from .cells import (
     MAX_CELLS,
@@ -309,6 +309,8 @@ def train_lm_cell(
     if "eval_multiples" in train:
         train["eval_multiples"] = list(train["eval_multiples"])
     results, resumed, previous = None, False, 0.0
+    if not is_run_folder(run_dir):  # an empty leftover is removed, anything else refused
+        clear_run_folder(run_dir)
     if os.path.isdir(run_dir) and _same_run(run_dir, cell.data, config, train, options):
         done = os.path.join(run_dir, "results.json")
         if os.path.exists(done):  # finished but not yet recorded (interrupted in between)
@@ -322,8 +324,7 @@ def train_lm_cell(
             results = resume_lm(run_dir, quiet=True, callback=callback)
             resumed = True
     if results is None:
-        if os.path.lexists(run_dir):
-            shutil.rmtree(run_dir)
+        clear_run_folder(run_dir)
         os.makedirs(os.path.dirname(run_dir), exist_ok=True)
         results = train_lm(
             config,

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import datetime
 import os
-import shutil
 import time
 import traceback
 from collections.abc import Callable
 from typing import Any
 
+from ...engine.runs import discard_run_files
 from .cells import Cell, GridOptions, cell_kind
 from .store import atomic_json, base_row
 
@@ -46,5 +46,5 @@ def run_cell(
     row["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
     atomic_json(os.path.join(out, "cells", cell.cell_id + ".json"), row)
     if not keep_runs and row["status"] == "ok":
-        shutil.rmtree(run_dir, ignore_errors=True)
+        discard_run_files(run_dir)
     return row

@@ -62,8 +62,10 @@ def run_grid(
             raise CompareError(f"--jobs must be >= 1, got {jobs}")
         executor = LocalExecutor(jobs, threads)
     store = ResultStore(out)
+    store.check_out()
     os.makedirs(out, exist_ok=True)
     with _lock(out):
+        store.check_out()  # again, as the owner: another command may have written meanwhile
         done = store.load()
         store.check_presets(cells, options, done)
         store.check_options(options)

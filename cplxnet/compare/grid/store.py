@@ -142,6 +142,51 @@ class ResultStore:
         self.out = out
         self.cells_dir = os.path.join(out, "cells")
 
+    def check_out(self) -> None:
+        """Refuse an output folder compare may not write into: a file, a run folder of ``cplxnet
+        train`` (or one a train holds), or an existing folder that is not a comparison (no
+        ``grid.json`` of this format) and holds anything but compare's lock or temporary
+        files. Touches nothing."""
+        from ...engine.runs import TEMP_PREFIX, is_run_folder, run_holder
+
+        out = self.out
+        if os.path.lexists(out) and not os.path.isdir(out):
+            raise CompareError(f"--out {out} is a file, not a folder; choose another --out")
+        holder = run_holder(out)
+        if holder is not None:
+            raise CompareError(
+                f"--out {out} is in use by cplxnet train ({holder}); choose another --out"
+            )
+        if not os.path.isdir(out):
+            return
+        if is_run_folder(out):
+            raise CompareError(
+                f"--out {out} is a run folder of cplxnet train; choose another --out"
+            )
+        grid = os.path.join(out, "grid.json")
+        if os.path.lexists(grid):
+            try:
+                with open(grid, encoding="utf-8") as fh:
+                    ours = json.load(fh).get("format") == FORMAT
+            except (OSError, ValueError, AttributeError):
+                ours = False
+            if not ours:
+                raise CompareError(
+                    f"{grid} is not the budget file of a cplxnet comparison; choose another --out"
+                )
+            return
+        others = sorted(
+            e for e in os.listdir(out) if e != ".lock" and not e.startswith(TEMP_PREFIX)
+        )
+        if others:
+            shown = ", ".join(others[:3]) + (
+                f" and {len(others) - 3} more" if len(others) > 3 else ""
+            )
+            raise CompareError(
+                f"--out {out} holds files cplxnet compare did not write ({shown}); give a new "
+                "folder, or the folder of an earlier comparison to continue it"
+            )
+
     def load(self) -> dict[str, dict[str, Any]]:
         rows: dict[str, dict[str, Any]] = {}
         if not os.path.isdir(self.cells_dir):
@@ -154,7 +199,12 @@ class ResultStore:
                     row = json.load(fh)
             except (OSError, json.JSONDecodeError):
                 continue  # an unreadable file: the cell runs again
-            rows[row.get("cell_id", name[:-5])] = row
+            if not isinstance(row, dict) or row.get("cell_id") != name[:-5]:
+                raise CompareError(
+                    f"{os.path.join(self.cells_dir, name)} is not a cell file of cplxnet compare "
+                    "(no matching cell_id); move it away and run the command again"
+                )
+            rows[row["cell_id"]] = row
         return rows
 
     def check_options(self, options: GridOptions) -> None:

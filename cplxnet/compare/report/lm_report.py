@@ -26,7 +26,7 @@ from typing import Any
 from ...tasks.lm.options import MONITORED
 from .lm_curves import plot_curves, training_table
 from .plots import add_legend, column_styles, pyplot, save_figure
-from .render import failed_runs, load_results, report_place, write_report
+from .render import check_report_folder, failed_runs, load_results, report_place, write_report
 from .statistics import is_ok, mean_std, paired_test
 from .tables import markdown_table, paired_cells
 
@@ -394,6 +394,7 @@ def render_lm_report(
     """Write ``report.md`` (and ``lm.png``) into ``out_dir`` (default: the results folder, or
     the folder of the results file). Returns the markdown and the files written."""
     out_dir, options = report_place(results, out_dir, options)
+    check_report_folder(out_dir)
     rows = load_lm_rows(results)
     context = ((options or {}).get("lm") or {}).get("context")
     if context is None:

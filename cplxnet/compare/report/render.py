@@ -35,6 +35,9 @@ from .tables import (
 )
 
 __all__ = [
+    "REPORT_FILES",
+    "REPORT_MARKER",
+    "check_report_folder",
     "load_results",
     "summarize",
     "Summary",
@@ -167,17 +170,65 @@ def failed_runs(rows: Sequence[dict[str, Any]], describe: Callable[[dict], str])
     return [f"## Runs that failed ({len(errors)})\n", "\n".join(errors) + "\n"]
 
 
+#: the files a report writes into its folder
+REPORT_FILES = ("report.md", "accuracy.png", "extrapolation.png", "lm.png", "curves.png")
+#: the list of the files ``cplxnet report`` wrote into a folder that is not a comparison's
+REPORT_MARKER = ".cplxnet-report"
+
+
+def _is_comparison(folder: str) -> bool:
+    from ..grid.store import FORMAT
+
+    try:
+        with open(os.path.join(folder, "grid.json"), encoding="utf-8") as fh:
+            return json.load(fh).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _listed(folder: str) -> set[str]:
+    """The files :data:`REPORT_MARKER` of ``folder`` lists (none if it has no readable one)."""
+    try:
+        with open(os.path.join(folder, REPORT_MARKER), encoding="utf-8") as fh:
+            return {str(name) for name in json.load(fh)}
+    except (OSError, ValueError, TypeError):
+        return set()
+
+
+def check_report_folder(out_dir: str) -> None:
+    """Refuse to replace a file of :data:`REPORT_FILES` in ``out_dir`` that cplxnet did not
+    write: they are replaced in a comparison folder (its ``grid.json``) or when the folder's
+    :data:`REPORT_MARKER` lists them. Touches nothing."""
+    if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
+        raise ValueError(f"{out_dir} is a file, not a folder; give --out a folder")
+    if not os.path.isdir(out_dir) or _is_comparison(out_dir):
+        return
+    own = _listed(out_dir)
+    clash = [n for n in REPORT_FILES if os.path.lexists(os.path.join(out_dir, n)) and n not in own]
+    if clash:
+        raise ValueError(
+            f"{os.path.join(out_dir, clash[0])} was not written by cplxnet report; move it away "
+            "or give --out a new folder"
+        )
+
+
 def write_report(
     out_dir: str, parts: Sequence[str], written: Sequence[str]
 ) -> tuple[str, list[str]]:
     """Write the sections ``parts`` to ``out_dir/report.md``; returns the markdown and the files
-    written (``report.md``, then ``written``)."""
+    written (``report.md``, then ``written``). Outside a comparison folder the files written are
+    listed in :data:`REPORT_MARKER`, so a later report may replace them."""
+    from ...engine.runs import atomic_write
+
     text = "\n".join(parts)
     os.makedirs(out_dir, exist_ok=True)
     md = os.path.join(out_dir, "report.md")
-    with open(md, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    return text, [md, *written]
+    atomic_write(md, lambda fh: fh.write(text))
+    files = [md, *written]
+    if not _is_comparison(out_dir):
+        names = sorted(_listed(out_dir) | {os.path.basename(f) for f in files})
+        atomic_write(os.path.join(out_dir, REPORT_MARKER), lambda fh: json.dump(names, fh))
+    return text, files
 
 
 def _describe(row: dict[str, Any]) -> str:
@@ -202,6 +253,7 @@ def render_report(
     the files written."""
     rows = load_results(results) if isinstance(results, str) else list(results)
     out_dir, options = report_place(results, out_dir, options)
+    check_report_folder(out_dir)
     styles = column_styles(report_columns(rows))  # shared by every figure of the report
     grid_rows = [r for r in rows if not r.get("bins") and r.get("mode", "grid") != "extrapolate"]
     x_rows = [r for r in rows if r.get("bins") or r.get("mode") == "extrapolate"]

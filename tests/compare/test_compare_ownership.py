@@ -1,0 +1,124 @@
+"""``cplxnet compare`` and ``cplxnet report`` never delete or overwrite what they did not write: a
+cell's run folder holding the user's files, an ``--out`` folder that is not a comparison, a run
+folder of ``cplxnet train``, a foreign file in ``cells/``, a ``report.md`` of the user's."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from cplxnet.cli import main
+
+TINY = [
+    "--data", "synthetic", "--families", "fasttext", "--encodings", "none", "--seeds", "1",
+    "--epochs", "1", "--set", "d_model=8", "--synthetic-size", "40", "--synthetic-vocab", "5",
+    "--train-len", "6", "--threads", "1", "--no-report",
+]  # fmt: skip
+CELL = "x-synthetic-fasttext-none-real-s0"
+
+
+def _compare(out, *extra) -> int:
+    return main(["compare", *TINY, *extra, "--out", str(out)])
+
+
+def _cell_id(out) -> str:
+    (name,) = os.listdir(out / "cells")
+    return name[: -len(".json")]
+
+
+def test_a_cell_run_folder_with_the_users_files_is_refused_and_kept(tmp_path, capsys):
+    out = tmp_path / "grid"
+    assert _compare(out, "--keep-runs") == 0
+    cell = _cell_id(out)
+    run = out / "runs" / cell
+    notes = run / "NOTES.md"
+    notes.write_text("mine", encoding="utf-8")
+    (run / "results.json").unlink()  # unfinished: the cell trains again from scratch
+    before = sorted(os.listdir(run))
+    (out / "cells" / f"{cell}.json").unlink()
+    assert _compare(out) == 0
+    assert notes.read_text(encoding="utf-8") == "mine"  # the user's file stays
+    row = json.loads((out / "cells" / f"{cell}.json").read_text(encoding="utf-8"))
+    assert row["status"] == "error"
+    assert "holds files cplxnet did not write (NOTES.md)" in row["error"]
+    assert sorted(os.listdir(run)) == before  # nothing deleted
+
+
+def test_a_finished_cell_removes_only_its_own_files(tmp_path):
+    """A kept run read back (its results.json) and then discarded keeps a user's file."""
+    out = tmp_path / "grid"
+    assert _compare(out, "--keep-runs") == 0
+    cell = _cell_id(out)
+    run = out / "runs" / cell
+    (run / "NOTES.md").write_text("mine", encoding="utf-8")
+    (out / "cells" / f"{cell}.json").unlink()  # recorded again from the kept results.json
+    assert _compare(out) == 0
+    row = json.loads((out / "cells" / f"{cell}.json").read_text(encoding="utf-8"))
+    assert row["status"] == "ok" and row["resumed"] is True
+    assert sorted(os.listdir(run)) == ["NOTES.md"]  # the run's files gone, the user's kept
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        ({"report.md": "mine"}, "holds files cplxnet compare did not write (report.md)"),
+        ({"results.csv": "a,b"}, "holds files cplxnet compare did not write (results.csv)"),
+        ({"grid.json": "{}"}, "is not the budget file of a cplxnet comparison"),
+        ({"config.json": json.dumps({"cplxnet_run": 1})}, "is a run folder of cplxnet train"),
+    ],
+)
+def test_an_out_folder_that_is_not_a_comparison_is_refused_untouched(
+    tmp_path, capsys, setup, message
+):
+    out = tmp_path / "out"
+    out.mkdir()
+    for name, text in setup.items():
+        (out / name).write_text(text, encoding="utf-8")
+    assert _compare(out) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert sorted(os.listdir(out)) == sorted(setup)
+    assert all((out / n).read_text(encoding="utf-8") == t for n, t in setup.items())
+
+
+def test_an_out_file_and_a_foreign_cell_file_are_one_line_errors(tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("mine", encoding="utf-8")
+    assert _compare(afile) == 1
+    assert "is a file, not a folder" in capsys.readouterr().err
+    out = tmp_path / "grid"
+    assert _compare(out) == 0
+    foreign = out / "cells" / "mine.json"
+    foreign.write_text(json.dumps({"mine": True}), encoding="utf-8")
+    assert _compare(out) == 1
+    err = capsys.readouterr().err
+    assert "mine.json is not a cell file of cplxnet compare" in err and "Traceback" not in err
+    assert json.loads(foreign.read_text(encoding="utf-8")) == {"mine": True}
+
+
+def test_report_never_overwrites_a_report_it_did_not_write(tmp_path, capsys):
+    grid = tmp_path / "grid"
+    assert _compare(grid) == 0
+    target = tmp_path / "r"
+    target.mkdir()
+    (target / "report.md").write_text("mine", encoding="utf-8")
+    assert main(["report", str(grid), "--out", str(target), "--no-plot"]) == 1
+    assert "report.md was not written by cplxnet report" in capsys.readouterr().err
+    assert (target / "report.md").read_text(encoding="utf-8") == "mine"
+    # a results file of the user's beside a report.md of the user's
+    mine = tmp_path / "p"
+    mine.mkdir()
+    (mine / "results.json").write_text((grid / "results.json").read_text(encoding="utf-8"))
+    (mine / "report.md").write_text("mine", encoding="utf-8")
+    assert main(["report", str(mine / "results.json"), "--no-plot"]) == 1
+    assert (mine / "report.md").read_text(encoding="utf-8") == "mine"
+    # a new folder: written, and written again (its own report)
+    new = tmp_path / "new"
+    for _ in range(2):
+        assert main(["report", str(grid), "--out", str(new), "--no-plot"]) == 0
+    assert (new / "report.md").read_text(encoding="utf-8").startswith("# Encodings compared")
+    # the comparison's own folder: its report is replaced
+    assert main(["report", str(grid), "--no-plot"]) == 0
+    assert (grid / "report.md").exists()
