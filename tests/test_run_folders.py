@@ -309,3 +309,33 @@ def test_a_replacing_run_folder_respects_the_umask(toy_file, tmp_path):
     finally:
         os.umask(old)
     assert os.stat(run).st_mode & 0o777 == 0o755
+
+
+# -- what inspect leaves in a run folder, and a lost best.pt -------------------------------------
+
+
+def test_force_replaces_a_run_with_its_inspect_folder_but_not_a_foreign_file_in_it(
+    toy_file, tmp_path, capsys
+):
+    run = finished_run(toy_file, tmp_path / "run")
+    assert main(["inspect", run]) == 0
+    assert os.path.isdir(os.path.join(run, "inspect"))
+    capsys.readouterr()
+    finished_run(toy_file, run, "--force")  # inspect's folder is cplxnet's: replaced
+    assert not os.path.exists(os.path.join(run, "inspect"))
+    assert main(["inspect", run]) == 0
+    with open(os.path.join(run, "inspect", "mine.txt"), "w", encoding="utf-8") as fh:
+        fh.write("mine")
+    before = snapshot(run)
+    argv = ["train", "--data", toy_file, "--run-dir", run, *TINY, "--force"]
+    assert "holds files cplxnet did not write (inspect)" in error_of(capsys, argv)
+    assert snapshot(run) == before
+
+
+def test_resume_without_best_pt_changes_nothing(toy_file, tmp_path, capsys):
+    run = finished_run(toy_file, tmp_path / "run")
+    os.remove(os.path.join(run, "best.pt"))
+    before = snapshot(run)
+    err = error_of(capsys, ["train", "--resume", run, "--epochs", "3"])
+    assert "best.pt is missing" in err and "--force" in err
+    assert snapshot(run) == before

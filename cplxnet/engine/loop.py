@@ -280,6 +280,12 @@ def fit(
     if state is not None:
         path = os.path.join(folder.path, "checkpoint.pt")
         loop = _restore(state, model, optimizers, path, folder.final, world, rank)
+        best = os.path.join(folder.path, "best.pt")
+        if loop.evaluations and not os.path.isfile(best):  # every rank reads this folder
+            raise RunError(
+                f"{best} is missing: the run has lost the weights of its best evaluation, which "
+                "its test score needs; restore the file, or start the run again with --force"
+            )
         if start is not None:
             start()
         if rank == 0:  # metrics.jsonl may have lines the checkpoint never saw: rewrite it
