@@ -146,3 +146,19 @@ def test_predict_and_evaluate_take_max_len_to_truncate(toy_file, tmp_path, capsy
     assert "long.tsv line 2: the text has 600 tokens" in err and "--max-len N" in err
     assert main(["evaluate", run512, "--data", str(long_file), "--max-len", "64"]) == 0
     assert "n=2" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--model", "decoder"], "--model decoder is a language model ('decoder'); train it"),
+        (["--preset", "lm-char"], "--preset lm-char is a language model ('decoder'); train it"),
+    ],
+    ids=["model-decoder", "preset-lm-char"],
+)
+def test_a_language_model_without_task_lm(toy_file, tmp_path, capsys, args, expected):
+    run = tmp_path / "run"
+    argv = ["train", "--data", toy_file, "--run-dir", str(run), *TINY, *args]
+    status, err = one_line_error(capsys, argv)
+    assert status == 1 and expected in err and "with --task lm" in err, err
+    assert not run.exists()

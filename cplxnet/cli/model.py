@@ -62,6 +62,15 @@ def apply_sets(config: Any, items: Sequence[str], zoo: Any) -> Any:
 
 def model_config(args: argparse.Namespace, zoo: Any) -> Any:
     """The model config from --preset / --model and the overrides; validated by building it."""
+    for flag, name, family in (
+        ("--model", args.model, args.model),
+        ("--preset", args.preset, zoo.PRESETS.get(args.preset or "", {}).get("family")),
+    ):
+        if family in zoo.LM_FAMILIES:  # next-token logits: not a classifier's (B, classes)
+            raise CLIError(
+                f"{flag} {name} is a language model ({family!r}); train it with --task lm, or "
+                f"give a classifier family with --model ({', '.join(zoo.FAMILIES)})"
+            )
     overrides: dict[str, Any] = {}
     if args.encoding is not None:
         overrides.update(encoding_overrides(args.encoding))
