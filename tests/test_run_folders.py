@@ -339,3 +339,21 @@ def test_resume_without_best_pt_changes_nothing(toy_file, tmp_path, capsys):
     err = error_of(capsys, ["train", "--resume", run, "--epochs", "3"])
     assert "best.pt is missing" in err and "--force" in err
     assert snapshot(run) == before
+
+
+def test_a_killed_force_run_leaves_nothing_the_next_run_keeps(toy_file, tmp_path):
+    """The ``.NAME.new-*`` folder of a ``--force`` run killed before it took the run's place is
+    cleared by the next run of NAME (its run files; a foreign file and its folder stay)."""
+    run = finished_run(toy_file, tmp_path / "run")
+    stale = tmp_path / ".run.new-abc123"
+    stale.mkdir()
+    for name in ("config.json", "checkpoint.pt", ".tmp-x-metrics.jsonl"):
+        (stale / name).write_text("{}", encoding="utf-8")
+    kept = tmp_path / ".run.new-def456"
+    kept.mkdir()
+    (kept / "mine.txt").write_text("mine", encoding="utf-8")
+    other = tmp_path / ".other.new-abc123"  # another run's: not touched
+    other.mkdir()
+    finished_run(toy_file, run, "--force")
+    assert not stale.exists()
+    assert os.listdir(kept) == ["mine.txt"] and other.is_dir()

@@ -538,6 +538,17 @@ def discard_run_files(path: str) -> None:
         remove_run_files(path)
 
 
+def _remove_stale_replacements(parent: str, name: str) -> None:
+    """The ``.NAME.new-*`` folders of ``--force`` runs of ``NAME`` that were killed before they
+    took its place (their owner's lock, now held by this process, is gone): their run files are
+    deleted, and each folder once empty; other files stay."""
+    prefix = f".{name}.new-"
+    for entry in os.listdir(parent):
+        path = os.path.join(parent, entry)
+        if entry.startswith(prefix) and os.path.isdir(path) and not os.path.islink(path):
+            discard_run_files(path)
+
+
 class RunFolder:
     """Where a run writes: :attr:`path` (the folder to write now) and :attr:`final` (the run
     folder asked for), owned by this process (:func:`run_lock`) until :meth:`release`.
@@ -566,9 +577,10 @@ class RunFolder:
         try:
             self._lock.acquire()
             _check_target(final, force)  # again: another run may have made it meanwhile
+            name = os.path.basename(os.path.abspath(final))
+            _remove_stale_replacements(os.path.dirname(lock), name)
             self._replacing = os.path.lexists(final)
             if self._replacing:
-                name = os.path.basename(os.path.abspath(final))
                 self.path = tempfile.mkdtemp(prefix=f".{name}.new-", dir=os.path.dirname(lock))
                 os.chmod(self.path, 0o777 & ~_umask())  # mkdtemp creates 0700
             else:
