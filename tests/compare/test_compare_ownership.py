@@ -122,3 +122,14 @@ def test_report_never_overwrites_a_report_it_did_not_write(tmp_path, capsys):
     # the comparison's own folder: its report is replaced
     assert main(["report", str(grid), "--no-plot"]) == 0
     assert (grid / "report.md").exists()
+
+
+def test_an_out_folder_a_train_holds_is_refused(tmp_path, capsys):
+    from cplxnet.engine.runs import run_lock
+
+    out = tmp_path / "busy"
+    with run_lock(str(out)):  # a train writing the run folder ``busy``
+        assert _compare(out) == 1
+    err = capsys.readouterr().err
+    assert "is in use by cplxnet train" in err and "Traceback" not in err
+    assert not out.exists()
