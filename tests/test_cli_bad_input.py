@@ -162,3 +162,23 @@ def test_a_language_model_without_task_lm(toy_file, tmp_path, capsys, args, expe
     status, err = one_line_error(capsys, argv)
     assert status == 1 and expected in err and "with --task lm" in err, err
     assert not run.exists()
+
+
+@pytest.mark.parametrize("task", [[], ["--task", "lm"]], ids=["classifier", "lm"])
+def test_set_is_applied_with_the_other_model_options(toy_file, tmp_path, capsys, monkeypatch, task):
+    """--d-model 6 --set num_heads=2 is one config: the width check sees both values."""
+    import cplxnet.tasks.classify.task as classify
+    import cplxnet.tasks.lm.task as lm
+
+    got = []
+    monkeypatch.setattr(classify, "train", lambda config, *a, **k: got.append(config))
+    monkeypatch.setattr(lm, "train_lm", lambda config, *a, **k: got.append(config))
+    run = tmp_path / "run"
+    model = ["--model", "transformer"] if not task else ["--steps", "1"]
+    argv = ["train", *task, "--data", toy_file, "--run-dir", str(run), "--quiet", *model]
+    assert main([*argv, "--d-model", "6", "--set", "num_heads=2"]) == 0
+    assert (got[0].d_model, got[0].num_heads) == (6, 2)
+    assert main([*argv, "--d-model", "6", "--set", "num_heads=4", "--set", "d_model=8"]) == 0
+    assert (got[1].d_model, got[1].num_heads) == (8, 4)  # --set wins over --d-model
+    status, err = one_line_error(capsys, [*argv, "--d-model", "6", "--set", "num_heads=4"])
+    assert status == 1 and "d_model=6 is not divisible by num_heads=4" in err

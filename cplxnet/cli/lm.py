@@ -204,10 +204,11 @@ def _model_config(args: argparse.Namespace, error: type[Exception]) -> tuple[Any
         config = zoo.preset_config(preset, **overrides)
         if args.complex is False:
             config = zoo.real_twin(config)  # the equal-FLOP twin: widths doubled
-        if args.d_model is not None:
-            config = dataclasses.replace(config, d_model=args.d_model)
-        if getattr(args, "set", None):
-            config = _apply_lm_sets(config, args.set, error)
+        width = {} if args.d_model is None else {"d_model": args.d_model}
+        if getattr(args, "set", None):  # with --d-model: the checks see both
+            config = _apply_lm_sets(config, args.set, error, width)
+        elif width:
+            config = dataclasses.replace(config, **width)
         zoo.build_model(dataclasses.replace(config, vocab_size=4))  # fails early on bad options
     except (ValueError, TypeError, KeyError) as err:
         raise error(err.args[0] if isinstance(err, KeyError) else str(err)) from None
@@ -235,13 +236,15 @@ def check_lm_sets(items: Sequence[str], error: type[Exception]) -> None:
             )
 
 
-def _apply_lm_sets(config: Any, items: list[str], error: type[Exception]) -> Any:
-    """``config`` with the ``--set FIELD=VALUE`` fields, parsed and checked as for a classifier
-    (:func:`cplxnet.cli.model.apply_sets`)."""
+def _apply_lm_sets(
+    config: Any, items: list[str], error: type[Exception], also: dict[str, Any]
+) -> Any:
+    """``config`` with the ``--set FIELD=VALUE`` fields and ``also`` (``--d-model``), parsed and
+    checked as for a classifier (:func:`cplxnet.cli.model.apply_sets`)."""
     import cplxnet.models as zoo
 
     check_lm_sets(items, error)
-    return apply_sets(config, items, zoo)
+    return apply_sets(config, items, zoo, also)
 
 
 def cmd_train(args: argparse.Namespace, error: type[Exception]) -> int:

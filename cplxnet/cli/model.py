@@ -12,7 +12,7 @@ from typing import Any
 from ..engine.runs import check_model_memory
 from .options import CLIError
 
-__all__ = ["SET_RESERVED", "encoding_overrides", "apply_sets", "model_config"]
+__all__ = ["SET_RESERVED", "encoding_overrides", "set_fields", "apply_sets", "model_config"]
 
 # --set fields that have their own options
 SET_RESERVED = {
@@ -36,25 +36,36 @@ def encoding_overrides(text: str) -> dict[str, Any]:
     return {**spec.model, "encoding": spec.name, "encoding_options": dict(spec.options)}
 
 
-def apply_sets(config: Any, items: Sequence[str], zoo: Any) -> Any:
-    """``config`` with the ``--set`` fields (``field=value`` or ``family.field=value``)."""
+def set_fields(family: str, items: Sequence[str], zoo: Any) -> dict[str, Any]:
+    """The fields of the ``--set`` items (``field=value`` or ``family.field=value``) for a
+    ``family`` model, their values checked against the field types of its config."""
     from ..encodings.specs import check_field_values, field_defaults, parse_sets
 
     try:
         sets = parse_sets(items, SET_RESERVED)
     except ValueError as err:
         raise CLIError(str(err)) from None
-    other = sorted(set(sets) - {"*", config.family})
+    other = sorted(set(sets) - {"*", family})
     if other:
         raise CLIError(
-            f"--set {other[0]}.*: the model is a {config.family!r} model; write "
-            f"{config.family}.FIELD=VALUE or FIELD=VALUE"
+            f"--set {other[0]}.*: the model is a {family!r} model; write "
+            f"{family}.FIELD=VALUE or FIELD=VALUE"
         )
-    fields = {**sets.get("*", {}), **sets.get(config.family, {})}
+    fields = {**sets.get("*", {}), **sets.get(family, {})}
     try:
-        check_field_values(field_defaults(type(config)), fields, "--set")
+        check_field_values(field_defaults(zoo.CONFIG_CLASSES[family]), fields, "--set")
     except ValueError as err:
         raise CLIError(str(err)) from None
+    return fields
+
+
+def apply_sets(
+    config: Any, items: Sequence[str], zoo: Any, also: dict[str, Any] | None = None
+) -> Any:
+    """``config`` with the ``--set`` fields (``field=value`` or ``family.field=value``) and the
+    fields ``also`` (``--d-model``; a ``--set`` of the same field wins), all applied at once, so
+    that the config's checks see the values actually used (``d_model`` with ``num_heads``)."""
+    fields = {**(also or {}), **set_fields(config.family, items, zoo)}
     current = config.to_dict()
     current.pop("family")
     return zoo.make_config(config.family, **{**current, **fields})
@@ -83,20 +94,20 @@ def model_config(args: argparse.Namespace, zoo: Any) -> Any:
         value = getattr(args, arg)
         if value is not None:
             overrides[field] = value
+    preset = "default" if args.preset is None and args.model is None else args.preset
+    family = args.model if preset is None else zoo.PRESETS.get(preset, {}).get("family")
+    if args.preset is not None and args.model is not None and family not in (None, args.model):
+        raise CLIError(
+            f"--preset {args.preset} is a {family!r} model but --model is {args.model!r}; drop "
+            "one of them"
+        )
+    if args.set and family in zoo.CONFIG_CLASSES:  # with the other overrides: one check of all
+        overrides.update(set_fields(family, args.set, zoo))
     try:
-        if args.preset is not None:
-            config = zoo.preset_config(args.preset, **overrides)
-            if args.model is not None and args.model != config.family:
-                raise CLIError(
-                    f"--preset {args.preset} is a {config.family!r} model but --model is "
-                    f"{args.model!r}; drop one of them"
-                )
-        elif args.model is not None:
-            config = zoo.make_config(args.model, **overrides)
+        if preset is not None:
+            config = zoo.preset_config(preset, **overrides)
         else:
-            config = zoo.preset_config("default", **overrides)
-        if args.set:
-            config = apply_sets(config, args.set, zoo)
+            config = zoo.make_config(args.model, **overrides)
         # Build a tiny copy once (first on the meta device, so that a size that does not fit in
         # memory is an error, not an allocation): unknown encodings and incompatible options fail
         # here, before any data is read or any folder is created.
