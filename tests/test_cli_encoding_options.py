@@ -86,6 +86,16 @@ def test_encoding_options_and_sets_reach_the_config():
         (["--model", "cnn", "--set", "complex=false"], "--set complex: use --complex or --real"),
         (["--model", "cnn", "--set", "d_model"], "expected key=value or family.key=value"),
         (["--model", "cnn", "--set", "num_filters=-3"], "num_filters must be positive"),
+        (["--model", "cnn", "--encoding", "trainable:max_len=2"],
+         "--encoding trainable:max_len=2: max_len is not an encoding option: the model passes "
+         "its own max_len to the encoding (set by --max-len"),
+        (["--model", "transformer", "--encoding", "tupe:max_len=2"], "drop max_len=2"),
+        (["--model", "transformer", "--encoding", "randomized:base=rotary:max_len=5"],
+         "max_len is not an encoding option"),
+        (["--model", "transformer", "--encoding", "complex-order+rotary:rotary.max_len=3"],
+         "rotary.max_len is not an encoding option"),
+        (["--model", "transformer", "--encoding", "rotary:d_model=4"],
+         "d_model to the encoding (set by --d-model); drop d_model=4"),
     ],
 )  # fmt: skip
 def test_bad_encoding_options_and_fields_are_one_line(tmp_path, capsys, args, expected):
@@ -102,3 +112,14 @@ def test_bad_encoding_options_and_fields_are_one_line(tmp_path, capsys, args, ex
 def test_resume_refuses_set(tmp_path, capsys):
     assert main(["train", "--resume", str(tmp_path), "--set", "d_model=4"]) == 1
     assert "drop --set" in capsys.readouterr().err
+
+
+def test_language_model_encoding_options_are_not_its_context(tmp_path, capsys):
+    run = tmp_path / "r"
+    argv = ["train", "--task", "lm", "--encoding", "trainable:max_len=2", "--run-dir", str(run),
+            "--steps", "1", "--quiet", "--threads", "1"]  # fmt: skip
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("cplxnet: error: ") and err.count("\n") == 1, err
+    assert "max_len is not an encoding option" in err and "--context" in err
+    assert not run.exists()

@@ -23,9 +23,22 @@ SET_RESERVED = {
 }
 
 
+# what sets the model context an encoding receives (cplxnet.encodings.registry.CONTEXT)
+_CONTEXT_FROM = {
+    "max_len": "--max-len (a language model's --context)",
+    "d_model": "--d-model",
+    "num_heads": "--set num_heads=N",
+    "vocab_size": "the vocabulary of the data",
+    "causal": "the task (a language model is causal)",
+    "device": "the device the model runs on",
+    "dtype": "--complex or --real",
+}
+
+
 def encoding_overrides(text: str) -> dict[str, Any]:
     """Config fields of ``--encoding NAME[:option=value...]`` (parsed as ``cplxnet compare``
     does: a name, a ``+`` combination or a Complex Order variant, with its options)."""
+    from ..encodings.registry import CONTEXT
     from ..encodings.specs import check_option_values, parse_encoding
 
     try:
@@ -33,6 +46,14 @@ def encoding_overrides(text: str) -> dict[str, Any]:
         check_option_values(spec)  # rotary:base=abc names the option here, not at build time
     except ValueError as err:
         raise CLIError(str(err)) from None
+    for key in spec.options:
+        name = key.rsplit(".", 1)[-1]  # a combination's member.option
+        if name in CONTEXT:
+            raise CLIError(
+                f"--encoding {text}: {key} is not an encoding option: the model passes its own "
+                f"{name} to the encoding (set by {_CONTEXT_FROM.get(name, 'the model')}); drop "
+                f"{key}={spec.options[key]}"
+            )
     return {**spec.model, "encoding": spec.name, "encoding_options": dict(spec.options)}
 
 
