@@ -4,6 +4,8 @@ folder left behind."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import test_train_zoo as toy
 from test_cli import TINY
@@ -182,3 +184,37 @@ def test_set_is_applied_with_the_other_model_options(toy_file, tmp_path, capsys,
     assert (got[1].d_model, got[1].num_heads) == (8, 4)  # --set wins over --d-model
     status, err = one_line_error(capsys, [*argv, "--d-model", "6", "--set", "num_heads=4"])
     assert status == 1 and "d_model=6 is not divisible by num_heads=4" in err
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["train", *TINY, "--run-dir", "afile/sub"],
+         "--run-dir afile/sub: afile is a file, not a folder; choose another --run-dir"),
+        (["train", *TINY, "--run-dir", "afile"], "--run-dir afile is a file, not a folder"),
+        (["train", "--task", "lm", "--steps", "1", "--run-dir", "afile/sub"],
+         "--run-dir afile/sub: afile is a file, not a folder"),
+        (["compare", "--dry-run", "--out", "afile/sub"],
+         "--out afile/sub: afile is a file, not a folder; choose another --out"),
+        (["train", "--resume", "afile"], "afile is a file, not a run folder; give the folder"),
+        (["evaluate", "afile"], "afile is a file, not a run folder"),
+        (["predict", "afile", "a text"], "afile is a file, not a run folder"),
+        (["inspect", "afile"], "afile is a file, not a run folder"),
+        (["generate", "afile", "a text"], "afile is a file, not a run folder"),
+        (["train", *TINY, "--vectors", "adir", "--run-dir", "run"],
+         "adir: is a directory; give --vectors a word-vector text file"),
+        (["predict", "nowhere", "--file", "adir"],
+         "adir: is a directory; give a text file (one text per line)"),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else None,
+)  # fmt: skip
+def test_a_file_where_a_folder_belongs(toy_file, tmp_path, capsys, monkeypatch, argv, expected):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("mine")
+    (tmp_path / "adir").mkdir()
+    if argv[0] == "train" and "--task" not in argv:
+        argv = [*argv, "--data", toy_file]
+    status, err = one_line_error(capsys, argv)
+    assert status == 1 and expected in err, err
+    assert sorted(os.listdir(tmp_path)) == ["adir", "afile"]
+    assert (tmp_path / "afile").read_text() == "mine"

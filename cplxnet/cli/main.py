@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 from ..engine.runtime import sigterm_as_interrupt
 from .evaluate import add_evaluate_command, add_predict_command, cmd_evaluate, cmd_predict
-from .options import EXIT_ERROR, EXIT_INTERRUPTED, CLIError, fail
+from .options import EXIT_ERROR, EXIT_INTERRUPTED, CLIError, check_folder_arguments, fail
 from .train import add_train_command, cmd_train
 
 __all__ = ["main", "build_parser", "CLIError", "EXIT_ERROR", "EXIT_INTERRUPTED"]
@@ -111,6 +111,7 @@ def _run(args: argparse.Namespace) -> int:
         from ..tasks.classify.task import RunError
 
         try:
+            check_folder_arguments(args)  # RUN, --resume, --run-dir, --out naming a file
             if args.command == "train":
                 distributed = _init_distributed()
                 return cmd_train(args)

@@ -40,6 +40,7 @@ __all__ = [
     "split_list",
     "RESUME_COMMON",
     "check_resume_options",
+    "check_folder_arguments",
     "Option",
     "OPTIONS",
     "add_options",
@@ -148,6 +149,38 @@ _MULTIPLES = [f"{m}L" if m != 1 else "L" for m in _LO.eval_multiples]
 LM_FLAGS = ("--tokens", "--context", "--steps", "--eval-every", "--monitor")
 #: The learning-rate schedule options of ``train --task lm`` and ``compare --task lm``.
 SCHEDULE_FLAGS = ("--schedule", "--warmup-steps", "--min-lr-ratio")
+
+
+def _file_on_path(path: str) -> str | None:
+    """``path`` or the nearest existing folder above it, if that is not a folder (a file)."""
+    current = path
+    while current and not os.path.isdir(current):
+        if os.path.lexists(current):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    return None
+
+
+def check_folder_arguments(args: Any) -> None:
+    """A :class:`CLIError` for a folder argument of any command that names a file, checked
+    before anything else: ``RUN`` or ``--resume`` that is a file, a ``--run-dir`` or ``--out``
+    that is a file or would be made inside one (``afile/sub``)."""
+    for dest in ("run", "resume"):
+        path = getattr(args, dest, None)
+        if isinstance(path, str) and os.path.exists(path) and not os.path.isdir(path):
+            raise CLIError(
+                f"{path} is a file, not a run folder; give the folder of a cplxnet run (the "
+                "folder holding its config.json)"
+            )
+    for flag in ("--run-dir", "--out"):
+        path = getattr(args, flag[2:].replace("-", "_"), None)
+        blocker = _file_on_path(path) if isinstance(path, str) else None
+        if blocker is not None:
+            where = f"{flag} {path}" + ("" if blocker == path else f": {blocker}")
+            raise CLIError(f"{where} is a file, not a folder; choose another {flag}")
 
 
 def lm_default(name: str, fmt: str = "") -> str:

@@ -108,9 +108,9 @@ def infer_format(path: str, fmt: str | None = None) -> str:
     )
 
 
-def _read_bytes(path: str) -> bytes:
+def _read_bytes(path: str, what: str = "a data file (TSV, CSV or JSONL)") -> bytes:
     if os.path.isdir(path):
-        raise DataError(f"{path}: is a directory; give a data file (TSV, CSV or JSONL)")
+        raise DataError(f"{path}: is a directory; give {what}")
     if not os.path.exists(path):
         raise DataError(f"{path}: file not found; check the path")
     try:
@@ -147,7 +147,7 @@ def _decode_lines(raw: bytes, source: str) -> list[str]:
 
 def read_text_lines(path: str) -> list[tuple[int, str]]:
     """Non-blank lines of a plain text file (one text per line) as ``(line number, text)``."""
-    lines = _decode_lines(_read_bytes(path), path)
+    lines = _decode_lines(_read_bytes(path, "a text file (one text per line)"), path)
     out = [(n, line) for n, line in enumerate(lines, 1) if line.strip()]
     if not out:
         raise DataError(f"{path}: the file has no non-blank lines; put one text per line")

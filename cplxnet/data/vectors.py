@@ -38,6 +38,10 @@ def read_word_vectors(path: str, vocab: Vocab, dtype: torch.dtype = torch.float3
     such line wins). ``<pad>`` and ``<unk>`` are never set. Lines of inconsistent length, numbers
     that do not parse and a used vector holding nan or inf are a :class:`DataError` naming the line.
     """
+    if os.path.isdir(path):
+        raise DataError(
+            f"{path}: is a directory; give --vectors a word-vector text file (GloVe or word2vec)"
+        )
     if not os.path.isfile(path):
         raise DataError(f"{path}: word-vector file not found; check the --vectors path")
     opener = gzip.open if path.endswith(".gz") else open
