@@ -113,9 +113,20 @@ def check_choice(value: str, choices: Iterable[str], owner: str, what: str = "mo
     choices = tuple(choices)
     if value not in choices:
         raise ValueError(
-            f"{owner}: unknown {what} {value!r}; valid {what}s are {', '.join(map(repr, choices))}"
+            f"{owner}: unknown {what} {value!r}; valid {_plural(what)} are "
+            f"{', '.join(map(repr, choices))}"
         )
     return value
+
+
+def _plural(noun: str) -> str:
+    """English plural of a lower-case noun of an error message (``frequency`` -> ``frequencies``,
+    ``bias`` -> ``biases``, ``mode`` -> ``modes``)."""
+    if noun.endswith("y") and noun[-2:-1] not in tuple("aeiou"):
+        return noun[:-1] + "ies"
+    if noun.endswith(("s", "x", "sh", "ch")):
+        return noun + "es"
+    return noun + "s"
 
 
 def check_mask(

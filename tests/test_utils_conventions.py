@@ -118,3 +118,13 @@ def test_real_view_backward_keeps_a_strided_gradient_a_view():
     assert not want.is_contiguous(memory_format=torch.channels_last)
     assert torch.autograd.gradcheck(lambda z: real_view(z).square(), (z,))
     assert torch.autograd.gradgradcheck(lambda z: real_view(z).square(), (z,))
+
+
+def test_an_unknown_choice_lists_the_valid_ones_in_plain_english():
+    from cplxnet._utils import check_choice
+
+    for what, plural in (("mode", "modes"), ("frequency", "frequencies"), ("bias", "biases"),
+                         ("key", "keys"), ("padding_mode", "padding_modes")):  # fmt: skip
+        with pytest.raises(ValueError, match=f"^X: unknown {what} 'z'; valid {plural} are 'a'"):
+            check_choice("z", ("a", "b"), "X", what)
+    assert check_choice("b", ("a", "b"), "X") == "b"
