@@ -9,6 +9,9 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .options import fail
+from .report import DEFAULT_TARGET
+
 __all__ = ["DEFAULT_FAMILIES", "executor_from_args", "run_and_report"]
 
 DEFAULT_FAMILIES = "fasttext,cnn,lstm,transformer"
@@ -67,6 +70,12 @@ def run_and_report(
     ``render(out, target=args.target)``."""
     from ..compare.grid.scheduler import run_grid
 
+    labels = sorted({cell.encoding.label for cell in cells})
+    if args.target != DEFAULT_TARGET and args.target not in labels:
+        return fail(
+            f"--target {args.target} is not an encoding of this grid; give one of "
+            f"{', '.join(labels)}"
+        )
     for note in notes:
         print(f"note: {note}", flush=True)
     if args.dry_run:

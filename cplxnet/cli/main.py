@@ -107,6 +107,7 @@ def _run(args: argparse.Namespace) -> int:
 
         if getattr(args, "threads", None) is not None:  # not every subcommand has --threads
             torch.set_num_threads(args.threads)
+        from ..compare.grid.cells import CompareError
         from ..data import DataError
         from ..tasks.classify.task import RunError
 
@@ -120,7 +121,7 @@ def _run(args: argparse.Namespace) -> int:
             if args.command in ("compare", "report", "generate", "inspect"):
                 return args.handler(args)
             return cmd_predict(args)
-        except (CLIError, DataError, RunError) as err:
+        except (CLIError, DataError, RunError, CompareError) as err:
             return fail(str(err))
         except OSError as err:  # permissions, full disk, ...
             return fail(f"{err.strerror or err}: {err.filename}" if err.filename else str(err))

@@ -46,12 +46,26 @@ def add_report_command(sub: Any) -> None:
     r.set_defaults(handler=cmd_report)
 
 
+def _encodings(results: str) -> list[str]:
+    """The encodings (row labels) of a comparison's results."""
+    from ..compare.report.render import load_results
+
+    return sorted({str(r.get("encoding")) for r in load_results(results) if r.get("encoding")})
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """``cplxnet report RESULTS``: the report of a language-model or a classification grid."""
     from ..compare.report.lm_report import is_lm_results, render_lm_report
     from ..compare.report.render import render_report
 
     try:
+        if args.target != DEFAULT_TARGET:
+            labels = _encodings(args.results)
+            if args.target not in labels:
+                return fail(
+                    f"--target {args.target} is not an encoding of these results; give one of "
+                    f"{', '.join(labels)}"
+                )
         if is_lm_results(args.results):
             text, written = render_lm_report(
                 args.results,

@@ -133,3 +133,28 @@ def test_an_out_folder_a_train_holds_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "is in use by cplxnet train" in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_a_target_that_is_not_an_encoding_of_the_grid_is_refused(tmp_path, capsys):
+    out = tmp_path / "grid"
+    assert _compare(out, "--target", "bogus") == 1
+    assert "--target bogus is not an encoding of this grid; give one of none" in (
+        capsys.readouterr().err
+    )
+    assert not out.exists()
+    assert _compare(out, "--target", "none") == 0
+    capsys.readouterr()
+    assert main(["report", str(out), "--no-plot", "--target", "bogus"]) == 1
+    assert "--target bogus is not an encoding of these results; give one of none" in (
+        capsys.readouterr().err
+    )
+    assert main(["report", str(out), "--no-plot", "--target", "none"]) == 0
+
+
+def test_report_on_a_folder_with_a_foreign_cell_file_is_one_line(tmp_path, capsys):
+    out = tmp_path / "cells-only"
+    (out / "cells").mkdir(parents=True)
+    (out / "cells" / "mine.json").write_text(json.dumps({"mine": True}), encoding="utf-8")
+    assert main(["report", str(out), "--no-plot"]) == 1
+    err = capsys.readouterr().err
+    assert "mine.json is not a cell file of cplxnet compare" in err and "Traceback" not in err
