@@ -43,7 +43,6 @@ def encoding_overrides(text: str) -> dict[str, Any]:
 
     try:
         spec = parse_encoding(text)
-        check_option_values(spec)  # rotary:base=abc names the option here, not at build time
     except ValueError as err:
         raise CLIError(str(err)) from None
     for key in spec.options:
@@ -54,6 +53,10 @@ def encoding_overrides(text: str) -> dict[str, Any]:
                 f"{name} to the encoding (set by {_CONTEXT_FROM.get(name, 'the model')}); drop "
                 f"{key}={spec.options[key]}"
             )
+    try:
+        check_option_values(spec)  # rotary:base=abc names the option here, not at build time
+    except ValueError as err:
+        raise CLIError(str(err)) from None
     return {**spec.model, "encoding": spec.name, "encoding_options": dict(spec.options)}
 
 

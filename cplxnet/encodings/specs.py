@@ -391,11 +391,20 @@ def _kind_error(default: Any, value: Any) -> str | None:
 def check_option_values(spec: EncodingSpec) -> None:
     """A ValueError naming the option if a value of ``spec.options`` cannot be what its
     encoding's default is (:func:`_kind_error`): ``rotary:base=abc``, ``base=nan``,
-    ``phase=maybe``. Options the encoding lacks are left to :func:`create_encoding`."""
+    ``phase=maybe``; also an option the model passes itself (``max_len``, ``d_model``, ...).
+    Options the encoding lacks are left to :func:`create_encoding`."""
     import inspect
 
     from cplxnet.encodings import encoding_option_parameters
+    from cplxnet.encodings.registry import CONTEXT
 
+    for key, value in spec.options.items():
+        name = key.rsplit(".", 1)[-1]  # a combination's member.option
+        if name in CONTEXT:
+            raise ValueError(
+                f"encoding {spec.label}: {key} is not an encoding option: the model passes its "
+                f"own {name} to the encoding; drop {key}={value}"
+            )
     params = encoding_option_parameters(spec.name)
     for key, value in spec.options.items():
         p = params.get(key)

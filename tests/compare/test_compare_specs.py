@@ -83,3 +83,14 @@ def test_model_variant_sets_model_fields_and_has_its_own_cell_id():
     assert with_opt.options == {"phase": False} and with_opt.model == {"projection": "real"}
     with pytest.raises(ValueError, match="complex-order-real-proj"):
         parse_encoding("nope")
+
+
+@pytest.mark.parametrize("text", ["trainable:max_len=2", "complex-order+rotary:rotary.max_len=2",
+                                  "rotary:d_model=4"])  # fmt: skip
+def test_an_option_the_model_passes_itself_is_refused_by_name(text):
+    from cplxnet.encodings.specs import check_option_values, parse_encoding
+
+    spec = parse_encoding(text)
+    key = text.split(":", 1)[1].split("=")[0]
+    with pytest.raises(ValueError, match=f"{key} is not an encoding option: the model passes"):
+        check_option_values(spec)
