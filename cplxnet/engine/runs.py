@@ -451,7 +451,7 @@ def check_new_run_dir(path: str, force: bool) -> None:
     holds it (:func:`run_lock`) and it does not exist, or holds only cplxnet's temporary files
     (:func:`only_temporary_files`), or ``force`` and :func:`check_replaceable`. Touches
     nothing."""
-    holder = run_holder(path)
+    holder = run_holder(path) or lock_holder(os.path.join(path, ".lock"))  # train or compare
     if holder is not None:
         raise RunError(_in_use_message(path, holder))
     _check_target(path, force)

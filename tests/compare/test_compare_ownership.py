@@ -158,3 +158,16 @@ def test_report_on_a_folder_with_a_foreign_cell_file_is_one_line(tmp_path, capsy
     assert main(["report", str(out), "--no-plot"]) == 1
     err = capsys.readouterr().err
     assert "mine.json is not a cell file of cplxnet compare" in err and "Traceback" not in err
+
+
+def test_a_train_into_a_folder_a_comparison_holds_names_it(tmp_path, capsys):
+    from cplxnet.compare.grid.scheduler import _lock
+
+    out = tmp_path / "grid"
+    out.mkdir()
+    with _lock(str(out)):
+        argv = ["train", "--model", "fasttext", "--epochs", "1", "--run-dir", str(out)]
+        assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "is in use by another cplxnet process" in err and f"pid {os.getpid()}" in err
+    assert os.listdir(out) == []  # the lock file is gone with its owner
