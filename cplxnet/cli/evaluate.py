@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 from .argtypes import positive_int
@@ -54,7 +55,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from . import lm as lm_cli
 
     if is_lm_run(args.run):
-        return lm_cli.cmd_evaluate(args, CLIError)
+        if args.context is None:  # the run's own lengths, which its training scored
+            return lm_cli.cmd_evaluate(args, CLIError)
+        return _evaluate_lm_at_context(args, lm_cli.cmd_evaluate)
     if args.context is not None:
         raise CLIError(f"--context applies to language-model runs; {args.run} is a classifier")
 
@@ -76,6 +79,50 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             f"loss {metrics['loss']:.4f}  n={metrics['n']}  ({what})"
         )
     return 0
+
+
+def _memory_limit() -> int:
+    """Half the machine's memory (the limit :func:`cplxnet.engine.runs.check_model_memory` puts
+    on a model's parameters), or 8 GiB where the size cannot be read."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return 8 << 30
+
+
+def _evaluate_lm_at_context(args: argparse.Namespace, evaluate: Any) -> int:
+    """``evaluate`` (the language-model ``cmd_evaluate``) at ``--context N``, refused before
+    anything is scored if one forward pass over a sequence it feeds the model would build a
+    tensor larger than half the machine's memory (the model checks each length before scoring
+    it: :func:`cplxnet.models.decoder.forward_memory_limit`). Such a pass is also one operation
+    too long to interrupt: below the limit, Ctrl-C stops the evaluation between batches. The
+    lengths the run's own test scored stay allowed."""
+    from ..models.decoder import ForwardTooLargeError, forward_memory_limit
+    from ..tasks.lm.task import load_lm_config
+
+    run_config, _, options = load_lm_config(args.run, other_task="give a language-model run")
+    data = run_config["data"]
+    synthetic = data["tokens"] == "synthetic"
+    # the longest input of the run's own test: 4L-symbol prompts, or context x the multiples
+    own = 8 * data["context"] + 1 if synthetic else data["context"] * max(options.eval_multiples)
+    limit = _memory_limit()
+    try:
+        with forward_memory_limit(limit, allowed=own):
+            return evaluate(args, CLIError)
+    except ForwardTooLargeError as err:
+        if synthetic:
+            feeds = f"prompts of {args.context:,} symbols make sequences of {err.length:,} tokens"
+            longest = (err.longest - 1) // 2
+        else:
+            feeds = f"the model reads windows of {err.length:,} tokens"
+            longest = err.longest
+        fix = f"use --context N <= {longest:,}" if longest >= 1 else "use a smaller --context"
+        what = "a layer's attention scores: " if err.shape[-2:] == (err.length,) * 2 else ""
+        raise CLIError(
+            f"--context {args.context:,} is too long for this machine: {feeds}, whose forward "
+            f"pass builds a {err.shape} tensor ({what}{err.largest / 2**30:,.1f} GiB), more than "
+            f"half of this machine's memory ({limit / 2**30:,.1f} GiB); {fix}"
+        ) from None
 
 
 def cmd_predict(args: argparse.Namespace) -> int:

@@ -2,11 +2,16 @@ r"""Decoder-only causal Transformer language model, complex or real, with any en
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
 from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.func import functional_call
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import cplxnet.nn as cnn
 from cplxnet.encodings import SITES, check_sites, create_encoding
@@ -16,7 +21,59 @@ from .common import NumberField, TokenEmbedding
 from .config import DecoderConfig
 from .transformer import build_encoder
 
-__all__ = ["Decoder", "next_token_logits"]
+__all__ = ["Decoder", "next_token_logits", "ForwardTooLargeError", "forward_memory_limit"]
+
+#: ``(max_bytes, allowed_length)`` of the innermost :func:`forward_memory_limit`, or None
+_LIMIT: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar(
+    "cplxnet_decoder_memory_limit", default=None
+)
+
+
+class ForwardTooLargeError(Exception):
+    """:meth:`Decoder.unsupported_length` inside :func:`forward_memory_limit`: a forward pass
+    over one sequence of ``length`` tokens would build a tensor of ``largest`` bytes (of shape
+    ``shape``, typically a layer's attention scores, ``(1, H, length, length)``), more than
+    ``limit``; ``longest`` is the longest length within the limit (0 if none)."""
+
+    def __init__(self, length: int, largest: int, shape: tuple[int, ...], limit: int,
+                 longest: int) -> None:  # fmt: skip
+        self.length, self.largest, self.shape = length, largest, tuple(shape)
+        self.limit, self.longest = limit, longest
+        super().__init__(
+            f"one forward pass over {length:,} tokens would build a tensor of shape "
+            f"{self.shape} ({largest / 2**30:.1f} GiB), more than {limit / 2**30:.1f} GiB; "
+            f"at most {longest:,} tokens fit"
+        )
+
+
+@contextlib.contextmanager
+def forward_memory_limit(max_bytes: int, *, allowed: int = 0) -> Iterator[None]:
+    """Within the block, :meth:`Decoder.unsupported_length` raises :class:`ForwardTooLargeError` for
+    a length longer than ``allowed`` whose forward pass over one sequence would build a tensor
+    of more than ``max_bytes`` (measured on the ``meta`` device, where attention builds its
+    ``(1, H, L, L)`` scores), so that a caller that checks a length before scoring it refuses
+    one that would not fit in memory, or would run as one operation too long to interrupt,
+    before computing anything."""
+    token = _LIMIT.set((int(max_bytes), int(allowed)))
+    try:
+        yield
+    finally:
+        _LIMIT.reset(token)
+
+
+class _Largest(TorchDispatchMode):
+    """Records the size in bytes and the shape of the largest tensor any op produces."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bytes, self.shape = 0, ()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor) and t.numel() * t.element_size() > self.bytes:
+                self.bytes, self.shape = t.numel() * t.element_size(), tuple(t.shape)
+        return out
 
 
 def next_token_logits(
@@ -217,21 +274,59 @@ class Decoder(nn.Module):
         """Why the model cannot process sequences of ``length`` tokens, or ``None`` if it can.
 
         The encoding decides (e.g. a trainable table of ``max_len`` rows has no position beyond
-        it): one sequence of ``length`` padding ids is run through the model and the encoding's
-        ``ValueError`` message is returned.
+        it): one sequence of ``length`` padding ids is run through the model in evaluation mode
+        on the ``meta`` device (the model's own code on shapes only: nothing is computed or
+        allocated, whatever the length) and the encoding's ``ValueError`` message is returned. A
+        model whose forward cannot run on ``meta`` is checked by a real forward instead.
+
+        Inside :func:`forward_memory_limit`, a length the model can process but whose forward
+        would build a tensor over the limit raises :class:`ForwardTooLargeError`.
         """
-        ids = torch.full(
-            (1, length), self.config.padding_idx, dtype=torch.long, device=self.head_bias.device
-        )
+        limit = _LIMIT.get()
+        reason, largest, shape = self._shape_forward(length, measure=limit is not None)
+        if reason is not None or limit is None or largest is None:
+            return reason
+        max_bytes, allowed = limit
+        if length <= allowed or largest <= max_bytes:
+            return None
+        lo, hi = 0, length  # the longest length within the limit: in [lo, hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            size = self._shape_forward(mid, measure=True)[1]
+            lo, hi = (mid, hi) if size is not None and size <= max_bytes else (lo, mid)
+        raise ForwardTooLargeError(length, largest, shape, max_bytes, max(lo, allowed))
+
+    def _shape_forward(
+        self, length: int, measure: bool = False
+    ) -> tuple[str | None, int | None, tuple[int, ...]]:
+        """``(reason, bytes, shape)``: the encoding's reason to refuse ``length`` tokens (or
+        ``None``) and, with ``measure``, the size and shape of the largest tensor a forward pass
+        over one sequence of that length builds, from a forward on the ``meta`` device (``None``
+        bytes when the model cannot run there: then a real forward gives the reason)."""
         was_training = self.training
         self.eval()
         try:
-            self(ids)
-        except ValueError as err:
-            return str(err)
+            tensors = [*self.named_parameters(), *self.named_buffers()]  # tied ones once
+            state = {name: t.detach().to("meta") for name, t in tensors}
+            ids = torch.full((1, length), self.config.padding_idx, dtype=torch.long,
+                             device="meta")  # fmt: skip
+            try:
+                largest = _Largest()
+                with largest if measure else contextlib.nullcontext():
+                    functional_call(self, state, (ids,), strict=False)
+            except ValueError as err:
+                return str(err), None, ()
+            except (RuntimeError, NotImplementedError, TypeError):  # an op without a meta form
+                ids = torch.full((1, length), self.config.padding_idx, dtype=torch.long,
+                                 device=self.head_bias.device)  # fmt: skip
+                try:
+                    self(ids)
+                except ValueError as err:
+                    return str(err), None, ()
+                return None, None, ()
+            return None, largest.bytes, largest.shape
         finally:
             self.train(was_training)
-        return None
 
     def sparse_parameters(self) -> list[nn.Parameter]:
         """See :func:`cplxnet.models.sparse_parameters`."""
