@@ -19,6 +19,10 @@ markdown summary (``inspect.md``) in ``RUN/inspect/`` or the folder given with `
 
 The output folder is only ever written by inspect: it holds a ``.cplxnet-inspect`` list of the
 files inspect wrote, and a folder with any other file is refused (nothing else is overwritten).
+Each file is written atomically (a temporary file in the folder, then ``os.replace``) after its
+name is added to the list, so the folder never holds a half-written file or one the list lacks;
+a full disk is one line naming the folder, and an inspect that fails removes the folder if it
+created it.
 
 Examples::
 
@@ -28,16 +32,20 @@ Examples::
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import math
 import os
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
-from .engine.runs import RunError, atomic_write
+from .engine.runs import TEMP_PREFIX, RunError
 
 __all__ = ["inspect_run", "attention_by_distance", "bias_by_distance"]
 
@@ -217,6 +225,9 @@ def _prepare_out(out: str) -> list[str]:
                 own = [str(f) for f in json.load(fh)]
         except (OSError, ValueError, TypeError):
             own = []
+    for name in os.listdir(out):  # the temporary file of a write a killed inspect left
+        if _temporary_of(name, [*own, MARKER]):
+            os.remove(os.path.join(out, name))
     others = sorted(set(os.listdir(out)) - set(own) - {MARKER})
     if others:
         raise RunError(
@@ -235,13 +246,79 @@ def _plt():
     return plt
 
 
-def _save(fig, out: str, name: str, written: list[str]) -> None:
-    fig.savefig(os.path.join(out, name), dpi=90)
-    _plt().close(fig)
-    written.append(name)
+def _temporary_of(name: str, names: list[str]) -> bool:
+    """Whether ``name`` is a temporary file of :meth:`_Output.write` for one of ``names``."""
+    return name.startswith(TEMP_PREFIX) and any(name.endswith("-" + n) for n in names)
 
 
-def _plot_complex_order(params: dict, length: int | None, out: str, written: list[str]) -> str:
+def _disk_full(err: BaseException | None) -> bool:
+    """An ``OSError(ENOSPC)`` (or ``EDQUOT``), also as the cause of another error."""
+    for _ in range(8):
+        if err is None:
+            return False
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+class _Output:
+    """The output folder ``path``: :meth:`write` puts each file in place atomically, its name
+    added first to the marker's list (``listed``, from a previous inspect too); ``written``:
+    the files this inspect wrote; ``current``: the file being written."""
+
+    def __init__(self, path: str, previous: list[str]) -> None:
+        self.path, self.listed = path, set(previous)
+        self.written: list[str] = []
+        self.current = MARKER
+
+    def write(self, name: str, write: Callable[[Any], None], binary: bool = False) -> None:
+        if name not in self.listed:
+            self.listed.add(name)
+            self.write_marker(sorted(self.listed))
+        self._atomic(name, write, binary)
+        self.written.append(name)
+
+    def write_marker(self, names: list[str]) -> None:
+        self._atomic(MARKER, lambda fh: fh.write(json.dumps(names)), False)
+
+    def _atomic(self, name: str, write: Callable[[Any], None], binary: bool) -> None:
+        """A temporary file in the folder, then ``os.replace``: a failed write (a full disk)
+        leaves ``name`` as it was and no temporary file."""
+        self.current = name
+        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix="-" + name, dir=self.path)
+        try:
+            mask = os.umask(0o022)
+            os.umask(mask)
+            os.fchmod(fd, 0o666 & ~mask)  # mkstemp creates 0600: the mode of a new file
+            with os.fdopen(fd, "wb" if binary else "w",
+                           **({} if binary else {"encoding": "utf-8"})) as fh:  # fmt: skip
+                write(fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, os.path.join(self.path, name))
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            raise
+
+    def remove_all(self) -> None:
+        """Remove every file the marker lists, the marker and then the folder (if empty)."""
+        for name in [*self.listed, MARKER]:
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(self.path, name))
+        with contextlib.suppress(OSError):
+            os.rmdir(self.path)
+
+
+def _save(fig, out: _Output, name: str) -> None:
+    try:
+        out.write(name, lambda fh: fig.savefig(fh, format="png", dpi=90), binary=True)
+    finally:
+        _plt().close(fig)
+
+
+def _plot_complex_order(params: dict, length: int | None, out: _Output) -> str:
     plt = _plt()
     fig, axes = plt.subplots(1, len(params), figsize=(4.2 * len(params), 3.4), squeeze=False)
     lines = []
@@ -274,12 +351,12 @@ def _plot_complex_order(params: dict, length: int | None, out: str, written: lis
         ax.set_ylabel("count")
         ax.set_title(name)
     fig.tight_layout()
-    _save(fig, out, "complex_order.png", written)
+    _save(fig, out, "complex_order.png")
     return "\n".join(lines)
 
 
 def _plot_by_distance(curves: list[torch.Tensor], causal: bool, title: str, ylabel: str,
-                      out: str, name: str, written: list[str]) -> None:  # fmt: skip
+                      out: _Output, name: str) -> None:  # fmt: skip
     plt = _plt()
     n = len(curves)
     fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.4), squeeze=False, sharey=True)
@@ -298,7 +375,7 @@ def _plot_by_distance(curves: list[torch.Tensor], causal: bool, title: str, ylab
     axes[0][0].legend(fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
-    _save(fig, out, name, written)
+    _save(fig, out, name)
 
 
 def _mean_distance(curve: torch.Tensor, causal: bool) -> list[float]:
@@ -319,9 +396,28 @@ def inspect_run(run_dir: str, out: str | None = None, *, samples: int = 8) -> st
     if samples < 1:
         raise RunError(f"--samples must be at least 1, got {samples}")
     run = _load(run_dir, samples)
-    out = out or os.path.join(run_dir, "inspect")
-    previous = _prepare_out(out)
-    written: list[str] = []
+    path = out or os.path.join(run_dir, "inspect")
+    created = not os.path.isdir(path)
+    output: _Output | None = None
+    try:
+        output = _Output(path, _prepare_out(path))
+        _inspect(run, run_dir, output, samples)
+    except BaseException as err:
+        if created and output is not None:  # a failed inspect leaves no folder it made
+            output.remove_all()
+        if isinstance(err, Exception) and _disk_full(err):
+            where = os.path.abspath(path)
+            what = f"writing {output.current} in {where}" if output else f"creating {where}"
+            raise RunError(
+                f"no space left on device: {what} failed (nothing half-written is left there): "
+                "free space on that disk, then run cplxnet inspect again"
+            ) from None
+        raise
+    return os.path.join(path, "inspect.md")
+
+
+def _inspect(run: _Run, run_dir: str, out: _Output, samples: int) -> None:
+    """The plots and inspect.md of ``run`` into ``out`` (see :func:`inspect_run`)."""
     L = run.length
     md = [f"# What {os.path.basename(os.path.normpath(run_dir))} learned about position", "",
           f"Run `{run_dir}`: {'language model' if run.kind == 'lm' else 'classifier'}, encoding "
@@ -329,7 +425,7 @@ def inspect_run(run_dir: str, out: str | None = None, *, samples: int = 8) -> st
     md += [f"Note: {n}." for n in run.notes] + ([""] if run.notes else [])
     params = complex_order_parameters(run.model)
     if params:
-        md += ["## Complex-order embedding", "", _plot_complex_order(params, L, out, written), "",
+        md += ["## Complex-order embedding", "", _plot_complex_order(params, L, out), "",
                "![complex-order](complex_order.png)", ""]  # fmt: skip
     causal = run.kind == "lm"
     lengths = [L, 4 * L] if run.kind == "lm" else [L]
@@ -347,7 +443,7 @@ def inspect_run(run_dir: str, out: str | None = None, *, samples: int = 8) -> st
             curves = attention_by_distance(run.model, run.inputs(n, samples))
             name = f"attention_{tag}.png"
             _plot_by_distance(curves, causal, f"attention at {tag} = {n}",
-                              "mean attention weight", out, name, written)  # fmt: skip
+                              "mean attention weight", out, name)  # fmt: skip
             spans = "; ".join(
                 f"layer {i}: " + ", ".join(f"{v:.1f}" for v in _mean_distance(c, causal))
                 for i, c in enumerate(curves)
@@ -369,15 +465,12 @@ def inspect_run(run_dir: str, out: str | None = None, *, samples: int = 8) -> st
             for n, b in biases:
                 tag = "L" if n == L else f"{n // L}L"
                 name = f"bias_{tag}.png"
-                _plot_by_distance([b], causal, f"logits bias at {tag} = {n}", "bias", out, name,
-                                  written)  # fmt: skip
+                _plot_by_distance([b], causal, f"logits bias at {tag} = {n}", "bias", out, name)
                 md += [f"![bias at {tag}]({name})", ""]
-    if not written:
+    if not out.written:
         md += ["The model has no complex-order embedding and no attention: nothing to plot.", ""]
-    written.append("inspect.md")
-    atomic_write(os.path.join(out, "inspect.md"), lambda fh: fh.write("\n".join(md)))
-    for stale in set(previous) - set(written):  # a previous inspect's plots this one lacks
-        if os.path.isfile(os.path.join(out, stale)):
-            os.remove(os.path.join(out, stale))
-    atomic_write(os.path.join(out, MARKER), lambda fh: fh.write(json.dumps(sorted(written))))
-    return os.path.join(out, "inspect.md")
+    out.write("inspect.md", lambda fh: fh.write("\n".join(md)))
+    for stale in out.listed - set(out.written):  # a previous inspect's plots this one lacks
+        if os.path.isfile(os.path.join(out.path, stale)):
+            os.remove(os.path.join(out.path, stale))
+    out.write_marker(sorted(out.written))

@@ -4,7 +4,11 @@ one inspect did not write."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import json
 import os
+import shutil
 
 import pytest
 import test_train_zoo as toy
@@ -121,3 +125,106 @@ def test_attention_and_bias_measurements():
     rotary = build_model(make_config("decoder", encoding="rotary", d_model=8, num_heads=2,
                                      dim_feedforward=16, vocab_size=9, max_len=8))  # fmt: skip
     assert bias_by_distance(rotary, 6) is None
+
+
+def fsyncs_fail_from(monkeypatch, call: int) -> None:
+    """``os.fsync`` fails as on a full disk from its ``call``-th call on (the bytes written so far
+    are in the file)."""
+    real, count = os.fsync, [0]
+
+    def fsync(fd):
+        count[0] += 1
+        if count[0] >= call:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+def listed(folder) -> set:
+    with open(os.path.join(folder, MARKER), encoding="utf-8") as fh:
+        return set(json.load(fh))
+
+
+def full_disk_error(capsys, argv, folder) -> str:
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("cplxnet: error: no space left on device: writing ") and err.count("\n") == 1
+    ), err
+    assert f" in {os.path.abspath(folder)} failed" in err and "run cplxnet inspect again" in err
+    assert "checkpoint" not in err and "resume" not in err
+    return err
+
+
+# the writes of a classifier's inspect into a new folder: the list, complex_order.png, the list,
+# attention_L.png, the list, bias_L.png, the list, inspect.md, the final list
+@pytest.mark.parametrize("call", [2, pytest.param(1, marks=pytest.mark.slow),
+                                  pytest.param(9, marks=pytest.mark.slow)])  # fmt: skip
+def test_a_full_disk_leaves_no_folder_it_made(classifier_run, tmp_path, capsys, monkeypatch,
+                                              call):  # fmt: skip
+    out = tmp_path / "figures"
+    fsyncs_fail_from(monkeypatch, call)
+    full_disk_error(capsys, ["inspect", classifier_run, "--out", str(out)], out)
+    assert not out.exists()  # made by the failed inspect: removed, nothing half-written kept
+    monkeypatch.undo()
+    assert main(["inspect", classifier_run, "--out", str(out), "--samples", "2"]) == 0
+
+
+# into a folder a previous inspect wrote, the names are listed already: complex_order.png,
+# attention_L.png, bias_L.png, inspect.md, the final list
+@pytest.mark.parametrize("call", [2, pytest.param(1, marks=pytest.mark.slow),
+                                  pytest.param(5, marks=pytest.mark.slow)])  # fmt: skip
+def test_a_full_disk_in_a_folder_inspect_wrote(classifier_run, tmp_path, capsys, monkeypatch,
+                                               call):  # fmt: skip
+    out = tmp_path / "figures"
+    assert main(["inspect", classifier_run, "--out", str(out), "--samples", "2"]) == 0
+    before = {name: (out / name).read_bytes() for name in os.listdir(out)}
+    fsyncs_fail_from(monkeypatch, call)
+    err = full_disk_error(capsys, ["inspect", classifier_run, "--out", str(out)], out)
+    monkeypatch.undo()
+    names = set(os.listdir(out))
+    assert names <= listed(out) | {MARKER}  # every file is one inspect listed: no temporary
+    for name in names - {MARKER, "inspect.md"}:
+        check_png(os.path.join(out, name))  # whole files only (old or new)
+    failed = err.split("writing ")[1].split(" in ")[0]
+    if failed != MARKER:
+        assert (out / failed).read_bytes() == before[failed]  # the failed file as it was
+    assert main(["inspect", classifier_run, "--out", str(out)]) == 0  # space again: it goes on
+    assert "on 8 random token sequences" in (out / "inspect.md").read_text(encoding="utf-8")
+
+
+def test_a_half_written_plot_is_never_left(classifier_run, tmp_path, capsys, monkeypatch):
+    """A plot whose write fails part-way (matplotlib's own write) leaves no file behind, in the
+    run's own inspect folder (the default) as in --out."""
+    import matplotlib.figure
+
+    real, count = matplotlib.figure.Figure.savefig, [0]
+
+    def savefig(fig, fh, *args, **kwargs):
+        count[0] += 1
+        if count[0] == 2:  # complex_order.png, then attention_L.png
+            with contextlib.ExitStack() as stack:
+                if isinstance(fh, (str, os.PathLike)):  # a path: matplotlib opens the file
+                    fh = stack.enter_context(open(fh, "wb"))
+                fh.write(b"\x89PNG half a plot")
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fig, fh, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+    run = tmp_path / "run"
+    shutil.copytree(classifier_run, run)
+    err = full_disk_error(capsys, ["inspect", str(run)], run / "inspect")
+    assert "writing attention_L.png in" in err
+    assert not (run / "inspect").exists()
+    monkeypatch.undo()
+    assert main(["inspect", str(run)]) == 0  # no "files inspect did not write"
+    check_png(str(run / "inspect" / "attention_L.png"))
+
+
+def test_a_temporary_file_of_a_killed_inspect_is_cleared(classifier_run, tmp_path):
+    out = tmp_path / "figures"
+    assert main(["inspect", classifier_run, "--out", str(out), "--samples", "2"]) == 0
+    (out / ".tmp-k1ll3d00-attention_L.png").write_bytes(b"\x89PNG half")  # killed mid-write
+    assert main(["inspect", classifier_run, "--out", str(out), "--samples", "2"]) == 0
+    assert set(os.listdir(out)) == listed(out) | {MARKER}
