@@ -45,11 +45,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from .engine.runs import TEMP_PREFIX, RunError
+from .engine.runs import INSPECT_MARKER, TEMP_PREFIX, RunError
 
 __all__ = ["inspect_run", "attention_by_distance", "bias_by_distance"]
 
-MARKER = ".cplxnet-inspect"
+MARKER = INSPECT_MARKER  # the list of the files inspect wrote into its folder
 #: the length of a classifier's inputs when its model has no length limit of its own
 DEFAULT_CLASSIFIER_LENGTH = 64
 

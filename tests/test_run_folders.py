@@ -5,6 +5,7 @@ they were."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 
@@ -321,6 +322,11 @@ def test_force_replaces_a_run_with_its_inspect_folder_but_not_a_foreign_file_in_
     assert main(["inspect", run]) == 0
     assert os.path.isdir(os.path.join(run, "inspect"))
     capsys.readouterr()
+    with open(os.path.join(run, "inspect", runs.INSPECT_MARKER), encoding="utf-8") as fh:
+        first = json.load(fh)[0]
+    left = os.path.join(run, "inspect", f"{runs.TEMP_PREFIX}abc-{first}")  # a killed inspect's
+    with open(left, "w", encoding="utf-8") as fh:
+        fh.write("half")
     finished_run(toy_file, run, "--force")  # inspect's folder is cplxnet's: replaced
     assert not os.path.exists(os.path.join(run, "inspect"))
     assert main(["inspect", run]) == 0

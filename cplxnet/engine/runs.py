@@ -20,33 +20,47 @@ containing it:
 * removal deletes the files of :data:`RUN_FILES` one by one and then the empty folder, so a file
   cplxnet did not write is never deleted (:func:`remove_run_files`).
 
-Every file is written through :func:`atomic_write` (a temporary file in the same folder, then
-``os.replace``; ``metrics.jsonl`` is appended by :func:`append_line`), with the permissions the
-process umask gives a new file; a full disk is a one-line :class:`RunError` naming the folder
-("no space left on device"), and the files written before stay as they were.
+Every file is written through :func:`cplxnet.engine.files.atomic_write` (a temporary file in the
+same folder, then ``os.replace``), with the permissions the process umask gives a new file; a full
+disk is a one-line :class:`RunError` naming the folder, and the files written before stay as they
+were.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import hashlib
 import json
 import os
 import secrets
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
 
-from ..data.io import clip
+from .files import (
+    RUN_FORMAT,
+    RUN_MARKER,
+    TEMP_PREFIX,
+    RunError,
+    append_line,
+    atomic_write,
+    check_data_unchanged,
+    check_entries,
+    data_hashes,
+    file_sha256,
+    load_checkpoint,
+    load_weights,
+    read_json,
+    save_checkpoint,
+    umask,
+    write_json,
+)
 from .folder_lock import FolderLock, lock_holder
 
 __all__ = [
     "RUN_FORMAT",
     "RUN_MARKER",
     "RUN_FILES",
+    "INSPECT_MARKER",
     "TEMP_PREFIX",
     "RunError",
     "atomic_write",
@@ -74,9 +88,8 @@ __all__ = [
     "check_model_memory",
 ]
 
-#: Format version of a run folder, stored in its ``config.json`` under :data:`RUN_MARKER`.
-RUN_FORMAT = 1
-RUN_MARKER = "cplxnet_run"
+#: The file of an output folder of ``cplxnet inspect`` listing the files inspect wrote there.
+INSPECT_MARKER = ".cplxnet-inspect"
 #: Every file cplxnet writes into a run folder.
 RUN_FILES = (
     "config.json",
@@ -87,222 +100,6 @@ RUN_FILES = (
     "best.pt",
     "results.json",
 )
-#: Prefix of the temporary files of :func:`atomic_write`.
-TEMP_PREFIX = ".tmp-"
-
-
-class RunError(Exception):
-    """A problem with a run folder (exists, incomplete, not a run): the message says what to do."""
-
-
-# ------------------------------------------------------------------------------------------------
-# writing and reading files
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write(path: str, write: Callable[[Any], None], binary: bool = False) -> None:
-    """Write ``path`` through a temporary file in the same folder, then ``os.replace`` it into
-    place, so a crash never leaves a half-written file under ``path``. The file gets the
-    permissions of a newly created file (``0o666`` less the umask)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    with _disk_errors(path):
-        fd, tmp = tempfile.mkstemp(
-            prefix=TEMP_PREFIX, suffix="-" + os.path.basename(path), dir=folder
-        )
-        try:
-            os.fchmod(fd, 0o666 & ~_umask())  # mkstemp creates 0600
-            with os.fdopen(
-                fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})
-            ) as fh:
-                write(fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            raise
-
-
-def append_line(path: str, line: str) -> None:
-    """Append ``line`` and a newline to ``path`` (``metrics.jsonl``); a full disk is a
-    :class:`RunError` as in :func:`atomic_write`."""
-    with _disk_errors(path), open(path, "a", encoding="utf-8") as fh:
-        fh.write(line + "\n")
-
-
-def _disk_full(err: BaseException) -> bool:
-    """True for the error of a write to a full disk: ``OSError(ENOSPC)`` (or ``EDQUOT``), also
-    when ``torch.save`` wraps it in its ``RuntimeError`` ("unexpected pos ...")."""
-    seen = 0
-    while err is not None and seen < 8:
-        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        if isinstance(err, RuntimeError) and "unexpected pos" in str(err):
-            return True  # torch's zip writer after a short write (its cause is not kept)
-        err = err.__cause__ or err.__context__
-        seen += 1
-    return False
-
-
-@contextlib.contextmanager
-def _disk_errors(path: str) -> Iterator[None]:
-    """Turn a write to a full disk into a one-line :class:`RunError` naming the file's folder."""
-    try:
-        yield
-    except Exception as err:
-        if not _disk_full(err):
-            raise
-        folder = os.path.dirname(os.path.abspath(path))
-        raise RunError(
-            f"no space left on device: writing {os.path.basename(path)} in {folder} failed; the "
-            "files written before it are kept as they were (a run keeps its last good "
-            "checkpoint): free space on that disk, then run the command again (--resume "
-            "continues a run that has a checkpoint)"
-        ) from None
-
-
-def write_json(path: str, obj: Any, *, indent: int | None = 2) -> None:
-    """Write ``obj`` as JSON (UTF-8) atomically."""
-
-    def write(fh):
-        json.dump(obj, fh, indent=indent, ensure_ascii=False)
-        fh.write("\n")
-
-    atomic_write(path, write)
-
-
-def read_json(path: str) -> Any:
-    """Read a run folder's JSON file; a missing or damaged file is a :class:`RunError`."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except FileNotFoundError:
-        raise RunError(
-            f"{path} is missing; is {os.path.dirname(path) or '.'} a cplxnet run folder?"
-        ) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        reason = clip(str(err).splitlines()[0] if str(err) else type(err).__name__, 100)
-        raise RunError(f"{path} is not valid JSON ({reason}); the run folder is damaged") from None
-
-
-def read_run_config(run_dir: str) -> dict:
-    """A run folder's ``config.json``; a file without the cplxnet marker is a :class:`RunError`."""
-    leftover = only_temporary_files(run_dir)
-    if leftover:
-        raise RunError(
-            _leftover_message(run_dir, leftover) + ", so there is nothing to resume or score; "
-            "start the run again with the command that made it, without --resume (it replaces "
-            "the folder)"
-        )
-    config = read_json(os.path.join(run_dir, "config.json"))
-    if not isinstance(config, dict) or RUN_MARKER not in config:
-        raise RunError(
-            f"{os.path.join(run_dir, 'config.json')} was not written by cplxnet train (no "
-            f"{RUN_MARKER!r} marker); give the folder of a cplxnet run"
-        )
-    return config
-
-
-def save_checkpoint(obj: dict, path: str) -> None:
-    """``torch.save`` ``obj`` atomically (temporary file in the same folder + ``os.replace``)."""
-    atomic_write(path, lambda fh: torch.save(obj, fh), binary=True)
-
-
-def load_checkpoint(
-    path: str, *, keys: Mapping[str, type | tuple[type, ...]] | None = None
-) -> dict:
-    """Load a checkpoint with ``torch.load(weights_only=True)`` (no arbitrary code runs).
-
-    ``keys`` maps the entries the caller needs to their types; a file that is not a dict, or
-    lacks one of them, or holds the wrong type, is a :class:`RunError` naming the file.
-    """
-    if not os.path.isfile(path):
-        raise RunError(f"{path} is missing; the run has no checkpoint to load")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - any unpickling failure means a damaged file
-        raise RunError(
-            f"{path} cannot be loaded: it is not a cplxnet checkpoint ({type(err).__name__}); "
-            "the file is damaged or comes from elsewhere: restore it or train the run again"
-        ) from None
-    if not isinstance(state, dict):
-        raise RunError(
-            f"{path} is not a cplxnet checkpoint (it holds a {type(state).__name__}, not a "
-            "dict); restore the run's own file or train the run again"
-        )
-    check_entries(state, keys or {}, path)
-    return state
-
-
-def check_entries(state: dict, keys: Mapping[str, type | tuple[type, ...]], path: str) -> None:
-    """Every entry of ``keys`` is in the checkpoint ``state`` with its type, else a
-    :class:`RunError` naming the file ``path``."""
-    for key, kind in keys.items():
-        if key not in state:
-            raise RunError(
-                f"{path} is not a cplxnet checkpoint of this kind (no {key!r} entry); restore "
-                "the run's own file or train the run again"
-            )
-        if not isinstance(state[key], kind):
-            raise RunError(
-                f"{path} is not a cplxnet checkpoint of this kind ({key!r} is a "
-                f"{type(state[key]).__name__}); restore the run's own file or train the run again"
-            )
-
-
-def load_weights(model: torch.nn.Module, state: Mapping[str, Any], path: str) -> None:
-    """``model.load_state_dict(state)``; a state of another model is a one-line :class:`RunError`
-    naming the file and the first mismatch."""
-    if not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
-        raise RunError(f"{path} holds no model weights; restore the run's own file")
-    try:
-        model.load_state_dict(state)
-    except RuntimeError as err:
-        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-        detail = clip(lines[1] if len(lines) > 1 else lines[0], 200)[1:-1] if lines else "?"
-        raise RunError(
-            f"{path} does not fit this run's model ({detail}); it was written by another run: "
-            "restore the run's own file or train the run again"
-        ) from None
-
-
-def file_sha256(path: str) -> str:
-    """The SHA-256 of a file, in hex."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def data_hashes(spec: Any) -> dict[str, str]:
-    """SHA-256 of the user's data files of a ``DataSpec`` (``data``, ``dev``, ``test``; bundled
-    data is part of the package and has none)."""
-    out = {}
-    for name in ("data", "dev", "test"):
-        path = getattr(spec, name)
-        if path is not None and os.path.isfile(path):
-            out[name] = file_sha256(path)
-    return out
-
-
-def check_data_unchanged(spec: Any, recorded: Mapping[str, str], run_dir: str, fix: str) -> None:
-    """Raise :class:`RunError` if a data file of ``spec`` no longer has the SHA-256 recorded when
-    the run in ``run_dir`` was trained; the message names the file, both hashes and ``fix``."""
-    for name, digest in data_hashes(spec).items():
-        if name in recorded and recorded[name] != digest:
-            raise RunError(
-                f"the {name} file {getattr(spec, name)} changed since {run_dir} was trained "
-                f"(recorded sha256 {recorded[name]}, now {digest}); {fix}"
-            )
-
-
 # ------------------------------------------------------------------------------------------------
 # which folders may be replaced
 
@@ -324,20 +121,23 @@ def _temporary(name: str) -> bool:
 
 def _inspect_files(folder: str) -> list[str] | None:
     """The files of ``folder`` if it is an output folder of ``cplxnet inspect`` holding only what
-    inspect wrote (its marker file lists them), else None."""
-    from ..inspect import MARKER
-
-    marker = os.path.join(folder, MARKER)
+    inspect wrote (its :data:`INSPECT_MARKER` lists them; a temporary file of one of them, left by
+    a killed inspect, counts as its), else None."""
+    marker = os.path.join(folder, INSPECT_MARKER)
     if os.path.islink(folder) or not os.path.isfile(marker):
         return None
     try:
         with open(marker, encoding="utf-8") as fh:
-            listed = {str(f) for f in json.load(fh)} | {MARKER}
+            listed = {str(f) for f in json.load(fh)} | {INSPECT_MARKER}
     except (OSError, ValueError, TypeError):
         return None
+    suffixes = tuple("-" + name for name in listed)
     entries = os.listdir(folder)
-    plain = all(os.path.isfile(os.path.join(folder, e)) for e in entries)
-    return entries if plain and set(entries) <= listed else None
+    for e in entries:
+        temporary = e.startswith(TEMP_PREFIX) and e.endswith(suffixes)
+        if not os.path.isfile(os.path.join(folder, e)) or not (e in listed or temporary):
+            return None
+    return entries
 
 
 def _own(path: str, name: str) -> bool:
@@ -370,6 +170,24 @@ def _leftover_message(path: str, entries: list[str]) -> str:
         f"{path} holds only temporary files of a cplxnet run that stopped before it wrote its "
         f"config.json ({shown})"
     )
+
+
+def read_run_config(run_dir: str) -> dict:
+    """A run folder's ``config.json``; a file without the cplxnet marker is a :class:`RunError`."""
+    leftover = only_temporary_files(run_dir)
+    if leftover:
+        raise RunError(
+            _leftover_message(run_dir, leftover) + ", so there is nothing to resume or score; "
+            "start the run again with the command that made it, without --resume (it replaces "
+            "the folder)"
+        )
+    config = read_json(os.path.join(run_dir, "config.json"))
+    if not isinstance(config, dict) or RUN_MARKER not in config:
+        raise RunError(
+            f"{os.path.join(run_dir, 'config.json')} was not written by cplxnet train (no "
+            f"{RUN_MARKER!r} marker); give the folder of a cplxnet run"
+        )
+    return config
 
 
 def check_replaceable(path: str) -> None:
@@ -582,7 +400,7 @@ class RunFolder:
             self._replacing = os.path.lexists(final)
             if self._replacing:
                 self.path = tempfile.mkdtemp(prefix=f".{name}.new-", dir=os.path.dirname(lock))
-                os.chmod(self.path, 0o777 & ~_umask())  # mkdtemp creates 0700
+                os.chmod(self.path, 0o777 & ~umask())  # mkdtemp creates 0700
             else:
                 os.mkdir(final)
                 self.path = final

@@ -15,5 +15,6 @@ from .rnn import *  # noqa: F403
 from .rnn_cell import *  # noqa: F403
 from .transformer import *  # noqa: F403
 from .transformer_decoder import *  # noqa: F403
+from .unitary_rnn import *  # noqa: F403
 from .upsampling import *  # noqa: F403
 from .whitening import *  # noqa: F403
