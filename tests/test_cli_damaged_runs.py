@@ -4,12 +4,12 @@ naming the file and what is wrong in it, never a traceback, and the folder left 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 
 import pytest
 import test_train_zoo as toy
+from cli_errors import edit_json, error_of
 from test_cli import TINY
 
 from cplxnet.cli import main
@@ -40,27 +40,6 @@ def snapshot(folder: str) -> dict[str, bytes]:
             with open(path, "rb") as fh:
                 out[name] = fh.read()
     return out
-
-
-def error_of(capsys, argv, status: int = 1) -> str:
-    capsys.readouterr()
-    try:
-        got = main(argv)
-    except SystemExit as exit_:  # a usage error of argparse
-        got = exit_.code
-    err = capsys.readouterr().err
-    assert got == status, err
-    assert "Traceback" not in err and err.count("\n") == 1, err
-    assert err.startswith("cplxnet: error: "), err
-    return err
-
-
-def edit_json(path: str, change) -> None:
-    with open(path, encoding="utf-8") as fh:
-        data = json.load(fh)
-    change(data)
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(data, fh)
 
 
 def commands(run: str) -> list[list[str]]:

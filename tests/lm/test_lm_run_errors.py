@@ -10,6 +10,7 @@ import shutil
 
 import pytest
 import torch
+from cli_errors import edit_json, error_of
 from lm_cli_args import TINY_LM as TINY
 
 from cplxnet.cli import main
@@ -44,27 +45,6 @@ def snapshot(folder: str) -> dict[str, bytes]:
         with open(os.path.join(folder, name), "rb") as fh:
             out[name] = fh.read()
     return out
-
-
-def error_of(capsys, argv, status: int = 1) -> str:
-    capsys.readouterr()
-    try:
-        got = main(argv)
-    except SystemExit as exit_:  # a usage error of argparse
-        got = exit_.code
-    err = capsys.readouterr().err
-    assert got == status, err
-    assert "Traceback" not in err and err.count("\n") == 1, err
-    assert err.startswith("cplxnet: error: "), err
-    return err
-
-
-def edit_json(path: str, change) -> None:
-    with open(path, encoding="utf-8") as fh:
-        data = json.load(fh)
-    change(data)
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(data, fh)
 
 
 def edit_checkpoint(path: str, change) -> None:
