@@ -1,9 +1,10 @@
 """Helpers of the tests of damaged run folders: a command's one error line, an edit of a run's
-JSON file."""
+JSON file, the bytes of a folder's files."""
 
 from __future__ import annotations
 
 import json
+import os
 
 from cplxnet.cli import main
 
@@ -27,3 +28,14 @@ def edit_json(path: str, change) -> None:
     change(data)
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(data, fh)
+
+
+def snapshot(folder: str) -> dict[str, bytes]:
+    """The bytes of each file of ``folder`` (not its subfolders), by name."""
+    out = {}
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            with open(path, "rb") as fh:
+                out[name] = fh.read()
+    return out

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 import test_train_zoo as toy
-from cli_errors import edit_json, error_of
+from cli_errors import edit_json, error_of, snapshot
 from test_cli import TINY
 
 from cplxnet.cli import main
@@ -30,16 +30,6 @@ def run(finished, tmp_path):
     copy = str(tmp_path / "run")
     shutil.copytree(finished, copy)
     return copy
-
-
-def snapshot(folder: str) -> dict[str, bytes]:
-    out = {}
-    for name in sorted(os.listdir(folder)):
-        path = os.path.join(folder, name)
-        if os.path.isfile(path):
-            with open(path, "rb") as fh:
-                out[name] = fh.read()
-    return out
 
 
 def commands(run: str) -> list[list[str]]:

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 import torch
-from cli_errors import edit_json, error_of
+from cli_errors import edit_json, error_of, snapshot
 from lm_cli_args import TINY_LM as TINY
 
 from cplxnet.cli import main
@@ -37,14 +37,6 @@ def run(finished, tmp_path):
     copy = str(tmp_path / "run")
     shutil.copytree(finished, copy)
     return copy
-
-
-def snapshot(folder: str) -> dict[str, bytes]:
-    out = {}
-    for name in sorted(os.listdir(folder)):
-        with open(os.path.join(folder, name), "rb") as fh:
-            out[name] = fh.read()
-    return out
 
 
 def edit_checkpoint(path: str, change) -> None:
