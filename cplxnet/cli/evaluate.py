@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from typing import Any
 
 from .argtypes import positive_int
@@ -81,15 +80,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _memory_limit() -> int:
-    """Half the machine's memory (the limit :func:`cplxnet.engine.runs.check_model_memory` puts
-    on a model's parameters), or 8 GiB where the size cannot be read."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
-        return 8 << 30
-
-
 def _evaluate_lm_at_context(args: argparse.Namespace, evaluate: Any) -> int:
     """``evaluate`` (the language-model ``cmd_evaluate``) at ``--context N``, refused before
     anything is scored if one forward pass over a sequence it feeds the model would build a
@@ -97,6 +87,7 @@ def _evaluate_lm_at_context(args: argparse.Namespace, evaluate: Any) -> int:
     it: :func:`cplxnet.models.decoder.forward_memory_limit`). Such a pass is also one operation
     too long to interrupt: below the limit, Ctrl-C stops the evaluation between batches. The
     lengths the run's own test scored stay allowed."""
+    from ..engine.runs import memory_limit
     from ..models.decoder import ForwardTooLargeError, forward_memory_limit
     from ..tasks.lm.task import load_lm_config
 
@@ -105,7 +96,7 @@ def _evaluate_lm_at_context(args: argparse.Namespace, evaluate: Any) -> int:
     synthetic = data["tokens"] == "synthetic"
     # the longest input of the run's own test: 4L-symbol prompts, or context x the multiples
     own = 8 * data["context"] + 1 if synthetic else data["context"] * max(options.eval_multiples)
-    limit = _memory_limit()
+    limit = memory_limit()
     try:
         with forward_memory_limit(limit, allowed=own):
             return evaluate(args, CLIError)

@@ -86,6 +86,7 @@ __all__ = [
     "RunFolder",
     "run_lock",
     "check_model_memory",
+    "memory_limit",
 ]
 
 #: The file of an output folder of ``cplxnet inspect`` listing the files inspect wrote there.
@@ -469,11 +470,13 @@ class RunFolder:
 # checks before a run starts
 
 
-def _physical_memory() -> int:
+def memory_limit() -> int:
+    """Half the machine's memory (8 GiB where its size cannot be read): the most a model's
+    parameters (:func:`check_model_memory`) or one tensor of an evaluation may take."""
     try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
     except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
-        return 16 << 30
+        return 8 << 30
 
 
 def check_model_memory(config: Any, zoo: Any, *, limit: int | None = None) -> int:
@@ -484,7 +487,7 @@ def check_model_memory(config: Any, zoo: Any, *, limit: int | None = None) -> in
         model = zoo.build_model(config)
     tensors = [*model.named_parameters(), *model.named_buffers()]
     total = sum(t.numel() * t.element_size() for _, t in tensors)
-    limit = _physical_memory() // 2 if limit is None else limit
+    limit = memory_limit() if limit is None else limit
     if total > limit:
         name, big = max(tensors, key=lambda item: item[1].numel() * item[1].element_size())
         hint = {"vocab_size": "--max-vocab", "max_len": "--max-len", "d_model": "--d-model"}

@@ -10,7 +10,7 @@ import torch
 from lm_cli_args import TINY_LM as TINY
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import cplxnet.cli.evaluate as evaluate_cli
+import cplxnet.engine.runs as engine_runs
 from cplxnet.cli import main
 from cplxnet.encodings import available_encodings
 from cplxnet.models import build_model, make_config
@@ -124,7 +124,7 @@ def copy_run(tmp_path_factory):
 
 
 def test_evaluate_refuses_a_context_that_does_not_fit(copy_run, capsys, monkeypatch):
-    monkeypatch.setattr(evaluate_cli, "_memory_limit", lambda: 64 << 20)
+    monkeypatch.setattr(engine_runs, "memory_limit", lambda: 64 << 20)
     with RealShapes() as real:
         status = main(["evaluate", copy_run, "--context", "3000"])
     err = capsys.readouterr().err
@@ -141,11 +141,11 @@ def test_evaluate_refuses_a_context_that_does_not_fit(copy_run, capsys, monkeypa
 
 
 def test_evaluate_checks_the_window_it_scores(text_run, capsys, monkeypatch):
-    monkeypatch.setattr(evaluate_cli, "_memory_limit", lambda: 1 << 20)  # L <= 256 at 4 heads
+    monkeypatch.setattr(engine_runs, "memory_limit", lambda: 1 << 20)  # L <= 256 at 4 heads
     assert main(["evaluate", text_run, "--context", "100000"]) == 0  # one window: the test part
     out = capsys.readouterr().out
     assert "context 100000:" in out and "scored as one window of" in out
-    monkeypatch.setattr(evaluate_cli, "_memory_limit", lambda: 1 << 14)  # L <= 32
+    monkeypatch.setattr(engine_runs, "memory_limit", lambda: 1 << 14)  # L <= 32
     assert main(["evaluate", text_run, "--context", "100000"]) == 1
     err = capsys.readouterr().err
     assert "the model reads windows of" in err and err.rstrip().endswith("use --context N <= 64")
