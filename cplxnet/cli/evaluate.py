@@ -89,6 +89,7 @@ def _evaluate_lm_at_context(args: argparse.Namespace, evaluate: Any) -> int:
     lengths the run's own test scored stay allowed."""
     from ..engine.runs import memory_limit
     from ..models.decoder import ForwardTooLargeError, forward_memory_limit
+    from ..tasks.lm.evaluate import BATCH_TOKENS
     from ..tasks.lm.task import load_lm_config
 
     run_config, _, options = load_lm_config(args.run, other_task="give a language-model run")
@@ -98,7 +99,7 @@ def _evaluate_lm_at_context(args: argparse.Namespace, evaluate: Any) -> int:
     own = 8 * data["context"] + 1 if synthetic else data["context"] * max(options.eval_multiples)
     limit = memory_limit()
     try:
-        with forward_memory_limit(limit, allowed=own):
+        with forward_memory_limit(limit, allowed=own, batch_tokens=BATCH_TOKENS):
             return evaluate(args, CLIError)
     except ForwardTooLargeError as err:
         if synthetic:
@@ -109,10 +110,12 @@ def _evaluate_lm_at_context(args: argparse.Namespace, evaluate: Any) -> int:
             longest = err.longest
         fix = f"use --context N <= {longest:,}" if longest >= 1 else "use a smaller --context"
         what = "a layer's attention scores: " if err.shape[-2:] == (err.length,) * 2 else ""
+        batch = f"{err.batch} sequences at a time, each" if err.batch > 1 else "which"
         raise CLIError(
-            f"--context {args.context:,} is too long for this machine: {feeds}, whose forward "
-            f"pass builds a {err.shape} tensor ({what}{err.largest / 2**30:,.1f} GiB), more than "
-            f"half of this machine's memory ({limit / 2**30:,.1f} GiB); {fix}"
+            f"--context {args.context:,} is too long for this machine: {feeds}, scored "
+            f"{batch} building a {err.shape} tensor ({what}{err.batch * err.largest / 2**30:,.1f} "
+            f"GiB in all), more than half of this machine's memory ({limit / 2**30:,.1f} GiB); "
+            f"{fix}"
         ) from None
 
 

@@ -23,38 +23,43 @@ from .transformer import build_encoder
 
 __all__ = ["Decoder", "next_token_logits", "ForwardTooLargeError", "forward_memory_limit"]
 
-#: ``(max_bytes, allowed_length)`` of the innermost :func:`forward_memory_limit`, or None
-_LIMIT: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar(
+#: ``(max_bytes, allowed_length, batch_tokens)`` of the innermost :func:`forward_memory_limit`,
+#: or None
+_LIMIT: contextvars.ContextVar[tuple[int, int, int] | None] = contextvars.ContextVar(
     "cplxnet_decoder_memory_limit", default=None
 )
 
 
 class ForwardTooLargeError(Exception):
     """:meth:`Decoder.unsupported_length` inside :func:`forward_memory_limit`: a forward pass
-    over one sequence of ``length`` tokens would build a tensor of ``largest`` bytes (of shape
-    ``shape``, typically a layer's attention scores, ``(1, H, length, length)``), more than
-    ``limit``; ``longest`` is the longest length within the limit (0 if none)."""
+    over ``batch`` sequences of ``length`` tokens would build tensors of ``batch * largest``
+    bytes (one sequence's of shape ``shape``, typically a layer's attention scores,
+    ``(H, length, length)``), more than ``limit``; ``longest`` is the longest length within the
+    limit (0 if none)."""
 
     def __init__(self, length: int, largest: int, shape: tuple[int, ...], limit: int,
-                 longest: int) -> None:  # fmt: skip
+                 longest: int, batch: int = 1) -> None:  # fmt: skip
         self.length, self.largest, self.shape = length, largest, tuple(shape)
-        self.limit, self.longest = limit, longest
+        self.limit, self.longest, self.batch = limit, longest, batch
         super().__init__(
-            f"one forward pass over {length:,} tokens would build a tensor of shape "
-            f"{self.shape} ({largest / 2**30:.1f} GiB), more than {limit / 2**30:.1f} GiB; "
-            f"at most {longest:,} tokens fit"
+            f"one forward pass over {batch} sequence(s) of {length:,} tokens would build "
+            f"tensors of shape {self.shape} ({batch * largest / 2**30:.1f} GiB), more than "
+            f"{limit / 2**30:.1f} GiB; at most {longest:,} tokens fit"
         )
 
 
 @contextlib.contextmanager
-def forward_memory_limit(max_bytes: int, *, allowed: int = 0) -> Iterator[None]:
+def forward_memory_limit(
+    max_bytes: int, *, allowed: int = 0, batch_tokens: int = 1
+) -> Iterator[None]:
     """Within the block, :meth:`Decoder.unsupported_length` raises :class:`ForwardTooLargeError` for
-    a length longer than ``allowed`` whose forward pass over one sequence would build a tensor
-    of more than ``max_bytes`` (measured on the ``meta`` device, where attention builds its
-    ``(1, H, L, L)`` scores), so that a caller that checks a length before scoring it refuses
-    one that would not fit in memory, or would run as one operation too long to interrupt,
-    before computing anything."""
-    token = _LIMIT.set((int(max_bytes), int(allowed)))
+    a length ``L`` longer than ``allowed`` whose forward pass would build a tensor of more than
+    ``max_bytes``: the largest tensor of one sequence (measured on the ``meta`` device, where
+    attention builds its ``(1, H, L, L)`` scores) times the ``max(1, batch_tokens // L)``
+    sequences a scorer batching about ``batch_tokens`` tokens runs at once. A caller that checks
+    a length before scoring it so refuses one that would not fit in memory, or would run as one
+    operation too long to interrupt, before computing anything."""
+    token = _LIMIT.set((int(max_bytes), int(allowed), int(batch_tokens)))
     try:
         yield
     finally:
@@ -286,15 +291,17 @@ class Decoder(nn.Module):
         reason, largest, shape = self._shape_forward(length, measure=limit is not None)
         if reason is not None or limit is None or largest is None:
             return reason
-        max_bytes, allowed = limit
-        if length <= allowed or largest <= max_bytes:
+        max_bytes, allowed, batch_tokens = limit
+        batch = max(1, batch_tokens // length)  # the sequences one scoring pass runs at once
+        if length <= allowed or largest * batch <= max_bytes:
             return None
         lo, hi = 0, length  # the longest length within the limit: in [lo, hi)
         while hi - lo > 1:
             mid = (lo + hi) // 2
             size = self._shape_forward(mid, measure=True)[1]
-            lo, hi = (mid, hi) if size is not None and size <= max_bytes else (lo, mid)
-        raise ForwardTooLargeError(length, largest, shape, max_bytes, max(lo, allowed))
+            fits = size is not None and size * max(1, batch_tokens // mid) <= max_bytes
+            lo, hi = (mid, hi) if fits else (lo, mid)
+        raise ForwardTooLargeError(length, largest, shape, max_bytes, max(lo, allowed), batch)
 
     def _shape_forward(
         self, length: int, measure: bool = False

@@ -131,21 +131,25 @@ def test_evaluate_refuses_a_context_that_does_not_fit(copy_run, capsys, monkeypa
     assert status == 1 and err.startswith("cplxnet: error: ") and err.count("\n") == 1, err
     assert "--context 3,000 is too long for this machine" in err
     assert "sequences of 6,001 tokens" in err and "half of this machine's memory" in err
-    # float32 (4 heads, L, L) scores within 64 MiB: L <= 2048, prompts of (L - 1) // 2 symbols
-    assert err.rstrip().endswith("use --context N <= 1,023"), err
+    assert "scored 2 sequences at a time" in err  # 16384 // 6001 sequences per forward
+    # float32 (4 heads, L, L) scores of 16384 // L sequences within 64 MiB:
+    # 16 L^2 (16384 // L) <= 2^26 holds up to L = 257, prompts of (L - 1) // 2 symbols
+    assert err.rstrip().endswith("use --context N <= 128"), err
     assert not real.batch_of(6001)  # refused before any forward of that length
     assert main(["evaluate", copy_run, "--context", "100"]) == 0
     assert "prompt lengths 100: exact-match accuracy" in capsys.readouterr().out
     assert main(["evaluate", copy_run, "--context", "100000"]) == 1
-    assert "use --context N <= 1,023" in capsys.readouterr().err
+    assert "use --context N <= 128" in capsys.readouterr().err
 
 
 def test_evaluate_checks_the_window_it_scores(text_run, capsys, monkeypatch):
-    monkeypatch.setattr(engine_runs, "memory_limit", lambda: 1 << 20)  # L <= 256 at 4 heads
+    # the test part is one window of 107 tokens: the check counts 16384 // 107 = 153 windows per
+    # pass (its bound for a long stream), whose (4, 107, 107) float32 scores take 28 MB
+    monkeypatch.setattr(engine_runs, "memory_limit", lambda: 32 << 20)
     assert main(["evaluate", text_run, "--context", "100000"]) == 0  # one window: the test part
     out = capsys.readouterr().out
     assert "context 100000:" in out and "scored as one window of" in out
-    monkeypatch.setattr(engine_runs, "memory_limit", lambda: 1 << 14)  # L <= 32
+    monkeypatch.setattr(engine_runs, "memory_limit", lambda: 1 << 14)  # below even L = 64
     assert main(["evaluate", text_run, "--context", "100000"]) == 1
     err = capsys.readouterr().err
     assert "the model reads windows of" in err and err.rstrip().endswith("use --context N <= 64")

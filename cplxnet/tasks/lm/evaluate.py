@@ -20,11 +20,21 @@ from torch import nn
 
 from .data import windows
 
-__all__ = ["METRICS", "metric_name", "score_stream", "evaluate_lengths", "effective_length", "NA"]
+__all__ = [
+    "METRICS",
+    "BATCH_TOKENS",
+    "metric_name",
+    "score_stream",
+    "evaluate_lengths",
+    "effective_length",
+    "NA",
+]
 
 METRICS = {"char": "bpc", "word": "perplexity", "synthetic": "accuracy"}
 NA = "n/a"  # key of the reason when a length cannot be scored
 _LOGIT_BUDGET = 1 << 23  # at most this many logits per forward pass (large word vocabularies)
+#: about this many tokens per forward pass of the scorers (fewer for a large vocabulary)
+BATCH_TOKENS = 16384
 
 
 def metric_name(tokens: str) -> str:
@@ -43,7 +53,7 @@ def score_stream(
     length: int,
     *,
     tokens: str = "char",
-    batch_tokens: int = 16384,
+    batch_tokens: int = BATCH_TOKENS,
 ) -> dict[str, float]:
     """Mean next-token cross-entropy of ``model`` on ``stream`` in windows of ``length`` inputs.
 
@@ -103,7 +113,7 @@ def evaluate_lengths(
     lengths: Iterable[int],
     *,
     tokens: str = "char",
-    batch_tokens: int = 16384,
+    batch_tokens: int = BATCH_TOKENS,
 ) -> dict[str, dict]:
     """:func:`score_stream` at each length, keyed by the length as a string (JSON keys).
 
