@@ -351,15 +351,20 @@ def test_a_killed_force_run_leaves_nothing_the_next_run_keeps(toy_file, tmp_path
     """The ``.NAME.new-*`` folder of a ``--force`` run killed before it took the run's place is
     cleared by the next run of NAME (its run files; a foreign file and its folder stay)."""
     run = finished_run(toy_file, tmp_path / "run")
-    stale = tmp_path / ".run.new-abc123"
+    stale = tmp_path / ".run.new-abc12345"
     stale.mkdir()
     for name in ("config.json", "checkpoint.pt", ".tmp-x-metrics.jsonl"):
         (stale / name).write_text("{}", encoding="utf-8")
-    kept = tmp_path / ".run.new-def456"
+    kept = tmp_path / ".run.new-def45678"
     kept.mkdir()
     (kept / "mine.txt").write_text("mine", encoding="utf-8")
-    other = tmp_path / ".other.new-abc123"  # another run's: not touched
+    other = tmp_path / ".other.new-abc12345"  # another run's: not touched
     other.mkdir()
+    # the working folder of a --force run of the run named ``run.new-1``, held by its own lock
+    busy = tmp_path / ".run.new-1.new-abcd1234"
+    busy.mkdir()
+    (busy / "checkpoint.pt").write_text("{}", encoding="utf-8")
     finished_run(toy_file, run, "--force")
     assert not stale.exists()
     assert os.listdir(kept) == ["mine.txt"] and other.is_dir()
+    assert os.listdir(busy) == ["checkpoint.pt"]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import tempfile
 from typing import Any
@@ -361,10 +362,10 @@ def _remove_stale_replacements(parent: str, name: str) -> None:
     """The ``.NAME.new-*`` folders of ``--force`` runs of ``NAME`` that were killed before they
     took its place (their owner's lock, now held by this process, is gone): their run files are
     deleted, and each folder once empty; other files stay."""
-    prefix = f".{name}.new-"
+    made = re.compile(re.escape(f".{name}.new-") + r"[a-z0-9_]{8}")  # as tempfile.mkdtemp names
     for entry in os.listdir(parent):
         path = os.path.join(parent, entry)
-        if entry.startswith(prefix) and os.path.isdir(path) and not os.path.islink(path):
+        if made.fullmatch(entry) and os.path.isdir(path) and not os.path.islink(path):
             discard_run_files(path)
 
 
