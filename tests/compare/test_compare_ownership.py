@@ -105,7 +105,7 @@ def test_report_never_overwrites_a_report_it_did_not_write(tmp_path, capsys):
     target.mkdir()
     (target / "report.md").write_text("mine", encoding="utf-8")
     assert main(["report", str(grid), "--out", str(target), "--no-plot"]) == 1
-    assert "report.md was not written by cplxnet report" in capsys.readouterr().err
+    assert "report.md is not listed as written by cplxnet report" in capsys.readouterr().err
     assert (target / "report.md").read_text(encoding="utf-8") == "mine"
     # a results file of the user's beside a report.md of the user's
     mine = tmp_path / "p"
@@ -171,3 +171,20 @@ def test_a_train_into_a_folder_a_comparison_holds_names_it(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "is in use by another cplxnet process" in err and f"pid {os.getpid()}" in err
     assert os.listdir(out) == []  # the lock file is gone with its owner
+
+
+def test_a_report_that_failed_midway_can_be_rerun(tmp_path):
+    """The marker lists the report's files before any is written: what a failed report left
+    (here a report.md) is replaced by the next one, and a later report lists only what exists."""
+    from cplxnet.compare.report.render import REPORT_FILES, REPORT_MARKER, check_report_folder
+
+    out = tmp_path / "r"
+    out.mkdir()
+    check_report_folder(str(out))
+    assert set(json.loads((out / REPORT_MARKER).read_text(encoding="utf-8"))) == set(REPORT_FILES)
+    (out / "report.md").write_text("half", encoding="utf-8")  # the failed report's
+    grid = tmp_path / "grid"
+    assert _compare(grid) == 0
+    assert main(["report", str(grid), "--out", str(out), "--no-plot"]) == 0
+    assert (out / "report.md").read_text(encoding="utf-8").startswith("# Encodings compared")
+    assert json.loads((out / REPORT_MARKER).read_text(encoding="utf-8")) == ["report.md"]

@@ -196,9 +196,11 @@ def _listed(folder: str) -> set[str]:
 
 
 def check_report_folder(out_dir: str) -> None:
-    """Refuse to replace a file of :data:`REPORT_FILES` in ``out_dir`` that cplxnet did not
+    """Refuse to replace a file of :data:`REPORT_FILES` in ``out_dir`` that this cplxnet did not
     write: they are replaced in a comparison folder (its ``grid.json``) or when the folder's
-    :data:`REPORT_MARKER` lists them. Touches nothing."""
+    :data:`REPORT_MARKER` lists them. Outside a comparison folder the marker then lists every
+    file of :data:`REPORT_FILES` before any is written, so a report that fails midway leaves
+    files a rerun may replace."""
     if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
         raise ValueError(f"{out_dir} is a file, not a folder; give --out a folder")
     if not os.path.isdir(out_dir) or _is_comparison(out_dir):
@@ -207,9 +209,17 @@ def check_report_folder(out_dir: str) -> None:
     clash = [n for n in REPORT_FILES if os.path.lexists(os.path.join(out_dir, n)) and n not in own]
     if clash:
         raise ValueError(
-            f"{os.path.join(out_dir, clash[0])} was not written by cplxnet report; move it away "
-            "or give --out a new folder"
+            f"{os.path.join(out_dir, clash[0])} is not listed as written by cplxnet report (not "
+            "a cplxnet file, or written by an older version); move it away or give --out a new "
+            "folder"
         )
+    _write_marker(out_dir, own | set(REPORT_FILES))
+
+
+def _write_marker(out_dir: str, names: set[str]) -> None:
+    from ...engine.runs import atomic_write
+
+    atomic_write(os.path.join(out_dir, REPORT_MARKER), lambda fh: json.dump(sorted(names), fh))
 
 
 def write_report(
@@ -225,9 +235,9 @@ def write_report(
     md = os.path.join(out_dir, "report.md")
     atomic_write(md, lambda fh: fh.write(text))
     files = [md, *written]
-    if not _is_comparison(out_dir):
-        names = sorted(_listed(out_dir) | {os.path.basename(f) for f in files})
-        atomic_write(os.path.join(out_dir, REPORT_MARKER), lambda fh: json.dump(names, fh))
+    if not _is_comparison(out_dir):  # the files of this report and those of earlier ones
+        claimed = {n for n in _listed(out_dir) if os.path.lexists(os.path.join(out_dir, n))}
+        _write_marker(out_dir, claimed | {os.path.basename(f) for f in files})
     return text, files
 
 
