@@ -37,6 +37,7 @@ __all__ = [
     "result_fields",
     "read_history",
     "ResultStore",
+    "is_comparison",
     "rows_to_csv",
 ]
 
@@ -135,6 +136,15 @@ def read_history(run_dir: str) -> list[dict]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
+def is_comparison(folder: str) -> bool:
+    """Whether ``folder`` holds a comparison: a ``grid.json`` of this :data:`FORMAT`."""
+    try:
+        with open(os.path.join(folder, "grid.json"), encoding="utf-8") as fh:
+            return json.load(fh).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 class ResultStore:
     """The per-cell result files of an output folder and the tables made from them."""
 
@@ -165,12 +175,7 @@ class ResultStore:
             )
         grid = os.path.join(out, "grid.json")
         if os.path.lexists(grid):
-            try:
-                with open(grid, encoding="utf-8") as fh:
-                    ours = json.load(fh).get("format") == FORMAT
-            except (OSError, ValueError, AttributeError):
-                ours = False
-            if not ours:
+            if not is_comparison(out):
                 raise CompareError(
                     f"{grid} is not the budget file of a cplxnet comparison; choose another --out"
                 )

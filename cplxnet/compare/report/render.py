@@ -177,13 +177,9 @@ REPORT_MARKER = ".cplxnet-report"
 
 
 def _is_comparison(folder: str) -> bool:
-    from ..grid.store import FORMAT
+    from ..grid.store import is_comparison
 
-    try:
-        with open(os.path.join(folder, "grid.json"), encoding="utf-8") as fh:
-            return json.load(fh).get("format") == FORMAT
-    except (OSError, ValueError, AttributeError):
-        return False
+    return is_comparison(folder)
 
 
 def _listed(folder: str) -> set[str]:
