@@ -33,11 +33,9 @@ Examples::
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import math
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +43,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .engine.files import disk_full, replace_atomically
 from .engine.runs import INSPECT_MARKER, TEMP_PREFIX, RunError
 
 __all__ = ["inspect_run", "attention_by_distance", "bias_by_distance"]
@@ -251,17 +250,6 @@ def _temporary_of(name: str, names: list[str]) -> bool:
     return name.startswith(TEMP_PREFIX) and any(name.endswith("-" + n) for n in names)
 
 
-def _disk_full(err: BaseException | None) -> bool:
-    """An ``OSError(ENOSPC)`` (or ``EDQUOT``), also as the cause of another error."""
-    for _ in range(8):
-        if err is None:
-            return False
-        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        err = err.__cause__ or err.__context__
-    return False
-
-
 class _Output:
     """The output folder ``path``: :meth:`write` puts each file in place atomically, its name
     added first to the marker's list (``listed``, from a previous inspect too); ``written``:
@@ -283,24 +271,9 @@ class _Output:
         self._atomic(MARKER, lambda fh: fh.write(json.dumps(names)), False)
 
     def _atomic(self, name: str, write: Callable[[Any], None], binary: bool) -> None:
-        """A temporary file in the folder, then ``os.replace``: a failed write (a full disk)
-        leaves ``name`` as it was and no temporary file."""
+        """A failed write (a full disk) leaves ``name`` as it was and no temporary file."""
         self.current = name
-        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix="-" + name, dir=self.path)
-        try:
-            mask = os.umask(0o022)
-            os.umask(mask)
-            os.fchmod(fd, 0o666 & ~mask)  # mkstemp creates 0600: the mode of a new file
-            with os.fdopen(fd, "wb" if binary else "w",
-                           **({} if binary else {"encoding": "utf-8"})) as fh:  # fmt: skip
-                write(fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, os.path.join(self.path, name))
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.remove(tmp)
-            raise
+        replace_atomically(os.path.join(self.path, name), write, binary)
 
     def remove_all(self) -> None:
         """Remove every file the marker lists, the marker and then the folder (if empty)."""
@@ -405,7 +378,7 @@ def inspect_run(run_dir: str, out: str | None = None, *, samples: int = 8) -> st
     except BaseException as err:
         if created and output is not None:  # a failed inspect leaves no folder it made
             output.remove_all()
-        if isinstance(err, Exception) and _disk_full(err):
+        if isinstance(err, Exception) and disk_full(err):
             where = os.path.abspath(path)
             what = f"writing {output.current} in {where}" if output else f"creating {where}"
             raise RunError(

@@ -27,6 +27,8 @@ __all__ = [
     "RunError",
     "umask",
     "atomic_write",
+    "replace_atomically",
+    "disk_full",
     "append_line",
     "write_json",
     "read_json",
@@ -58,26 +60,32 @@ def umask() -> int:
 
 def atomic_write(path: str, write: Callable[[Any], None], binary: bool = False) -> None:
     """Write ``path`` through a temporary file in the same folder, then ``os.replace`` it into
-    place, so a crash never leaves a half-written file under ``path``. The file gets the
-    permissions of a newly created file (``0o666`` less the umask)."""
-    folder = os.path.dirname(os.path.abspath(path))
+    place (:func:`replace_atomically`), so a crash never leaves a half-written file under
+    ``path``; a full disk is a one-line :class:`RunError` naming the folder."""
     with _disk_errors(path):
-        fd, tmp = tempfile.mkstemp(
-            prefix=TEMP_PREFIX, suffix="-" + os.path.basename(path), dir=folder
-        )
-        try:
-            os.fchmod(fd, 0o666 & ~umask())  # mkstemp creates 0600
-            with os.fdopen(
-                fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})
-            ) as fh:
-                write(fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            raise
+        replace_atomically(path, write, binary)
+
+
+def replace_atomically(path: str, write: Callable[[Any], None], binary: bool = False) -> None:
+    """``write(fh)`` into a temporary file beside ``path`` (prefix :data:`TEMP_PREFIX`, suffix
+    ``-NAME``), then ``os.replace`` it onto ``path``; a failed write removes the temporary file
+    and raises as it was. The file gets the permissions of a newly created file (``0o666`` less
+    the umask)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix="-" + os.path.basename(path), dir=folder)
+    try:
+        os.fchmod(fd, 0o666 & ~umask())  # mkstemp creates 0600
+        with os.fdopen(
+            fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})
+        ) as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
 
 
 def append_line(path: str, line: str) -> None:
@@ -87,7 +95,7 @@ def append_line(path: str, line: str) -> None:
         fh.write(line + "\n")
 
 
-def _disk_full(err: BaseException) -> bool:
+def disk_full(err: BaseException | None) -> bool:
     """True for the error of a write to a full disk: ``OSError(ENOSPC)`` (or ``EDQUOT``), also
     when ``torch.save`` wraps it in its ``RuntimeError`` ("unexpected pos ...")."""
     seen = 0
@@ -107,7 +115,7 @@ def _disk_errors(path: str) -> Iterator[None]:
     try:
         yield
     except Exception as err:
-        if not _disk_full(err):
+        if not disk_full(err):
             raise
         folder = os.path.dirname(os.path.abspath(path))
         raise RunError(
