@@ -87,7 +87,7 @@ def test_encoding_options_and_sets_reach_the_config():
         (["--model", "cnn", "--set", "d_model"], "expected key=value or family.key=value"),
         (["--model", "cnn", "--set", "num_filters=-3"], "num_filters must be positive"),
         (["--model", "cnn", "--encoding", "trainable:max_len=2"],
-         "--encoding trainable:max_len=2: max_len is not an encoding option: the model passes "
+         "encoding trainable:max_len=2: max_len is not an encoding option: the model passes "
          "its own max_len to the encoding (set by --max-len"),
         (["--model", "transformer", "--encoding", "tupe:max_len=2"], "drop max_len=2"),
         (["--model", "transformer", "--encoding", "randomized:base=rotary:max_len=5"],

@@ -38,23 +38,12 @@ _CONTEXT_FROM = {
 def encoding_overrides(text: str) -> dict[str, Any]:
     """Config fields of ``--encoding NAME[:option=value...]`` (parsed as ``cplxnet compare``
     does: a name, a ``+`` combination or a Complex Order variant, with its options)."""
-    from ..encodings.registry import CONTEXT
     from ..encodings.specs import check_option_values, parse_encoding
 
     try:
         spec = parse_encoding(text)
-    except ValueError as err:
-        raise CLIError(str(err)) from None
-    for key in spec.options:
-        name = key.rsplit(".", 1)[-1]  # a combination's member.option
-        if name in CONTEXT:
-            raise CLIError(
-                f"--encoding {text}: {key} is not an encoding option: the model passes its own "
-                f"{name} to the encoding (set by {_CONTEXT_FROM.get(name, 'the model')}); drop "
-                f"{key}={spec.options[key]}"
-            )
-    try:
-        check_option_values(spec)  # rotary:base=abc names the option here, not at build time
+        # rotary:base=abc or max_len=2 named here, not at build time
+        check_option_values(spec, set_by=_CONTEXT_FROM)
     except ValueError as err:
         raise CLIError(str(err)) from None
     return {**spec.model, "encoding": spec.name, "encoding_options": dict(spec.options)}

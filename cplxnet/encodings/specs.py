@@ -388,11 +388,12 @@ def _kind_error(default: Any, value: Any) -> str | None:
     return None
 
 
-def check_option_values(spec: EncodingSpec) -> None:
+def check_option_values(spec: EncodingSpec, set_by: Mapping[str, str] | None = None) -> None:
     """A ValueError naming the option if a value of ``spec.options`` cannot be what its
     encoding's default is (:func:`_kind_error`): ``rotary:base=abc``, ``base=nan``,
-    ``phase=maybe``; also an option the model passes itself (``max_len``, ``d_model``, ...).
-    Options the encoding lacks are left to :func:`create_encoding`."""
+    ``phase=maybe``; also an option the model passes itself (``max_len``, ``d_model``, ...), the
+    message naming what sets it when ``set_by`` (option -> its source) does. Options the encoding
+    lacks are left to :func:`create_encoding`."""
     import inspect
 
     from cplxnet.encodings import encoding_option_parameters
@@ -401,9 +402,10 @@ def check_option_values(spec: EncodingSpec) -> None:
     for key, value in spec.options.items():
         name = key.rsplit(".", 1)[-1]  # a combination's member.option
         if name in CONTEXT:
+            source = f" (set by {set_by[name]})" if set_by and name in set_by else ""
             raise ValueError(
                 f"encoding {spec.label}: {key} is not an encoding option: the model passes its "
-                f"own {name} to the encoding; drop {key}={value}"
+                f"own {name} to the encoding{source}; drop {key}={value}"
             )
     params = encoding_option_parameters(spec.name)
     for key, value in spec.options.items():
