@@ -270,7 +270,7 @@ BAD_CHECKPOINTS = {
 }
 
 
-@pytest.mark.parametrize("command", ["evaluate", "predict", "resume"])
+@pytest.mark.parametrize("command", ["evaluate", "predict", "resume", "resume-best"])
 @pytest.mark.parametrize("kind", list(BAD_CHECKPOINTS))
 def test_a_wrong_checkpoint_is_one_line(toy_file, tmp_path, capsys, other_best, command, kind):
     run = finished_run(toy_file, tmp_path / "run", "--epochs", "1")
@@ -281,6 +281,7 @@ def test_a_wrong_checkpoint_is_one_line(toy_file, tmp_path, capsys, other_best, 
         "evaluate": ["evaluate", run],
         "predict": ["predict", run, "good fun"],
         "resume": ["train", "--resume", run, "--epochs", "3", "--quiet"],
+        "resume-best": ["train", "--resume", run, "--epochs", "3", "--quiet"],
     }[command]
     err = error_of(capsys, argv)
     assert name in err and BAD_CHECKPOINTS[kind] in err

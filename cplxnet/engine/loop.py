@@ -286,6 +286,8 @@ def fit(
                 f"{best} is missing: the run has lost the weights of its best evaluation, which "
                 "its test score needs; restore the file, or start the run again with --force"
             )
+        if loop.evaluations:  # a damaged or foreign best.pt stops the run before it changes
+            load_best(model, folder)
         if start is not None:
             start()
         if rank == 0:  # metrics.jsonl may have lines the checkpoint never saw: rewrite it
