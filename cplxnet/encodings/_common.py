@@ -207,10 +207,16 @@ def rows_at(
 def cached_rows(module: torch.nn.Module, attr: str, length: int, build) -> torch.Tensor:
     """First ``length`` rows of the non-persistent buffer ``attr`` of ``module``, rebuilt (at
     least doubled) with ``build(n, device)`` when it is too short. The buffer follows
-    ``module.to(device)`` and never enters the state_dict."""
+    ``module.to(device)`` and never enters the state_dict; one rebuilt in inference mode is a
+    normal tensor, which a later training step can use."""
     buf = getattr(module, attr)
     if buf.shape[0] < length:
-        buf = build(max(length, 2 * buf.shape[0]), buf.device)
+        n = max(length, 2 * buf.shape[0])
+        if torch.is_inference_mode_enabled():  # a normal tensor, which later training can use
+            with torch.inference_mode(False):
+                buf = build(n, buf.device)
+        else:
+            buf = build(n, buf.device)
         setattr(module, attr, buf)
     return buf[:length]
 

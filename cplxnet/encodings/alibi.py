@@ -86,12 +86,11 @@ class AlibiEncoding(PositionalEncoding):
         self.num_heads, self.causal = num_heads, bool(causal)
         self.complex_model = fk["dtype"].is_complex
         self._dtype = fk["dtype"]
-        slopes = torch.tensor(alibi_slopes(num_heads), dtype=torch.float64)
-        self.register_buffer(
-            "slopes",
-            slopes.to(device=fk["device"], dtype=real_dtype(fk["dtype"])),
-            persistent=False,
-        )
+        self.register_table("slopes", "_build_slopes", num_heads, fk["device"])
+
+    def _build_slopes(self, n: int, device) -> torch.Tensor:  # (num_heads,) real
+        slopes = torch.tensor(alibi_slopes(self.num_heads), dtype=torch.float64)
+        return slopes.to(device=device, dtype=real_dtype(self.dtype))
 
     def logits_bias(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         if (

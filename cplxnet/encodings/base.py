@@ -122,8 +122,29 @@ class PositionalEncoding(HasDtype, nn.Module):
         dh = packed_width // 2 if self.complex_model else packed_width
         return self.logit_scale / math.sqrt(dh)
 
-    def reset_parameters(self) -> None:  # encodings without parameters
-        pass
+    def register_table(self, name: str, builder: str, length: int, device=None) -> None:
+        """Register the fixed table ``name`` (a non-persistent buffer: it follows ``.to(device)``
+        and never enters the state_dict), built by the method named ``builder`` as
+        ``builder(n, device)`` for ``n = length`` rows. :meth:`reset_tables` rebuilds it, so that
+        deferred initialisation (build on the ``meta`` device, ``to_empty``,
+        ``reset_parameters``) gives the table its values."""
+        if "_table_builders" not in self.__dict__:
+            self._table_builders: dict[str, str] = {}
+        self._table_builders[name] = builder
+        self.register_buffer(name, getattr(self, builder)(length, device), persistent=False)
+
+    def reset_tables(self) -> None:
+        """Rebuild every table of :meth:`register_table` at its current length and device, in
+        the order they were registered."""
+        for name, builder in self.__dict__.get("_table_builders", {}).items():
+            table = getattr(self, name)
+            with torch.inference_mode(False), torch.no_grad():
+                setattr(self, name, getattr(self, builder)(table.shape[0], table.device))
+
+    def reset_parameters(self) -> None:
+        """Rebuild the fixed tables (:meth:`reset_tables`); an encoding with parameters also
+        draws them again."""
+        self.reset_tables()
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError(f"encoding {self.name!r} does not replace the word embedding")

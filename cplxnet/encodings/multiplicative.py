@@ -82,7 +82,7 @@ class MultiplicativeEncoding(PositionalEncoding):
             self.weight = nn.Parameter(torch.empty(max_len, d_model, **fk))
         else:
             self.register_parameter("weight", None)
-            self.register_buffer("_table", self._build(128, fk["device"]), persistent=False)
+            self.register_table("_table", "_build", 128, fk["device"])
         self.reset_parameters()
 
     def _build(self, n: int, device) -> torch.Tensor:  # (n, features) complex
@@ -90,6 +90,7 @@ class MultiplicativeEncoding(PositionalEncoding):
         return complex_sinusoid(torch.arange(n), freqs, complex_dtype(self.dtype)).to(device)
 
     def reset_parameters(self) -> None:
+        self.reset_tables()
         if self.weight is not None:
             with torch.no_grad():
                 noise = torch.randn(self.weight.shape, dtype=self.weight.dtype) * self.std

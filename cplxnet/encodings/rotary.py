@@ -150,10 +150,10 @@ class RotaryEncoding(PositionalEncoding):
         self._half = self.layout == "half" and not self.complex_model
         n, dev = max(int(max_len), 1), fk["device"]
         if self._half:
-            self.register_buffer("_cos", self._build_cos(n, dev), persistent=False)
-            self.register_buffer("_sin", self._build_sin(n, dev), persistent=False)
+            self.register_table("_cos", "_build_cos", n, dev)
+            self.register_table("_sin", "_build_sin", n, dev)
         else:
-            self.register_buffer("_freqs", self._build(n, dev), persistent=False)
+            self.register_table("_freqs", "_build", n, dev)
 
     def _angles(self, n: int) -> torch.Tensor:
         return sinusoid_angles(torch.arange(n), self.frequencies)
@@ -167,9 +167,6 @@ class RotaryEncoding(PositionalEncoding):
 
     def _build_sin(self, n: int, device) -> torch.Tensor:
         return self._angles(n).sin().to(device=device, dtype=real_dtype(self.dtype))
-
-    def reset_parameters(self) -> None:
-        pass
 
     def _check(self, x: torch.Tensor, name: str) -> None:
         owner = type(self).__name__

@@ -81,7 +81,7 @@ class SinusoidalEncoding(PositionalEncoding):
         self.features = complex_features(d_model, self.complex_model, owner)
         self.base = check_base(base, owner)
         self._dtype = fk["dtype"]
-        self.register_buffer("_table", self._build(128, fk["device"]), persistent=False)
+        self.register_table("_table", "_build", 128, fk["device"])
 
     def _build(self, n: int, device) -> torch.Tensor:
         freqs = sinusoid_frequencies(self.features, self.base)
@@ -92,9 +92,6 @@ class SinusoidalEncoding(PositionalEncoding):
         # pack(e^{ikw}) swapped)
         ang = sinusoid_angles(pos, freqs)  # (n, d_model / 2) float64
         return torch.stack((ang.sin(), ang.cos()), dim=-1).flatten(-2).to(self.dtype).to(device)
-
-    def reset_parameters(self) -> None:
-        pass
 
     def table(self, length: int) -> torch.Tensor:
         """The encodings ``p_0 .. p_{length-1}``, ``(length, d_model)`` in the model dtype."""

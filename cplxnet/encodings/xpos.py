@@ -138,12 +138,13 @@ class XPosEncoding(RotaryEncoding):
             dtype=dtype,
         )
         self.scale_base, self.gamma = float(scale_base), float(gamma)
-        decay = xpos_zeta(self.features, self.gamma).log() / self.scale_base
         #: (features,) ln(zeta_j) / B, the real part of the complex frequency log w_j, in the
         #: model's real dtype (non-persistent buffer: follows ``.to(device)``).
-        self.register_buffer(
-            "decay", decay.to(device=device, dtype=real_dtype(self.dtype)), persistent=False
-        )
+        self.register_table("decay", "_build_decay", self.features, device)
+
+    def _build_decay(self, n: int, device) -> torch.Tensor:
+        decay = xpos_zeta(self.features, self.gamma).log() / self.scale_base
+        return decay.to(device=device, dtype=real_dtype(self.dtype))
 
     def modulus(self, length: int, centre: int) -> torch.Tensor:
         r"""``(length, features)`` real :math:`\zeta_j^{(m - c)/B}`, ``m < length``, computed on

@@ -1,0 +1,92 @@
+"""The fixed tables of the encodings (non-persistent buffers: rotary's e^{i m theta}, the
+sinusoids, ALiBi's slopes, xPos's decay): deferred initialisation rebuilds them, and a table grown
+in inference mode serves later training."""
+
+import pytest
+import torch
+
+from cplxnet._utils import pack
+from cplxnet.encodings import available_encodings, create_encoding
+
+CTX = dict(d_model=8, num_heads=2, vocab_size=11, max_len=16)
+CASES = [(name, {}) for name in available_encodings()] + [
+    ("rotary", {"layout": "half"}),
+    ("xpos", {"layout": "half"}),
+    ("multiplicative", {"kind": "trainable"}),
+    ("complex-order+rotary", {}),
+    ("sinusoidal+alibi", {}),
+]
+
+
+def _state(enc):
+    """Every parameter and buffer, non-persistent ones included."""
+    return {**dict(enc.named_parameters()), **dict(enc.named_buffers())}
+
+
+@pytest.mark.parametrize(("name", "opts"), CASES)
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.float32])
+def test_meta_to_empty_reset_parameters_equals_a_fresh_build(name, opts, dtype):
+    """Build on the meta device, ``to_empty``, ``reset_parameters()``: the same fixed tables as a
+    build on the CPU, where uninitialised memory would be NaN or garbage, and the parameters
+    that ``reset_parameters()`` draws on the CPU build with the same seed."""
+    if opts.get("layout") == "half" and dtype.is_complex:
+        pytest.skip("the half layout is for real heads")
+    fresh = create_encoding(name, dtype=dtype, **CTX, **opts)
+    torch.manual_seed(0)
+    fresh.reset_parameters()
+    deferred = create_encoding(name, dtype=dtype, device="meta", **CTX, **opts)
+    deferred.to_empty(device="cpu")
+    for t in _state(deferred).values():  # what to_empty leaves is unspecified: make it wrong
+        with torch.no_grad():
+            t.fill_(float("nan")) if t.is_floating_point() or t.is_complex() else t.fill_(-7)
+    torch.manual_seed(0)
+    deferred.reset_parameters()
+    want, got = _state(fresh), _state(deferred)
+    assert got.keys() == want.keys()
+    for key in want:
+        torch.testing.assert_close(got[key], want[key], rtol=0, atol=0, msg=key)
+
+
+def _apply_every_hook(enc, x):
+    """A (B, L, D) input through each site the encoding acts on, as a sum to differentiate."""
+    total = 0.0
+    if "input" in enc.acts_on:
+        x = enc.encode_input(x)
+        total = total + x.abs().sum()
+    B, L, _ = x.shape
+    heads = x.unflatten(-1, (2, -1)).transpose(1, 2)  # (B, H, L, Dh)
+    q, k, v = enc.rotate(heads, heads * 0.5, heads)
+    total = total + q.abs().sum() + k.abs().sum()
+    bias = enc.logits_bias(pack(q), pack(k))
+    if bias is not None:
+        total = total + bias.sum()
+    return total
+
+
+GROWING = [
+    ("rotary", {}),
+    ("rotary", {"layout": "half"}),
+    ("xpos", {}),
+    ("sinusoidal", {}),
+    ("multiplicative", {}),
+    ("xl", {}),
+    ("randomized", {"base": "rotary", "max_positions": 300}),
+]
+
+
+@pytest.mark.parametrize(("name", "opts"), GROWING)
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.float32])
+def test_a_table_grown_in_inference_mode_serves_training(name, opts, dtype):
+    """Scoring past the table's length inside ``torch.inference_mode()`` (a length-generalisation
+    evaluation) grows the table; the next training step at that length still backpropagates."""
+    if opts.get("layout") == "half" and dtype.is_complex:
+        pytest.skip("the half layout is for real heads")
+    enc = create_encoding(name, dtype=dtype, **CTX, **opts).eval()
+    length = 300  # past every initial table (max_len 16, sinusoids 128)
+    with torch.inference_mode():
+        before = _apply_every_hook(enc, torch.randn(1, length, 8, dtype=dtype))
+    assert torch.isfinite(before)
+    enc.train()
+    x = torch.randn(1, length, 8, dtype=dtype, requires_grad=True)
+    _apply_every_hook(enc, x).backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()
