@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
+import torch.autograd.forward_ad as _forward_ad
 
 __all__ = [
     "complex_dtype",
@@ -331,7 +332,7 @@ def real_view(z: torch.Tensor) -> torch.Tensor:
     copies the gradient only when its strides forbid the complex view (:class:`_RealView`); a
     contiguous ``z`` takes torch's own (its gradient is contiguous either way)."""
     z = z.resolve_conj()
-    if is_tracing() or z.is_contiguous() or not (torch.is_grad_enabled() and z.requires_grad):
+    if runs_composed() or z.is_contiguous() or not (torch.is_grad_enabled() and z.requires_grad):
         return torch.view_as_real(z)
     return _RealView.apply(z)
 
@@ -359,7 +360,7 @@ __all__ += ["real_view", "dense_order", "inverse_order"]
 
 
 # --- tracing: data-dependent checks run in eager mode only ----------------------------------------
-__all__ += ["is_tracing", "assert_on_device"]
+__all__ += ["is_tracing", "is_transformed", "runs_composed", "assert_on_device"]
 
 
 def is_tracing() -> bool:
@@ -370,6 +371,22 @@ def is_tracing() -> bool:
     or fail on a data-dependent guard (``torch.export``). Shape and dtype checks stay on.
     """
     return torch.compiler.is_compiling() or torch.compiler.is_exporting()
+
+
+def is_transformed() -> bool:
+    """True inside a ``torch.func`` transform (``vmap``, ``grad``, ``jvp``, ``jacrev``, ...) or
+    a forward-mode AD level (``torch.autograd.forward_ad.dual_level``). The hand-written autograd
+    Functions and NumPy paths of :mod:`cplxnet.functional` have no batching or forward-mode rule,
+    so the composed torch ops run there instead (:func:`eager_complex`)."""
+    return torch._C._are_functorch_transforms_active() or _forward_ad._current_level >= 0
+
+
+def runs_composed() -> bool:
+    """True where :mod:`cplxnet.functional` runs composed torch ops instead of its hand-written
+    autograd Functions, NumPy host math and channels-last conversions: while ``torch.compile``,
+    ``torch.export`` or ``torch.jit`` traces (:func:`is_tracing`), and inside ``torch.func``
+    transforms and forward-mode AD (:func:`is_transformed`)."""
+    return is_tracing() or torch.jit.is_tracing() or is_transformed()
 
 
 def assert_on_device(ok: torch.Tensor, error: Callable[[], Exception]) -> None:
@@ -427,22 +444,30 @@ def parts(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     ``view_as_real(x)`` broadcast against per-element scalars (an inner dimension of size 2)
     do not vectorise on CPU and measured 3-7x slower than the same op on contiguous halves; one
     copy here, then contiguous real kernels, is faster from about three ops on. The backward is
-    the inverse copy (``torch.complex`` of the two part gradients).
+    the inverse copy (``torch.complex`` of the two part gradients). Under
+    :func:`runs_composed`: ``x.real``, ``x.imag`` (contiguous copies).
     """
+    if runs_composed():
+        x = x.resolve_conj()
+        return x.real.contiguous(), x.imag.contiguous()
     return _Parts.apply(x)
 
 
 def join(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
     """``torch.complex(re, im)`` whose backward returns contiguous part gradients (one copy)
-    instead of the stride-2 views ``g.real``, ``g.imag``."""
+    instead of the stride-2 views ``g.real``, ``g.imag`` (under :func:`runs_composed`: torch's
+    own)."""
+    if runs_composed():
+        return torch.complex(re, im)
     return _Join.apply(re, im)
 
 
 def eager_complex(x: torch.Tensor) -> bool:
-    """True for a complex ``x`` outside tracing and compilation: where the hand-written autograd
-    Functions of :mod:`cplxnet.functional` run (tracers and compilers get the composed torch ops,
-    which they can fuse)."""
-    return x.is_complex() and not is_tracing() and not torch.jit.is_tracing()
+    """True for a complex ``x`` outside tracing, compilation and ``torch.func`` transforms
+    (:func:`is_transformed`): where the hand-written autograd Functions of
+    :mod:`cplxnet.functional` run (tracers and compilers get the composed torch ops, which they
+    can fuse; transforms get them because the Functions have no batching or forward rule)."""
+    return x.is_complex() and not runs_composed()
 
 
 def grad_via_composed(fn, inputs: tuple, ctx, grad) -> tuple:

@@ -41,7 +41,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .._utils import check_choice, pack, real_dtype, unpack
+from .._utils import check_choice, is_transformed, pack, real_dtype, unpack
 
 __all__ = [
     "SCORES",
@@ -275,17 +275,24 @@ def scaled_dot_product_attention(
         return unpack(weights @ pack(v), v)  # (B, H, Lq, Dv)
     if attn_mask is None and bias is None:
         # Fast path: nothing to combine, let torch apply the causal mask itself.
-        out = F.scaled_dot_product_attention(
-            pack(q), pack(k), pack(v), dropout_p=dropout_p, is_causal=is_causal, scale=s
-        )
+        out = _sdpa(pack(q), pack(k), pack(v), dropout_p=dropout_p, is_causal=is_causal, scale=s)
         return unpack(out, v)
     mask, valid = _assemble_mask(q, k, attn_mask, is_causal, bias, _OWNER)
-    out = F.scaled_dot_product_attention(  # (B, H, Lq, 2 Dv) real
-        pack(q), pack(k), pack(v), attn_mask=mask, dropout_p=dropout_p, scale=s
-    )
+    out = _sdpa(pack(q), pack(k), pack(v), attn_mask=mask, dropout_p=dropout_p, scale=s)
     if valid is not None:
         out = out * valid
     return unpack(out, v)
+
+
+def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs) -> torch.Tensor:
+    """Torch's real ``scaled_dot_product_attention``; inside ``torch.func`` transforms and
+    forward-mode AD its math backend, since the fused CPU kernels have no forward-mode rule."""
+    if is_transformed():
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(SDPBackend.MATH):
+            return F.scaled_dot_product_attention(q, k, v, **kwargs)
+    return F.scaled_dot_product_attention(q, k, v, **kwargs)
 
 
 def _expand_kv_heads(

@@ -30,7 +30,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from .._utils import is_tracing
+from .._utils import runs_composed
 
 __all__ = ["use_compiled_kernels", "compiled_kernels_enabled"]
 
@@ -58,13 +58,7 @@ def applies(z: torch.Tensor, dtype: torch.dtype = torch.complex64) -> bool:
     """True where the compiled kernels run for ``z``: switched on, ``z`` of ``dtype`` (complex64,
     or float32 for the inputs of the complex-order map), little-endian, eager (not inside a
     tracer or compiler)."""
-    return (
-        _ENABLED
-        and z.dtype == dtype
-        and sys.byteorder == "little"
-        and not is_tracing()
-        and not torch.jit.is_tracing()
-    )
+    return _ENABLED and z.dtype == dtype and sys.byteorder == "little" and not runs_composed()
 
 
 def as_words(z: torch.Tensor) -> torch.Tensor:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .._utils import is_transformed
 from .grid_views import through_channels_last
 
 __all__ = [
@@ -155,7 +156,7 @@ def _conv(x, weight, bias, stride, padding, dilation, groups, padding_mode, nd):
     fn = _REAL_CONV[nd]
     if not x.is_complex():
         return fn(x, weight, bias, stride, padding, dilation, groups)
-    if nd > 1:
+    if nd > 1 and not is_transformed():  # torch.func transforms take the block form below
         return _channels_last_conv(fn, x, weight, bias, False, stride, padding, dilation, groups)
     unbatched = x.dim() == nd + 1
     xb = x.unsqueeze(0) if unbatched else x
@@ -212,7 +213,7 @@ def _conv_transpose(x, weight, bias, stride, padding, output_padding, groups, di
         xb, weight, stride, padding, output_padding, groups, dilation
     ):
         out = _conv_transpose_gemm(xb, weight, bias)
-    elif nd > 1:
+    elif nd > 1 and not is_transformed():
         args = (stride, padding, output_padding, groups, dilation)
         return _channels_last_conv(fn, x, weight, bias, True, *args)
     else:

@@ -11,7 +11,15 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from .._utils import as_complex, eager_complex, grad_via_composed, join, parts, real_view
+from .._utils import (
+    as_complex,
+    eager_complex,
+    grad_via_composed,
+    is_transformed,
+    join,
+    parts,
+    real_view,
+)
 
 __all__: list[str] = []
 
@@ -28,8 +36,15 @@ def check_rank(x: torch.Tensor, nd: int) -> None:
 def is_channels_last(x: torch.Tensor, nd: int) -> bool:
     """Whether complex ``x`` is a batched ``(N, C, *S)`` grid of rank ``nd`` (2 or 3) in torch's
     channels-last format and not also contiguous (one channel, or sizes of 1, make it both); an
-    unbatched ``(C, *S)`` input never is."""
-    if nd not in (2, 3) or x.dim() != nd + 2 or not x.is_complex() or x.is_contiguous():
+    unbatched ``(C, *S)`` input never is; inside ``torch.func`` transforms, which cannot query
+    the format, it is read as contiguous."""
+    if (
+        is_transformed()
+        or nd not in (2, 3)
+        or x.dim() != nd + 2
+        or not x.is_complex()
+        or x.is_contiguous()
+    ):
         return False
     return x.is_contiguous(memory_format=cl_format(nd))
 
@@ -101,7 +116,7 @@ def on_parts(
         return fn(x)
     if is_channels_last(x, nd):  # one call on the real view, the result channels-last as torch's
         return through_channels_last(fn, x, keep=True)
-    if via_channels_last and nd in (2, 3) and x.dim() == nd + 2:
+    if via_channels_last and nd in (2, 3) and x.dim() == nd + 2 and not is_transformed():
         return through_channels_last(fn, x, keep=False)
     if split:
         if eager_complex(x):

@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .._utils import runs_composed
+
 __all__: list[str] = []  # helpers for cplxnet.functional's Functions, not part of its namespace
 
 _NUMPY_DTYPES = (torch.complex64, torch.complex128)
@@ -28,14 +30,14 @@ NUMPY_MAX_THREADS = 2
 def numpy_ok(x: torch.Tensor, dtypes: tuple[torch.dtype, ...] = _NUMPY_DTYPES) -> bool:
     """True where :func:`modulus` and :func:`part_planes` (and the complex-order embedding's
     cos/sin, with real ``dtypes``) run through NumPy: an eager CPU tensor of one of ``dtypes``
-    (outside ``torch.jit`` tracing; callers already keep ``torch.compile``/``torch.export`` on
-    the composed ops) while torch runs on at most :data:`NUMPY_MAX_THREADS` threads, and
-    contiguous (torch's kernels keep any other layout, e.g. channels-last, in their results)."""
+    (outside tracing and ``torch.func`` transforms: :func:`cplxnet._utils.runs_composed`) while
+    torch runs on at most :data:`NUMPY_MAX_THREADS` threads, and contiguous (torch's kernels keep
+    any other layout, e.g. channels-last, in their results)."""
     return (
         x.device.type == "cpu"
         and x.dtype in dtypes
         and x.is_contiguous()
-        and not torch.jit.is_tracing()
+        and not runs_composed()
         and torch.get_num_threads() <= NUMPY_MAX_THREADS
     )
 

@@ -30,7 +30,15 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from .._utils import as_complex, eager_complex, grad_via_composed, is_tracing, join, pack, parts
+from .._utils import (
+    as_complex,
+    eager_complex,
+    grad_via_composed,
+    join,
+    pack,
+    parts,
+    runs_composed,
+)
 from . import compiled as _kernels
 from . import interleaved as _il
 from .cov2x2 import (
@@ -209,7 +217,7 @@ def _whiten_affine(
     """Batch-statistics whitening and affine of complex ``x`` viewed as ``shape3 = (A, G, K)``
     (see :func:`_whiten_groups`): through :class:`_WhitenAffine` when eager, else composed.
     Returns the output (shape of ``x``), the mean ``(1, G, 2, 1)`` and covariance ``(G, 2, 2)``."""
-    if is_tracing() or torch.jit.is_tracing():
+    if runs_composed():
         b = None if bias is None else torch.view_as_real(bias.resolve_conj()).T
         y, mean, cov = _whiten_groups(_to_groups(x, shape3), weight, b, eps)
         return _from_groups(y, x.shape), mean.detach(), cov.detach()

@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._utils import grad_via_composed, is_tracing
+from .._utils import grad_via_composed, is_tracing, runs_composed
 from .cov2x2 import inv_sqrt_2x2_factors, inv_sqrt_2x2_from_factors, inv_sqrt_2x2_grad, xp
 
 __all__ = ["batch_norm", "instance_norm", "group_norm"]
@@ -90,7 +90,7 @@ def _host_math(x: torch.Tensor) -> bool:
         type(x) is torch.Tensor
         and x.device.type == "cpu"
         and x.dtype in (torch.complex64, torch.complex128)
-        and not torch.jit.is_tracing()
+        and not runs_composed()
         and torch._C._len_torch_dispatch_stack() == 0
     )
 
@@ -376,7 +376,7 @@ def _whiten(x, weight, bias, groups, over_batch, eps, stats=None):
     if x.numel() == 0:
         return x.clone(), None, None
     x3 = x.resolve_conj().reshape(x.shape[0], x.shape[1], -1)
-    if stats is not None or is_tracing() or torch.jit.is_tracing():
+    if stats is not None or runs_composed():
         y, mean, cov = _whiten_composed(x3, weight, bias, groups, over_batch, eps, stats)
         return y.reshape(x.shape), mean.detach(), cov.detach()
     y, mean, cov = _WhitenChannels.apply(_dense(x3), weight, bias, groups, over_batch, eps)
