@@ -327,8 +327,14 @@ def mvn(z: torch.Tensor, sectors: int | None = None) -> torch.Tensor:
 
 
 def _cardioid_autograd(z: torch.Tensor) -> torch.Tensor:
-    """Cardioid composed of differentiable torch ops (tracing, double backward)."""
-    return z * (0.5 + 0.5 * torch.sgn(z).real)
+    """Cardioid composed of differentiable torch ops (tracing, double backward, ``torch.func``):
+    ``z (1 + Re(z)/|z|) / 2`` with ``Re(z)/|z|`` read as 0 at the origin through a safe
+    denominator, so that derivatives of every order are finite there (``torch.sgn``'s second
+    derivative is NaN at 0)."""
+    pos = z != 0
+    safe = torch.where(pos, z, torch.ones((), dtype=z.dtype, device=z.device))
+    cos = torch.where(pos, safe.real / safe.abs(), 0.0)
+    return z * (0.5 + 0.5 * cos)
 
 
 class _Cardioid(torch.autograd.Function):
@@ -387,7 +393,7 @@ def cardioid(z: torch.Tensor) -> torch.Tensor:
     :math:`\cos \arg z = \mathrm{Re}(z) / |z|` (0 at the origin); output and gradient are finite
     everywhere (the gradient at ``z = 0`` is 0.5, the average over directions). On real inputs it
     equals ReLU. Complex eager inputs use the hand-written backward of :class:`_Cardioid`;
-    tracing and double backward the composed form ``z * (0.5 + 0.5 sgn(z).real)``. After
+    tracing and double backward the composed form (finite derivatives of every order at 0). After
     :func:`cplxnet.functional.use_compiled_kernels`, complex64 inputs run as compiled kernels
     (:class:`_CardioidCompiled`).
     """

@@ -61,7 +61,7 @@ def _block_weight(
     if bias is None:
         return w, None
     g_out = bias.shape[0] // groups
-    bb = torch.view_as_real(bias).reshape(groups, g_out, 2).movedim(-1, 1).reshape(-1)
+    bb = torch.view_as_real(bias.resolve_conj()).reshape(groups, g_out, 2).movedim(-1, 1).reshape(-1)
     return w, bb
 
 
@@ -75,7 +75,7 @@ def _interleaved_weight(weight: torch.Tensor, bias: torch.Tensor | None, transpo
     else:  # rows are output channels: y_r = A x_r - B x_i, y_i = B x_r + A x_i
         rows = (torch.stack([a, -b], 2), torch.stack([b, a], 2))
     w = torch.stack(rows, 1).reshape(2 * weight.shape[0], 2 * weight.shape[1], *weight.shape[2:])
-    return w, None if bias is None else torch.view_as_real(bias).reshape(-1)
+    return w, None if bias is None else torch.view_as_real(bias.resolve_conj()).reshape(-1)
 
 
 def _channels_last_conv(fn, x, weight, bias, transposed, *args):

@@ -7,8 +7,9 @@ its 2x2 covariance :math:`V = [[V_{rr}, V_{ri}], [V_{ri}, V_{ii}]]`, so the outp
 covariance (real and imaginary parts decorrelated, each of unit variance). Any real 2x2 map of
 :math:`(x, y)` is a widely linear map :math:`\alpha z + \beta \bar z` of :math:`z = x + iy`.
 The 2x2 inverse square root has a closed form (:func:`inv_sqrt_2x2`), evaluated on the
-trace-normalised covariance so that it stays finite for data of any scale; ``eps`` is added to
-both diagonal entries of :math:`V`.
+trace-normalised covariance so that it stays finite for any covariance the dtype holds (the
+second moments are computed in the input's precision: moduli up to about 1e19 in complex64);
+``eps`` is added to both diagonal entries of :math:`V`.
 
 Layouts (eager): the split layer norm copies the input into two contiguous part planes
 (:func:`cplxnet.functional.interleaved.part_planes`, one copy) and runs torch's fused real

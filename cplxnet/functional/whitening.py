@@ -6,7 +6,8 @@ Whitening (Trabelsi et al., "Deep Complex Networks", ICLR 2018, Sec. 3.5) treats
 value as the 2-vector :math:`(x, y)` of its parts: a group's values are centred by their mean
 :math:`\mu` and mapped through :math:`W = (V + \epsilon I)^{-1/2}`, the inverse square root of
 their 2x2 covariance :math:`V = [[V_{rr}, V_{ri}], [V_{ri}, V_{ii}]]` (biased estimate;
-:func:`~cplxnet.functional.cov2x2.inv_sqrt_2x2`, finite for data of any scale), so the whitened
+:func:`~cplxnet.functional.cov2x2.inv_sqrt_2x2`, finite for any covariance the dtype holds:
+moduli up to about 1e19 in complex64, whose squares are computed in it), so the whitened
 values have identity covariance: unit variance per part, parts uncorrelated. The affine map is
 per channel: a real 2x2 ``weight`` :math:`A_c` and a complex ``bias`` :math:`b_c`,
 :math:`y = A_c W (z - \mu) + b_c`. The modules initialise :math:`A_c = I / \sqrt 2`, so at

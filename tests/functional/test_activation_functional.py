@@ -109,6 +109,18 @@ def test_cardioid_gradient_finite_at_zero():
     assert torch.isfinite(torch.view_as_real(z.grad)).all()
 
 
+@pytest.mark.parametrize("fn", [CF.cardioid, lambda z: CF.modrelu(z, 0.5), CF.modtanh])
+def test_second_derivatives_finite_at_zero(fn):
+    """Double backward (gradient penalties, Hessian-vector products) at ``z = 0``, where exact
+    zeros are common (zero padding, masked background): finite, and gradgradcheck holds away
+    from it."""
+    z = torch.tensor([0j, 1 + 2j, -3 + 0.5j], dtype=DT, requires_grad=True)
+    (g,) = torch.autograd.grad(fn(z).real.sum(), z, create_graph=True)
+    (gg,) = torch.autograd.grad(g.real.sum() + g.imag.sum(), z)
+    assert torch.isfinite(torch.view_as_real(gg)).all()
+    assert torch.autograd.gradgradcheck(fn, (z[1:].detach().requires_grad_(),))
+
+
 @pytest.mark.parametrize(
     "fn",
     [

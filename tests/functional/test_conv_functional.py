@@ -152,3 +152,31 @@ def test_channels_last_input_is_not_copied(fn, real, nd, kw, transposed):
     with _CountCopies(x.numel()) as mode:  # the contiguous input: planar copies in and out
         fn(x, w, b, **kw)
     assert mode.copies
+
+
+CONJ_CASES = [
+    (CF.conv1d, 1, {}),
+    (CF.conv2d, 2, {"groups": 2, "padding": 1}),
+    (CF.conv3d, 3, {"stride": 2}),
+    (CF.conv_transpose1d, 1, {"stride": 2}),
+    (CF.conv_transpose2d, 2, {"stride": 2, "padding": 1}),
+    (CF.conv_transpose2d, 2, {"stride": 2}),  # the non-overlapping (GEMM) path
+    (CF.conv_transpose3d, 3, {"stride": 2, "groups": 2}),
+]
+
+
+@pytest.mark.parametrize(("fn", "nd", "kw"), CONJ_CASES)
+def test_conjugate_views_of_input_weight_and_bias_equal_their_resolved_copies(fn, nd, kw):
+    """Lazily conjugated ``x.conj()``, ``w.conj()``, ``b.conj()`` (an adjoint operator's
+    arguments), as torch's own complex convolutions take them: values and gradients."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, *[5] * nd, dtype=DT)  # 4 channels in and out, either direction
+    w = torch.randn(4, 4 // kw.get("groups", 1), *[2] * nd, dtype=DT)
+    b = torch.randn(4, dtype=DT)
+    leaves = [t.requires_grad_() for t in (x, w, b)]
+    lazy = fn(*(t.conj() for t in leaves), **kw)
+    grads = torch.autograd.grad(lazy.abs().sum(), leaves)
+    plain = fn(*(t.conj().resolve_conj() for t in leaves), **kw)
+    torch.testing.assert_close(lazy, plain)
+    for g, h in zip(grads, torch.autograd.grad(plain.abs().sum(), leaves)):
+        torch.testing.assert_close(g, h)
