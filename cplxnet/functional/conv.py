@@ -61,7 +61,8 @@ def _block_weight(
     if bias is None:
         return w, None
     g_out = bias.shape[0] // groups
-    bb = torch.view_as_real(bias.resolve_conj()).reshape(groups, g_out, 2).movedim(-1, 1).reshape(-1)
+    bb = torch.view_as_real(bias.resolve_conj()).reshape(groups, g_out, 2)
+    bb = bb.movedim(-1, 1).reshape(-1)
     return w, bb
 
 
