@@ -327,6 +327,7 @@ class TextClassifier(nn.Module):
             **config.encoding_options,
         )
         check_sites(self.encoding, self.supported_sites, config.family)
+        cnn.check_score(getattr(config, "score", "real"), self.encoding, config.family)
         self.embedding = TokenEmbedding(config, self.encoding, field)
         num_features = self.build_body(config, field)
         self.dropout = field.dropout(config.dropout)

@@ -170,6 +170,7 @@ class Decoder(nn.Module):
             **config.encoding_options,
         )
         check_sites(self.encoding, self.supported_sites, config.family)
+        cnn.check_score(getattr(config, "score", "real"), self.encoding, config.family)
         self.embedding = TokenEmbedding(config, self.encoding, field)
         self.layers = build_encoder(config, field)
         # the layers get the encoding only if it acts on one of their sites (the embedding stage

@@ -27,7 +27,7 @@ from .linear import WEIGHT_FIELDS, Linear
 if TYPE_CHECKING:  # imported lazily at run time: encodings may themselves import cplxnet.nn
     from ..encodings.base import PositionalEncoding
 
-__all__ = ["MultiheadAttention", "ATTENTION_SITES"]
+__all__ = ["MultiheadAttention", "ATTENTION_SITES", "check_score"]
 
 
 def _xavier_uniform_(w: torch.Tensor) -> None:
@@ -63,6 +63,20 @@ def check_encoding(encoding: object, owner: str, applied: frozenset[str] | None 
         + " (the cplxnet.models classifiers do both), and pass encoding= only for sites the "
         "layer applies."
     )
+
+
+def check_score(score: str, encoding: object, owner: str) -> None:
+    """Raise if ``score="modulus"`` meets an encoding that rotates queries and keys (site
+    "qk": rotary, xpos): :math:`|q k^T|` does not conjugate ``k``, so the rotations
+    :math:`e^{im\theta}`, :math:`e^{in\theta}` combine to :math:`e^{i(m+n)\theta}` and the
+    score would depend on absolute positions instead of :math:`m - n`."""
+    if score == "modulus" and "qk" in getattr(encoding, "acts_on", ()):
+        name = getattr(encoding, "name", "") or type(encoding).__name__
+        raise ValueError(
+            f"{owner}: encoding {name!r} rotates q and k, and score='modulus' (|q k^T|, k not "
+            "conjugated) would make the score depend on m + n instead of m - n; use "
+            "score='real' or an encoding that does not act on 'qk'"
+        )
 
 
 #: sites whose hooks :class:`MultiheadAttention` calls
@@ -347,6 +361,7 @@ class MultiheadAttention(HasDtype, nn.Module):
         Lk = key.shape[1]
         if encoding is not None:
             check_encoding(encoding, owner, self.sites)
+            check_score(self.score, encoding, owner)
             if self.bias_k is not None or self.add_zero_attn:
                 raise ValueError(
                     f"{owner}: a positional encoding cannot be combined with add_bias_kv or "

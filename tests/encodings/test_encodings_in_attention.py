@@ -2,6 +2,7 @@
 wiring of the hook contract, and key padding never changing the outputs of real tokens."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -168,3 +169,38 @@ def test_encoding_without_an_applied_site_raises_instead_of_doing_nothing(kind):
             hook = {"token": "encoding.embed(ids)", "input": "encoding.encode_input(x)"}[site]
             assert hook in msg
     assert inert >= 3 * 5  # trainable, hierarchical, sinusoidal, floater, multiplicative, c-o...
+
+
+@pytest.mark.parametrize("name", ["rotary", "xpos", "complex-order+rotary", "randomized"])
+def test_modulus_score_refuses_encodings_that_rotate_q_and_k(name):
+    """|q k^T| does not conjugate k: rotations by e^{i m theta}, e^{i n theta} would make the
+    score depend on m + n (measured: shifting both positions changes it), so the attention
+    layer and the models refuse the pair, naming the fix; bias encodings stay allowed."""
+    from cplxnet.models import build_model, make_config
+
+    enc = create_encoding(name, d_model=D, num_heads=H, vocab_size=11, max_len=16)
+    x = torch.randn(1, 4, D, dtype=torch.complex64)
+    mha = MultiheadAttention(D, H, batch_first=True, score="modulus")
+    with pytest.raises(ValueError, match=re.escape(f"encoding '{name}' rotates q and k")) as err:
+        mha(x, x, x, encoding=enc)
+    assert "use score='real'" in str(err.value)
+    mha(x, x, x, encoding=create_encoding("alibi", num_heads=H))
+    sizes = dict(d_model=D, num_heads=H, dim_feedforward=16, vocab_size=11, max_len=16)
+    for family, extra in (("transformer", {"num_classes": 2}), ("decoder", {})):
+        config = make_config(family, encoding=name, score="modulus", **sizes, **extra)
+        with pytest.raises(ValueError, match=re.escape(f"{family}: encoding '{name}' rotates")):
+            build_model(config)
+        build_model(make_config(family, encoding="alibi", score="modulus", **sizes, **extra))
+
+
+def test_under_the_modulus_score_rotary_would_depend_on_absolute_positions():
+    """Why the pair is refused: |q_m k_n^T| after rotary changes when m and n shift together."""
+    enc = create_encoding("rotary", d_model=D, num_heads=H, dtype=torch.complex128)
+    q, k = torch.randn(2, 1, H, 4, D // H, dtype=torch.complex128)
+
+    def scores(offset, score):
+        q2, k2, _ = enc.rotate(q, k, k, offset=offset)
+        return CF.attention_weights(q2, k2, score=score)
+
+    torch.testing.assert_close(scores(0, "real"), scores(5, "real"))
+    assert (scores(0, "modulus") - scores(5, "modulus")).abs().max() > 1e-3
