@@ -16,6 +16,7 @@ from ._common import (
     glorot_,
     head_width,
     normal_,
+    relative_index,
     sinusoid_frequencies,
 )
 from .base import PositionalEncoding
@@ -43,7 +44,9 @@ class XLEncoding(PositionalEncoding):
 
     Memory: never forms ``(L, L, Dh)``: the ``Lq + Lk - 1`` sinusoids are projected once
     (``(H, Lq+Lk-1, P)``), ``(q_i + v)`` is multiplied by them (``(B, H, Lq, Lq+Lk-1)``) and the
-    result is gathered at ``i - j`` (equivalent to the paper's "relative shift").
+    result is gathered at ``i - j`` (equivalent to the paper's "relative shift"). With fewer
+    queries than keys the queries are the last ``Lq`` key positions (Transformer-XL's segment
+    memory before them, a decoder's cache: :func:`~cplxnet.encodings._common.relative_index`).
 
     Args:
         d_model: model width; head width ``d_model / num_heads``.
@@ -63,6 +66,7 @@ class XLEncoding(PositionalEncoding):
 
     name = "xl"
     acts_on = frozenset({"logits"})
+    supports_kv_cache = True
 
     def __init__(
         self,
@@ -105,12 +109,13 @@ class XLEncoding(PositionalEncoding):
         normal_(self.v, self.std)
 
     def relative_embeddings(self, lq: int, lk: int, dtype: torch.dtype) -> torch.Tensor:
-        """Packed sinusoids :math:`R_r` for ``r = -(Lk-1) .. Lq-1``: ``(Lq+Lk-1, 2n)`` real.
+        """Packed sinusoids :math:`R_r` for ``r = -(Lq-1) .. Lk-1`` (every query-minus-key
+        offset with the queries at the end of the keys): ``(Lq+Lk-1, 2n)`` real.
 
         From a cached table of ``e^{i r w}``, ``r >= 0`` (non-persistent buffer, extended on
         demand); negative offsets are its conjugates."""
         table = cached_rows(self, "_table", max(lq, lk), self._build)  # (max(Lq, Lk), n)
-        R = torch.cat((table[1:lk].flip(0).conj(), table[:lq]), dim=0)  # r = -(Lk-1)..Lq-1
+        R = torch.cat((table[1:lq].flip(0).conj(), table[:lk]), dim=0)  # r = -(Lq-1)..Lk-1
         return pack(R).to(dtype)
 
     def logits_bias(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -121,10 +126,8 @@ class XLEncoding(PositionalEncoding):
         Rk = (R @ self.rel_proj.to(q.dtype).T).view(-1, H, P).transpose(0, 1)  # (H, Nr, P)
         u, v = self.u.to(q.dtype), self.v.to(q.dtype)
         bd = (q + v[:, None, :]) @ Rk.transpose(-1, -2)  # (B, H, Lq, Nr): terms (b) + (d)
-        # r = i - j sits at column i - j + Lk - 1
-        i = torch.arange(Lq, device=q.device)[:, None]
-        j = torch.arange(Lk, device=q.device)[None, :]
-        bd = bd.gather(-1, (i - j + Lk - 1).expand(B, H, Lq, Lk))  # (B, H, Lq, Lk)
+        column = relative_index(Lq, Lk, q.device) + (Lq - 1)  # r = i - j sits at r + Lq - 1
+        bd = bd.gather(-1, column.expand(B, H, Lq, Lk))  # (B, H, Lq, Lk)
         c = torch.einsum("hp,bhjp->bhj", u, k)[:, :, None, :]  # (B, H, 1, Lk): term (c)
         return (bd + c) * self.content_scale(P)
 

@@ -105,7 +105,9 @@ def test_shaw_without_values():
 @pytest.mark.parametrize("kind", KINDS)
 def test_xl_direct(kind):
     """extra_ij = [ (q_i + v) . W_{K,R} R_{i-j} + u . k_j ] / sqrt(Dh), with R_r the packed
-    sinusoid [cos r w_0, sin r w_0, ...], w_m = 10000^(-m/n), n complex features of d_model."""
+    sinusoid [cos r w_0, sin r w_0, ...], w_m = 10000^(-m/n), n complex features of d_model;
+    the Lq = 5 queries are the last key positions (i = Lk - Lq + 0 .. Lk - 1, Transformer-XL's
+    memory before them)."""
     kw, q, k, scale = setup(kind, lq=5, lk=7)
     enc = XLEncoding(**kw)
     randomize(enc)
@@ -125,7 +127,7 @@ def test_xl_direct(kind):
         for h in range(H):
             for i in range(Lq):
                 for j in range(Lk):
-                    WR = W[h] @ sinusoid(i - j)
+                    WR = W[h] @ sinusoid(Lk - Lq + i - j)
                     bd = ((q[:, h, i] + enc.v[h]) * WR).sum(-1)
                     c = (enc.u[h] * k[:, h, j]).sum(-1)
                     out[:, h, i, j] = (bd + c) * scale
