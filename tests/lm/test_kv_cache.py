@@ -56,6 +56,15 @@ def test_the_expected_encodings_cache():
     assert "xpos" in UNCACHED
 
 
+def test_the_readme_names_the_encodings_that_recompute():
+    import pathlib
+    import re
+
+    readme = pathlib.Path(__file__).parents[2].joinpath("README.md").read_text(encoding="utf-8")
+    named = re.search(r"KV cache \(([a-z, -]+) recompute\)", readme).group(1).split(", ")
+    assert sorted(named) == sorted(UNCACHED)
+
+
 @pytest.mark.parametrize("complex_", [True, False], ids=["complex", "real"])
 @pytest.mark.parametrize("name", CACHED)
 @torch.no_grad()
