@@ -82,7 +82,10 @@ def complex_sinusoid(
 
 def view_complex(x: torch.Tensor) -> torch.Tensor:
     """Complex view of the adjacent pairs of a real ``(..., 2n)`` tensor (copies only if strides
-    forbid the view; :func:`cplxnet._utils.as_complex`)."""
+    forbid the view; :func:`cplxnet._utils.as_complex`). A bfloat16 ``x``, which has no complex
+    type, is first copied to float32: the caller casts its result back."""
+    if x.dtype == torch.bfloat16:
+        x = x.float()
     return as_complex(x.unflatten(-1, (-1, 2)))
 
 

@@ -205,24 +205,25 @@ class ComplexOrderEncoding(PositionalEncoding):
         check_ids(ids, self.vocab_size, type(self).__name__)
         B, L = ids.shape
         n = self.features
-        r = self._lookup(self.amplitude_weight, ids)  # (B, L, n), (B, L, 1) or (n,)
+        # float32 at least: positions stay exact integers (bfloat16 holds them only to 256) and
+        # the map has a complex type (there is no complex bfloat16); the result is cast back
+        work = torch.promote_types(self.amplitude_weight.dtype, torch.float32)
+        r = self._lookup(self.amplitude_weight, ids).to(work)  # (B, L, n), (B, L, 1) or (n,)
         w = theta = None
         if positions is None:
-            pos = torch.arange(
-                offset, offset + L, device=ids.device, dtype=self.amplitude_weight.dtype
-            )[:, None]
+            pos = torch.arange(offset, offset + L, device=ids.device, dtype=work)[:, None]
         else:
-            pos = positions.index.to(self.amplitude_weight.dtype)[:, None]
+            pos = positions.index.to(work)[:, None]
         if self.frequency_weight is not None:
-            w = self._lookup(self.frequency_weight, ids)
+            w = self._lookup(self.frequency_weight, ids).to(work)
         if self.phase_weight is not None:
-            theta = self._lookup(self.phase_weight, ids)
+            theta = self._lookup(self.phase_weight, ids).to(work)
         z = CF.complex_order(r, w, theta, pos).expand(B, L, n)  # (B, L, n) complex
         if self.padding_idx is not None and self.amplitude != "word":
             z = z * (ids != self.padding_idx).unsqueeze(-1).to(r.dtype)
         if self.complex_model:
-            return z  # (B, L, D)
-        return torch.view_as_real(z).flatten(-2)  # (B, L, D) packed
+            return z.to(self.dtype)  # (B, L, D)
+        return torch.view_as_real(z).flatten(-2).to(self.dtype)  # (B, L, D) packed
 
     def extra_repr(self) -> str:
         return (

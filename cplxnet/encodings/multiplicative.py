@@ -113,7 +113,7 @@ class MultiplicativeEncoding(PositionalEncoding):
         p = self.table(offset + x.shape[1])[offset:]
         if self.weight is not None or x.is_complex():
             return x * p.to(x.dtype)
-        return pack(view_complex(x) * p.to(complex_dtype(x.dtype)))  # rotate each adjacent pair
+        return pack(view_complex(x) * p.to(complex_dtype(x.dtype))).to(x.dtype)  # each pair
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, kind={self.kind!r}, dtype={self.dtype}"

@@ -215,7 +215,7 @@ class RotaryEncoding(PositionalEncoding):
             f = f * scale
         if x.is_complex():
             return x * f.to(x.dtype)
-        return pack(view_complex(x) * f.to(complex_dtype(x.dtype)))
+        return pack(view_complex(x) * f.to(complex_dtype(x.dtype))).to(x.dtype)
 
     def _attention_scale(self) -> float | None:
         return None if self.attention_factor == 1.0 else self.attention_factor

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .._utils import grad_via_composed, is_tracing
+from .._utils import grad_via_composed, runs_composed
 from . import compiled as _kernels
 from . import interleaved
 
@@ -214,7 +214,7 @@ def complex_order(
     if frequency is None and phase is None:
         zero = torch.zeros((), dtype=amplitude.dtype, device=amplitude.device)
         return torch.complex(amplitude, zero.expand_as(amplitude))
-    if is_tracing():  # the readable form, which the compilers and torch.export trace
+    if runs_composed():  # the readable form: compilers, torch.export, torch.func transforms
         return _complex_order_composed(amplitude, frequency, phase, positions)
     if _kernels.applies(amplitude, torch.float32) and amplitude.numel() > 0:
         return _ComplexOrderCompiled.apply(amplitude, frequency, phase, positions)

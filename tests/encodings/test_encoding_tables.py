@@ -90,3 +90,39 @@ def test_a_table_grown_in_inference_mode_serves_training(name, opts, dtype):
     x = torch.randn(1, length, 8, dtype=dtype, requires_grad=True)
     _apply_every_hook(enc, x).backward()
     assert x.grad is not None and torch.isfinite(x.grad).all()
+
+
+HALF_CASES = [*available_encodings(), "complex-order+rotary"]
+
+
+@pytest.mark.parametrize("name", HALF_CASES)
+def test_a_bfloat16_real_twin_runs_every_encoding_close_to_float32(name):
+    """bfloat16 has no complex type: the encodings that compute with complex numbers (rotary,
+    xpos, multiplicative, complex-order) work in float32 and return bfloat16, so a bfloat16 real
+    twin runs every encoding, within bfloat16's precision of the float32 twin, with exact
+    positions past 256 (where bfloat16 integers are no longer exact)."""
+    import cplxnet.nn as cnn
+
+    ctx = dict(d_model=8, num_heads=2, vocab_size=11, max_len=400)
+    torch.manual_seed(0)
+    enc32 = create_encoding(name, dtype=torch.float32, **ctx).eval()
+    mha32 = cnn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float32)
+    enc16 = create_encoding(name, dtype=torch.bfloat16, **ctx).eval()
+    mha16 = cnn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.bfloat16)
+    enc16.load_state_dict(enc32.state_dict())  # the float32 twin's parameters, rounded
+    mha16.load_state_dict(mha32.state_dict())
+    ids = torch.randint(0, 11, (1, 300))
+    x32 = torch.randn(1, 300, 8)
+    outs = {}
+    for enc, mha in ((enc32, mha32), (enc16, mha16)):
+        x = enc.embed(ids) if "token" in enc.acts_on else x32.to(enc.dtype)
+        if "input" in enc.acts_on:
+            x = enc.encode_input(x)
+        if "layer" in enc.acts_on:
+            x = enc.layer_input(x, 0, 1)
+        if enc.acts_on & {"qk", "logits", "values"}:
+            x = mha(x, x, x, encoding=enc)[0]
+        assert x.dtype == enc.dtype
+        outs[enc.dtype] = x.float()
+    # floater integrates its ODE over the 300 positions in bfloat16: 0.07 apart at the end
+    torch.testing.assert_close(outs[torch.bfloat16], outs[torch.float32], rtol=0.05, atol=0.1)
