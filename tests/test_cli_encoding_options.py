@@ -79,7 +79,7 @@ def test_encoding_options_and_sets_reach_the_config():
         (["--model", "transformer", "--set", "cnn.num_filters=3"],
          "--set cnn.*: the model is a 'transformer' model"),
         (["--model", "transformer", "--set", "num_layers=two"],
-         "--set num_layers=two: expected a number"),
+         "--set num_layers=two: expected an integer"),
         (["--model", "transformer", "--set", "norm_first=2"],
          "--set norm_first=2: expected true or false"),
         (["--model", "cnn", "--set", "encoding=t5"], "--set encoding: use --encoding NAME"),

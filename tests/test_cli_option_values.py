@@ -56,7 +56,8 @@ def test_encoding_option_values_in_train_lm_and_compare(tmp_path, capsys, spec, 
 @pytest.mark.parametrize(
     ("item", "match"),
     [
-        ("num_filters=abc", "--set num_filters=abc: expected a number"),
+        ("num_filters=abc", "--set num_filters=abc: expected an integer"),
+        ("num_filters=2.5", "--set num_filters=2.5: expected an integer"),
         ("kernel_sizes=3,x", "--set kernel_sizes=3,x: expected integers like 3,4,5"),
         ("kernel_sizes=3,4.5", "expected integers"),
         ("dropout=nan", "--set dropout=nan: expected a number"),
@@ -73,9 +74,9 @@ def test_set_values(tmp_path, capsys, item, match):
 def test_lm_set_values(tmp_path, capsys):
     err = one_error(capsys, ["train", "--task", "lm", "--set", "num_layers=x", "--run-dir",
                              str(tmp_path / "r")])  # fmt: skip
-    assert "--set num_layers=x: expected a number" in err
+    assert "--set num_layers=x: expected an integer" in err
     err = one_error(capsys, ["compare", "--task", "lm", "--set", "num_layers=x", "--dry-run"])
-    assert "--set num_layers=x: expected a number" in err
+    assert "--set num_layers=x: expected an integer" in err
 
 
 def test_suggestions_name_only_options_that_exist():

@@ -188,6 +188,18 @@ class Positions(NamedTuple):
     count: int
 
 
+def check_offset(offset: int, owner: str) -> None:
+    """``offset`` (the tokens already in a decoder's cache, the position of the first row) is an
+    int >= 0 (a symbolic int of a compiled graph is not read)."""
+    if isinstance(offset, torch.SymInt):
+        return
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(
+            f"{owner}: offset is the number of tokens already in the cache, an int >= 0; got "
+            f"{offset!r}"
+        )
+
+
 def rows_at(
     table: Callable[[int], torch.Tensor],
     length: int,

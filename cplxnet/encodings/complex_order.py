@@ -12,7 +12,14 @@ from torch import nn
 from .. import functional as CF
 from .._utils import check_choice, factory_kwargs, real_dtype
 from ..init import check_word_init, word_init_
-from ._common import Positions, check_base, check_ids, complex_features, sinusoid_frequencies
+from ._common import (
+    Positions,
+    check_base,
+    check_ids,
+    check_offset,
+    complex_features,
+    sinusoid_frequencies,
+)
 from .base import PositionalEncoding
 from .registry import register_encoding
 
@@ -203,6 +210,7 @@ class ComplexOrderEncoding(PositionalEncoding):
         """The word embeddings at positions ``offset .. offset+L-1`` (``offset``: the tokens
         already in a decoder's cache; or the keyword-only ``positions``)."""
         check_ids(ids, self.vocab_size, type(self).__name__)
+        check_offset(offset, type(self).__name__)
         B, L = ids.shape
         n = self.features
         # float32 at least: positions stay exact integers (bfloat16 holds them only to 256) and

@@ -9,6 +9,7 @@ from .._utils import check_choice, complex_dtype, factory_kwargs, pack
 from ._common import (
     cached_rows,
     check_base,
+    check_offset,
     check_sequence,
     complex_features,
     complex_sinusoid,
@@ -110,6 +111,7 @@ class MultiplicativeEncoding(PositionalEncoding):
 
     def encode_input(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:  # (B, L, D)
         check_sequence(x, self.d_model, self.complex_model, type(self).__name__)
+        check_offset(offset, type(self).__name__)
         p = self.table(offset + x.shape[1])[offset:]
         if self.weight is not None or x.is_complex():
             return x * p.to(x.dtype)

@@ -14,6 +14,7 @@ error listing the options it does have.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -161,6 +162,44 @@ def _options_of(cls: type) -> dict[str, inspect.Parameter]:
     }
 
 
+def kind_error(default: Any, value: Any) -> str | None:
+    """What ``value`` should be for a field or option whose default is ``default`` (``None``:
+    it fits): true/false for a flag, an integer for an integer, a finite number for a number,
+    integers for a tuple of integers (the types the command line can spell)."""
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else "true or false"
+    if isinstance(default, int):
+        return None if isinstance(value, int) and not isinstance(value, bool) else "an integer"
+    if isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return "a number"
+        return None if math.isfinite(value) else "a finite number"
+    if (
+        isinstance(default, (tuple, list))
+        and default
+        and all(isinstance(d, int) and not isinstance(d, bool) for d in default)
+    ):
+        items = value if isinstance(value, (list, tuple)) else [value]
+        if items and all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+            return None
+        return "integers like 3,4,5"
+    return None
+
+
+def _check_context(owner: str, context: Mapping[str, Any]) -> None:
+    """The model's context, when given: positive int sizes and a bool ``causal``; errors name
+    the encoding class ``owner``, as its own checks do."""
+    for name in ("d_model", "num_heads", "vocab_size", "max_len"):
+        value = context[name]
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise ValueError(f"{owner}: {name} must be a positive int, got {value!r}")
+    causal = context["causal"]
+    if causal is not None and not isinstance(causal, bool):
+        raise TypeError(f"{owner}: causal must be True or False, got {causal!r}")
+
+
 def create_encoding(
     spec: str | type[PositionalEncoding] | PositionalEncoding | Sequence[Any] | None,
     *,
@@ -240,6 +279,13 @@ def create_encoding(
             f"encoding {label!r} got unknown option(s) {', '.join(map(repr, unknown))}; "
             f"its options are: {listed}{_did_you_mean(unknown[0], user_options)}"
         )
+    _check_context(cls.__name__, context)
+    for name, value in options.items():
+        default = accepted[name].default
+        if default is not inspect.Parameter.empty and default is not None:
+            kind = kind_error(default, value)
+            if kind is not None:
+                raise ValueError(f"encoding {label!r}: option {name} must be {kind}, got {value!r}")
     kwargs.update({n: v for n, v in defaults.items() if n in user_options})
     kwargs.update(options)
     missing = [

@@ -10,6 +10,7 @@ from ._common import (
     Positions,
     cached_rows,
     check_base,
+    check_offset,
     complex_features,
     complex_sinusoid,
     head_width,
@@ -198,6 +199,7 @@ class RotaryEncoding(PositionalEncoding):
         ``positions`` (:class:`~cplxnet.encodings._common.Positions`).
         """
         L = x.shape[-2]
+        check_offset(offset, type(self).__name__)
         if self._half:
             c = rows_at(
                 lambda n: cached_rows(self, "_cos", n, self._build_cos), L, positions, offset

@@ -9,6 +9,7 @@ from ._common import (
     Positions,
     cached_rows,
     check_base,
+    check_offset,
     check_sequence,
     complex_features,
     complex_sinusoid,
@@ -102,6 +103,7 @@ class SinusoidalEncoding(PositionalEncoding):
     ) -> torch.Tensor:  # (B, L, D) -> (B, L, D)
         """``x + p`` at positions ``offset .. offset+L-1`` (or the keyword-only ``positions``)."""
         check_sequence(x, self.d_model, self.complex_model, type(self).__name__)
+        check_offset(offset, type(self).__name__)
         return x + rows_at(self.table, x.shape[1], positions, offset).to(x.dtype)
 
     def extra_repr(self) -> str:

@@ -35,11 +35,12 @@ variants and any combination with one of them), real models for every other enco
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from .registry import kind_error
 
 __all__ = [
     "EncodingSpec",
@@ -366,34 +367,12 @@ def parse_sets(
     return out
 
 
-def _kind_error(default: Any, value: Any) -> str | None:
-    """What ``value`` should be for a field or option whose default is ``default`` (``None``:
-    it fits): true/false for a flag, a finite number for a number, integers for a tuple of
-    integers (the types the command line can spell)."""
-    if isinstance(default, bool):
-        return None if isinstance(value, bool) else "true or false"
-    if isinstance(default, (int, float)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return "a number"
-        return None if math.isfinite(value) else "a finite number"
-    if (
-        isinstance(default, (tuple, list))
-        and default
-        and all(isinstance(d, int) and not isinstance(d, bool) for d in default)
-    ):
-        items = value if isinstance(value, (list, tuple)) else [value]
-        if items and all(isinstance(v, int) and not isinstance(v, bool) for v in items):
-            return None
-        return "integers like 3,4,5"
-    return None
-
-
 def check_option_values(spec: EncodingSpec, set_by: Mapping[str, str] | None = None) -> None:
     """A ValueError naming the option if a value of ``spec.options`` cannot be what its
-    encoding's default is (:func:`_kind_error`): ``rotary:base=abc``, ``base=nan``,
-    ``phase=maybe``; also an option the model passes itself (``max_len``, ``d_model``, ...), the
-    message naming what sets it when ``set_by`` (option -> its source) does. Options the encoding
-    lacks are left to :func:`create_encoding`."""
+    encoding's default is (:func:`~cplxnet.encodings.registry.kind_error`): ``rotary:base=abc``,
+    ``base=nan``, ``phase=maybe``; also an option the model passes itself (``max_len``,
+    ``d_model``, ...), the message naming what sets it when ``set_by`` (option -> its source)
+    does. Options the encoding lacks are left to :func:`create_encoding`."""
     import inspect
 
     from cplxnet.encodings import encoding_option_parameters
@@ -412,7 +391,7 @@ def check_option_values(spec: EncodingSpec, set_by: Mapping[str, str] | None = N
         p = params.get(key)
         if p is None or p.default is inspect.Parameter.empty or p.default is None:
             continue
-        kind = _kind_error(p.default, value)
+        kind = kind_error(p.default, value)
         if kind is not None:
             raise ValueError(f"encoding {spec.label}: option {key} must be {kind}, got {value!r}")
 
@@ -435,7 +414,7 @@ def check_field_values(defaults: Mapping[str, Any], fields: Mapping[str, Any], f
     for key, value in fields.items():
         if key not in defaults:
             continue
-        kind = _kind_error(defaults[key], value)
+        kind = kind_error(defaults[key], value)
         if kind is not None:
             shown = ",".join(map(str, value)) if isinstance(value, list) else value
             raise ValueError(f"{flag} {key}={shown}: expected {kind}")

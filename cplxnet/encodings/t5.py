@@ -151,6 +151,8 @@ class T5Encoding(PositionalEncoding):
                 f"{type(self).__name__}: expected q, k of shape (B, {self.num_heads}, L, P), got "
                 f"{tuple(q.shape)}, {tuple(k.shape)}"
             )
+        if Lq == 0 or Lk == 0:  # an empty sequence: no logits to bias
+            return q.new_zeros(1, self.num_heads, Lq, Lk)
         # distinct offsets j - i (queries are the last Lq key positions: relative_index)
         rel = torch.arange(-(Lk - 1), Lq, device=q.device)
         b = relative_position_bucket(rel, self.bidirectional, self.num_buckets, self.max_distance)

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from .._utils import check_choice, check_sizes, factory_kwargs
-from ._common import Positions, check_sequence, normal_, rows_at
+from ._common import Positions, check_offset, check_sequence, normal_, rows_at
 from .base import PositionalEncoding
 from .registry import register_encoding
 
@@ -130,6 +130,7 @@ class TrainableEncoding(PositionalEncoding):
     ) -> torch.Tensor:  # (B, L, D) -> (B, L, D)
         """``x + p`` at positions ``offset .. offset+L-1`` (or the keyword-only ``positions``)."""
         check_sequence(x, self.d_model, self.complex_model, type(self).__name__)
+        check_offset(offset, type(self).__name__)
         return x + rows_at(self.table, x.shape[1], positions, offset)
 
     def extra_repr(self) -> str:

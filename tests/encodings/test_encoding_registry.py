@@ -1,6 +1,7 @@
 """The registry: names, classes, instances, strict options and the site check."""
 
 import inspect
+import re
 
 import pytest
 import torch
@@ -55,6 +56,32 @@ def test_bad_context_sizes_are_errors_naming_the_encoding(name, key, value):
     cls = E.get_encoding_class(name)
     with pytest.raises(ValueError, match=f"{cls.__name__}: {key}"):
         create_encoding(name, **{**CONTEXT, key: value})
+
+
+BAD_OPTIONS = [
+    ("alibi", {"causal": "false"}, TypeError, "AlibiEncoding: causal must be True or False"),
+    ("rotary", {"rotate_values": "no"}, ValueError, "option rotate_values must be true or false"),
+    ("t5", {"std": float("nan")}, ValueError, "option std must be a finite number"),
+    ("deberta", {"max_relative_positions": 2.5}, ValueError, "must be an integer, got 2.5"),
+    ("shaw", {"max_relative_position": "4"}, ValueError, "must be an integer, got '4'"),
+    ("floater", {"delta": "x"}, ValueError, "option delta must be a number, got 'x'"),
+    ("hierarchical", {"alpha": "0.4"}, ValueError, "option alpha must be a number"),
+    ("xpos", {"scale_base": True}, ValueError, "option scale_base must be a number, got True"),
+    ("rotary", {"max_len": -5}, ValueError, "RotaryEncoding: max_len must be a positive int"),
+    ("multiplicative", {"max_len": 0}, ValueError, "max_len must be a positive int, got 0"),
+    ("rotary", {"num_heads": True}, ValueError, "num_heads must be a positive int, got True"),
+    ("complex-order+rotary", {"rotary.base": "x"}, ValueError, "option base must be a number"),
+]
+
+
+@pytest.mark.parametrize(("name", "options", "error", "match"), BAD_OPTIONS)
+def test_bad_option_values_through_the_python_api_are_one_clear_error(name, options, error, match):
+    """create_encoding checks each option against its default's kind (a flag, an integer, a
+    finite number) and the model's context, as the command line does: a value that would be
+    silently wrong (causal="false" read as True, std=nan) or fail deep in torch is refused."""
+    ctx = {**CONTEXT, **options}
+    with pytest.raises(error, match=re.escape(match)):
+        create_encoding(name, **ctx)
 
 
 def test_create_by_class_and_instance():
@@ -137,3 +164,28 @@ def test_check_sites_message():
     check_sites("deberta", {"logits"}, "m")
     with pytest.raises(ValueError, match="inputs of Transformer layers"):
         check_sites(deb, {"logits"}, "m")
+
+
+@pytest.mark.parametrize("name", ["rotary", "sinusoidal", "trainable", "multiplicative",
+                                  "complex-order", "complex-order+rotary"])  # fmt: skip
+def test_a_negative_cache_offset_is_one_clear_error(name):
+    enc = create_encoding(name, **CONTEXT)
+    x = torch.randn(1, 3, 8, dtype=torch.complex64)
+    q = torch.randn(1, 2, 3, 4, dtype=torch.complex64)
+    with pytest.raises(ValueError, match="offset is the number of tokens already in the cache"):
+        if "token" in enc.acts_on:
+            enc.embed(torch.zeros(1, 3, dtype=torch.long), offset=-2)
+        elif "input" in enc.acts_on:
+            enc.encode_input(x, offset=-2)
+        else:
+            enc.rotate(q, q, q, offset=-2)
+
+
+@pytest.mark.parametrize("name", ["t5", "alibi", "shaw", "xl", "kerple", "fire", "cope", "tupe"])
+def test_an_empty_sequence_gets_an_empty_bias(name):
+    from cplxnet.nn import MultiheadAttention
+
+    enc = create_encoding(name, **CONTEXT)
+    x = torch.randn(2, 0, 8, dtype=torch.complex64)
+    out, _ = MultiheadAttention(8, 2, batch_first=True)(x, x, x, encoding=enc)
+    assert out.shape == (2, 0, 8)

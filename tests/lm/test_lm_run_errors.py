@@ -187,7 +187,7 @@ def test_set_fields_reach_the_decoder(text_file, tmp_path):
     ("item", "match"),
     [("max_len=5", "takes max_len from --context"),
      ("vocab_size=5", "takes vocab_size from"),
-     ("num_layers=abc", "expected a number"),
+     ("num_layers=abc", "expected an integer"),
      ("transformer.num_layers=1", "'decoder' model"),
      ("encoding=rotary", "use --encoding"),
      ("no_such_field=1", "no_such_field")],
