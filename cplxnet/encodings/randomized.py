@@ -58,9 +58,9 @@ class RandomizedEncoding(PositionalEncoding):
     The subset is drawn by the first hook of a forward that the model calls: ``embed`` when the
     base acts on the word embedding, else ``encode_input`` (this encoding acts on ``"input"``
     for that, a no-op there for a rotary base); the attention hooks of every layer then reuse
-    it. ``rotate`` without a draw of its length draws one and keeps it, so a standalone
-    attention layer (no ``encode_input`` call) reuses its positions from call to call until
-    ``draw(length)`` (or ``encode_input``) is called for a new forward or the mode changes.
+    it. A model built by hand calls ``x = encoding.encode_input(x)`` (or ``draw(L)``) once per
+    forward, as :mod:`cplxnet.models` do; ``rotate`` refuses to run without a draw of its
+    length (it would otherwise keep one set of positions for the whole training).
 
     Args:
         d_model, num_heads, vocab_size, max_len, causal: model context, given to ``base``.
@@ -228,7 +228,14 @@ class RandomizedEncoding(PositionalEncoding):
                 f"{type(self).__name__}: randomized positions need as many queries as keys, got "
                 f"{q.shape[-2]} queries and {k.shape[-2]} keys"
             )
-        return self.base.rotate(q, k, v, positions=self._current(q.shape[-2], q.device))
+        drawn = self._drawn
+        if drawn is None or drawn.index.shape[0] != q.shape[-2]:
+            raise ValueError(
+                f"{type(self).__name__}: no positions drawn for these {q.shape[-2]} tokens; call "
+                "x = encoding.encode_input(x) (or encoding.draw(L)) once per forward before the "
+                "attention layers, which reuse its positions (the cplxnet.models models do)"
+            )
+        return self.base.rotate(q, k, v, positions=drawn)
 
     def extra_repr(self) -> str:
         text = f"max_positions={self.max_positions}"

@@ -154,18 +154,25 @@ def test_random_evaluation_bounds_the_length_and_the_model_says_so():
 
 
 def test_a_change_of_mode_drops_the_draw_and_rotate_reuses_it_until_a_new_draw():
+    """The input hook (or ``draw``) draws once per forward; the attention hooks reuse that draw
+    and refuse to run without one, which would silently keep one set of positions for the
+    whole training of a hand-built model that never calls ``encode_input``."""
     enc = build("rotary", torch.complex128, eval_positions="random", eval_seed=0).train()
     q = torch.randn(1, 2, 5, 4, dtype=torch.complex128)
+    with pytest.raises(ValueError, match=r"call x = encoding.encode_input\(x\)"):
+        enc.rotate(q, q, q)
     torch.manual_seed(1)
-    enc.rotate(q, q, q)
+    enc.encode_input(torch.zeros(1, 5, 8, dtype=torch.complex128))
     trained = enc._drawn.index.clone()
-    enc.rotate(q, q, q)
-    assert torch.equal(enc._drawn.index, trained)  # standalone calls keep the draw
+    first = enc.rotate(q, q, q)[0]
+    torch.testing.assert_close(enc.rotate(q, q, q)[0], first)  # every layer: the same draw
+    with pytest.raises(ValueError, match="no positions drawn for these 3 tokens"):
+        enc.rotate(q[:, :, :3], q[:, :, :3], q[:, :, :3])
     enc.draw(5)
     assert not torch.equal(enc._drawn.index, trained)  # a new forward's draw
     enc.eval()
     assert enc._drawn is None
-    enc.rotate(q, q, q)
+    enc.draw(5)
     g = torch.Generator().manual_seed(0)
     want = torch.randperm(enc.max_positions, generator=g)[:5].sort().values
     assert torch.equal(enc._drawn.index, want)  # from eval_seed, not the training draw
