@@ -173,21 +173,24 @@ class ModReLU(HasDtype, nn.Module):
     Output and gradient are finite at :math:`z = 0` (see :func:`cplxnet.functional.modrelu`).
 
     Args:
-        num_features: size of the trailing dim(s) the bias covers (int or shape); use 1 for one
-            shared threshold.
+        num_features: shape of the bias, matched against the trailing dim(s) of the input, a
+            size of 1 broadcasting: ``1`` for one shared threshold, ``D`` per last-dim feature,
+            ``(C, 1, 1)`` per channel of ``(N, C, H, W)`` feature maps.
         bias_init: initial value of every bias entry. The default 0 makes the layer start as the
             identity with the threshold learned from there (a negative start such as
             complextorch's -0.1 can leave units with small inputs dead, receiving no gradient).
         device, dtype: factory kwargs; ``dtype`` is the complex (or, for a real twin, real) dtype of
             the inputs; the bias is stored in the matching real dtype.
 
-    Shape: ``(*, *num_features)`` -> same.
+    Shape: ``(*, *S)`` -> same, each size of ``num_features`` 1 or the one of ``S``.
 
     Examples::
 
         >>> act = ModReLU(4, bias_init=-1.0)
         >>> act(torch.tensor([2 + 0j, 0.5j, -3 + 0j, 0.1 + 0j])).detach()
         tensor([ 1.+0.j,  0.+0.j, -2.+0.j,  0.+0.j])
+        >>> ModReLU((8, 1, 1))(torch.randn(2, 8, 5, 5, dtype=torch.cfloat)).shape  # per channel
+        torch.Size([2, 8, 5, 5])
     """
 
     def __init__(
@@ -217,10 +220,11 @@ class ModReLU(HasDtype, nn.Module):
         owner = type(self).__name__
         check_dtype(z, self.dtype, owner)
         k = len(self.num_features)
-        if self.num_features != (1,) and tuple(z.shape[-k:]) != self.num_features:
+        trailing = tuple(z.shape[-k:]) if z.dim() >= k else None
+        if trailing is None or any(n not in (1, d) for n, d in zip(self.num_features, trailing)):
             raise ValueError(
-                f"{owner}: expected input ending in dims {self.num_features}, "
-                f"got shape {tuple(z.shape)}"
+                f"{owner}: expected input ending in dims {self.num_features} (a 1 matches any "
+                f"size), got shape {tuple(z.shape)}"
             )
         return CF.modrelu(z, self.bias)
 

@@ -19,6 +19,24 @@ def test_modrelu_module_bias_and_forward():
     assert multi(torch.randn(4, 2, 5, dtype=torch.complex128)).shape == (4, 2, 5)
 
 
+def test_modrelu_per_channel_of_feature_maps():
+    """``num_features=(C, 1, 1)``: one threshold per channel of ``(N, C, H, W)`` maps (the
+    complex CNNs of MRI reconstruction), equal to the functional with the broadcast bias; a
+    bias that would change the input's shape is refused."""
+    m = cnn.ModReLU((3, 1, 1), dtype=torch.complex128)
+    with torch.no_grad():
+        m.bias.copy_(torch.tensor([-0.5, 0.0, 0.7]).view(3, 1, 1))
+    z = torch.randn(2, 3, 4, 5, dtype=torch.complex128, requires_grad=True)
+    want = torch.stack([CF.modrelu(z[:, c], b) for c, b in enumerate((-0.5, 0.0, 0.7))], 1)
+    torch.testing.assert_close(m(z), want)
+    assert torch.autograd.gradcheck(m, (z,))
+    for bad in ((2, 2, 4, 5), (2, 3, 4)):
+        with pytest.raises(ValueError, match=r"expected input ending in dims \(3, 1, 1\)"):
+            m(torch.randn(*bad, dtype=torch.complex128))
+    with pytest.raises(ValueError, match="expected input ending in dims"):  # would broadcast up
+        cnn.ModReLU(4, dtype=torch.complex128)(torch.randn(2, 1, dtype=torch.complex128))
+
+
 def test_modrelu_default_is_identity_with_learnable_threshold():
     m = cnn.ModReLU(4, dtype=torch.complex128)
     z = torch.randn(2, 4, dtype=torch.complex128)
