@@ -115,6 +115,15 @@ class UNet(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` ``(B, in_channels, H, W)`` with H, W divisible by ``2**depth`` ->
         ``(B, out_channels, H, W)``."""
+        step = 2 ** (len(self.down) - 1)
+        eager = not (torch.compiler.is_compiling() or torch.compiler.is_exporting())
+        if eager and x.dim() == 4 and (x.shape[-2] % step or x.shape[-1] % step):
+            pad_h, pad_w = -x.shape[-2] % step, -x.shape[-1] % step
+            raise ValueError(
+                f"UNet: height and width must be divisible by 2**depth = {step}, got "
+                f"{x.shape[-2]} x {x.shape[-1]}; pad the input, e.g. "
+                f"torch.nn.functional.pad(x, (0, {pad_w}, 0, {pad_h})), and crop the output"
+            )
         skips = []
         h = x
         for k, block in enumerate(self.down):

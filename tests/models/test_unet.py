@@ -1,5 +1,7 @@
 """The zoo's U-Net (complex and real twin) and its synthetic reconstruction task."""
 
+import re
+
 import pytest
 import torch
 
@@ -94,3 +96,12 @@ def test_unet_in_channels_last_equals_contiguous_and_keeps_the_format(upsample):
     (gz.conj() * y_cl).real.sum().backward()
     for (name, p), p_cl in zip(net.named_parameters(), net_cl.parameters()):
         torch.testing.assert_close(p_cl.grad, p.grad, msg=name)
+
+
+@pytest.mark.parametrize(("depth", "size", "pad"), [(2, (30, 30), "(0, 2, 0, 2)"),
+                                                     (3, (16, 20), "(0, 4, 0, 0)")])  # fmt: skip
+def test_a_size_not_divisible_by_two_to_the_depth_is_one_error_with_the_padding(depth, size, pad):
+    net = UNet(1, 1, base_channels=2, depth=depth)
+    with pytest.raises(ValueError, match=re.escape(f"divisible by 2**depth = {2**depth}")) as err:
+        net(torch.randn(1, 1, *size, dtype=torch.complex64))
+    assert f"pad(x, {pad})" in str(err.value)
