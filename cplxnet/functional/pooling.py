@@ -9,8 +9,9 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from .._utils import pack, unpack
+from .._utils import pack, runs_composed, unpack
 from .grid_views import (
+    _tuple,
     adaptive_blocks,
     adaptive_sizes,
     block_mean,
@@ -154,7 +155,41 @@ def _by_modulus(pool: Callable, x: torch.Tensor, nd: int, return_indices: bool, 
     return (out, idx) if return_indices else out
 
 
+def _padding_only_window(x, nd, kernel_size, stride, padding, dilation, ceil_mode) -> str | None:
+    """A description of the first axis on which a window of the pool lies entirely in the
+    implicit padding (torch's real max pool gives ``-inf`` and an index outside the input
+    there), else None; shape arithmetic only (None under a tracer or for arguments torch will
+    report)."""
+    if runs_composed() or x.dim() not in (nd + 1, nd + 2):
+        return None
+    k, p, d = _tuple(kernel_size, nd), _tuple(padding, nd), _tuple(dilation, nd)
+    s = k if stride is None or _tuple(stride, nd) == () else _tuple(stride, nd)
+    if not (len(k) == len(s) == len(p) == len(d) == nd):
+        return None
+    for axis, (n, ki, si, pi, di) in enumerate(zip(x.shape[-nd:], k, s, p, d)):
+        if min(ki, si, di) < 1 or pi < 0:
+            return None
+        span = di * (ki - 1) + 1
+        out = (n + 2 * pi - span + (si - 1 if ceil_mode else 0)) // si + 1
+        if ceil_mode and (out - 1) * si >= n + pi:  # torch drops a last window that starts
+            out -= 1  # in the right padding
+        for i in range(out):
+            first = i * si - pi
+            if all(not 0 <= first + j * di < n for j in range(ki)):
+                return (
+                    f"window {i} of axis {axis} (input size {n}, kernel {ki}, stride {si}, "
+                    f"padding {pi}, dilation {di})"
+                )
+    return None
+
+
 def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nd):
+    empty = _padding_only_window(x, nd, kernel_size, stride, padding, dilation, ceil_mode)
+    if empty is not None:
+        raise ValueError(
+            f"max_pool{nd}d: {empty} lies entirely in the padding, where torch's real pool gives "
+            "-inf, which no complex entry is; use less padding or dilation, or a larger input"
+        )
     return _by_modulus(
         _MAX[nd], x, nd, return_indices, kernel_size, stride, padding, dilation, ceil_mode
     )

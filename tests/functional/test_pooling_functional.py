@@ -3,6 +3,7 @@ entry with the largest modulus."""
 
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -122,3 +123,28 @@ def test_property_mean_ignores_padding_and_matches_loop(lengths, seed):
     for b, n in enumerate(lengths):
         expected = x[b, :n].mean(0) if n else torch.zeros(3, dtype=DT)
         torch.testing.assert_close(out[b], expected)
+
+
+def test_a_window_entirely_in_the_padding_is_one_error_exactly_where_torch_gives_inf():
+    """torch's real max pool gives -inf (and an index outside the input) for a window that
+    lies entirely in the padding (dilation, ceil_mode); the complex pool names that window
+    instead, and runs every other configuration torch accepts."""
+    import itertools
+
+    refused = 0
+    for n, k, s, p, d, c in itertools.product(
+        range(1, 6), range(1, 4), range(1, 4), range(0, 2), range(1, 4), (False, True)
+    ):
+        real = torch.rand(1, 2, n) + 1
+        try:
+            want = F.max_pool1d(real, k, s, p, d, c)
+        except RuntimeError:
+            continue
+        z = torch.complex(real, torch.zeros_like(real))
+        if torch.isinf(want).any():
+            refused += 1
+            with pytest.raises(ValueError, match="lies entirely in the padding"):
+                CF.max_pool1d(z, k, s, p, d, c)
+        else:
+            torch.testing.assert_close(CF.max_pool1d(z, k, s, p, d, c).real, want)
+    assert refused > 10
