@@ -209,7 +209,7 @@ def check_indices(ids: torch.Tensor, num: int, owner: str, name: str = "input") 
         raise TypeError(
             f"{owner}: {name} must be an integer tensor (torch.long) of indices, got {ids.dtype}"
         )
-    if ids.numel() == 0 or is_tracing():  # the range check reads data: eager mode only
+    if ids.numel() == 0 or runs_composed():  # the range check reads data: eager mode only
         return
     lo, hi = torch.aminmax(ids)
 

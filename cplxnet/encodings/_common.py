@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import torch
 
-from .._utils import as_complex, assert_on_device, check_last_dim, is_tracing, real_dtype
+from .._utils import as_complex, assert_on_device, check_last_dim, real_dtype, runs_composed
 
 __all__: list[str] = []
 
@@ -129,7 +129,7 @@ def check_ids(ids: torch.Tensor, num: int, owner: str) -> None:
         raise TypeError(f"{owner}: ids must be an integer tensor (torch.long), got {got}")
     if ids.dim() != 2:
         raise ValueError(f"{owner}: expected ids of shape (B, L), got {tuple(ids.shape)}")
-    if ids.numel() == 0 or is_tracing():  # the range check reads data: eager mode only
+    if ids.numel() == 0 or runs_composed():  # the range check reads data: eager mode only
         return
     lo, hi = torch.aminmax(ids)
 

@@ -173,7 +173,11 @@ def _padding_only_window(x, nd, kernel_size, stride, padding, dilation, ceil_mod
         out = (n + 2 * pi - span + (si - 1 if ceil_mode else 0)) // si + 1
         if ceil_mode and (out - 1) * si >= n + pi:  # torch drops a last window that starts
             out -= 1  # in the right padding
-        for i in range(out):
+        # a window starting and ending inside the input has its first tap there: only the
+        # windows at the edges need a look
+        left = range(min(out, (pi + si - 1) // si))
+        right = range(max(len(left), (n - span + pi) // si + 1), out)
+        for i in (*left, *right):
             first = i * si - pi
             if all(not 0 <= first + j * di < n for j in range(ki)):
                 return (

@@ -110,3 +110,62 @@ def test_vmap_equals_a_loop(info, limit):
     for i in range(2):
         for g, w in zip(got, call(xs[i])):
             torch.testing.assert_close(g[i], w)
+
+
+@pytest.mark.parametrize("info", [pytest.param(i, id=i.id) for i in MODULES if not i.complex_input])
+def test_vmap_over_token_ids_equals_a_loop(info):
+    """Layers fed integer ids (embeddings): the index range check, which reads data, steps
+    aside under vmap as under tracing."""
+    m, args, kwargs = _setup(info)
+    ids = args[0]
+    stacked = torch.stack((ids, ids.flip(-1)))
+    got = vmap(lambda i: m(i, *args[1:], **kwargs))(stacked)
+    for k in range(2):
+        torch.testing.assert_close(got[k], m(stacked[k], *args[1:], **kwargs))
+
+
+def test_per_sample_parameter_gradients_of_the_complex_order_embedding():
+    """``vmap(grad)`` with respect to the encoding's parameters (per-sample gradients), the
+    main torch.func use: its hand-written Function steps aside, and each sample's gradient
+    equals autograd's on that sample alone."""
+    from cplxnet.encodings import create_encoding
+
+    class Embed(torch.nn.Module):  # functional_call calls forward: the embedding hook here
+        def __init__(self):
+            super().__init__()
+            self.enc = create_encoding("complex-order", d_model=4, vocab_size=7, dtype=C)
+
+        def forward(self, ids):
+            return self.enc.embed(ids)
+
+    torch.manual_seed(0)
+    wrapper = Embed()
+    enc = wrapper.enc
+    params = {k: v.detach() for k, v in wrapper.named_parameters()}
+    ids = torch.randint(0, 7, (3, 1, 5))
+
+    def loss(p, i):
+        return (functional_call(wrapper, p, (i,)).abs() ** 2).sum()
+
+    per_sample = vmap(grad(loss), in_dims=(None, 0))(params, ids)
+    for k in range(3):
+        enc.zero_grad()
+        (enc.embed(ids[k]).abs() ** 2).sum().backward()
+        for name, p in wrapper.named_parameters():
+            torch.testing.assert_close(per_sample[name][k], p.grad)
+
+
+@pytest.mark.parametrize("layer", ["MaxPool2d", "AvgPool2d", "Conv2d", "Upsample"])
+def test_vmap_over_channels_last_feature_maps_equals_a_loop(layer):
+    """Channels-last inputs, whose format torch.func cannot query, go through the contiguous
+    forms under vmap."""
+    import cplxnet.nn as cnn
+
+    m = {"MaxPool2d": lambda: cnn.MaxPool2d(2), "AvgPool2d": lambda: cnn.AvgPool2d(2),
+         "Conv2d": lambda: cnn.Conv2d(3, 2, 3, dtype=C),
+         "Upsample": lambda: cnn.Upsample(scale_factor=2, mode="bilinear")}[layer]()  # fmt: skip
+    x = torch.randn(2, 4, 3, 6, 6, dtype=C)
+    xs = torch.stack([xi.contiguous(memory_format=torch.channels_last) for xi in x])
+    got = vmap(m)(xs)
+    for k in range(2):
+        torch.testing.assert_close(got[k], m(xs[k]))
