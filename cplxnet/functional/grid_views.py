@@ -202,7 +202,7 @@ def block_mean(x: torch.Tensor, k: Sequence[int], divisor: float) -> torch.Tenso
     return _BlockMean.apply(x, k, float(divisor))
 
 
-def _tuple(v, nd: int) -> tuple:
+def sizes_of(v, nd: int) -> tuple:
     """``v`` as ``nd`` sizes (an int repeated, a sequence as given); ``()`` for anything else,
     which the callers treat as "not a fast path" (torch then reports it)."""
     if isinstance(v, int):
@@ -216,9 +216,9 @@ def pool_blocks(x: torch.Tensor, nd: int, kernel_size, stride, padding, ceil_mod
     ``k``), else None (the caller runs torch's kernel, which also reports bad arguments)."""
     if not eager_complex(x) or x.dim() not in (nd + 1, nd + 2) or is_channels_last(x, nd):
         return None
-    k = _tuple(kernel_size, nd)
+    k = sizes_of(kernel_size, nd)
     s = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else stride
-    s, p, spatial = _tuple(s, nd), _tuple(padding, nd), x.shape[-nd:]
+    s, p, spatial = sizes_of(s, nd), sizes_of(padding, nd), x.shape[-nd:]
     if len(k) != nd or s != k or any(p) or any(not 0 < ki <= n for ki, n in zip(k, spatial)):
         return None
     if ceil_mode and any(n % ki for ki, n in zip(k, spatial)):
@@ -232,7 +232,7 @@ def adaptive_blocks(x: torch.Tensor, nd: int, output_size) -> tuple | None:
     None."""
     if not eager_complex(x) or x.dim() not in (nd + 1, nd + 2) or is_channels_last(x, nd):
         return None
-    out = _tuple(output_size, nd)
+    out = sizes_of(output_size, nd)
     if len(out) != nd:
         return None
     spatial = x.shape[-nd:]
@@ -262,7 +262,7 @@ def adaptive_sizes(x: torch.Tensor, nd: int, output_size) -> tuple | None:
         return None
     if not x.is_contiguous():
         return None
-    out = _tuple(output_size, nd)
+    out = sizes_of(output_size, nd)
     if len(out) != nd:
         return None
     out = tuple(n if o is None else o for o, n in zip(out, x.shape[-nd:]))
@@ -361,7 +361,7 @@ def nearest_blocks(x: torch.Tensor, size, scale_factor, mode, align_corners, rec
         return None
     spatial = x.shape[2:]
     if size is not None and scale_factor is None and recompute is None:
-        out = _tuple(size, nd)
+        out = sizes_of(size, nd)
     elif scale_factor is not None and size is None:
         sf = (scale_factor,) * nd if isinstance(scale_factor, (int, float)) else scale_factor
         sf = tuple(sf)

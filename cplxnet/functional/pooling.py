@@ -11,7 +11,6 @@ import torch.nn.functional as F
 
 from .._utils import pack, runs_composed, unpack
 from .grid_views import (
-    _tuple,
     adaptive_blocks,
     adaptive_sizes,
     block_mean,
@@ -19,6 +18,7 @@ from .grid_views import (
     on_parts,
     pool_blocks,
     separable_mean,
+    sizes_of,
 )
 
 __all__ = [
@@ -162,8 +162,8 @@ def _padding_only_window(x, nd, kernel_size, stride, padding, dilation, ceil_mod
     report)."""
     if runs_composed() or x.dim() not in (nd + 1, nd + 2):
         return None
-    k, p, d = _tuple(kernel_size, nd), _tuple(padding, nd), _tuple(dilation, nd)
-    s = k if stride is None or _tuple(stride, nd) == () else _tuple(stride, nd)
+    k, p, d = sizes_of(kernel_size, nd), sizes_of(padding, nd), sizes_of(dilation, nd)
+    s = k if stride is None or sizes_of(stride, nd) == () else sizes_of(stride, nd)
     if not (len(k) == len(s) == len(p) == len(d) == nd):
         return None
     for axis, (n, ki, si, pi, di) in enumerate(zip(x.shape[-nd:], k, s, p, d)):

@@ -160,9 +160,11 @@ def test_kernels_double_backward_equals_reference(compiled):
         second = torch.autograd.grad(got[0], inputs, v, allow_unused=True)
         second_ref = torch.autograd.grad(want[0], inputs, v, allow_unused=True)
         for a, c in zip(second, second_ref, strict=True):
-            # at the exact zeros both composed forms give nan second derivatives
-            assert torch.isfinite(torch.view_as_real(a) if a.is_complex() else a).any()
-            torch.testing.assert_close(a, c, atol=1e-5, rtol=1e-4, equal_nan=True)
+            # at the exact zeros the plain references give nan second derivatives (sgn, |z|);
+            # cplxnet's composed forms are finite there (modReLU: finite where its reference is)
+            ok = torch.isfinite(c) if not c.is_complex() else torch.isfinite(c.real + c.imag)
+            assert torch.isfinite(torch.view_as_real(a) if a.is_complex() else a)[ok].all()
+            torch.testing.assert_close(a[ok], c[ok], atol=1e-5, rtol=1e-4)
 
 
 def test_complex128_and_real_inputs_keep_the_eager_paths(compiled):
