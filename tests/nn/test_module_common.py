@@ -7,6 +7,7 @@ import contextlib
 import module_db
 import pytest
 import torch
+from deferred_init import assert_deferred_init_restores, every_tensor
 from module_db import MODULES, ModuleInfo, make_module, sample_input
 
 from cplxnet._utils import real_dtype
@@ -141,11 +142,6 @@ def test_reset_parameters_is_deterministic_under_a_seed(info):
         assert torch.equal(v, first[k]), k
 
 
-def _every_tensor(m):
-    """Parameters and buffers, non-persistent buffers included."""
-    return {**dict(m.named_parameters()), **dict(m.named_buffers())}
-
-
 @ALL
 def test_deferred_initialisation_equals_reset_parameters(info):
     """Built on the meta device, ``to_empty`` (whose memory is filled with NaN here), then
@@ -156,18 +152,9 @@ def test_deferred_initialisation_equals_reset_parameters(info):
     fresh = make_module(info, dtype=torch.complex64)
     deferred = make_module(info, dtype=torch.complex64, device="meta").to_empty(device="cpu")
     if not hasattr(fresh, "reset_parameters"):
-        assert not _every_tensor(fresh), "modules with tensors need a public reset_parameters()"
+        assert not every_tensor(fresh), "modules with tensors need a public reset_parameters()"
         return
-    with torch.no_grad():
-        for t in _every_tensor(deferred).values():
-            t.fill_(float("nan")) if t.is_floating_point() or t.is_complex() else t.fill_(-7)
-    for m in (fresh, deferred):
-        torch.manual_seed(123)
-        m.reset_parameters()
-    want, got = _every_tensor(fresh), _every_tensor(deferred)
-    assert got.keys() == want.keys()
-    for key in want:
-        torch.testing.assert_close(got[key], want[key], rtol=0, atol=0, msg=key)
+    assert_deferred_init_restores(fresh, deferred)
 
 
 @pytest.mark.parametrize(
