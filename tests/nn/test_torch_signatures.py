@@ -124,9 +124,11 @@ def test_positional_arguments_are_torchs(name, ours, theirs):
     for i, ((g, gd), (w, wd)) in enumerate(zip(got, want)):
         if (name, w) in _DIFFERENCES:
             continue
-        if i == 0 and not isinstance(ours, type):
+        if i == 0 and not isinstance(ours, type):  # the README names these
+            assert g in ("x", "z", "ids", "input", "q"), f"{name}: its tensor argument is {g!r}"
             continue  # the tensor argument: ``x`` / ``z`` / ``q`` for torch's ``input`` / ``query``
         if not isinstance(ours, type) and i < 3 and name == "scaled_dot_product_attention":
+            assert g == "qkv"[i]
             continue  # q, k, v
         assert g == w, f"{name}: positional parameter {i} is {g!r}, torch's is {w!r}"
         assert gd == wd or (gd != gd and wd != wd), f"{name}.{g}: default {gd!r}, torch's {wd!r}"
