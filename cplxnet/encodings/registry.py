@@ -256,6 +256,14 @@ def create_encoding(
                 f"create_encoding: options {sorted(options)} given with an already built "
                 f"encoding {spec.name!r}; set them when constructing it"
             )
+        for name in ("d_model", "num_heads", "vocab_size"):
+            built = getattr(spec, name, None)
+            if context[name] is not None and built is not None and built != context[name]:
+                raise ValueError(
+                    f"create_encoding: the encoding {spec.name!r} was built with {name}="
+                    f"{built}, but the model has {name}={context[name]}; build it with the "
+                    "model's sizes (or pass its name and let the model build it)"
+                )
         return spec
     if spec is None:
         spec = "none"

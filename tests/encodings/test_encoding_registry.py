@@ -88,6 +88,8 @@ def test_create_by_class_and_instance():
     enc = create_encoding(RotaryEncoding, base=100.0, **CONTEXT)
     assert isinstance(enc, RotaryEncoding) and enc.base == 100.0
     assert create_encoding(enc, **CONTEXT) is enc
+    with pytest.raises(ValueError, match="built with d_model=8, but the model has d_model=16"):
+        create_encoding(enc, **{**CONTEXT, "d_model": 16})  # would fail later, in a shape
     assert isinstance(create_encoding(None), E.NoEncoding)
 
 
