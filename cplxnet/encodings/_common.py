@@ -6,6 +6,7 @@ Private to :mod:`cplxnet.encodings`; everything here works for complex and real 
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -190,10 +191,15 @@ class Positions(NamedTuple):
 
 def check_offset(offset: int, owner: str) -> None:
     """``offset`` (the tokens already in a decoder's cache, the position of the first row) is an
-    int >= 0 (a symbolic int of a compiled graph is not read)."""
+    integer >= 0: an int, or anything Python indexes with (a NumPy integer, a 0-d integer
+    tensor); a symbolic int of a compiled graph is not read."""
     if isinstance(offset, torch.SymInt):
         return
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+    try:
+        value = None if isinstance(offset, bool) else operator.index(offset)
+    except TypeError:
+        value = None
+    if value is None or value < 0:
         raise ValueError(
             f"{owner}: offset is the number of tokens already in the cache, an int >= 0; got "
             f"{offset!r}"

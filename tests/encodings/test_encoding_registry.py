@@ -3,6 +3,7 @@
 import inspect
 import re
 
+import numpy as np
 import pytest
 import torch
 
@@ -181,6 +182,15 @@ def test_a_negative_cache_offset_is_one_clear_error(name):
             enc.encode_input(x, offset=-2)
         else:
             enc.rotate(q, q, q, offset=-2)
+    for offset in (np.int64(2), torch.tensor(2)):  # integers Python indexes with are taken
+        if "token" in enc.acts_on:
+            got = enc.embed(torch.zeros(1, 3, dtype=torch.long), offset=offset)
+            want = enc.embed(torch.zeros(1, 3, dtype=torch.long), offset=2)
+        elif "input" in enc.acts_on:
+            got, want = enc.encode_input(x, offset=offset), enc.encode_input(x, offset=2)
+        else:
+            got, want = enc.rotate(q, q, q, offset=offset)[0], enc.rotate(q, q, q, offset=2)[0]
+        torch.testing.assert_close(got, want)
 
 
 @pytest.mark.parametrize("name", ["t5", "alibi", "shaw", "xl", "kerple", "fire", "cope", "tupe"])
