@@ -44,6 +44,7 @@ import torch
 from torch import nn
 
 from .engine.files import disk_full, replace_atomically
+from .engine.metrics import evaluating
 from .engine.runs import INSPECT_MARKER, TEMP_PREFIX, RunError
 
 __all__ = ["inspect_run", "attention_by_distance", "bias_by_distance"]
@@ -153,12 +154,10 @@ def attention_by_distance(model: nn.Module, ids: torch.Tensor) -> list[torch.Ten
 
         handles.append(layer.register_forward_pre_hook(pre, with_kwargs=True))
         handles.append(layer.register_forward_hook(post, with_kwargs=True))
-    was = model.training
-    model.eval()
     try:
-        model(ids)
+        with evaluating(model):
+            model(ids)
     finally:
-        model.train(was)
         for h in handles:
             h.remove()
     return [c for c in captured if c is not None]

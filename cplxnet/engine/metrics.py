@@ -1,9 +1,10 @@
-"""Scoring a classifier: batched logits, macro-F1 and :func:`evaluate` (loss, accuracy, macro-F1
-on a labelled split)."""
+"""Scoring a model: :func:`evaluating` (evaluation mode for a block), and for a classifier batched
+logits, macro-F1 and :func:`evaluate` (loss, accuracy, macro-F1 on a labelled split)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -12,7 +13,19 @@ from torch import nn
 
 from ..data import DataError, EncodedSplit, batch_indices, collate
 
-__all__ = ["macro_f1", "batch_logits", "evaluate"]
+__all__ = ["evaluating", "macro_f1", "batch_logits", "evaluate"]
+
+
+@contextlib.contextmanager
+def evaluating(model: nn.Module) -> Iterator[nn.Module]:
+    """``model`` in evaluation mode for the block, then back in the mode it had, also when the
+    block raises (a caller that skips a length it cannot score keeps training with dropout)."""
+    was = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was)
 
 
 def macro_f1(y_true: torch.Tensor, y_pred: torch.Tensor) -> float:
@@ -29,14 +42,12 @@ def macro_f1(y_true: torch.Tensor, y_pred: torch.Tensor) -> float:
 @torch.no_grad()
 def batch_logits(model: nn.Module, ids: Sequence[Sequence[int]], batch_size: int) -> torch.Tensor:
     """Logits ``(N, C)`` of id sequences, in their order (batched by length, padded at the end)."""
-    was_training = model.training
-    model.eval()
     out: list[tuple[np.ndarray, torch.Tensor]] = []
     lengths = [len(x) for x in ids]
-    for index in batch_indices(lengths, batch_size, shuffle=False, bucket=True):
-        x, mask = collate([ids[i] for i in index])
-        out.append((index, model(x, mask).float()))
-    model.train(was_training)
+    with evaluating(model):
+        for index in batch_indices(lengths, batch_size, shuffle=False, bucket=True):
+            x, mask = collate([ids[i] for i in index])
+            out.append((index, model(x, mask).float()))
     logits = torch.empty(len(ids), out[0][1].shape[1]) if out else torch.empty(0, 0)
     for index, value in out:
         logits[torch.as_tensor(index)] = value

@@ -15,6 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import cplxnet.nn as cnn
 from cplxnet.encodings import SITES, check_sites, create_encoding
+from cplxnet.functional import lengths_from_padding_mask
 from cplxnet.utils import check_indices
 
 from .common import NumberField, TokenEmbedding
@@ -238,7 +239,8 @@ class Decoder(nn.Module):
 
         ``padding_mask`` ``(B, L)`` bool, True = padding at the end of a sequence (optional: with
         the causal mask, padding after a position never reaches it; the mask only zeroes the
-        padded inputs). ``cache`` (:meth:`new_cache`, no padding): ``ids`` are the positions
+        padded inputs). Padding elsewhere is a ``ValueError``: the positions of an absolute
+        encoding would shift. ``cache`` (:meth:`new_cache`, no padding): ``ids`` are the positions
         after the cached ones, whose keys and values are appended to it.
         """
         owner = type(self).__name__
@@ -260,6 +262,7 @@ class Decoder(nn.Module):
                     f"{owner}: padding_mask must have the shape of ids {tuple(ids.shape)}, got "
                     f"{tuple(padding_mask.shape)}"
                 )
+            lengths_from_padding_mask(padding_mask, owner)  # padding only at the end
             embed_mask = padding_mask
         offset = None
         if cache is not None:

@@ -141,6 +141,12 @@ def test_input_errors():
         model(torch.full((1, 3), V))
     with pytest.raises(ValueError, match="shape of ids"):
         model(torch.zeros(1, 3, dtype=torch.long), torch.zeros(1, 4, dtype=torch.bool))
+    ids = torch.ones(2, 4, dtype=torch.long)
+    for padded in ([0, 1], [1, 2]):  # left or middle padding would shift absolute positions
+        mask = torch.zeros(2, 4, dtype=torch.bool)
+        mask[1, padded] = True
+        with pytest.raises(ValueError, match="only at the end"):
+            model(ids, mask)
 
 
 @pytest.mark.parametrize("encoding", ["rotary", "complex-order", "t5"])

@@ -9,7 +9,10 @@ import os
 
 import pytest
 import torch
+from torch import nn
 
+from cplxnet.engine.metrics import batch_logits
+from cplxnet.inspect import attention_by_distance
 from cplxnet.models import build_model, make_config
 from cplxnet.tasks.classify.task import RunError
 from cplxnet.tasks.lm import (
@@ -22,6 +25,8 @@ from cplxnet.tasks.lm import (
     load_lm_run,
     make_task,
     resume_lm,
+    score_stream,
+    stream,
     train_lm,
 )
 
@@ -222,3 +227,34 @@ def test_the_decoder_builds_its_encoding_causal(monkeypatch):
     monkeypatch.setattr(decoder_module, "create_encoding", spy)
     build_model(tiny("t5"))
     assert seen["causal"] is True
+
+
+class _Failing(nn.Module):
+    """A model whose forward raises (a length it cannot score)."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(1))
+
+    def forward(self, *args, **kwargs):
+        raise ValueError("cannot score this length")
+
+
+@pytest.mark.parametrize(
+    "score",
+    [
+        lambda m: score_stream(m, torch.arange(10), 4),
+        lambda m: SyntheticTask("copy", 4).loss(m, [torch.tensor([4, 5])]),
+        lambda m: SyntheticTask("copy", 4).greedy_answers(m, [torch.tensor([4, 5])]),
+        lambda m: SyntheticTask("copy", 4).accuracy(m, [torch.tensor([4, 5])]),
+        lambda m: batch_logits(m, [[2, 3]], 4),
+        lambda m: attention_by_distance(m, torch.zeros(1, 3, dtype=torch.long)),
+        lambda m: list(stream(m, torch.tensor([2]), 1)),
+    ],
+    ids=["score_stream", "loss", "greedy_answers", "accuracy", "batch_logits", "inspect", "stream"],
+)
+def test_an_evaluation_that_raises_gives_the_model_back_in_training_mode(score):
+    model = _Failing().train()
+    with pytest.raises(ValueError, match="cannot score"):
+        score(model)
+    assert model.training  # a loop that skips the length keeps training with dropout

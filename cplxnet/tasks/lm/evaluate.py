@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...engine.metrics import evaluating
 from .data import windows
 
 __all__ = [
@@ -71,30 +72,28 @@ def score_stream(
     """
     if stream.dim() != 1 or len(stream) < 2:
         raise ValueError("score_stream: need a 1-d stream of at least 2 tokens")
-    was = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    cuts = windows(len(stream), length)
-    full = [s for s, e in cuts if e - s == length]
-    tail = [(s, e) for s, e in cuts if e - s != length]
-    vocab = getattr(getattr(model, "config", None), "vocab_size", 1)
-    per_batch = max(1, min(batch_tokens, _LOGIT_BUDGET // vocab) // length)
-    total = torch.zeros((), dtype=torch.float64)
-    count = 0
-    offsets = torch.arange(length + 1)
-    for i in range(0, len(full), per_batch):
-        starts = torch.tensor(full[i : i + per_batch])
-        chunk = stream[starts[:, None] + offsets].to(device)  # (b, n + 1)
-        logits = model(chunk[:, :-1])
-        total += F.cross_entropy(logits.flatten(0, 1), chunk[:, 1:].flatten(),
-                                 reduction="sum").double().cpu()  # fmt: skip
-        count += chunk[:, 1:].numel()
-    for s, e in tail:
-        chunk = stream[s : e + 1].to(device)[None]
-        logits = model(chunk[:, :-1])
-        total += F.cross_entropy(logits[0], chunk[0, 1:], reduction="sum").double().cpu()
-        count += e - s
-    model.train(was)
+    with evaluating(model):
+        device = next(model.parameters()).device
+        cuts = windows(len(stream), length)
+        full = [s for s, e in cuts if e - s == length]
+        tail = [(s, e) for s, e in cuts if e - s != length]
+        vocab = getattr(getattr(model, "config", None), "vocab_size", 1)
+        per_batch = max(1, min(batch_tokens, _LOGIT_BUDGET // vocab) // length)
+        total = torch.zeros((), dtype=torch.float64)
+        count = 0
+        offsets = torch.arange(length + 1)
+        for i in range(0, len(full), per_batch):
+            starts = torch.tensor(full[i : i + per_batch])
+            chunk = stream[starts[:, None] + offsets].to(device)  # (b, n + 1)
+            logits = model(chunk[:, :-1])
+            total += F.cross_entropy(logits.flatten(0, 1), chunk[:, 1:].flatten(),
+                                     reduction="sum").double().cpu()  # fmt: skip
+            count += chunk[:, 1:].numel()
+        for s, e in tail:
+            chunk = stream[s : e + 1].to(device)[None]
+            logits = model(chunk[:, :-1])
+            total += F.cross_entropy(logits[0], chunk[0, 1:], reduction="sum").double().cpu()
+            count += e - s
     loss = float(total) / count
     return {metric_name(tokens): _metric(loss, tokens), "loss": loss, "tokens": count,
             "windows": len(cuts), "window": effective_length(len(stream), length)}  # fmt: skip

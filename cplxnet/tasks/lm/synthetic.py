@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...engine.metrics import evaluating
 from .data import TokenVocab
 
 __all__ = ["TASKS", "SyntheticTask", "IGNORE", "SYNTHETIC_CONTEXT"]
@@ -142,17 +143,16 @@ class SyntheticTask:
         self, model: nn.Module, prompts: Sequence[torch.Tensor], batch_size: int = 64
     ) -> float:
         """Mean teacher-forced cross-entropy (nats) over the answer and ``<eos>`` tokens."""
-        was = model.training
-        model.eval()
         total, count = 0.0, 0
         device = next(model.parameters()).device
-        for i in range(0, len(prompts), batch_size):
-            ids, targets, mask = (t.to(device) for t in self.collate(prompts[i : i + batch_size]))
-            logits = model(ids, mask)
-            total += float(F.cross_entropy(logits.flatten(0, 1).double(), targets.flatten(),
-                                           ignore_index=IGNORE, reduction="sum"))  # fmt: skip
-            count += int((targets != IGNORE).sum())
-        model.train(was)
+        with evaluating(model):
+            for i in range(0, len(prompts), batch_size):
+                batch = self.collate(prompts[i : i + batch_size])
+                ids, targets, mask = (t.to(device) for t in batch)
+                logits = model(ids, mask)
+                total += float(F.cross_entropy(logits.flatten(0, 1).double(), targets.flatten(),
+                                               ignore_index=IGNORE, reduction="sum"))  # fmt: skip
+                count += int((targets != IGNORE).sum())
         return total / count
 
     @torch.no_grad()
@@ -165,28 +165,26 @@ class SyntheticTask:
         next token at its own last position (the causal mask makes the padding invisible). The
         whole prefix is recomputed at every step (no key/value cache).
         """
-        was = model.training
-        model.eval()
-        device = next(model.parameters()).device
-        out: list[torch.Tensor] = []
-        for i in range(0, len(prompts), batch_size):
-            chunk = prompts[i : i + batch_size]
-            n = torch.tensor([len(p) for p in chunk], device=device)
-            B, T = len(chunk), int(2 * n.max()) + 2
-            buf = torch.zeros(B, T, dtype=torch.long, device=device)
-            for r, p in enumerate(chunk):
-                buf[r, : len(p)] = p.to(device)
-                buf[r, len(p)] = self.sep
-            cur = n + 1  # tokens so far in each row
-            rows = torch.arange(B, device=device)
-            for _ in range(int(n.max()) + 1):
-                active = cur < 2 * n + 2  # rows still generating their n + 1 tokens
-                logits = model(buf[:, : int(cur.max())])  # (B, T', V)
-                nxt = logits[rows, cur - 1].argmax(-1)
-                buf[rows[active], cur[active]] = nxt[active]
-                cur = torch.where(active, cur + 1, cur)
-            out.extend(buf[r, len(p) + 1 : 2 * len(p) + 2].cpu() for r, p in enumerate(chunk))
-        model.train(was)
+        with evaluating(model):
+            device = next(model.parameters()).device
+            out: list[torch.Tensor] = []
+            for i in range(0, len(prompts), batch_size):
+                chunk = prompts[i : i + batch_size]
+                n = torch.tensor([len(p) for p in chunk], device=device)
+                B, T = len(chunk), int(2 * n.max()) + 2
+                buf = torch.zeros(B, T, dtype=torch.long, device=device)
+                for r, p in enumerate(chunk):
+                    buf[r, : len(p)] = p.to(device)
+                    buf[r, len(p)] = self.sep
+                cur = n + 1  # tokens so far in each row
+                rows = torch.arange(B, device=device)
+                for _ in range(int(n.max()) + 1):
+                    active = cur < 2 * n + 2  # rows still generating their n + 1 tokens
+                    logits = model(buf[:, : int(cur.max())])  # (B, T', V)
+                    nxt = logits[rows, cur - 1].argmax(-1)
+                    buf[rows[active], cur[active]] = nxt[active]
+                    cur = torch.where(active, cur + 1, cur)
+                out.extend(buf[r, len(p) + 1 : 2 * len(p) + 2].cpu() for r, p in enumerate(chunk))
         return out
 
     @torch.no_grad()
@@ -203,23 +201,21 @@ class SyntheticTask:
         score is that of those draws and depends on ``batch_tokens``."""
         if not prompts:
             raise ValueError("SyntheticTask.accuracy: no prompts")
-        was = model.training
-        model.eval()
-        device = next(model.parameters()).device
-        right = 0
-        i = 0
-        while i < len(prompts):
-            longest = 2 * len(prompts[i]) + 1
-            count = 0
-            while i + count < len(prompts):  # prompts in order; a batch of about batch_tokens
-                longest = max(longest, 2 * len(prompts[i + count]) + 1)
-                if count and longest * (count + 1) > batch_tokens:
-                    break
-                count += 1
-            ids, targets, _ = (t.to(device) for t in self.collate(prompts[i : i + count]))
-            logits = model(ids)  # padding at the end is invisible under the causal mask
-            hit = (logits.argmax(-1) == targets) | (targets == IGNORE)
-            right += int(hit.all(dim=1).sum())
-            i += count
-        model.train(was)
+        with evaluating(model):
+            device = next(model.parameters()).device
+            right = 0
+            i = 0
+            while i < len(prompts):
+                longest = 2 * len(prompts[i]) + 1
+                count = 0
+                while i + count < len(prompts):  # prompts in order; a batch of about batch_tokens
+                    longest = max(longest, 2 * len(prompts[i + count]) + 1)
+                    if count and longest * (count + 1) > batch_tokens:
+                        break
+                    count += 1
+                ids, targets, _ = (t.to(device) for t in self.collate(prompts[i : i + count]))
+                logits = model(ids)  # padding at the end is invisible under the causal mask
+                hit = (logits.argmax(-1) == targets) | (targets == IGNORE)
+                right += int(hit.all(dim=1).sum())
+                i += count
         return right / len(prompts)
