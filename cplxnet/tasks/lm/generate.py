@@ -2,17 +2,18 @@
 
 Sampling keeps each layer's keys and values (:class:`cplxnet.nn.KVCache`), so a new token costs
 one step, when the encoding allows it (``supports_kv_cache``); otherwise (xpos) the window is
-recomputed at every step. The model sees at most the last ``context`` tokens (default: the run's
-training context), so a trainable position table is never asked for a position it lacks: once
-the sequence is longer, the window slides and is recomputed at every step (crop), since every
-position in it shifts. Either way the tokens are those of recomputing the window at every step.
+recomputed at every step. The model sees at most the last ``context`` tokens (a run's text:
+default its training context; :func:`generate` and :func:`stream`: the whole sequence unless
+given), so a trainable position table is never asked for a position it lacks: once the sequence
+is longer, the window slides and is recomputed at every step (crop), since every position in it
+shifts. Either way the tokens are those of recomputing the window at every step.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,7 @@ from torch import nn
 
 from ...data import DataError
 from ...engine.runs import RunError, load_checkpoint, load_weights
-from .data import TokenVocab, detokenize, tokenize
+from .data import PAD, UNK, TokenVocab, detokenize, tokenize
 from .evaluate import NA, effective_length, evaluate_lengths
 from .synthetic import SEP
 from .task import LMOptions, LMTask, build_lm_model, load_lm_config
@@ -172,17 +173,29 @@ def evaluate_lm_run(
     return {str(context): {"accuracy": s.accuracy(model, prompts), "n": len(prompts)}}
 
 
-def _check_length(run: LoadedLM, prompt: int, num_tokens: int, context: int | None) -> None:
-    """A :class:`DataError` with the fix if the longest window generation would feed the model
-    (``prompt + num_tokens - 1`` tokens, at most ``context``) is a length it cannot process."""
-    if num_tokens == 0:
-        return
+def _unreadable(
+    model: nn.Module, prompt: int, num_tokens: int, context: int | None
+) -> tuple[int, str] | None:
+    """``(length, reason)`` if the longest window generation would feed ``model``
+    (``prompt + num_tokens - 1`` tokens, at most ``context``) is a length it cannot process
+    (its ``unsupported_length``), else ``None``."""
+    check = getattr(model, "unsupported_length", None)
+    if num_tokens == 0 or check is None:
+        return None
     longest = prompt + num_tokens - 1
     if context is not None:
         longest = min(longest, context)
-    reason = run.model.unsupported_length(longest)
-    if reason is None:
+    reason = check(longest)
+    return None if reason is None else (longest, reason)
+
+
+def _check_length(run: LoadedLM, prompt: int, num_tokens: int, context: int | None) -> None:
+    """A :class:`DataError` naming the command line's fix if generation would feed the run's
+    model a window it cannot process (:func:`_unreadable`)."""
+    found = _unreadable(run.model, prompt, num_tokens, context)
+    if found is None:
         return
+    longest, reason = found
     limit = run.config.max_len
     if context is not None and context > limit:
         fix = f"use --context N <= {limit}"
@@ -204,11 +217,20 @@ def generate(
     seed: int = 0,
     context: int | None = None,
     cache: bool = True,
+    banned_ids: Sequence[int] = (),
 ) -> torch.Tensor:
     """Continue ``prompt`` (``(N,)`` ids, ``N >= 1``) by ``num_tokens`` sampled tokens; returns
-    the ``(num_tokens,)`` new ids (see :func:`stream`)."""
+    the ``(num_tokens,)`` new ids (see :func:`stream`).
+
+    Examples::
+
+        >>> from cplxnet.models import build_model, make_config
+        >>> model = build_model(make_config("decoder", vocab_size=20, d_model=8, num_heads=2))
+        >>> generate(model, torch.tensor([3, 4]), 5, temperature=0.8, seed=1).shape
+        torch.Size([5])
+    """
     new = list(stream(model, prompt, num_tokens, temperature=temperature, seed=seed,
-                      context=context, cache=cache))  # fmt: skip
+                      context=context, cache=cache, banned_ids=banned_ids))  # fmt: skip
     return torch.tensor(new, dtype=torch.long)
 
 
@@ -222,6 +244,7 @@ def stream(
     seed: int = 0,
     context: int | None = None,
     cache: bool = True,
+    banned_ids: Sequence[int] = (),
 ) -> Iterator[int]:
     """Yield the ids of ``num_tokens`` tokens sampled after ``prompt``, one at a time.
 
@@ -230,16 +253,28 @@ def stream(
     samples the next token from ``softmax(logits / temperature)`` with a generator seeded by
     ``seed`` (the same seed gives the same continuation); ``temperature=0`` (and any temperature
     below :data:`GREEDY_BELOW`, the limit of sampling as the temperature falls) takes the most
-    likely token (greedy). Ids 0 and 1 (``<pad>``, ``<unk>``: never in a training stream) are
-    never produced. ``cache=True`` uses the model's key/value cache when it has one
-    (``model.supports_kv_cache``) while the sequence fits in ``context``; past it the window of
-    the last ``context`` tokens is recomputed at every step (its positions shift). The tokens
-    are those of ``cache=False`` (up to float rounding in the logits).
+    likely token (greedy). The ids in ``banned_ids`` are never produced (a run's text:
+    :func:`stream_text` bans ``<pad>`` and ``<unk>``, ids 0 and 1). ``cache=True`` uses the
+    model's key/value cache when it has one (``model.supports_kv_cache``) while the sequence fits
+    in ``context``; past it the window of the last ``context`` tokens is recomputed at every step
+    (its positions shift). The tokens are those of ``cache=False`` (up to float rounding in the
+    logits). A window longer than the model can read (``model.unsupported_length``: a trainable
+    table's ``max_len``) is a ``ValueError`` before the first token; ``context`` within the
+    model's limit avoids it.
     """
     if prompt.dim() != 1 or len(prompt) == 0:
         raise ValueError("generate: the prompt must be a non-empty 1-d tensor of ids")
     if temperature < 0 or num_tokens < 0:
         raise ValueError("generate: temperature and num_tokens must be >= 0")
+    if context is not None and context < 1:
+        raise ValueError(f"generate: context must be a positive number of tokens, got {context}")
+    banned = sorted({int(i) for i in banned_ids})
+    found = _unreadable(model, len(prompt), num_tokens, context)
+    if found is not None:
+        raise ValueError(
+            f"generate: the model cannot read {found[0]} tokens at once ({found[1]}); pass "
+            "context=N with N within the model's limit (the window then slides)"
+        )
     was = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -257,7 +292,13 @@ def stream(
             else:
                 logits = model(seq[None])
             logits = logits[0, -1].double()  # (V,)
-            logits[:2] = float("-inf")  # never <pad> or <unk>
+            if banned:
+                if banned[0] < 0 or banned[-1] >= len(logits) or len(banned) == len(logits):
+                    raise ValueError(
+                        f"generate: banned_ids must be ids of the model's {len(logits)} tokens "
+                        f"and leave one allowed, got {banned}"
+                    )
+                logits[banned] = float("-inf")
             if temperature < GREEDY_BELOW:
                 nxt = logits.argmax().view(1)
             else:
@@ -322,8 +363,9 @@ def stream_text(
     if context is None and not synthetic:
         context = run.context  # a synthetic answer needs its whole prompt
     _check_length(run, len(ids), num_tokens, context)
+    never = run.vocab.encode([PAD, UNK]).tolist()  # never in a training stream
     return _pieces(run, stream(run.model, ids, num_tokens, temperature=temperature, seed=seed,
-                               context=context), synthetic)  # fmt: skip
+                               context=context, banned_ids=never), synthetic)  # fmt: skip
 
 
 def _pieces(run: LoadedLM, ids: Iterator[int], synthetic: bool) -> Iterator[str]:
