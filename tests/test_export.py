@@ -72,6 +72,25 @@ def test_zoo_model_exports_with_padding_and_dynamic_length(family, complex_):
         torch.testing.assert_close(program.module()(ids, mask), model(ids, mask))
 
 
+# the encodings with a fixed table grown on demand (cached_rows): traced, the rows are computed in
+# the graph, so lengths past the table (rotary: max_len rows; the others 128) need no new trace
+@pytest.mark.parametrize("encoding", ["rotary", "sinusoidal", "multiplicative", "xl"])
+@torch.no_grad()
+def test_a_decoder_serves_lengths_past_its_position_tables(encoding):
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    config = dataclasses.replace(_config("decoder", True, encoding), max_len=16)
+    model = models.build_model(config).eval()
+    ids = torch.randint(1, V, (2, 300))
+    program = torch.export.export(model, (ids[:, :7].clone(),), dynamic_shapes=({1: Dim.DYNAMIC},))
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    for length in (17, 300):
+        x = ids[:, :length].clone()
+        eager = model(x)
+        torch.testing.assert_close(program.module()(x), eager)
+        torch.testing.assert_close(compiled(x), eager)
+
+
 # complex models only: the real twins' bodies are torch's own layers. The inference graph, as
 # exported; tests/test_compile.py compiles each model's backward and compares its gradients.
 @pytest.mark.parametrize(("family", "complex_"), list(_family_cases((True,))))

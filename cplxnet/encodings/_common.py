@@ -12,7 +12,14 @@ from typing import NamedTuple
 
 import torch
 
-from .._utils import as_complex, assert_on_device, check_last_dim, real_dtype, runs_composed
+from .._utils import (
+    as_complex,
+    assert_on_device,
+    check_last_dim,
+    is_tracing,
+    real_dtype,
+    runs_composed,
+)
 
 __all__: list[str] = []
 
@@ -229,8 +236,15 @@ def cached_rows(module: torch.nn.Module, attr: str, length: int, build) -> torch
     """First ``length`` rows of the non-persistent buffer ``attr`` of ``module``, rebuilt (at
     least doubled) with ``build(n, device)`` when it is too short. The buffer follows
     ``module.to(device)`` and never enters the state_dict; one rebuilt in inference mode is a
-    normal tensor, which a later training step can use."""
+    normal tensor, which a later training step can use.
+
+    While ``torch.compile`` or ``torch.export`` traces (:func:`cplxnet.utils.is_tracing`), the
+    rows are ``build(length, device)``, computed in the graph: no guard on the length against
+    the buffer's (a program exported with a dynamic length serves every length) and no change
+    to the module."""
     buf = getattr(module, attr)
+    if is_tracing():
+        return build(length, buf.device)
     if buf.shape[0] < length:
         n = max(length, 2 * buf.shape[0])
         if torch.is_inference_mode_enabled():  # a normal tensor, which later training can use
