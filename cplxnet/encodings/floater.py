@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
+from torch.func import functional_call
 
 from .._utils import check_sizes, factory_kwargs, pack, real_dtype, unpack
 from ._common import check_sequence, normal_
@@ -165,8 +166,24 @@ class FloaterEncoding(PositionalEncoding):
             self.dynamics.reset_parameters()
 
     def table(self, length: int) -> torch.Tensor:
-        """Positions ``p(t_0) .. p(t_{length-1})``, ``(length, d_model)``."""
-        return rk4_solve(self.dynamics, self.p0, length, self.delta, self.substeps)
+        """Positions ``p(t_0) .. p(t_{length-1})``, ``(length, d_model)``. A half-precision
+        (``bfloat16``, ``float16``) real twin integrates in float32 and returns its own dtype:
+        hundreds of steps summed with an 8-bit mantissa drift, and ``t`` past 32 is quantised
+        to 0.25 in bfloat16."""
+        low = self.p0.dtype
+        if low not in (torch.bfloat16, torch.float16):
+            return rk4_solve(self.dynamics, self.p0, length, self.delta, self.substeps)
+        if isinstance(self.dynamics, nn.Module):  # its parameters cast to float32 (autograd)
+            state = {n: v.float() for n, v in self.dynamics.state_dict(keep_vars=True).items()}
+
+            def h(p: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+                return functional_call(self.dynamics, state, (p, t))
+        else:  # a user function of half-precision inputs
+
+            def h(p: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+                return self.dynamics(p.to(low), t.to(low)).float()
+
+        return rk4_solve(h, self.p0.float(), length, self.delta, self.substeps).to(low)
 
     def encode_input(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, D) -> (B, L, D)
         check_sequence(x, self.d_model, self.complex_model, type(self).__name__)
