@@ -164,10 +164,14 @@ def attention_by_distance(model: nn.Module, ids: torch.Tensor) -> list[torch.Ten
 
 
 @torch.no_grad()
-def bias_by_distance(model: nn.Module, length: int) -> torch.Tensor | None:
+def bias_by_distance(
+    model: nn.Module, length: int, causal: bool | None = None
+) -> torch.Tensor | None:
     """The encoding's position-only logits bias against the distance ``d = i - j``, ``(H, 2L - 1)``
     (column ``d + L - 1``), or ``None`` when the encoding adds no bias for zero queries and keys
-    (no "logits" site, or a bias computed from the content)."""
+    (no "logits" site, or a bias computed from the content). For a causal model (``causal``;
+    default ``model.is_causal``, True for the zoo's decoder) the columns ``d < 0``, keys after
+    the query that the causal mask removes, are NaN."""
     encoding = getattr(model, "encoding", None)
     layers = _attention_layers(model)
     if encoding is None or "logits" not in encoding.acts_on or not layers:
@@ -180,7 +184,10 @@ def bias_by_distance(model: nn.Module, length: int) -> torch.Tensor | None:
     bias = encoding.logits_bias(zeros, zeros)
     if bias is None or not bool(bias.abs().max() > 0):
         return None
-    return _mean_by_distance(bias.double().expand(1, attn.num_heads, length, length))
+    curve = _mean_by_distance(bias.double().expand(1, attn.num_heads, length, length))
+    if getattr(model, "is_causal", False) if causal is None else causal:
+        curve[:, : length - 1] = float("nan")  # d < 0: never applied
+    return curve
 
 
 def complex_order_parameters(model: nn.Module) -> dict[str, torch.Tensor] | None:

@@ -122,6 +122,9 @@ def test_attention_and_bias_measurements():
     bias = bias_by_distance(model, 6)
     slopes = create_encoding("alibi", d_model=8, num_heads=2, causal=True).slopes.double()
     assert torch.allclose(bias[:, 5:], -slopes[:, None] * torch.arange(6.0))
+    assert bias[:, :5].isnan().all()  # keys after the query: removed by the causal mask
+    both = bias_by_distance(model, 6, causal=False)  # the bias as computed, on both sides
+    assert torch.equal(both[:, 5:], bias[:, 5:]) and not both.isnan().any()
     rotary = build_model(make_config("decoder", encoding="rotary", d_model=8, num_heads=2,
                                      dim_feedforward=16, vocab_size=9, max_len=8))  # fmt: skip
     assert bias_by_distance(rotary, 6) is None

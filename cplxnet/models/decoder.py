@@ -143,6 +143,8 @@ class Decoder(nn.Module):
     """
 
     supported_sites: ClassVar[frozenset[str]] = frozenset(SITES)
+    #: query ``t`` attends to tokens ``<= t`` only (read by ``cplxnet.inspect.bias_by_distance``)
+    is_causal: ClassVar[bool] = True
 
     def __init__(
         self,
