@@ -89,6 +89,18 @@ def test_predict_and_evaluate_json(trained, toy_file, capsys):
     assert main(["evaluate", trained, "--data", toy_file, "--json"]) == 0
     metrics = json.loads(capsys.readouterr().out)
     assert metrics["n"] == 120 and 0 <= metrics["macro_f1"] <= 1
+    assert main(["evaluate", trained, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["data"] == f"test split of {toy_file}"
+
+
+def test_evaluate_names_the_test_file_a_run_was_trained_with(toy_file, tmp_path, capsys):
+    test = toy.write_toy_tsv(tmp_path / "test.tsv", n=30)
+    run = str(tmp_path / "run")
+    assert main(["train", "--data", toy_file, "--test", test, "--run-dir", run, *TINY]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", run]) == 0
+    out = capsys.readouterr().out
+    assert "n=30" in out and f"({test})" in out
 
 
 def test_default_run_dir_and_resume_extension(toy_file, tmp_path, monkeypatch, capsys):
@@ -198,8 +210,9 @@ def test_evaluate_and_predict_errors(trained, tmp_path, capsys):
     assert "nothing to classify" in err
     err = error_of(capsys, ["predict", trained, "--file", str(tmp_path / "none.txt")])
     assert "none.txt: file not found" in err
-    err = error_of(capsys, ["evaluate", str(tmp_path / "no-such-run")])
-    assert "no-such-run not found" in err
+    for extra in ([], ["--context", "512"]):  # not "a classifier": the folder is missing
+        err = error_of(capsys, ["evaluate", str(tmp_path / "no-such-run"), *extra])
+        assert "no-such-run not found" in err
     long_text = "good " * 600
     err = error_of(capsys, ["predict", trained, long_text])
     assert "text 1: the text has 600 tokens but the model's max_len is 512" in err

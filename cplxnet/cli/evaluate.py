@@ -57,10 +57,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if args.context is None:  # the run's own lengths, which its training scored
             return lm_cli.cmd_evaluate(args, CLIError)
         return _evaluate_lm_at_context(args, lm_cli.cmd_evaluate)
+    run = engine.load_run(args.run)  # a missing or damaged folder: its own error first
     if args.context is not None:
         raise CLIError(f"--context applies to language-model runs; {args.run} is a classifier")
-
-    run = engine.load_run(args.run)
     metrics = engine.evaluate_run(
         run,
         args.data,
@@ -69,7 +68,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         fmt=args.format,
         max_len=args.max_len,
     )
-    what = args.data if args.data is not None else f"test split of {run.spec.data}"
+    if args.data is not None:
+        what = args.data
+    elif run.spec.test is not None:  # trained with --test FILE
+        what = run.spec.test
+    else:
+        what = f"test split of {run.spec.data}"
     if args.json:
         print(json.dumps({**metrics, "data": what}))
     else:
