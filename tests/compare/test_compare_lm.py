@@ -322,3 +322,30 @@ def test_plot_one_line_per_configuration_with_fixed_styles():
     # the trainable line stops at L (n/a beyond)
     trainable = lines[2].get_xdata()
     assert list(trainable) == [64]
+
+
+@pytest.mark.parametrize(
+    ("data", "encoding", "noted"),
+    [
+        ("mr", "randomized:base=rotary", 256),  # M = 4L = 256 < 8L = 512
+        ("mr", "randomized:base=rotary:max_positions=512", None),
+        ("mr", "rotary+randomized:randomized.base=sinusoidal", 256),
+        ("synthetic:copy", "randomized:base=rotary", None),  # M = 4(2L + 1) >= 8L + 1
+        ("synthetic:copy", "randomized:base=rotary:max_positions=100", 100),
+    ],
+)
+def test_a_randomized_range_shorter_than_the_test_is_noted(tmp_path, capsys, data, encoding, noted):
+    out = str(tmp_path / "grid")
+    argv = ["compare", "--task", "lm", "--data", data, "--encodings", encoding, "--dry-run"]
+    assert main([*argv, "--seeds", "1", "--out", out]) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
+    if noted is None:
+        assert notes == []
+    else:
+        longest = 512 if data == "mr" else 129
+        assert notes == [
+            f"note: {encoding} on {data}: training draws positions below {noted}, the test reads "
+            f"{longest} tokens: add :max_positions={longest} to draw from a range covering it "
+            "(Ruoss et al.)"
+        ]
+    assert not os.path.exists(out)

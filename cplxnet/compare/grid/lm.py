@@ -208,6 +208,7 @@ def expand_lm_grid(
     except ValueError as err:
         raise CompareError(str(err)) from None
     configs: list[tuple[EncodingSpec, str]] = []
+    notes: list[str] = []
     for spec, numbers in encodings:
         for number in numbers:
             if (spec.canonical, number) in {(s.canonical, n) for s, n in configs}:
@@ -215,7 +216,8 @@ def expand_lm_grid(
             try:
                 check_option_values(spec)  # rotary:base=abc: one line naming the option
                 config = lm_cell_config(spec, number, options)
-                zoo.build_model(dataclasses.replace(config, vocab_size=8))
+                model = zoo.build_model(dataclasses.replace(config, vocab_size=8))
+                notes += _range_notes(model, config, spec, datas, options, notes)
                 if spec.evaluation:  # as built at evaluation (a scaling: at twice the length)
                     scaled = {**config.encoding_options, **spec.evaluation}
                     if "scaling" in spec.evaluation:
@@ -244,7 +246,46 @@ def expand_lm_grid(
         for spec, number in configs
         if bool(spec.evaluation) == rescored
     ]
-    return cells, []
+    return cells, notes
+
+
+def _range_notes(
+    model: Any,
+    config: Any,
+    spec: EncodingSpec,
+    datas: Sequence[str],
+    options: GridOptions,
+    made: list[str],
+) -> list[str]:
+    """A note for each dataset whose longest evaluated input is longer than the range a
+    randomized encoding of ``model`` draws its training positions from, as built for the
+    data's training length (Ruoss et al. draw from a range covering the longest test input)."""
+    import cplxnet.models as zoo
+
+    from ...encodings.randomized import RandomizedEncoding
+    from ...tasks.lm.options import LMOptions
+    from ...tasks.lm.task import SYNTHETIC_PREFIX
+
+    if not any(isinstance(m, RandomizedEncoding) for m in model.modules()):
+        return []
+    L = int(options.lm.get("context", 64))
+    multiples = (options.lm.get("train") or {}).get("eval_multiples", LMOptions.eval_multiples)
+    out = []
+    for data in dict.fromkeys(datas):
+        if data.startswith(SYNTHETIC_PREFIX):  # prompt <sep> answer; the test's prompts to 4L
+            trained, longest = 2 * L + 1, 8 * L + 1
+        else:
+            trained, longest = L, L * max(multiples)
+        built = zoo.build_model(dataclasses.replace(config, vocab_size=8, max_len=trained))
+        drawn = min(m.max_positions for m in built.modules() if isinstance(m, RandomizedEncoding))
+        note = (
+            f"{spec.label} on {data}: training draws positions below {drawn}, the test reads "
+            f"{longest} tokens: add :max_positions={longest} to draw from a range covering it "
+            "(Ruoss et al.)"
+        )
+        if drawn < longest and note not in made:
+            out.append(note)
+    return out
 
 
 def lm_cell_config(spec: EncodingSpec, number: str, options: GridOptions) -> Any:
