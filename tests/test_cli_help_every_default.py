@@ -237,6 +237,7 @@ def test_generate_evaluate_predict_report_inspect_help(capsys):
             "--max-new-tokens": [f"default {DEFAULT_NEW_TOKENS}"],
             "--temperature": [f"default {sig['temperature'].default:g}"],
             "--seed": [f"default {sig['seed'].default}"],
+            "--top-k": ["default: all of them"],
             "--context": ["default: the training context"],
             "--threads": threads,
         },
@@ -262,3 +263,4 @@ def test_generate_evaluate_predict_report_inspect_help(capsys):
         _compare(help_entries([command], capsys), expected)
     assert parser_default("generate", "--temperature") == sig["temperature"].default
     assert parser_default("generate", "--seed") == sig["seed"].default
+    assert parser_default("generate", "--top-k") is sig["top_k"].default is None

@@ -146,6 +146,13 @@ def add_generate_command(sub: Any) -> None:
         help=f"sampling seed 0..2**63-1 (default {defaults['seed']})",
     )
     p.add_argument(
+        "--top-k",
+        type=positive_int,
+        default=defaults["top_k"],
+        metavar="K",
+        help="sample among the K most likely tokens (default: all of them)",
+    )
+    p.add_argument(
         "--context",
         type=positive_int,
         default=None,
@@ -352,7 +359,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from ..tasks.lm.generate import stream_text
 
     pieces = stream_text(args.run, args.prompt, args.tokens, temperature=args.temperature,
-                         seed=args.seed, context=args.context)  # fmt: skip
+                         seed=args.seed, context=args.context, top_k=args.top_k)  # fmt: skip
     try:
         for piece in pieces:
             print(piece, end="", flush=True)

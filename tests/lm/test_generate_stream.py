@@ -67,6 +67,18 @@ def test_max_new_tokens_and_its_alias(run, capsys):
     assert "--max-new-tokens" in help_text and "--tokens" not in help_text
 
 
+def test_top_k_from_the_command_line(run, capsys):
+    """``--top-k 1`` is greedy at any temperature; ``--top-k`` reaches the sampler."""
+    assert main(["generate", run, "the", "--tokens", "20", "--temperature", "0"]) == 0
+    greedy = capsys.readouterr().out
+    argv = ["generate", run, "the", "--tokens", "20", "--temperature", "5", "--seed", "2"]
+    assert main([*argv, "--top-k", "1"]) == 0
+    assert capsys.readouterr().out == greedy
+    assert main(argv) == 0
+    assert capsys.readouterr().out != greedy
+    assert generate_text(run, "the", 20, temperature=5, seed=2, top_k=1) + "\n" == greedy
+
+
 @pytest.mark.slow
 def test_ctrl_c_keeps_the_text_so_far(run):
     env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}

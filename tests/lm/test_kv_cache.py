@@ -194,3 +194,23 @@ def test_a_window_longer_than_the_model_reads_is_refused_before_the_first_token(
         next(tokens)
     assert len(generate(model, prompt, 20, context=16)) == 20  # the window slides
     assert len(generate(model, prompt, 14)) == 14  # 16 tokens at most: no limit reached
+
+
+def test_top_k_samples_among_the_k_most_likely_tokens():
+    model = decoder("rotary", False)
+    with torch.no_grad():  # ids 2, 3, 4 far above the rest whatever the context
+        model.head_bias.zero_()
+        model.head_bias[2:5] = 20.0
+    prompt = torch.tensor([5, 6])
+    hot = {"temperature": 50.0, "seed": 3}  # nearly uniform over all 11 ids
+    assert not set(generate(model, prompt, 40, **hot).tolist()) <= {2, 3, 4}
+    within = generate(model, prompt, 40, top_k=3, **hot).tolist()
+    assert set(within) <= {2, 3, 4} and len(set(within)) > 1
+    greedy = generate(model, prompt, 10, temperature=0.0)
+    assert torch.equal(generate(model, prompt, 10, top_k=1, **hot), greedy)
+    assert torch.equal(
+        generate(model, prompt, 10, top_k=11, **hot), generate(model, prompt, 10, **hot)
+    )
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="top_k"):
+            generate(model, prompt, 2, top_k=bad)

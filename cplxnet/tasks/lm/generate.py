@@ -218,6 +218,7 @@ def generate(
     context: int | None = None,
     cache: bool = True,
     banned_ids: Sequence[int] = (),
+    top_k: int | None = None,
 ) -> torch.Tensor:
     """Continue ``prompt`` (``(N,)`` ids, ``N >= 1``) by ``num_tokens`` sampled tokens; returns
     the ``(num_tokens,)`` new ids (see :func:`stream`).
@@ -230,7 +231,8 @@ def generate(
         torch.Size([5])
     """
     new = list(stream(model, prompt, num_tokens, temperature=temperature, seed=seed,
-                      context=context, cache=cache, banned_ids=banned_ids))  # fmt: skip
+                      context=context, cache=cache, banned_ids=banned_ids,
+                      top_k=top_k))  # fmt: skip
     return torch.tensor(new, dtype=torch.long)
 
 
@@ -245,22 +247,24 @@ def stream(
     context: int | None = None,
     cache: bool = True,
     banned_ids: Sequence[int] = (),
+    top_k: int | None = None,
 ) -> Iterator[int]:
     """Yield the ids of ``num_tokens`` tokens sampled after ``prompt``, one at a time.
 
     Each step feeds the model the tokens it has not seen (with a key/value cache: the prompt,
     then one token per step) or the last ``context`` tokens (all of them with ``None``) and
     samples the next token from ``softmax(logits / temperature)`` with a generator seeded by
-    ``seed`` (the same seed gives the same continuation); ``temperature=0`` (and any temperature
-    below :data:`GREEDY_BELOW`, the limit of sampling as the temperature falls) takes the most
-    likely token (greedy). The ids in ``banned_ids`` are never produced (a run's text:
-    :func:`stream_text` bans ``<pad>`` and ``<unk>``, ids 0 and 1). ``cache=True`` uses the
-    model's key/value cache when it has one (``model.supports_kv_cache``) while the sequence fits
-    in ``context``; past it the window of the last ``context`` tokens is recomputed at every step
-    (its positions shift). The tokens are those of ``cache=False`` (up to float rounding in the
-    logits). A window longer than the model can read (``model.unsupported_length``: a trainable
-    table's ``max_len``) is a ``ValueError`` before the first token; ``context`` within the
-    model's limit avoids it.
+    ``seed`` (the same seed gives the same continuation), among the ``top_k`` most likely tokens
+    when given (all of them by default; ties at the k-th logit stay in); ``temperature=0`` (and
+    any temperature below :data:`GREEDY_BELOW`, the limit of sampling as the temperature falls)
+    takes the most likely token (greedy). The ids in ``banned_ids`` are never produced (a run's
+    text: :func:`stream_text` bans ``<pad>`` and ``<unk>``, ids 0 and 1). ``cache=True`` uses
+    the model's key/value cache when it has one (``model.supports_kv_cache``) while the sequence
+    fits in ``context``; past it the window of the last ``context`` tokens is recomputed at
+    every step (its positions shift). The tokens are those of ``cache=False`` (up to float
+    rounding in the logits). A window longer than the model can read
+    (``model.unsupported_length``: a trainable table's ``max_len``) is a ``ValueError`` before
+    the first token; ``context`` within the model's limit avoids it.
     """
     if prompt.dim() != 1 or len(prompt) == 0:
         raise ValueError("generate: the prompt must be a non-empty 1-d tensor of ids")
@@ -268,6 +272,8 @@ def stream(
         raise ValueError("generate: temperature and num_tokens must be >= 0")
     if context is not None and context < 1:
         raise ValueError(f"generate: context must be a positive number of tokens, got {context}")
+    if top_k is not None and (isinstance(top_k, bool) or int(top_k) != top_k or top_k < 1):
+        raise ValueError(f"generate: top_k must be a positive number of tokens, got {top_k!r}")
     banned = sorted({int(i) for i in banned_ids})
     found = _unreadable(model, len(prompt), num_tokens, context)
     if found is not None:
@@ -299,6 +305,9 @@ def stream(
                         f"and leave one allowed, got {banned}"
                     )
                 logits[banned] = float("-inf")
+            if top_k is not None and top_k < len(logits):  # below the k-th largest: never
+                kth = logits.topk(int(top_k)).values[-1]
+                logits = logits.masked_fill(logits < kth, float("-inf"))
             if temperature < GREEDY_BELOW:
                 nxt = logits.argmax().view(1)
             else:
@@ -318,10 +327,11 @@ def generate_text(
     temperature: float = 1.0,
     seed: int = 0,
     context: int | None = None,
+    top_k: int | None = None,
 ) -> str:
     """The continuation of ``prompt`` as text (see :func:`stream_text`)."""
     return "".join(stream_text(run, prompt, num_tokens, temperature=temperature, seed=seed,
-                               context=context))  # fmt: skip
+                               context=context, top_k=top_k))  # fmt: skip
 
 
 def stream_text(
@@ -332,6 +342,7 @@ def stream_text(
     temperature: float = 1.0,
     seed: int = 0,
     context: int | None = None,
+    top_k: int | None = None,
 ) -> Iterator[str]:
     """The continuation of ``prompt`` as text, one token's text at a time (see :func:`stream`;
     ``context`` defaults to the run's training context for text, the whole sequence for
@@ -365,7 +376,8 @@ def stream_text(
     _check_length(run, len(ids), num_tokens, context)
     never = run.vocab.encode([PAD, UNK]).tolist()  # never in a training stream
     return _pieces(run, stream(run.model, ids, num_tokens, temperature=temperature, seed=seed,
-                               context=context, banned_ids=never), synthetic)  # fmt: skip
+                               context=context, banned_ids=never, top_k=top_k),
+                   synthetic)  # fmt: skip
 
 
 def _pieces(run: LoadedLM, ids: Iterator[int], synthetic: bool) -> Iterator[str]:
