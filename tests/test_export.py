@@ -9,6 +9,7 @@ when it is registered.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import pytest
@@ -72,8 +73,8 @@ def test_zoo_model_exports_with_padding_and_dynamic_length(family, complex_):
         torch.testing.assert_close(program.module()(ids, mask), model(ids, mask))
 
 
-# the encodings with a fixed table grown on demand (cached_rows): traced, the rows are computed in
-# the graph, so lengths past the table (rotary: max_len rows; the others 128) need no new trace
+# the encodings with a fixed table grown on demand (cached_rows): traced past the table (rotary:
+# max_len rows; the others 128), the rows are built in the graph and the table is left as it is
 @pytest.mark.parametrize("encoding", ["rotary", "sinusoidal", "multiplicative", "xl"])
 @torch.no_grad()
 def test_a_decoder_serves_lengths_past_its_position_tables(encoding):
@@ -81,14 +82,24 @@ def test_a_decoder_serves_lengths_past_its_position_tables(encoding):
     torch.manual_seed(0)
     config = dataclasses.replace(_config("decoder", True, encoding), max_len=16)
     model = models.build_model(config).eval()
+    reference = copy.deepcopy(model)  # eager: grows its tables
     ids = torch.randint(1, V, (2, 300))
-    program = torch.export.export(model, (ids[:, :7].clone(),), dynamic_shapes=({1: Dim.DYNAMIC},))
+    tables = {k: v.shape for k, v in model.named_buffers()}
     compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
-    for length in (17, 300):
+    for length in (7, 17, 300):  # within every table, past rotary's, past every table
         x = ids[:, :length].clone()
-        eager = model(x)
-        torch.testing.assert_close(program.module()(x), eager)
-        torch.testing.assert_close(compiled(x), eager)
+        torch.testing.assert_close(compiled(x), reference(x))
+    assert {k: v.shape for k, v in model.named_buffers()} == tables  # traced: left as they were
+    built = {}
+    for length in (7, 200):  # within the tables: a slice of them; past them: built in the graph
+        example = (ids[:, :length].clone(),)
+        program = torch.export.export(model, example, dynamic_shapes=({1: Dim.DYNAMIC},))
+        ops = {str(n.target) for n in program.graph.nodes if n.op == "call_function"}
+        built[length] = "aten.polar.default" in ops  # e^{ikw} of the table's rows
+    assert built == {7: False, 200: True}
+    for length in (150, 300):  # the program traced past the tables serves lengths past them
+        x = ids[:, :length].clone()
+        torch.testing.assert_close(program.module()(x), reference(x))
 
 
 # complex models only: the real twins' bodies are torch's own layers. The inference graph, as

@@ -238,12 +238,14 @@ def cached_rows(module: torch.nn.Module, attr: str, length: int, build) -> torch
     ``module.to(device)`` and never enters the state_dict; one rebuilt in inference mode is a
     normal tensor, which a later training step can use.
 
-    While ``torch.compile`` or ``torch.export`` traces (:func:`cplxnet.utils.is_tracing`), the
-    rows are ``build(length, device)``, computed in the graph: no guard on the length against
-    the buffer's (a program exported with a dynamic length serves every length) and no change
-    to the module."""
+    While ``torch.compile`` or ``torch.export`` traces (:func:`cplxnet.utils.is_tracing`), rows
+    past the buffer are ``build(length, device)`` in the graph and the buffer is left as it is:
+    a length within the buffer reads a slice of it (the training hot path), and a length past it
+    (an evaluation at 8L) compiles a graph that builds its rows (``torch.compile`` recompiles at
+    the boundary; a program exported with a dynamic length serves the side of the boundary its
+    example input was on)."""
     buf = getattr(module, attr)
-    if is_tracing():
+    if buf.shape[0] < length and is_tracing():
         return build(length, buf.device)
     if buf.shape[0] < length:
         n = max(length, 2 * buf.shape[0])
