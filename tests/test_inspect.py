@@ -231,3 +231,11 @@ def test_a_temporary_file_of_a_killed_inspect_is_cleared(classifier_run, tmp_pat
     (out / ".tmp-k1ll3d00-attention_L.png").write_bytes(b"\x89PNG half")  # killed mid-write
     assert main(["inspect", classifier_run, "--out", str(out), "--samples", "2"]) == 0
     assert set(os.listdir(out)) == listed(out) | {MARKER}
+
+
+def test_bias_by_distance_of_a_model_without_is_causal_keeps_both_sides():
+    config = make_config("transformer", encoding="alibi", d_model=8, num_heads=2,
+                         dim_feedforward=16, num_layers=1, vocab_size=9, max_len=8)  # fmt: skip
+    model = build_model(config)
+    bias = bias_by_distance(model, 4)
+    assert bias.shape == (2, 7) and not bias.isnan().any()

@@ -173,8 +173,11 @@ class FloaterEncoding(PositionalEncoding):
         low = self.p0.dtype
         if low not in (torch.bfloat16, torch.float16):
             return rk4_solve(self.dynamics, self.p0, length, self.delta, self.substeps)
-        if isinstance(self.dynamics, nn.Module):  # its parameters cast to float32 (autograd)
-            state = {n: v.float() for n, v in self.dynamics.state_dict(keep_vars=True).items()}
+        if isinstance(self.dynamics, nn.Module):  # its floating tensors in float32 (autograd)
+            state = {
+                n: v.float() if v.is_floating_point() else v
+                for n, v in [*self.dynamics.named_parameters(), *self.dynamics.named_buffers()]
+            }
 
             def h(p: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
                 return functional_call(self.dynamics, state, (p, t))

@@ -330,6 +330,7 @@ def test_plot_one_line_per_configuration_with_fixed_styles():
         ("mr", "randomized:base=rotary", 256),  # M = 4L = 256 < 8L = 512
         ("mr", "randomized:base=rotary:max_positions=512", None),
         ("mr", "rotary+randomized:randomized.base=sinusoidal", 256),
+        ("mr", "rotary+randomized:randomized.base=sinusoidal:randomized.max_positions=512", None),
         ("synthetic:copy", "randomized:base=rotary", None),  # M = 4(2L + 1) >= 8L + 1
         ("synthetic:copy", "randomized:base=rotary:max_positions=100", 100),
     ],
@@ -343,9 +344,33 @@ def test_a_randomized_range_shorter_than_the_test_is_noted(tmp_path, capsys, dat
         assert notes == []
     else:
         longest = 512 if data == "mr" else 129
+        key = "randomized.max_positions" if "+" in encoding else "max_positions"  # the advice works
         assert notes == [
             f"note: {encoding} on {data}: training draws positions below {noted}, the test reads "
-            f"{longest} tokens: add :max_positions={longest} to draw from a range covering it "
+            f"{longest} tokens: add :{key}={longest} to draw from a range covering it "
             "(Ruoss et al.)"
         ]
+        if "max_positions" not in encoding:  # following the advice silences the note
+            argv[argv.index(encoding)] = f"{encoding}:{key}={longest}"
+            assert main([*argv, "--seeds", "1", "--out", out]) == 0
+            assert "note:" not in capsys.readouterr().out
     assert not os.path.exists(out)
+
+
+def test_each_randomized_configuration_is_noted_once_and_the_eval_multiples_set_the_longest(
+    capsys,
+):
+    from cplxnet.compare.grid.lm import expand_lm_grid
+
+    encodings = "randomized:base=rotary@both,randomized:base=sinusoidal@real"
+    argv = ["compare", "--task", "lm", "--data", "mr", "--dry-run", "--seeds", "1",
+            "--encodings", encodings]  # fmt: skip
+    assert main(argv) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
+    assert [n.split(" on ")[0] for n in notes] == [
+        "note: randomized:base=rotary",  # one note for its two fields
+        "note: randomized:base=sinusoidal",
+    ]
+    encodings = parse_lm_encodings("randomized:base=rotary", ("real",))
+    options = lm_grid_options(train={"eval_multiples": (1, 2)})  # the test reads 2L <= 4L
+    assert expand_lm_grid(["mr"], encodings, [0], options)[1] == []

@@ -136,3 +136,35 @@ def test_a_half_precision_floater_integrates_in_float32(dynamics):
     assert error.max() < 0.01, error.max()
     table16.float().sum().backward()  # the float32 integration reaches the bfloat16 parameters
     assert all(q.grad is not None and q.grad.dtype == torch.bfloat16 for q in enc16.parameters())
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_half_precision_floater_steps_in_float32_and_calls_a_function_in_its_dtype(dtype):
+    seen = []
+    enc = create_encoding("floater", d_model=8, dtype=dtype)
+    enc.dynamics.register_forward_pre_hook(lambda m, args: seen.append(args[0].dtype))
+    assert enc.table(4).dtype == dtype and set(seen) == {torch.float32}
+    seen.clear()
+
+    def h(p, t):
+        seen.append((p.dtype, t.dtype))
+        return -p
+
+    enc = create_encoding("floater", d_model=8, dtype=dtype, dynamics=h)
+    assert enc.table(4).dtype == dtype and set(seen) == {(dtype, dtype)}
+
+
+def test_a_half_precision_floater_keeps_the_integer_buffers_of_its_dynamics():
+    class Indexed(torch.nn.Module):  # dp/dt = -p[order]: an index buffer and a scale buffer
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("order", torch.arange(7, -1, -1))
+            self.register_buffer("scale", torch.tensor(0.5, dtype=torch.bfloat16))
+
+        def forward(self, p, t):
+            return -self.scale * p[..., self.order]
+
+    enc32 = create_encoding("floater", d_model=8, dtype=torch.float32, dynamics=Indexed().float())
+    enc16 = create_encoding("floater", d_model=8, dtype=torch.bfloat16, dynamics=Indexed())
+    enc16.p0.data.copy_(enc32.p0.data)
+    torch.testing.assert_close(enc16.table(20).float(), enc32.table(20), rtol=0.01, atol=1e-3)

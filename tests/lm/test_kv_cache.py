@@ -214,3 +214,10 @@ def test_top_k_samples_among_the_k_most_likely_tokens():
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ValueError, match="top_k"):
             generate(model, prompt, 2, top_k=bad)
+
+
+def test_stream_refuses_context_0_and_reads_nothing_for_0_tokens():
+    model = decoder("trainable", False)  # max_len = 16
+    with pytest.raises(ValueError, match="context must be a positive"):
+        generate(model, torch.tensor([2, 5]), 2, context=0)
+    assert list(stream(model, torch.full((20,), 3), 0)) == []  # 20 > 16, but nothing is read

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from cplxnet.engine.metrics import batch_logits
+from cplxnet.engine.metrics import batch_logits, evaluating
 from cplxnet.inspect import attention_by_distance
 from cplxnet.models import build_model, make_config
 from cplxnet.tasks.classify.task import RunError
@@ -258,3 +258,23 @@ def test_an_evaluation_that_raises_gives_the_model_back_in_training_mode(score):
     with pytest.raises(ValueError, match="cannot score"):
         score(model)
     assert model.training  # a loop that skips the length keeps training with dropout
+
+
+def test_evaluating_runs_the_block_in_eval_mode_and_restores_either_mode():
+    model = nn.Sequential(nn.Dropout(0.5))
+    for was in (True, False):
+        model.train(was)
+        with evaluating(model):
+            assert not model.training and not model[0].training
+        assert model.training is was and model[0].training is was
+
+
+def test_attention_by_distance_measures_a_training_model_without_dropout():
+    config = make_config("decoder", encoding="alibi", d_model=8, num_heads=2, dim_feedforward=16,
+                         num_layers=2, vocab_size=9, max_len=8, dropout=0.5)  # fmt: skip
+    model = build_model(config, dtype=torch.float64).eval()
+    ids = torch.randint(2, 9, (3, 6))
+    expected = attention_by_distance(model, ids)
+    model.train()
+    got = attention_by_distance(model, ids)
+    assert model.training and all(torch.equal(a, b) for a, b in zip(got, expected))

@@ -278,9 +278,10 @@ def _range_notes(
             trained, longest = L, L * max(multiples)
         built = zoo.build_model(dataclasses.replace(config, vocab_size=8, max_len=trained))
         drawn = min(m.max_positions for m in built.modules() if isinstance(m, RandomizedEncoding))
+        key = "randomized.max_positions" if "+" in spec.name else "max_positions"  # its member
         note = (
             f"{spec.label} on {data}: training draws positions below {drawn}, the test reads "
-            f"{longest} tokens: add :max_positions={longest} to draw from a range covering it "
+            f"{longest} tokens: add :{key}={longest} to draw from a range covering it "
             "(Ruoss et al.)"
         )
         if drawn < longest and note not in made:
