@@ -111,6 +111,22 @@ def _did_you_mean(name: object, names: Iterable[str] | None = None) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def _refuse_spec(name: str) -> None:
+    """A ValueError giving the Python form of a command-line spec ``name:key=value``."""
+    from .specs import parse_value
+
+    base, _, written = name.partition(":")
+    if not written or not all(p.strip() in _REGISTRY for p in base.split(_SEPARATOR)):
+        return
+    options = dict(item.partition("=")[::2] for item in written.split(":"))
+    options = {k: parse_value(v) for k, v in options.items()}
+    raise ValueError(
+        f"encoding {name!r}: 'name:key=value' is the command line's spec; in Python pass the "
+        f"options as keywords, create_encoding({base!r}, **{options!r}), or in a model config "
+        f"encoding={base!r}, encoding_options={options!r}"
+    )
+
+
 def encoding_members(name: str) -> tuple[str, ...]:
     """The registered names in ``name``: ``("rotary",)`` for ``"rotary"``, ``("complex-order",
     "rotary")`` for ``"complex-order+rotary"``; a ValueError names an unknown member and lists
@@ -242,6 +258,8 @@ def create_encoding(
         "device": device,
         "dtype": dtype,
     }
+    if isinstance(spec, str):
+        _refuse_spec(spec)
     if _is_combination(spec):
         from .combined import create_combined
 

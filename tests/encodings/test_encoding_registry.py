@@ -201,3 +201,27 @@ def test_an_empty_sequence_gets_an_empty_bias(name):
     x = torch.randn(2, 0, 8, dtype=torch.complex64)
     out, _ = MultiheadAttention(8, 2, batch_first=True)(x, x, x, encoding=enc)
     assert out.shape == (2, 0, 8)
+
+
+@pytest.mark.parametrize(
+    ("spec", "python"),
+    [
+        (
+            "rotary:base=500:scaling=yarn",
+            "create_encoding('rotary', **{'base': 500, 'scaling': 'yarn'})",
+        ),
+        (
+            "complex-order+rotary:rotary.base=500",
+            "create_encoding('complex-order+rotary', **{'rotary.base': 500})",
+        ),
+    ],
+)
+def test_a_command_line_spec_in_python_is_one_error_giving_the_keywords(spec, python):
+    from cplxnet.models import build_model, make_config
+
+    with pytest.raises(ValueError, match=re.escape(python)):
+        create_encoding(spec, d_model=8, num_heads=2, vocab_size=10)
+    with pytest.raises(ValueError, match="encoding_options="):
+        build_model(make_config("decoder", vocab_size=10, d_model=8, num_heads=2, encoding=spec))
+    with pytest.raises(ValueError, match="unknown encoding 'rotry:base=5'"):  # not a spec of ours
+        create_encoding("rotry:base=5", d_model=8, num_heads=2)
