@@ -91,16 +91,15 @@ class XLEncoding(PositionalEncoding):
         self.rel_proj = nn.Parameter(torch.empty(num_heads * P, 2 * self.features, **rk))
         self.u = nn.Parameter(torch.empty(num_heads, P, **rk))
         self.v = nn.Parameter(torch.empty(num_heads, P, **rk))
-        self.register_table("_freqs", "_build_freqs", self.features, fk["device"])
         self.register_table("_table", "_build", 128, fk["device"])
         self.reset_parameters()
 
-    def _build_freqs(self, n: int, device) -> torch.Tensor:  # (features,) float64
-        return sinusoid_frequencies(self.features, self.base).to(device)
-
     def _build(self, n: int, device) -> torch.Tensor:  # (n, features) e^{i r w}, r = 0..n-1
-        pos = torch.arange(n, device=self._freqs.device)
-        return complex_sinusoid(pos, self._freqs, torch.complex128).to(device)
+        # angles in float64, the table in complex64 (complex128 for a float64 model): a device
+        # without float64 holds it
+        kind = torch.complex128 if real_dtype(self.dtype) == torch.float64 else torch.complex64
+        freqs = sinusoid_frequencies(self.features, self.base)
+        return complex_sinusoid(torch.arange(n), freqs, kind).to(device)
 
     def reset_parameters(self) -> None:
         self.reset_tables()

@@ -168,3 +168,17 @@ def test_a_half_precision_floater_keeps_the_integer_buffers_of_its_dynamics():
     enc16 = create_encoding("floater", d_model=8, dtype=torch.bfloat16, dynamics=Indexed())
     enc16.p0.data.copy_(enc32.p0.data)
     torch.testing.assert_close(enc16.table(20).float(), enc32.table(20), rtol=0.01, atol=1e-3)
+
+
+@pytest.mark.parametrize("name", HALF_CASES)
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.float32])
+def test_no_table_is_wider_than_the_model(name, dtype):
+    """A device without float64 (Apple's MPS) holds every encoding of a single-precision model:
+    no buffer or parameter is float64 or complex128, though the angles are computed in float64."""
+    ctx = dict(d_model=8, num_heads=2, vocab_size=11, max_len=16, dtype=dtype)
+    try:
+        enc = create_encoding(name, **ctx)
+    except (TypeError, ValueError):  # not defined in this field
+        pytest.skip(f"{name} has no {dtype} form")
+    wide = (torch.float64, torch.complex128)
+    assert not [n for n, t in [*enc.named_buffers(), *enc.named_parameters()] if t.dtype in wide]
