@@ -356,10 +356,24 @@ def cmd_evaluate(args: argparse.Namespace, error: type[Exception]) -> int:
 def cmd_generate(args: argparse.Namespace) -> int:
     """``cplxnet generate RUN PROMPT ...``: prints each token as it is produced; Ctrl-C ends the
     line after the text so far and exits with 130."""
+    from ..data import DataError
+    from ..engine.runs import memory_limit
+    from ..models.decoder import ForwardTooLargeError, forward_memory_limit
     from ..tasks.lm.generate import stream_text
 
-    pieces = stream_text(args.run, args.prompt, args.tokens, temperature=args.temperature,
-                         seed=args.seed, context=args.context, top_k=args.top_k)  # fmt: skip
+    limit = memory_limit()
+    try:  # the longest window is checked before the first token (one sequence at a time)
+        with forward_memory_limit(limit):
+            pieces = stream_text(args.run, args.prompt, args.tokens, seed=args.seed,
+                                 temperature=args.temperature, context=args.context,
+                                 top_k=args.top_k)  # fmt: skip
+    except ForwardTooLargeError as err:
+        fix = f"use --context N <= {err.longest:,}" if err.longest >= 1 else "use a shorter text"
+        raise DataError(
+            f"a window of {err.length:,} tokens is too long for this machine: the model builds a "
+            f"{err.shape} tensor for it ({err.largest / 2**30:,.1f} GiB), more than half of this "
+            f"machine's memory ({limit / 2**30:,.1f} GiB); {fix}"
+        ) from None
     try:
         for piece in pieces:
             print(piece, end="", flush=True)

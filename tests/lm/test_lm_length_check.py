@@ -153,3 +153,17 @@ def test_evaluate_checks_the_window_it_scores(text_run, capsys, monkeypatch):
     assert main(["evaluate", text_run, "--context", "100000"]) == 1
     err = capsys.readouterr().err
     assert "the model reads windows of" in err and err.rstrip().endswith("use --context N <= 64")
+
+
+def test_generate_refuses_a_window_that_does_not_fit(text_run, capsys, monkeypatch):
+    # one (4, L, L) float32 score tensor within 64 MiB: 16 L^2 <= 2^26 up to L = 2048
+    monkeypatch.setattr(engine_runs, "memory_limit", lambda: 64 << 20)
+    argv = ["generate", text_run, "a rose", "--tokens", "3000", "--context", "3000"]
+    with RealShapes() as real:
+        status = main(argv)
+    err = capsys.readouterr().err
+    assert status == 1 and err.startswith("cplxnet: error: ") and err.count("\n") == 1, err
+    assert "a window of 3,000 tokens is too long for this machine" in err
+    assert err.rstrip().endswith("use --context N <= 2,048"), err
+    assert not real.batch_of(3000)  # refused before any forward
+    assert main(["generate", text_run, "a rose", "--tokens", "5", "--context", "3000"]) == 0
