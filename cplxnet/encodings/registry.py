@@ -14,6 +14,7 @@ error listing the options it does have.
 from __future__ import annotations
 
 import inspect
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -111,10 +112,22 @@ def _did_you_mean(name: object, names: Iterable[str] | None = None) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def parse_value(text: str) -> Any:
+    """``"true"`` -> True, ``"3"`` -> 3, ``"0.5"`` -> 0.5, ``"[3,4]"`` -> [3, 4]; else the
+    string itself."""
+    lowered = text.strip()
+    if lowered.lower() in ("true", "false"):
+        return lowered.lower() == "true"
+    if lowered.lower() in ("none", "null"):
+        return None
+    try:
+        return json.loads(lowered)
+    except json.JSONDecodeError:
+        return lowered
+
+
 def _refuse_spec(name: str) -> None:
     """A ValueError giving the Python form of a command-line spec ``name:key=value``."""
-    from .specs import parse_value
-
     base, _, written = name.partition(":")
     if not written or not all(p.strip() in _REGISTRY for p in base.split(_SEPARATOR)):
         return

@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .registry import kind_error
+from .registry import kind_error, parse_value
 
 __all__ = [
     "EncodingSpec",
@@ -133,20 +133,6 @@ def is_complex_name(name: str) -> bool:
     from cplxnet.encodings import encoding_members, get_encoding_class
 
     return any(get_encoding_class(m).field == "complex" for m in encoding_members(str(name)))
-
-
-def parse_value(text: str) -> Any:
-    """``"true"`` -> True, ``"3"`` -> 3, ``"0.5"`` -> 0.5, ``"[3,4]"`` -> [3, 4]; else the
-    string itself."""
-    lowered = text.strip()
-    if lowered.lower() in ("true", "false"):
-        return lowered.lower() == "true"
-    if lowered.lower() in ("none", "null"):
-        return None
-    try:
-        return json.loads(lowered)
-    except json.JSONDecodeError:
-        return lowered
 
 
 def _format_value(value: Any) -> str:
