@@ -75,7 +75,7 @@ def naive_bias(enc, q, k):
     """The textbook (n, n, d) versions, written as plainly as possible."""
     import torch
 
-    from cplxnet.encodings._common import complex_sinusoid
+    from cplxnet.encodings._common import complex_sinusoid, sinusoid_frequencies
 
     Lq, Lk = q.shape[-2], k.shape[-2]
     scale = enc.content_scale(P)
@@ -88,7 +88,8 @@ def naive_bias(enc, q, k):
         return torch.einsum("bhip,ijp->bhij", q, a_k) * scale
     if enc.name == "xl":
         r = (i - j).flatten()
-        R = complex_sinusoid(r, enc._freqs, q.dtype).view(Lq, Lk, -1)  # (Lq, Lk, 2n)
+        freqs = sinusoid_frequencies(enc.features, enc.base)
+        R = complex_sinusoid(r, freqs, q.dtype).view(Lq, Lk, -1)  # (Lq, Lk, 2n)
         WR = (R @ enc.rel_proj.T).view(Lq, Lk, HEADS, P)  # (Lq, Lk, H, P)
         bd = torch.einsum("bhip,ijhp->bhij", q + enc.v[:, None, :], WR)
         c = torch.einsum("hp,bhjp->bhj", enc.u, k)[:, :, None, :]
