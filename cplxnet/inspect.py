@@ -185,7 +185,9 @@ def bias_by_distance(
     if bias is None or not bool(bias.abs().max() > 0):
         return None
     curve = _mean_by_distance(bias.double().expand(1, attn.num_heads, length, length))
-    if getattr(model, "is_causal", False) if causal is None else causal:
+    if causal is None:
+        causal = getattr(model, "is_causal", False)
+    if causal:
         curve[:, : length - 1] = float("nan")  # d < 0: never applied
     return curve
 

@@ -245,9 +245,9 @@ def cached_rows(module: torch.nn.Module, attr: str, length: int, build) -> torch
     the boundary; a program exported with a dynamic length serves the side of the boundary its
     example input was on)."""
     buf = getattr(module, attr)
-    if buf.shape[0] < length and is_tracing():
-        return build(length, buf.device)
     if buf.shape[0] < length:
+        if is_tracing():
+            return build(length, buf.device)
         n = max(length, 2 * buf.shape[0])
         if torch.is_inference_mode_enabled():  # a normal tensor, which later training can use
             with torch.inference_mode(False):

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from ...data import DataError
+from ...engine.metrics import evaluating
 from ...engine.runs import RunError, load_checkpoint, load_weights
 from .data import PAD, UNK, TokenVocab, detokenize, tokenize
 from .evaluate import NA, effective_length, evaluate_lengths
@@ -281,14 +282,13 @@ def stream(
             f"generate: the model cannot read {found[0]} tokens at once ({found[1]}); pass "
             "context=N with N within the model's limit (the window then slides)"
         )
-    was = model.training
-    model.eval()
     device = next(model.parameters()).device
     g = torch.Generator(device=device).manual_seed(seed)
     seq = prompt.to(device)
+    never = torch.tensor(banned, dtype=torch.long, device=device) if banned else None
     cached = cache and getattr(model, "supports_kv_cache", False)
     kv, fed = None, 0  # the cache and the number of tokens of seq it holds
-    try:
+    with evaluating(model):
         for _ in range(num_tokens):
             if context is not None and len(seq) > context:  # the window slides: recompute it
                 kv, logits = None, model(seq[-context:][None])
@@ -298,13 +298,13 @@ def stream(
             else:
                 logits = model(seq[None])
             logits = logits[0, -1].double()  # (V,)
-            if banned:
+            if never is not None:
                 if banned[0] < 0 or banned[-1] >= len(logits) or len(banned) == len(logits):
                     raise ValueError(
                         f"generate: banned_ids must be ids of the model's {len(logits)} tokens "
                         f"and leave one allowed, got {banned}"
                     )
-                logits[banned] = float("-inf")
+                logits[never] = float("-inf")
             if top_k is not None and top_k < len(logits):  # below the k-th largest: never
                 kth = logits.topk(int(top_k)).values[-1]
                 logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -315,8 +315,6 @@ def stream(
                 nxt = torch.multinomial(probs, 1, generator=g)
             seq = torch.cat([seq, nxt])
             yield int(nxt)
-    finally:
-        model.train(was)
 
 
 def generate_text(
