@@ -221,3 +221,33 @@ def test_stream_refuses_context_0_and_reads_nothing_for_0_tokens():
     with pytest.raises(ValueError, match="context must be a positive"):
         generate(model, torch.tensor([2, 5]), 2, context=0)
     assert list(stream(model, torch.full((20,), 3), 0)) == []  # 20 > 16, but nothing is read
+
+
+@pytest.mark.parametrize("name", ["rotary", "alibi", "xpos"])  # xpos: recomputed, no cache
+def test_a_batch_of_prompts_generates_each_row(name):
+    model = decoder(name, False)
+    prompts = torch.tensor([[2, 5, 7], [9, 3, 3], [4, 4, 8]])
+    greedy = generate(model, prompts, 9, temperature=0.0, context=6)  # the window slides too
+    assert greedy.shape == (3, 9) and greedy.dtype == torch.long
+    for row, prompt in zip(greedy, prompts):  # greedy rows are the prompts' own continuations
+        assert torch.equal(row, generate(model, prompt, 9, temperature=0.0, context=6))
+    hot = {"temperature": 5.0, "seed": 2}
+    many = generate(model, prompts[0].expand(4, -1), 12, **hot)  # 4 samples of one prompt
+    assert torch.equal(many, generate(model, prompts[0].expand(4, -1), 12, **hot))
+    assert len({tuple(r) for r in many.tolist()}) == 4  # one generator, a fresh draw per row
+    assert torch.equal(many, generate(model, prompts[0].expand(4, -1), 12, cache=False, **hot))
+    assert generate(model, prompts, 0).shape == (3, 0)
+    for bad in (torch.zeros(2, 0, dtype=torch.long), torch.zeros(1, 2, 2, dtype=torch.long)):
+        with pytest.raises(ValueError, match=r"\(N,\) or a batch of one length \(B, N\)"):
+            generate(model, bad, 2)
+
+
+def test_batched_sampling_keeps_banned_ids_and_top_k_per_row():
+    model = decoder("rotary", False)
+    with torch.no_grad():  # ids 2, 3, 4 far above the rest, ids 0 and 1 higher still
+        model.head_bias.zero_()
+        model.head_bias[2:5] = 20.0
+        model.head_bias[:2] = 40.0
+    prompts = torch.tensor([[5, 6], [7, 8]])
+    new = generate(model, prompts, 30, temperature=50.0, seed=1, top_k=3, banned_ids=[0, 1])
+    assert set(new.flatten().tolist()) <= {2, 3, 4} and all(len(set(r)) > 1 for r in new.tolist())

@@ -221,8 +221,14 @@ def generate(
     banned_ids: Sequence[int] = (),
     top_k: int | None = None,
 ) -> torch.Tensor:
-    """Continue ``prompt`` (``(N,)`` ids, ``N >= 1``) by ``num_tokens`` sampled tokens; returns
-    the ``(num_tokens,)`` new ids (see :func:`stream`).
+    """Continue ``prompt`` by ``num_tokens`` sampled tokens and return the new ids: ``(N,)`` ids
+    give ``(num_tokens,)``, a batch of ``B`` prompts of one length ``(B, N)`` gives
+    ``(B, num_tokens)`` (several samples of one prompt: ``prompt.expand(B, -1)``), on the
+    prompt's device. The sampling is :func:`stream`'s, row by row, and the ids stay on the
+    model's device until the last step (no host read per token). The rows of a batch draw from
+    one generator seeded by ``seed``: the same seed and prompts give the same ids, but a row's
+    ids are not those of its prompt alone under that seed (greedy rows are, up to float
+    rounding).
 
     Examples::
 
@@ -230,14 +236,22 @@ def generate(
         >>> model = build_model(make_config("decoder", vocab_size=20, d_model=8, num_heads=2))
         >>> generate(model, torch.tensor([3, 4]), 5, temperature=0.8, seed=1).shape
         torch.Size([5])
+        >>> generate(model, torch.tensor([[3, 4], [5, 6]]), 5).shape
+        torch.Size([2, 5])
     """
-    new = list(stream(model, prompt, num_tokens, temperature=temperature, seed=seed,
+    if prompt.dim() not in (1, 2) or prompt.shape[-1] == 0 or prompt.numel() == 0:
+        raise ValueError(
+            "generate: the prompt must be non-empty ids, (N,) or a batch of one length (B, N), "
+            f"got shape {tuple(prompt.shape)}"
+        )
+    rows = prompt if prompt.dim() == 2 else prompt[None]
+    new = list(_steps(model, rows, num_tokens, temperature=temperature, seed=seed,
                       context=context, cache=cache, banned_ids=banned_ids,
                       top_k=top_k))  # fmt: skip
-    return torch.tensor(new, dtype=torch.long)
+    out = torch.stack(new, -1) if new else rows.new_empty((len(rows), 0), dtype=torch.long)
+    return (out if prompt.dim() == 2 else out[0]).to(prompt.device)
 
 
-@torch.no_grad()
 def stream(
     model: nn.Module,
     prompt: torch.Tensor,
@@ -250,7 +264,8 @@ def stream(
     banned_ids: Sequence[int] = (),
     top_k: int | None = None,
 ) -> Iterator[int]:
-    """Yield the ids of ``num_tokens`` tokens sampled after ``prompt``, one at a time.
+    """Yield the ids of ``num_tokens`` tokens sampled after ``prompt`` (``(N,)`` ids,
+    ``N >= 1``), one at a time.
 
     Each step feeds the model the tokens it has not seen (with a key/value cache: the prompt,
     then one token per step) or the last ``context`` tokens (all of them with ``None``) and
@@ -265,10 +280,32 @@ def stream(
     every step (its positions shift). The tokens are those of ``cache=False`` (up to float
     rounding in the logits). A window longer than the model can read
     (``model.unsupported_length``: a trainable table's ``max_len``) is a ``ValueError`` before
-    the first token; ``context`` within the model's limit avoids it.
+    the first token; ``context`` within the model's limit avoids it. :func:`generate` takes a
+    batch of prompts.
     """
     if prompt.dim() != 1 or len(prompt) == 0:
         raise ValueError("generate: the prompt must be a non-empty 1-d tensor of ids")
+    for nxt in _steps(model, prompt[None], num_tokens, temperature=temperature, seed=seed,
+                      context=context, cache=cache, banned_ids=banned_ids,
+                      top_k=top_k):  # fmt: skip
+        yield int(nxt[0])
+
+
+@torch.no_grad()
+def _steps(
+    model: nn.Module,
+    prompts: torch.Tensor,
+    num_tokens: int,
+    *,
+    temperature: float,
+    seed: int,
+    context: int | None,
+    cache: bool,
+    banned_ids: Sequence[int],
+    top_k: int | None,
+) -> Iterator[torch.Tensor]:
+    """The ``(B,)`` ids sampled at each of ``num_tokens`` steps after ``prompts`` ``(B, N)``, on
+    the model's device (the sampling of :func:`stream`, one row per prompt)."""
     if temperature < 0 or num_tokens < 0:
         raise ValueError("generate: temperature and num_tokens must be >= 0")
     if context is not None and context < 1:
@@ -276,7 +313,7 @@ def stream(
     if top_k is not None and (isinstance(top_k, bool) or int(top_k) != top_k or top_k < 1):
         raise ValueError(f"generate: top_k must be a positive number of tokens, got {top_k!r}")
     banned = sorted({int(i) for i in banned_ids})
-    found = _unreadable(model, len(prompt), num_tokens, context)
+    found = _unreadable(model, prompts.shape[1], num_tokens, context)
     if found is not None:
         raise ValueError(
             f"generate: the model cannot read {found[0]} tokens at once ({found[1]}); pass "
@@ -284,37 +321,38 @@ def stream(
         )
     device = next(model.parameters()).device
     g = torch.Generator(device=device).manual_seed(seed)
-    seq = prompt.to(device)
+    seq = prompts.to(device)
     never = torch.tensor(banned, dtype=torch.long, device=device) if banned else None
     cached = cache and getattr(model, "supports_kv_cache", False)
     kv, fed = None, 0  # the cache and the number of tokens of seq it holds
     with evaluating(model):
         for _ in range(num_tokens):
-            if context is not None and len(seq) > context:  # the window slides: recompute it
-                kv, logits = None, model(seq[-context:][None])
+            if context is not None and seq.shape[1] > context:  # the window slides: recompute
+                kv, logits = None, model(seq[:, -context:])
             elif cached:
                 kv = model.new_cache() if kv is None else kv
-                logits, fed = model(seq[fed:][None], cache=kv), len(seq)
+                logits, fed = model(seq[:, fed:], cache=kv), seq.shape[1]
             else:
-                logits = model(seq[None])
-            logits = logits[0, -1].double()  # (V,)
+                logits = model(seq)
+            logits = logits[:, -1].double()  # (B, V)
+            vocab = logits.shape[-1]
             if never is not None:
-                if banned[0] < 0 or banned[-1] >= len(logits) or len(banned) == len(logits):
+                if banned[0] < 0 or banned[-1] >= vocab or len(banned) == vocab:
                     raise ValueError(
-                        f"generate: banned_ids must be ids of the model's {len(logits)} tokens "
+                        f"generate: banned_ids must be ids of the model's {vocab} tokens "
                         f"and leave one allowed, got {banned}"
                     )
-                logits[never] = float("-inf")
-            if top_k is not None and top_k < len(logits):  # below the k-th largest: never
-                kth = logits.topk(int(top_k)).values[-1]
+                logits[:, never] = float("-inf")
+            if top_k is not None and top_k < vocab:  # below the k-th largest: never
+                kth = logits.topk(int(top_k), dim=-1).values[:, -1:]
                 logits = logits.masked_fill(logits < kth, float("-inf"))
             if temperature < GREEDY_BELOW:
-                nxt = logits.argmax().view(1)
+                nxt = logits.argmax(-1)
             else:
                 probs = torch.softmax(logits / temperature, -1)
-                nxt = torch.multinomial(probs, 1, generator=g)
-            seq = torch.cat([seq, nxt])
-            yield int(nxt)
+                nxt = torch.multinomial(probs, 1, generator=g)[:, 0]
+            seq = torch.cat([seq, nxt[:, None]], 1)
+            yield nxt
 
 
 def generate_text(
