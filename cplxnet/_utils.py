@@ -6,6 +6,7 @@ stack trace from deep inside torch for a mistake of theirs.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
@@ -360,7 +361,7 @@ __all__ += ["real_view", "dense_order", "inverse_order"]
 
 
 # --- tracing: data-dependent checks run in eager mode only ----------------------------------------
-__all__ += ["is_tracing", "is_transformed", "runs_composed", "assert_on_device"]
+__all__ += ["is_tracing", "is_transformed", "runs_composed", "without_autocast", "assert_on_device"]
 
 
 def is_tracing() -> bool:
@@ -387,6 +388,30 @@ def runs_composed() -> bool:
     ``torch.export`` or ``torch.jit`` traces (:func:`is_tracing`), and inside ``torch.func``
     transforms and forward-mode AD (:func:`is_transformed`)."""
     return is_tracing() or torch.jit.is_tracing() or is_transformed()
+
+
+def without_autocast(fn: Callable) -> Callable:
+    """``fn(x, ...)`` run with autocast disabled on ``x``'s device when ``x`` is complex: torch's
+    complex ops ignore autocast, and so do cplxnet's layers, including those computed on real
+    kernels (convolutions, attention, split-gate RNNs) and the whitening norms (whose hand-written
+    backward would otherwise mix the autocast dtype of saved statistics with the input's). A
+    real ``x`` (a real twin) follows autocast as torch's layers do. ``x`` is the first argument,
+    or the second of a method (``forward(self, x, ...)``)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        x = args[0] if isinstance(args[0], torch.Tensor) else args[1]
+        device = x.device.type
+        if (
+            x.is_complex()
+            and torch.amp.is_autocast_available(device)
+            and torch.is_autocast_enabled(device)
+        ):
+            with torch.autocast(device, enabled=False):
+                return fn(*args, **kwargs)
+        return fn(*args, **kwargs)
+
+    return wrapper
 
 
 def assert_on_device(ok: torch.Tensor, error: Callable[[], Exception]) -> None:

@@ -41,7 +41,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .._utils import check_choice, is_transformed, pack, real_dtype, unpack
+from .._utils import check_choice, is_transformed, pack, real_dtype, unpack, without_autocast
 
 __all__ = [
     "SCORES",
@@ -197,6 +197,7 @@ def _masked_softmax(
 # --------------------------------------------------------------------------------------------
 
 
+@without_autocast
 def attention_weights(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -224,6 +225,7 @@ def attention_weights(
     return _masked_softmax(logits * s, mask, valid)
 
 
+@without_autocast
 def scaled_dot_product_attention(
     q: torch.Tensor,
     k: torch.Tensor,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .._utils import is_transformed
+from .._utils import is_transformed, without_autocast
 from .grid_views import through_channels_last
 
 __all__ = [
@@ -224,6 +224,7 @@ def _conv_transpose(x, weight, bias, stride, padding, output_padding, groups, di
     return out.squeeze(0) if unbatched else out
 
 
+@without_autocast
 def conv1d(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -254,6 +255,7 @@ def conv1d(
     return _conv(x, weight, bias, stride, padding, dilation, groups, padding_mode, 1)
 
 
+@without_autocast
 def conv2d(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -269,6 +271,7 @@ def conv2d(
     return _conv(x, weight, bias, stride, padding, dilation, groups, padding_mode, 2)
 
 
+@without_autocast
 def conv3d(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -286,6 +289,7 @@ def conv3d(
     return _conv(x, weight, bias, stride, padding, dilation, groups, padding_mode, 3)
 
 
+@without_autocast
 def conv_transpose1d(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -315,6 +319,7 @@ def conv_transpose1d(
     return _conv_transpose(x, weight, bias, stride, padding, output_padding, groups, dilation, 1)
 
 
+@without_autocast
 def conv_transpose2d(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -330,6 +335,7 @@ def conv_transpose2d(
     return _conv_transpose(x, weight, bias, stride, padding, output_padding, groups, dilation, 2)
 
 
+@without_autocast
 def conv_transpose3d(
     x: torch.Tensor,
     weight: torch.Tensor,

@@ -39,6 +39,7 @@ from .._utils import (
     pack,
     parts,
     runs_composed,
+    without_autocast,
 )
 from . import compiled as _kernels
 from . import interleaved as _il
@@ -288,6 +289,15 @@ def _whiten_affine_rows(x, weight, bias, size):
     return a.contiguous(), b.contiguous()
 
 
+@without_autocast
+def _whiten_rows(x, shape, weight, bias, eps):
+    """Whitening layer norm: the compiled kernels when they apply, else :func:`_layer_norm_whiten`
+    (autocast off inside, :func:`~cplxnet._utils.without_autocast`)."""
+    if _kernels.applies(x) and x.numel() > 0:
+        return _WhitenRowsCompiled.apply(x, weight, bias, shape, eps)
+    return _layer_norm_whiten(x, shape, weight, bias, eps)
+
+
 def _layer_norm_whiten(x, shape, weight, bias, eps):
     """The eager whitening layer norm (:class:`_WhitenAffine` on rows of ``prod(shape)``)."""
     size = math.prod(shape)
@@ -460,10 +470,8 @@ def layer_norm(
         return _LayerNormSplit.apply(x, weight, bias, shape, eps)
     if mode == "split":
         return _layer_norm_split(x, shape, weight, bias, eps)
-    if mode == "whiten" and _kernels.applies(x) and x.numel() > 0:
-        return _WhitenRowsCompiled.apply(x, weight, bias, shape, eps)
     if mode == "whiten":
-        return _layer_norm_whiten(x, shape, weight, bias, eps)
+        return _whiten_rows(x, shape, weight, bias, eps)
     raise ValueError(f"layer_norm: unknown mode {mode!r}; valid modes are 'split', 'whiten'")
 
 

@@ -82,6 +82,7 @@ from .._utils import (
     is_tracing,
     pack,
     unpack,
+    without_autocast,
 )
 from .activation import modrelu
 from .dropout import entry_dropout
@@ -354,6 +355,7 @@ def _fused_rnn(
     return out, out_states
 
 
+@without_autocast
 def lstm(
     x: _Tensor,
     weights: Sequence[_Tensor],
@@ -407,6 +409,7 @@ def lstm(
     return out, (h, c)
 
 
+@without_autocast
 def gru(
     x: _Tensor,
     weights: Sequence[_Tensor],

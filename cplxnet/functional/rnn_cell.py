@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import _VF
 
-from .._utils import check_choice, pack, unpack
+from .._utils import check_choice, pack, unpack, without_autocast
 from .rnn import GATES, realify
 
 __all__ = ["lstm_cell", "gru_cell"]
@@ -48,6 +48,7 @@ def _cell_step(kind, x, states, weights, gate, owner):
     return [unpack(s, like) for s in out] if split else list(out)
 
 
+@without_autocast
 def lstm_cell(
     input: _Tensor,
     hx: tuple[_Tensor, _Tensor],
@@ -76,6 +77,7 @@ def lstm_cell(
     return h, c
 
 
+@without_autocast
 def gru_cell(
     input: _Tensor,
     hx: _Tensor,

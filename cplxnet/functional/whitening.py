@@ -40,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._utils import grad_via_composed, is_tracing, runs_composed
+from .._utils import grad_via_composed, is_tracing, runs_composed, without_autocast
 from .cov2x2 import inv_sqrt_2x2_factors, inv_sqrt_2x2_from_factors, inv_sqrt_2x2_grad, xp
 
 __all__ = ["batch_norm", "instance_norm", "group_norm"]
@@ -370,10 +370,12 @@ class _WhitenChannels(torch.autograd.Function):
         return gz, g_weight, g_bias, None, None, None
 
 
+@without_autocast
 def _whiten(x, weight, bias, groups, over_batch, eps, stats=None):
     """Whitening of ``x`` ``(N, C, *)`` as ``(N, C, M)``: the fused Function when eager with
     batch statistics, else the composed form. Returns ``(y of x's shape, mean, cov)``; an empty
-    ``x`` gives an empty ``y`` and no statistics (None), as torch's norms (no running update)."""
+    ``x`` gives an empty ``y`` and no statistics (None), as torch's norms (no running update).
+    Autocast is off inside (:func:`~cplxnet._utils.without_autocast`)."""
     if x.numel() == 0:
         return x.clone(), None, None
     x3 = x.resolve_conj().reshape(x.shape[0], x.shape[1], -1)

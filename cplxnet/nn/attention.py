@@ -19,6 +19,7 @@ from .._utils import (
     pack,
     real_dtype,
     unpack,
+    without_autocast,
 )
 from ..functional.attention import check_broadcast
 from .kv_cache import KVCache
@@ -287,6 +288,7 @@ class MultiheadAttention(HasDtype, nn.Module):
         bq, bk, bv = (None, None, None) if b is None else b.chunk(3)
         return CF.linear(query, wq, bq), CF.linear(key, wk, bk), CF.linear(value, wv, bv)
 
+    @without_autocast
     def forward(
         self,
         query: torch.Tensor,

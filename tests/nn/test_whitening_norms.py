@@ -699,6 +699,35 @@ def test_forward_under_cpu_autocast_and_mismatched_affine_dtypes():
 
 
 @pytest.mark.parametrize(
+    "norm",
+    [
+        lambda: cnn.BatchNorm2d(4),
+        lambda: cnn.BatchNorm2d(4).eval(),
+        lambda: cnn.GroupNorm(2, 4),
+        lambda: cnn.InstanceNorm2d(4, affine=True, track_running_stats=True),
+        lambda: cnn.LayerNorm([3, 3], mode="whiten"),
+    ],
+)
+def test_a_training_step_under_autocast_equals_full_precision(norm):
+    """Under CPU bf16 autocast the whitening norms compute in the input's precision, as torch's
+    norms run in float32: output, gradients and running statistics equal those without
+    autocast."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, 3, 3, dtype=torch.complex64, requires_grad=True)
+    runs = []
+    for autocast in (False, True):
+        m = norm()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            y = m(x)
+        params = [p for p in m.parameters()]
+        grads = torch.autograd.grad((y.abs() ** 2).sum(), [x, *params])
+        runs.append((y, grads, [b.clone() for b in m.buffers()]))
+    (y0, g0, b0), (y1, g1, b1) = runs
+    assert y1.dtype == torch.complex64 and torch.equal(y0, y1)
+    assert all(torch.equal(a, b) for a, b in zip(g0 + tuple(b0), g1 + tuple(b1)))
+
+
+@pytest.mark.parametrize(
     "ours",
     [
         lambda: cnn.BatchNorm2d(4),
