@@ -24,7 +24,9 @@ class Embedding(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.Embedding)
     and allows ``sparse=True``: the gradient is then a sparse COO tensor usable with
     ``torch.optim.SparseAdam`` (which rejects complex parameters). Dense optimisers see the same
     numbers as for a complex parameter (torch's Adam/SGD treat complex parameters as their real
-    view).
+    view). Tying, pruning and parametrizations therefore act on ``packed_weight``; a head that
+    shares the table reads ``emb.weight`` in its forward (``CF.linear(h, emb.weight)``, as the
+    zoo's decoder does), and assigning ``weight`` is an ``AttributeError`` saying so.
 
     Args:
         num_embeddings: vocabulary size ``V``.
@@ -128,6 +130,15 @@ class Embedding(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.Embedding)
     def weight(self) -> torch.Tensor:
         """The complex ``(V, D)`` table: a view of ``packed_weight``."""
         return torch.view_as_complex(self.packed_weight.unflatten(-1, (-1, 2)))
+
+    def __setattr__(self, name: str, value) -> None:
+        if name == "weight":
+            raise AttributeError(
+                f"{type(self).__name__}: weight is a complex view of the real parameter "
+                "packed_weight and cannot be assigned; tie, prune or parametrize packed_weight, "
+                "or read emb.weight in the other module's forward (CF.linear(h, emb.weight))"
+            )
+        super().__setattr__(name, value)
 
     def reset_parameters(self) -> None:
         with torch.no_grad():

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+import cplxnet.functional as CF
 from cplxnet import nn as cnn
 
 
@@ -80,3 +81,15 @@ def test_errors():
         cnn.Embedding(5, 2, padding_idx=7)
     with pytest.raises(TypeError, match="Embedding: dtype must be complex"):
         cnn.Embedding(5, 2, dtype=torch.int32)  # a real float dtype is torch's (real_dtype_dropin)
+
+
+def test_assigning_weight_names_packed_weight_and_tying_through_it_trains_one_table():
+    emb, head = cnn.Embedding(10, 4), cnn.Linear(4, 10, bias=False)
+    for value in (head.weight, torch.nn.Parameter(torch.zeros(10, 4, dtype=torch.cfloat))):
+        with pytest.raises(AttributeError, match="tie, prune or parametrize packed_weight"):
+            emb.weight = value
+    ids = torch.tensor([[1, 2, 3]])
+    logits = CF.linear(emb(ids), emb.weight.conj())  # a head tied by reading
+    logits.real.sum().backward()
+    assert [n for n, _ in emb.named_parameters()] == ["packed_weight"]
+    assert emb.packed_weight.grad.abs().sum() > 0 and emb.packed_weight.grad[0].abs().sum() > 0
