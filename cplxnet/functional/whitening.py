@@ -406,9 +406,13 @@ def _running_stats(running_mean, running_cov):
 
 def _update(running_mean, running_cov, mean, cov, count, momentum):
     """``running = (1 - momentum) running + momentum * batch`` with the unbiased covariance
-    (factor ``count / (count - 1)``); ``mean (S, C)``, ``cov (S, C, 2, 2)`` averaged over ``S``."""
+    (factor ``count / (count - 1)``, ``count`` a number or a 0-d tensor); ``mean (S, C)``,
+    ``cov (S, C, 2, 2)`` averaged over ``S``."""
     with torch.no_grad():
-        unbias = count / max(count - 1, 1)
+        if isinstance(count, torch.Tensor):  # a device value: no host read
+            unbias = count / (count - 1).clamp_min(1)
+        else:
+            unbias = count / max(count - 1, 1)
         mean, cov = (mean[0], cov[0]) if mean.shape[0] == 1 else (mean.mean(0), cov.mean(0))
         running_mean.lerp_(mean.to(running_mean.dtype), momentum)
         running_cov.lerp_((cov * unbias).permute(1, 2, 0).to(running_cov.dtype), momentum)

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from .. import functional as CF
@@ -27,6 +29,7 @@ __all__ = [
     "BatchNorm1d",
     "BatchNorm2d",
     "BatchNorm3d",
+    "SyncBatchNorm",
     "InstanceNorm1d",
     "InstanceNorm2d",
     "InstanceNorm3d",
@@ -162,15 +165,22 @@ class _BatchNorm(_WhiteningNorm):
             num_features, eps, momentum, affine, track_running_stats, device, dtype, bias
         )
 
+    def _momentum(self) -> float | torch.Tensor:
+        """The running statistics' update factor of this forward (counting it in training):
+        ``momentum``, or ``1 / num_batches_tracked`` for ``momentum=None`` (cumulative
+        average, without reading the count on the host)."""
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
+            self.num_batches_tracked.add_(1)
+            if self.momentum is None:
+                factor = self.num_batches_tracked.to(self.running_cov.dtype).reciprocal()
+        return factor
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` complex ``(B, C, *)`` -> the same shape, whitened per channel ``C`` with batch
         statistics in training mode and the running ones in eval mode."""
         self._check_input(x)
-        factor = 0.0 if self.momentum is None else self.momentum
-        if self.training and self.track_running_stats:
-            self.num_batches_tracked.add_(1)
-            if self.momentum is None:  # cumulative average, without reading the count on the host
-                factor = self.num_batches_tracked.to(self.running_cov.dtype).reciprocal()
+        factor = self._momentum()
         use_batch = self.training or not self.track_running_stats
         return CF.batch_norm(
             x, self.running_mean, self.running_cov, self.weight, self.bias, use_batch, factor,
@@ -227,6 +237,86 @@ class BatchNorm3d(TorchCounterpart, _BatchNorm, torch_class=nn.BatchNorm3d):
     )
     _ranks = (5,)
     _layout = "(N, {C}, D, H, W)"
+
+
+class SyncBatchNorm(TorchCounterpart, _BatchNorm, torch_class=nn.SyncBatchNorm):
+    __doc__ = (
+        _BatchNorm.__doc__
+        + """
+    In training, with ``torch.distributed`` initialised and more than one rank in
+    ``process_group`` (default: the world), each channel's statistics are those of the batches
+    of every rank together, gathered once per forward and combined exactly
+    (:func:`cplxnet.functional.sync_batch_norm`), with the gradients of the global batch, as
+    ``torch.nn.SyncBatchNorm``; otherwise it is :class:`BatchNorm2d` for any rank of input.
+    :meth:`convert_sync_batchnorm` converts a model's complex and real batch norms.
+
+    Shape: ``(N, C, *)`` -> same.
+
+    Examples::
+
+        >>> model = torch.nn.Sequential(BatchNorm2d(8), torch.nn.BatchNorm2d(3))
+        >>> [type(m).__module__ for m in SyncBatchNorm.convert_sync_batchnorm(model)]
+        ['cplxnet.nn.whitening', 'torch.nn.modules.batchnorm']
+    """
+    )
+    _ranks = (2, 3, 4, 5)
+    _layout = "(N, {C}, *)"
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        process_group: Any | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        *,
+        bias: bool = True,
+    ) -> None:
+        super().__init__(
+            num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias
+        )
+        self.process_group = process_group
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` complex ``(N, C, *)`` -> the same shape; statistics over every rank in
+        training (see the class docstring)."""
+        if not (
+            self.training
+            and dist.is_available()
+            and dist.is_initialized()
+            and dist.get_world_size(self.process_group) > 1
+        ):
+            return super().forward(x)
+        self._check_input(x)
+        return CF.sync_batch_norm(
+            x, self.running_mean, self.running_cov, self.weight, self.bias, self._momentum(),
+            self.eps, self.process_group,
+        )  # fmt: skip
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module: nn.Module, process_group: Any | None = None):
+        """``module`` with every complex ``BatchNorm1d/2d/3d`` replaced by a
+        :class:`SyncBatchNorm` holding its parameters, buffers and mode (and every real
+        ``torch.nn`` batch norm by torch's ``SyncBatchNorm``, as
+        ``torch.nn.SyncBatchNorm.convert_sync_batchnorm``), sharing their parameter and buffer
+        tensors (an optimiser built before keeps working); returns the new module when
+        ``module`` itself is one, else ``module`` changed in place."""
+        if isinstance(module, _BatchNorm) and not isinstance(module, SyncBatchNorm):
+            new = cls(module.num_features, module.eps, module.momentum, module.affine,
+                      module.track_running_stats, process_group, device="meta",
+                      dtype=module.dtype, bias=module.bias is not None)  # fmt: skip
+            for name, tensor in [*module.named_parameters(recurse=False),
+                                 *module.named_buffers(recurse=False)]:  # fmt: skip
+                setattr(new, name, tensor)  # the module's own tensors, as torch's conversion
+            return new.train(module.training)
+        if isinstance(module, nn.modules.batchnorm._BatchNorm):
+            return nn.SyncBatchNorm.convert_sync_batchnorm(module, process_group)
+        for name, child in module.named_children():
+            module.add_module(name, cls.convert_sync_batchnorm(child, process_group))
+        return module
 
 
 class _InstanceNorm(_WhiteningNorm):

@@ -48,6 +48,7 @@ CASES = [
     (cnn.ConvTranspose2d, nn.ConvTranspose2d, (4, 2, 2, 2), {}, (2, 4, 3, 3)),
     (cnn.ConvTranspose3d, nn.ConvTranspose3d, (2, 2, 3), {"groups": 2}, (1, 2, 3, 3, 3)),
     (cnn.BatchNorm2d, nn.BatchNorm2d, (3,), {}, (4, 3, 5, 5)),
+    (cnn.SyncBatchNorm, nn.SyncBatchNorm, (3,), {}, (4, 3, 5, 5)),
     (cnn.BatchNorm3d, nn.BatchNorm3d, (3, 1e-3, None), {}, (2, 3, 3, 2, 2)),
     (cnn.InstanceNorm1d, nn.InstanceNorm1d, (3,), {}, (2, 3, 6)),
     (cnn.InstanceNorm2d, nn.InstanceNorm2d, (3, 1e-5, 0.1, True, True), {}, (2, 3, 4, 4)),
