@@ -7,9 +7,14 @@
 * :func:`is_tracing`: True under ``torch.compile`` / ``torch.export``, where checks that read
   tensor data are skipped.
 * :func:`count_parameters`: complex and real parameters of a model, and their total in reals.
+* :func:`update_bn`, :func:`replace_all_batch_norm_modules_`: torch's batch-norm utilities
+  (``torch.optim.swa_utils.update_bn``, ``torch.func.replace_all_batch_norm_modules_``), which
+  find only ``torch.nn``'s batch norms, for cplxnet's complex ``BatchNorm1d/2d/3d`` and
+  ``SyncBatchNorm`` as well.
 """
 
-from typing import NamedTuple
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -25,6 +30,8 @@ __all__ = [
     "is_tracing",
     "count_parameters",
     "ParameterCount",
+    "update_bn",
+    "replace_all_batch_norm_modules_",
 ]
 
 
@@ -74,3 +81,72 @@ def count_parameters(model: nn.Module, trainable_only: bool = True) -> Parameter
         else:
             n_real += p.numel()
     return ParameterCount(n_complex, n_real, 2 * n_complex + n_real)
+
+
+def _batch_norms(model: nn.Module) -> list[nn.Module]:
+    """``model``'s batch norms: ``torch.nn``'s and cplxnet's (not the instance norms, as torch)."""
+    from .nn.whitening import _BatchNorm
+
+    kinds = (nn.modules.batchnorm._BatchNorm, _BatchNorm)
+    return [m for m in model.modules() if isinstance(m, kinds)]
+
+
+@torch.no_grad()
+def update_bn(
+    loader: Iterable[Any], model: nn.Module, device: int | torch.device | None = None
+) -> None:
+    """Recompute the running statistics of every batch norm of ``model``, cplxnet's complex
+    ones and ``torch.nn``'s, with one pass over ``loader`` in training mode (a cumulative
+    average over its batches: ``momentum=None``); momenta and the model's mode are restored.
+    ``torch.optim.swa_utils.update_bn``'s arguments and behaviour (after weight averaging,
+    e.g. ``AveragedModel``); torch's own neither resets cplxnet's batch norms nor averages
+    over the pass (their forwards move the old statistics by their momentum). A batch is a
+    tensor, or a list or tuple whose first element is the model's input.
+
+    Examples::
+
+        >>> model = torch.nn.Sequential(cplxnet.nn.Conv2d(2, 4, 3), cplxnet.nn.BatchNorm2d(4))
+        >>> loader = [torch.randn(8, 2, 6, 6, dtype=torch.cfloat) for _ in range(3)]
+        >>> update_bn(loader, model)
+        >>> int(model[1].num_batches_tracked)
+        3
+    """
+    momenta = {}
+    for module in _batch_norms(model):
+        module.reset_running_stats()
+        momenta[module] = module.momentum
+    if not momenta:
+        return
+    was_training = model.training
+    model.train()
+    for module in momenta:
+        module.momentum = None
+    for batch in loader:
+        if isinstance(batch, (list, tuple)):
+            batch = batch[0]
+        model(batch if device is None else batch.to(device))
+    for module, momentum in momenta.items():
+        module.momentum = momentum
+    model.train(was_training)
+
+
+def replace_all_batch_norm_modules_(root: nn.Module) -> nn.Module:
+    """Make every batch norm of ``root``, cplxnet's complex ones and ``torch.nn``'s, use batch
+    statistics without running ones (buffers set to None, ``track_running_stats=False``), in
+    place, so that ``torch.func.vmap`` can run the model in training mode;
+    ``torch.func.replace_all_batch_norm_modules_``'s behaviour, which finds only torch's.
+    Returns ``root``.
+
+    Examples::
+
+        >>> bn = replace_all_batch_norm_modules_(cplxnet.nn.BatchNorm2d(4))
+        >>> bn.running_mean is None, bn.track_running_stats
+        (True, False)
+    """
+    for module in _batch_norms(root):
+        if module.track_running_stats:
+            stats = ("running_var",) if hasattr(module, "running_var") else ("running_cov",)
+            for name in ("running_mean", *stats, "num_batches_tracked"):
+                setattr(module, name, None)
+            module.track_running_stats = False
+    return root

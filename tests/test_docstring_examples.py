@@ -5,7 +5,9 @@ and prints what it shows."""
 from __future__ import annotations
 
 import doctest
+import importlib
 import inspect
+import pkgutil
 import re
 
 import pytest
@@ -35,9 +37,10 @@ PUBLIC = _public_modules()
 _BLOCK = re.compile(r"^( *)Examples::\n\n((?:\1    .*\n|\n)+)", re.M)
 
 
-def examples(cls: type) -> str | None:
-    """The text of the ``Examples::`` block of ``cls``'s own docstring (None if it has none)."""
-    doc = cls.__dict__.get("__doc__") or ""
+def examples(cls) -> str | None:
+    """The text of the ``Examples::`` block of ``cls``'s own docstring, a class's or a
+    function's (None if it has none)."""
+    doc = (cls.__dict__.get("__doc__") if isinstance(cls, type) else cls.__doc__) or ""
     match = _BLOCK.search(doc if doc.endswith("\n") else doc + "\n")
     return match.group(2) if match else None
 
@@ -85,6 +88,44 @@ def test_public_module_has_a_runnable_examples_block(cls):
         block, globs, f"{cls.__qualname__}.Examples", module.__file__, 0
     )
     assert test.examples, f"{cls.__name__}'s Examples:: block holds no >>> line"
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    out: list[str] = []
+    torch.manual_seed(0)
+    runner.run(test, out=out.append, clear_globs=True)
+    assert runner.failures == 0, "".join(out)
+
+
+def _functions_with_examples() -> list:
+    """Public functions anywhere in cplxnet whose docstring has an ``Examples::`` block."""
+    found = {}
+    for info in pkgutil.walk_packages(cplxnet.__path__, "cplxnet."):
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, f in vars(module).items():
+            if (
+                inspect.isfunction(f)
+                and f.__module__ == module.__name__
+                and not name.startswith("_")
+                and examples(f) is not None
+            ):
+                found[f"{module.__name__}.{name}"] = f
+    return sorted(found.items())
+
+
+FUNCTIONS = _functions_with_examples()
+
+
+def test_the_function_list_holds_the_documented_functions():
+    assert {"cplxnet.utils.update_bn", "cplxnet.tasks.lm.generate.generate"} <= set(dict(FUNCTIONS))
+
+
+@pytest.mark.parametrize("name, f", FUNCTIONS, ids=[n for n, _ in FUNCTIONS])
+def test_a_function_examples_block_runs(name, f):
+    module = inspect.getmodule(f)
+    globs = {**vars(module), "torch": torch, "cplxnet": cplxnet}
+    test = doctest.DocTestParser().get_doctest(examples(f), globs, name, module.__file__, 0)
+    assert test.examples, f"{name}'s Examples:: block holds no >>> line"
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     out: list[str] = []
     torch.manual_seed(0)

@@ -63,12 +63,8 @@ def sync_batch_norm(
     global statistics (unbiased covariance over the :math:`N` values of all ranks), as
     :func:`~cplxnet.functional.batch_norm` does with one batch. A rank's batch may be empty
     (``N = 0``: it contributes nothing and gets an empty output). Needs an initialised
-    ``torch.distributed``; every rank of the group must call it (a collective).
-
-    Examples::
-
-        >>> # in each rank of a data-parallel run (torch.distributed initialised):
-        >>> # y = CF.sync_batch_norm(x, None, None, weight, bias)
+    ``torch.distributed``; every rank of the group must call it (a collective). The module:
+    :class:`cplxnet.nn.SyncBatchNorm`.
     """
     _check_input(x, "sync_batch_norm", weight, bias)
     if not dist.is_available() or not dist.is_initialized():
