@@ -395,20 +395,17 @@ def without_autocast(fn: Callable) -> Callable:
     complex ops ignore autocast, and so do cplxnet's layers, including those computed on real
     kernels (convolutions, attention, split-gate RNNs) and the whitening norms (whose hand-written
     backward would otherwise mix the autocast dtype of saved statistics with the input's). A
-    real ``x`` (a real twin) follows autocast as torch's layers do. ``x`` is the first argument,
-    or the second of a method (``forward(self, x, ...)``)."""
+    real ``x`` (a real twin) follows autocast as torch's layers do. ``x`` is the first tensor
+    among the arguments, positional then keyword (a method's ``self`` is not a tensor)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        x = args[0] if isinstance(args[0], torch.Tensor) else args[1]
-        device = x.device.type
-        if (
-            x.is_complex()
-            and torch.amp.is_autocast_available(device)
-            and torch.is_autocast_enabled(device)
-        ):
-            with torch.autocast(device, enabled=False):
-                return fn(*args, **kwargs)
+        x = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
+        if x is not None and x.is_complex():
+            device = x.device.type
+            if torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device):
+                with torch.autocast(device, enabled=False):
+                    return fn(*args, **kwargs)
         return fn(*args, **kwargs)
 
     return wrapper

@@ -34,6 +34,7 @@ from .._utils import (
     grad_via_composed,
     inverse_order,
     real_view,
+    without_autocast,
 )
 from . import compiled as _kernels
 from . import interleaved as _il
@@ -98,6 +99,7 @@ def split_gelu(z: torch.Tensor, approximate: str = "none") -> torch.Tensor:
     return _split(lambda t: F.gelu(t, approximate=approximate), z)
 
 
+@without_autocast
 def split_prelu(z: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     r"""Split PReLU :math:`\mathrm{PReLU}_a(x) + i\,\mathrm{PReLU}_a(y)` with the real slope
     ``weight`` :math:`a` (one entry, or one per channel on dim 1 as

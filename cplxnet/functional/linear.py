@@ -5,11 +5,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .._utils import as_complex
+from .._utils import as_complex, without_autocast
 
 __all__ = ["linear"]
 
 
+@without_autocast
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     r"""Complex affine map :math:`y = x W^T + b` with :math:`x, b` complex and :math:`W` complex
     or real.

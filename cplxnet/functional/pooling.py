@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from .._utils import pack, runs_composed, unpack
+from .._utils import pack, runs_composed, unpack, without_autocast
 from .grid_views import (
     adaptive_blocks,
     adaptive_sizes,
@@ -55,6 +55,7 @@ def _keep_weights(
     return keep.reshape(shape)
 
 
+@without_autocast
 def masked_mean(
     x: torch.Tensor, padding_mask: torch.Tensor | None = None, dim: int = 1
 ) -> torch.Tensor:
@@ -428,6 +429,7 @@ def adaptive_max_pool3d(
     return _by_modulus(_AMAX[3], x, 3, return_indices, output_size)
 
 
+@without_autocast
 def _adaptive_avg_pool(x, nd, output_size):
     k = adaptive_blocks(x, nd, output_size)
     if k is not None:

@@ -79,20 +79,24 @@ def sync_batch_norm(
     if count:
         _, mean, cov = _moments(x3, n_ch, True)  # (1, C) complex, (1, C, 2, 2)
         mean, cov = torch.view_as_real(mean[0]), cov[0]
-    else:  # an empty batch: weight 0 in the sums below
-        mean, cov = torch.zeros(n_ch, 2, **rk), torch.zeros(n_ch, 2, 2, **rk)
+    else:  # an empty batch: weight 0 in the sums below, in x's graph (the backward's collective)
+        zero = x3.sum().real * 0
+        mean, cov = torch.zeros(n_ch, 2, **rk) + zero, torch.zeros(n_ch, 2, 2, **rk) + zero
     local = torch.cat([torch.full((n_ch, 1), float(count), **rk), mean, cov.flatten(1)], 1)
     every = _AllGather.apply(local, process_group)  # (W, C, 7)
     n, means, covs = every[..., :1], every[..., 1:3], every[..., 3:].unflatten(-1, (2, 2))
     total = n.sum(0)  # (C, 1)
+    seen = total > 0  # every rank empty: no statistics, no update (as batch_norm)
+    total = total.clamp_min(1)
     g_mean = (n * means).sum(0) / total  # (C, 2)
     d = means - g_mean
     g_cov = (n[..., None] * (covs + d[..., :, None] * d[..., None, :])).sum(0) / total[..., None]
     stats = (torch.view_as_complex(g_mean.contiguous())[None], g_cov[None])
     if running_mean is not None:
+        momentum = torch.as_tensor(momentum, dtype=running_cov.dtype, device=x.device) * seen[0, 0]
         _update(running_mean, running_cov, stats[0].detach(), stats[1].detach(), total[0, 0],
                 momentum)  # fmt: skip
     if not count:
-        return x.clone()
+        return x.clone() + every.sum() * 0  # joins the all-reduce of the gather's backward
     y = _whiten_composed(x3, weight, bias, n_ch, True, eps, stats)[0]
     return y.reshape(x.shape)

@@ -1,70 +1,54 @@
-"""Autocast, as the README states it: cplxnet's layers on complex input ignore autocast, as torch's
-complex ops do, also those computed on torch's real kernels (convolutions, attention, split-gate
-RNNs) and the whitening norms; with a real dtype a layer follows autocast as torch's own layer
-does; a U-Net trains under autocast; TorchScript scripting is not supported."""
+"""Autocast, as the README states it: every complex layer of the module table ignores autocast,
+as torch's complex ops do, also those computed on torch's real kernels (convolutions, attention,
+split-gate RNNs, real-weight projections) and the whitening norms, and takes keyword arguments
+under its guard; with a real dtype a layer follows autocast as torch's own layer does; a U-Net
+training step under autocast is the full-precision step; TorchScript scripting is not
+supported."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from module_db import MODULES, make_module, sample_input
 
+import cplxnet.functional as CF
 import cplxnet.nn as cnn
 from cplxnet.models import UNet
 
 
-def _c(*shape):
-    return torch.randn(*shape, dtype=torch.complex64)
+def _flat(out) -> list[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _flat(o)]
+    return []
 
 
-IMAGE, SIGNAL, VOLUME, SEQ = (2, 4, 8, 8), (2, 4, 16), (1, 2, 4, 4, 4), (2, 5, 8)
-LAYERS = {  # name: (layer, input shape)
-    "Conv1d": (lambda: cnn.Conv1d(4, 4, 3), SIGNAL),
-    "Conv2d": (lambda: cnn.Conv2d(4, 4, 3), IMAGE),
-    "Conv3d": (lambda: cnn.Conv3d(2, 2, 3), VOLUME),
-    "ConvTranspose1d": (lambda: cnn.ConvTranspose1d(4, 4, 3), SIGNAL),
-    "ConvTranspose2d": (lambda: cnn.ConvTranspose2d(4, 4, 3), IMAGE),
-    "ConvTranspose3d": (lambda: cnn.ConvTranspose3d(2, 2, 3), VOLUME),
-    "MultiheadAttention": (lambda: cnn.MultiheadAttention(8, 2, batch_first=True), SEQ),
-    "TransformerEncoderLayer": (
-        lambda: cnn.TransformerEncoderLayer(8, 2, 16, 0.0, batch_first=True),
-        SEQ,
-    ),
-    "LSTM": (lambda: cnn.LSTM(8, 8, batch_first=True), SEQ),
-    "GRU": (lambda: cnn.GRU(8, 8, batch_first=True), SEQ),
-    "LSTMCell": (lambda: cnn.LSTMCell(8, 8), (2, 8)),
-    "GRUCell": (lambda: cnn.GRUCell(8, 8), (2, 8)),
-    "Linear": (lambda: cnn.Linear(8, 8), SEQ),
-    "LSTM analytic": (lambda: cnn.LSTM(8, 8, batch_first=True, gate="analytic"), SEQ),
-    "UnitaryRNN": (lambda: cnn.UnitaryRNN(8, 8, batch_first=True), SEQ),
-    "LayerNorm": (lambda: cnn.LayerNorm(8), SEQ),
-    "LayerNorm whiten": (lambda: cnn.LayerNorm(8, mode="whiten"), SEQ),
-    "RMSNorm": (lambda: cnn.RMSNorm(8), SEQ),
-    "BatchNorm2d": (lambda: cnn.BatchNorm2d(4), IMAGE),
-    "GroupNorm": (lambda: cnn.GroupNorm(2, 4), IMAGE),
-    "Upsample": (lambda: cnn.Upsample(scale_factor=2, mode="bilinear"), IMAGE),
-    "AvgPool2d": (lambda: cnn.AvgPool2d(2), IMAGE),
-    "MaxPool2d": (lambda: cnn.MaxPool2d(2), IMAGE),
-    "Cardioid": (lambda: cnn.Cardioid(), IMAGE),
-    "ModReLU": (lambda: cnn.ModReLU(8), SEQ),
-}
-
-
-def _outputs(name, make, shape):
+@pytest.mark.parametrize("info", [i for i in MODULES if i.complex_input], ids=lambda i: i.id)
+def test_complex_layers_ignore_autocast(info):
+    """Every complex entry of the module table (tests/module_db.py): the same outputs, bit for
+    bit, with and without CPU bf16 autocast."""
     torch.manual_seed(0)
-    layer, x = make(), _c(*shape)
-    args = (x, x, x) if name == "MultiheadAttention" else (x,)
+    module = make_module(info, torch.complex64).eval()
+    args, kwargs = sample_input(info, torch.complex64)
     runs = []
     for enabled in (False, True):
+        torch.manual_seed(0)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled):
-            y = layer(*args)
-        runs.append(y[0] if isinstance(y, tuple) else y)
-    return runs
+            runs.append(_flat(module(*args, **kwargs)))
+    for full, low in zip(*runs):
+        assert low.dtype == full.dtype and torch.equal(low, full)
 
 
-@pytest.mark.parametrize("name", LAYERS)
-def test_complex_layers_ignore_autocast(name):
-    full, low = _outputs(name, *LAYERS[name])
-    assert low.dtype == torch.complex64 and torch.equal(low, full)
+def test_layers_take_keyword_arguments_under_the_autocast_guard():
+    x = torch.randn(2, 5, 8, dtype=torch.complex64)
+    mha = cnn.MultiheadAttention(8, 2, batch_first=True)
+    torch.testing.assert_close(mha(query=x, key=x, value=x)[0], mha(x, x, x)[0])
+    w = torch.randn(3, 5, 2, dtype=torch.complex64)
+    torch.testing.assert_close(CF.conv1d(x=x, weight=w), CF.conv1d(x, w))
+
+
+IMAGE, SEQ = (2, 4, 8, 8), (2, 5, 8)
 
 
 @pytest.mark.parametrize(
@@ -91,7 +75,7 @@ def test_real_layers_follow_autocast_as_torch(ours, torchs, shape):
 
 def test_a_unet_training_step_under_autocast_is_the_full_precision_step():
     torch.manual_seed(0)
-    model, x = UNet(1, 1, 4), _c(2, 1, 16, 16)
+    model, x = UNet(1, 1, 4), torch.randn(2, 1, 16, 16, dtype=torch.complex64)
     grads = []
     for enabled in (False, True):
         model.zero_grad()

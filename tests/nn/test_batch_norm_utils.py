@@ -61,3 +61,23 @@ def test_replace_all_batch_norm_modules_lets_vmap_run_a_training_model():
     per_sample = torch.func.vmap(model)(x[:, None])  # each sample its own batch of one
     loop = torch.stack([model(xi[None]) for xi in x])
     torch.testing.assert_close(per_sample, loop, rtol=0, atol=1e-12)
+
+
+def test_update_bn_after_training_forgets_the_old_statistics_and_unpacks_lists():
+    model, batches = _model(), _batches()
+    for x in batches * 2:  # trained: 6 batches tracked, statistics of shifted data
+        model(x + 3)
+    update_bn([[x, 0] for x in batches], model)
+    assert int(model[1].num_batches_tracked) == int(model[3].num_batches_tracked) == 3
+    fresh = nn.Sequential(
+        model[0],
+        cnn.BatchNorm2d(3, momentum=None, dtype=torch.complex128),
+        model[2],
+        nn.BatchNorm2d(3, momentum=None, dtype=torch.float64),
+    )
+    with torch.no_grad():
+        for x in batches:
+            fresh(x)
+    for i in (1, 3):
+        for name, value in fresh[i].state_dict().items():
+            torch.testing.assert_close(model[i].state_dict()[name], value, rtol=0, atol=1e-12)

@@ -1,7 +1,8 @@
 """SyncBatchNorm: in two data-parallel ranks (gloo, CPU, uneven shards) the outputs, the input
 and parameter gradients and the running statistics equal one process's BatchNorm2d on the whole
-batch; a rank with an empty batch contributes nothing; in one process it is BatchNorm; the
-conversion swaps complex and real batch norms and keeps their tensors."""
+batch; a rank with an empty batch contributes nothing and still joins the backward; ranks that
+are all empty leave the statistics; autocast changes nothing; in one process it is BatchNorm;
+the conversion swaps complex and real batch norms and keeps their tensors."""
 
 from __future__ import annotations
 
@@ -50,17 +51,27 @@ def _rank(rank: int, init: str, out: str) -> None:
     (2 * _loss(y, 6 * 25)).backward()  # DDP averages over the 2 ranks: the global mean's grads
     bn = model.module[1]
     lone = cnn.SyncBatchNorm(2, dtype=DTYPE)  # rank 0 brings an empty batch
-    z = lone(_data()[:0] if rank == 0 else _data()[2:])
+    alone = (_data()[:0] if rank == 0 else _data()[2:]).requires_grad_()
+    z = lone(alone)
+    (z.abs() ** 2).sum().backward()  # the empty rank joins the backward's collective
+    empty = cnn.SyncBatchNorm(2, dtype=DTYPE)  # every rank empty: the statistics stay
+    empty(_data()[:0])
+    torch.manual_seed(rank)  # single precision under autocast: as without it, bit for bit
+    low, data = cnn.SyncBatchNorm(2), torch.randn(3, 2, 4, 4, dtype=torch.complex64) + 2j
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        autocast = low(data)
+    plain = cnn.SyncBatchNorm(2)(data)
     result = {"y": y.detach(), "x_grad": x.grad, "z": z.detach(), "lone": lone.state_dict(),
               "grads": {n: p.grad for n, p in model.module.named_parameters()},
-              "stats": bn.state_dict()}  # fmt: skip
+              "stats": bn.state_dict(), "z_grad": alone.grad, "empty": empty.state_dict(),
+              "autocast": (autocast, plain, low.state_dict())}  # fmt: skip
     torch.save(result, os.path.join(out, f"rank{rank}.pt"))
     dist.destroy_process_group()
 
 
 @pytest.mark.slow  # two spawned processes
 def test_two_ranks_equal_batch_norm_on_the_whole_batch(tmp_path):
-    spawn_ranks(_rank, (str(tmp_path / "init"), str(tmp_path)))
+    spawn_ranks(_rank, (str(tmp_path / "init"), str(tmp_path)), timeout=120)
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2)]
     model, x = _model(), _data().requires_grad_()
     y = model(x)
@@ -74,12 +85,22 @@ def test_two_ranks_equal_batch_norm_on_the_whole_batch(tmp_path):
             torch.testing.assert_close(ranks[r]["grads"][name], p.grad, **close, msg=name)
         for name, value in model[1].state_dict().items():  # unbiased over all 150 values
             torch.testing.assert_close(ranks[r]["stats"][name], value, **close, msg=name)
-    lone, alone = cnn.BatchNorm2d(2, dtype=DTYPE), _data()[2:]
-    torch.testing.assert_close(ranks[1]["z"], lone(alone), **close)
-    assert ranks[0]["z"].shape == (0, 2, 5, 5)
+    lone, alone = cnn.BatchNorm2d(2, dtype=DTYPE), _data()[2:].requires_grad_()
+    z = lone(alone)
+    (z.abs() ** 2).sum().backward()
+    torch.testing.assert_close(ranks[1]["z"], z.detach(), **close)
+    torch.testing.assert_close(ranks[1]["z_grad"], alone.grad, **close)
+    assert ranks[0]["z"].shape == ranks[0]["z_grad"].shape == (0, 2, 5, 5)
+    fresh = cnn.BatchNorm2d(2, dtype=DTYPE).state_dict()
     for r in range(2):
         for name, value in lone.state_dict().items():
             torch.testing.assert_close(ranks[r]["lone"][name], value, **close, msg=name)
+        for name, value in fresh.items():  # counted, not updated (as BatchNorm on no values)
+            want = value + 1 if name == "num_batches_tracked" else value
+            torch.testing.assert_close(ranks[r]["empty"][name], want, rtol=0, atol=0, msg=name)
+        autocast, plain, stats = ranks[r]["autocast"]
+        assert autocast.dtype == torch.complex64 and torch.equal(autocast, plain)
+        assert not torch.equal(stats["running_mean"], fresh["running_mean"].to(torch.complex64))
 
 
 def test_in_one_process_it_is_batch_norm_and_the_conversion_keeps_the_tensors():
