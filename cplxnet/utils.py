@@ -85,9 +85,9 @@ def count_parameters(model: nn.Module, trainable_only: bool = True) -> Parameter
 
 def _batch_norms(model: nn.Module) -> list[nn.Module]:
     """``model``'s batch norms: ``torch.nn``'s and cplxnet's (not the instance norms, as torch)."""
-    from .nn.whitening import _BatchNorm
+    from .nn import BatchNorm1d, BatchNorm2d, BatchNorm3d, SyncBatchNorm
 
-    kinds = (nn.modules.batchnorm._BatchNorm, _BatchNorm)
+    kinds = (nn.modules.batchnorm._BatchNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, SyncBatchNorm)
     return [m for m in model.modules() if isinstance(m, kinds)]
 
 

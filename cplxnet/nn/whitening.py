@@ -281,7 +281,7 @@ class SyncBatchNorm(TorchCounterpart, _BatchNorm, torch_class=nn.SyncBatchNorm):
         self.process_group = process_group
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` complex ``(N, C, *)`` -> the same shape; statistics over every rank in
+        """``x`` complex ``(B, C, *)`` -> the same shape; statistics over every rank in
         training (see the class docstring)."""
         if not (
             self.training
@@ -302,8 +302,8 @@ class SyncBatchNorm(TorchCounterpart, _BatchNorm, torch_class=nn.SyncBatchNorm):
         :class:`SyncBatchNorm` holding its parameters, buffers and mode (and every real
         ``torch.nn`` batch norm by torch's ``SyncBatchNorm``, as
         ``torch.nn.SyncBatchNorm.convert_sync_batchnorm``), sharing their parameter and buffer
-        tensors (an optimiser built before keeps working); returns the new module when
-        ``module`` itself is one, else ``module`` changed in place."""
+        tensors (an optimiser holding them keeps working); returns the converted module
+        when ``module`` itself is one, else ``module`` changed in place."""
         if isinstance(module, _BatchNorm) and not isinstance(module, SyncBatchNorm):
             new = cls(module.num_features, module.eps, module.momentum, module.affine,
                       module.track_running_stats, process_group, device="meta",
