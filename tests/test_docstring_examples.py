@@ -78,21 +78,25 @@ def test_the_list_holds_the_main_layers():
     } <= names, sorted(names)
 
 
-@pytest.mark.parametrize("cls", PUBLIC, ids=lambda c: f"{c.__module__}.{c.__name__}")
-def test_public_module_has_a_runnable_examples_block(cls):
-    block = examples(cls)
-    assert block is not None, f"{cls.__module__}.{cls.__name__} has no Examples:: block"
-    module = inspect.getmodule(cls)
+def _run_examples(obj, name: str) -> None:
+    """Run ``obj``'s ``Examples::`` block in its module's namespace (with ``torch`` and
+    ``cplxnet``); every ``>>>`` line must give its shown output."""
+    block = examples(obj)
+    assert block is not None, f"{name} has no Examples:: block"
+    module = inspect.getmodule(obj)
     globs = {**vars(module), "torch": torch, "cplxnet": cplxnet}
-    test = doctest.DocTestParser().get_doctest(
-        block, globs, f"{cls.__qualname__}.Examples", module.__file__, 0
-    )
-    assert test.examples, f"{cls.__name__}'s Examples:: block holds no >>> line"
+    test = doctest.DocTestParser().get_doctest(block, globs, name, module.__file__, 0)
+    assert test.examples, f"{name}'s Examples:: block holds no >>> line"
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     out: list[str] = []
     torch.manual_seed(0)
     runner.run(test, out=out.append, clear_globs=True)
     assert runner.failures == 0, "".join(out)
+
+
+@pytest.mark.parametrize("cls", PUBLIC, ids=lambda c: f"{c.__module__}.{c.__name__}")
+def test_public_module_has_a_runnable_examples_block(cls):
+    _run_examples(cls, f"{cls.__module__}.{cls.__qualname__}")
 
 
 def _functions_with_examples() -> list:
@@ -122,12 +126,4 @@ def test_the_function_list_holds_the_documented_functions():
 
 @pytest.mark.parametrize("name, f", FUNCTIONS, ids=[n for n, _ in FUNCTIONS])
 def test_a_function_examples_block_runs(name, f):
-    module = inspect.getmodule(f)
-    globs = {**vars(module), "torch": torch, "cplxnet": cplxnet}
-    test = doctest.DocTestParser().get_doctest(examples(f), globs, name, module.__file__, 0)
-    assert test.examples, f"{name}'s Examples:: block holds no >>> line"
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    out: list[str] = []
-    torch.manual_seed(0)
-    runner.run(test, out=out.append, clear_globs=True)
-    assert runner.failures == 0, "".join(out)
+    _run_examples(f, name)
