@@ -6,6 +6,8 @@
   layers use, raising errors that name the owner and the fix.
 * :func:`is_tracing`: True under ``torch.compile`` / ``torch.export``, where checks that read
   tensor data are skipped.
+* :func:`without_autocast`: the decorator that keeps cplxnet's layers out of autocast on complex
+  input (as torch's complex ops), for a layer of your own computed on real kernels.
 * :func:`count_parameters`: complex and real parameters of a model, and their total in reals.
 * :func:`update_bn`, :func:`replace_all_batch_norm_modules_`: torch's batch-norm utilities
   (``torch.optim.swa_utils.update_bn``, ``torch.func.replace_all_batch_norm_modules_``), which
@@ -19,7 +21,15 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from ._utils import check_choice, check_indices, check_mask, is_tracing, pack, unpack
+from ._utils import (
+    check_choice,
+    check_indices,
+    check_mask,
+    is_tracing,
+    pack,
+    unpack,
+    without_autocast,
+)
 
 __all__ = [
     "pack",
@@ -28,6 +38,7 @@ __all__ = [
     "check_indices",
     "check_mask",
     "is_tracing",
+    "without_autocast",
     "count_parameters",
     "ParameterCount",
     "update_bn",

@@ -16,7 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import cplxnet.nn as cnn
 from cplxnet.encodings import SITES, check_sites, create_encoding
 from cplxnet.functional import lengths_from_padding_mask
-from cplxnet.utils import check_indices
+from cplxnet.utils import check_indices, without_autocast
 
 from .common import NumberField, TokenEmbedding
 from .config import DecoderConfig
@@ -82,6 +82,7 @@ class _Largest(TorchDispatchMode):
         return out
 
 
+@without_autocast
 def next_token_logits(
     h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, scale: float = 1.0
 ) -> torch.Tensor:
@@ -93,7 +94,8 @@ def next_token_logits(
     linear functional of a complex vector is :math:`h \mapsto \mathrm{Re}(h\, e^H)` for some
     complex :math:`e`, and :math:`\mathrm{Re}(h e^H) = h_r \cdot e_r + h_i \cdot e_i` is the real
     dot product of the packed views, so this is one real GEMM (the cost of the equal-FLOP real
-    twin's head). Returns ``(..., V)`` real.
+    twin's head). Returns ``(..., V)`` real. A complex ``h`` is read in its own precision under
+    autocast, as the complex layers; a real ``h`` follows autocast, as ``torch.nn.Linear``.
     """
     packed = torch.view_as_real(h.resolve_conj()).flatten(-2) if h.is_complex() else h
     if scale == 1.0:

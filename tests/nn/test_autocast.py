@@ -13,7 +13,7 @@ from module_db import MODULES, make_module, sample_input
 
 import cplxnet.functional as CF
 import cplxnet.nn as cnn
-from cplxnet.models import UNet
+from cplxnet.models import UNet, build_model, make_config, real_twin
 
 
 def _flat(out) -> list[torch.Tensor]:
@@ -90,3 +90,15 @@ def test_a_unet_training_step_under_autocast_is_the_full_precision_step():
 def test_torchscript_scripting_is_not_supported():
     with pytest.raises(RuntimeError):
         torch.jit.script(cnn.Linear(2, 2))
+
+
+def test_the_decoder_head_reads_complex_states_in_full_precision_and_real_ones_as_torch():
+    config = make_config("decoder", vocab_size=50, d_model=16, num_heads=2, max_len=32)
+    ids = torch.randint(2, 50, (2, 10), generator=torch.Generator().manual_seed(0))
+    for cfg, follows in ((config, False), (real_twin(config), True)):
+        torch.manual_seed(0)
+        model = build_model(cfg).eval()
+        full = model(ids)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low = model(ids)
+        assert torch.equal(low, full) is not follows  # the real twin's GEMMs run in bf16
