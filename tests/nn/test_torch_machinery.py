@@ -1,0 +1,114 @@
+"""cplxnet's layers inside the torch machinery a researcher wraps around them: parametrizations,
+activation checkpointing, gradient clipping, pruning, optimisers and hooks behave as with
+torch's own layers (values against the unwrapped run or the definition)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.nn.utils import parametrizations, parametrize, prune
+from torch.utils.checkpoint import checkpoint
+
+import cplxnet.nn as cnn
+
+
+def _block() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(
+        cnn.Conv2d(2, 4, 3, padding=1), cnn.BatchNorm2d(4), cnn.CReLU(), cnn.Dropout2d(0.3),
+        cnn.Conv2d(4, 1, 1),
+    )  # fmt: skip
+
+
+def test_orthogonal_parametrization_gives_a_unitary_weight_that_trains():
+    layer = parametrizations.orthogonal(cnn.Linear(6, 6))
+    w = layer.weight
+    assert torch.allclose(w.conj().T @ w, torch.eye(6, dtype=w.dtype), atol=1e-5)
+    x = torch.randn(3, 6, dtype=torch.complex64)
+    torch.testing.assert_close((x @ w.T).norm(dim=-1), x.norm(dim=-1), rtol=1e-5, atol=1e-5)
+    opt = torch.optim.SGD(layer.parameters(), lr=0.1)
+    before = layer.weight.detach().clone()
+    layer(x).real.sum().backward()  # a norm-dependent loss would give a unitary W no gradient
+    opt.step()
+    w = layer.weight
+    assert not torch.allclose(w, before)
+    assert torch.allclose(w.conj().T @ w, torch.eye(6, dtype=w.dtype), atol=1e-5)
+
+
+def test_a_custom_parametrization_equals_the_weight_changed_by_hand():
+    class Half(nn.Module):
+        def forward(self, w):
+            return 0.5 * w
+
+    layer = cnn.Conv2d(2, 3, 3)
+    x = torch.randn(1, 2, 5, 5, dtype=torch.complex64)
+    plain = cnn.Conv2d(2, 3, 3)
+    with torch.no_grad():
+        plain.weight.copy_(0.5 * layer.weight)
+        plain.bias.copy_(layer.bias)
+    parametrize.register_parametrization(layer, "weight", Half())
+    assert torch.equal(layer(x), plain(x))
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_checkpointing_equals_the_plain_run_with_dropout_and_batch_norm(reentrant):
+    x = torch.randn(4, 2, 6, 6, dtype=torch.complex64)
+    runs = []
+    for wrap in (False, True):
+        block, inp = _block(), x.clone().requires_grad_()
+        torch.manual_seed(1)
+        y = checkpoint(block, inp, use_reentrant=reentrant) if wrap else block(inp)
+        (y.abs() ** 2).sum().backward()
+        runs.append([y.detach(), inp.grad, *(p.grad for p in block.parameters())])
+    for a, b in zip(*runs):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+
+
+def test_gradient_clipping_uses_the_complex_norm():
+    block, x = _block(), torch.randn(4, 2, 6, 6, dtype=torch.complex64)
+    (block(x).abs() ** 2).sum().backward()
+    grads = [p.grad for p in block.parameters()]
+    norm = torch.sqrt(sum((g.abs() ** 2).sum() for g in grads))
+    total = nn.utils.clip_grad_norm_(block.parameters(), 0.1)
+    torch.testing.assert_close(total, norm)
+    clipped = torch.sqrt(sum((p.grad.abs() ** 2).sum() for p in block.parameters()))
+    torch.testing.assert_close(clipped, torch.tensor(0.1), rtol=1e-4, atol=0)
+
+
+def test_pruning_a_complex_weight_removes_the_smallest_moduli():
+    layer = cnn.Linear(8, 4)
+    weight = layer.weight.detach().clone()
+    prune.l1_unstructured(layer, "weight", amount=0.5)
+    kept = layer.weight_mask.bool()
+    assert int(kept.sum()) == 16
+    assert weight.abs()[kept].min() >= weight.abs()[~kept].max()
+    assert torch.equal(layer.weight, weight * kept)
+
+
+@pytest.mark.parametrize("opt", [torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD])
+def test_optimisers_foreach_equal_their_loop_on_complex_parameters(opt):
+    kwargs = {"lr": 0.01, **({"momentum": 0.9, "nesterov": True} if opt is torch.optim.SGD else {})}
+    x = torch.randn(4, 2, 6, 6, dtype=torch.complex64)
+    states = []
+    for foreach in (False, True):
+        block = _block().eval()
+        optimizer = opt(block.parameters(), foreach=foreach, **kwargs)
+        for _ in range(3):
+            optimizer.zero_grad()
+            (block(x).abs() ** 2).mean().backward()
+            optimizer.step()
+        states.append([p.detach() for p in block.parameters()])
+    for a, b in zip(*states):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+
+
+def test_full_backward_hooks_see_autograd_gradients():
+    layer, seen = cnn.MultiheadAttention(8, 2, batch_first=True), {}
+    layer.register_full_backward_hook(lambda m, gin, gout: seen.update(gin=gin, gout=gout))
+    q, k, v = (torch.randn(2, 5, 8, dtype=torch.complex64, requires_grad=True) for _ in range(3))
+    out = layer(q, k, v, need_weights=False)[0]
+    (out.abs() ** 2).sum().backward()
+    for got, want in zip(seen["gin"], (q.grad, k.grad, v.grad)):
+        torch.testing.assert_close(got, want)
+    torch.testing.assert_close(seen["gout"][0], 2 * out.detach())  # d|z|^2 as torch: 2z
