@@ -154,10 +154,9 @@ def replace_all_batch_norm_modules_(root: nn.Module) -> nn.Module:
         >>> bn.running_mean is None, bn.track_running_stats
         (True, False)
     """
-    for module in _batch_norms(root):
+    torch.func.replace_all_batch_norm_modules_(root)  # torch.nn's (and real-dtype cplxnet's)
+    for module in _batch_norms(root):  # the complex ones left
         if module.track_running_stats:
-            stats = ("running_var",) if hasattr(module, "running_var") else ("running_cov",)
-            for name in ("running_mean", *stats, "num_batches_tracked"):
-                setattr(module, name, None)
+            module.running_mean = module.running_cov = module.num_batches_tracked = None
             module.track_running_stats = False
     return root

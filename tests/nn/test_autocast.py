@@ -36,6 +36,7 @@ def test_complex_layers_ignore_autocast(info):
         torch.manual_seed(0)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled):
             runs.append(_flat(module(*args, **kwargs)))
+    assert len(runs[0]) == len(runs[1]) > 0
     for full, low in zip(*runs):
         assert low.dtype == full.dtype and torch.equal(low, full)
 

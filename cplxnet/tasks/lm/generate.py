@@ -239,7 +239,7 @@ def generate(
         >>> generate(model, torch.tensor([[3, 4], [5, 6]]), 5).shape
         torch.Size([2, 5])
     """
-    if prompt.dim() not in (1, 2) or prompt.shape[-1] == 0 or prompt.numel() == 0:
+    if prompt.dim() not in (1, 2) or prompt.numel() == 0:
         raise ValueError(
             "generate: the prompt must be non-empty ids, (N,) or a batch of one length (B, N), "
             f"got shape {tuple(prompt.shape)}"
