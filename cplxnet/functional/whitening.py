@@ -591,7 +591,11 @@ def sync_batch_norm(
         momentum = torch.as_tensor(momentum, dtype=running_cov.dtype, device=x.device) * seen[0, 0]
         _update(running_mean, running_cov, stats[0].detach(), stats[1].detach(), total[0, 0],
                 momentum)  # fmt: skip
-    if not count:
-        return x.clone() + every.sum() * 0  # joins the all-reduce of the gather's backward
+    if not count:  # in the graph of the gather (its backward's all-reduce) and of the affine
+        # parameters, so that an empty rank's backward runs the same collectives (DDP's too)
+        joined = x.clone() + every.sum() * 0
+        for t in (weight, bias):
+            joined = joined if t is None else joined + t.sum() * 0
+        return joined
     y = _whiten_composed(x3, weight, bias, n_ch, True, eps, stats)[0]
     return y.reshape(x.shape)

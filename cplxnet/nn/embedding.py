@@ -26,7 +26,11 @@ class Embedding(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.Embedding)
     numbers as for a complex parameter (torch's Adam/SGD treat complex parameters as their real
     view). Tying, pruning and parametrizations therefore act on ``packed_weight``; a head that
     shares the table reads ``emb.weight`` in its forward (``CF.linear(h, emb.weight)``, as the
-    zoo's decoder does), and assigning ``weight`` is an ``AttributeError`` saying so.
+    zoo's decoder does), and assigning ``weight`` is an ``AttributeError`` saying so. As a view,
+    ``weight`` is made anew at each read: freezing (``packed_weight.requires_grad_(False)``), the
+    gradient (``packed_weight.grad``) and replacing the data (``emb.weight.data.copy_(t)``, or
+    :meth:`from_pretrained`) go through ``packed_weight``; ``emb.weight.data = t`` would set the
+    data of a discarded view.
 
     Args:
         num_embeddings: vocabulary size ``V``.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -68,7 +69,7 @@ class _WhiteningNorm(HasDtype, nn.Module):
     statistics (``running_mean`` complex ``(C,)``, ``running_cov`` real ``(2, 2, C)``,
     ``num_batches_tracked``), with torch's ``_NormBase`` arguments."""
 
-    _ranks: tuple[int, ...] = ()  # accepted input ranks (batched last)
+    _ranks: Sequence[int] = ()  # accepted input ranks (batched last)
     _layout: str = ""  # the input shape, for error messages
 
     def __init__(
@@ -259,7 +260,7 @@ class SyncBatchNorm(TorchCounterpart, _BatchNorm, torch_class=nn.SyncBatchNorm):
         ['cplxnet.nn.whitening', 'torch.nn.modules.batchnorm']
     """
     )
-    _ranks = (2, 3, 4, 5)
+    _ranks = range(2, 65)  # any batched input, as torch's SyncBatchNorm
     _layout = "(N, {C}, *)"
 
     def __init__(

@@ -6,6 +6,8 @@ context length (where the window is recomputed)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -214,6 +216,11 @@ def test_top_k_samples_among_the_k_most_likely_tokens():
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ValueError, match="top_k"):
             generate(model, prompt, 2, top_k=bad)
+    for bad in (-0.5, math.nan, math.inf):  # inf and nan: no distribution to sample
+        with pytest.raises(ValueError, match="temperature must be a finite number >= 0"):
+            generate(model, prompt, 2, temperature=bad)
+    with pytest.raises(ValueError, match="num_tokens must be >= 0"):
+        generate(model, prompt, -1)
 
 
 def test_stream_refuses_context_0_and_reads_nothing_for_0_tokens():

@@ -54,6 +54,14 @@ def _rank(rank: int, init: str, out: str) -> None:
     alone = (_data()[:0] if rank == 0 else _data()[2:]).requires_grad_()
     z = lone(alone)
     (z.abs() ** 2).sum().backward()  # the empty rank joins the backward's collective
+    raw = cnn.SyncBatchNorm(2, dtype=DTYPE)(_data()[:0] if rank == 0 else _data()[2:])
+    (raw.abs() ** 2).sum().backward()  # data not requiring grad: the empty rank joins too
+    ddp = nn.parallel.DistributedDataParallel(cnn.SyncBatchNorm.convert_sync_batchnorm(_model()))
+    step = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    for n in (3, 0 if rank == 0 else 3):  # rank 0's second batch is empty: DDP still reduces
+        step.zero_grad()
+        (ddp(_data()[:n]).abs() ** 2).sum().backward()
+        step.step()
     empty = cnn.SyncBatchNorm(2, dtype=DTYPE)  # every rank empty: the statistics stay
     empty(_data()[:0])
     torch.manual_seed(rank)  # single precision under autocast: as without it, bit for bit
@@ -64,7 +72,8 @@ def _rank(rank: int, init: str, out: str) -> None:
     result = {"y": y.detach(), "x_grad": x.grad, "z": z.detach(), "lone": lone.state_dict(),
               "grads": {n: p.grad for n, p in model.module.named_parameters()},
               "stats": bn.state_dict(), "z_grad": alone.grad, "empty": empty.state_dict(),
-              "autocast": (autocast, plain, low.state_dict())}  # fmt: skip
+              "autocast": (autocast, plain, low.state_dict()),
+              "ddp": [p.detach() for p in ddp.parameters()]}  # fmt: skip
     torch.save(result, os.path.join(out, f"rank{rank}.pt"))
     dist.destroy_process_group()
 
@@ -98,6 +107,8 @@ def test_two_ranks_equal_batch_norm_on_the_whole_batch(tmp_path):
         for name, value in fresh.items():  # counted, not updated (as BatchNorm on no values)
             want = value + 1 if name == "num_batches_tracked" else value
             torch.testing.assert_close(ranks[r]["empty"][name], want, rtol=0, atol=0, msg=name)
+        for mine, other in zip(ranks[r]["ddp"], ranks[1 - r]["ddp"]):  # one model after steps
+            torch.testing.assert_close(mine, other, rtol=0, atol=0)
         autocast, plain, stats = ranks[r]["autocast"]
         assert autocast.dtype == torch.complex64 and torch.equal(autocast, plain)
         assert not torch.equal(stats["running_mean"], fresh["running_mean"].to(torch.complex64))
@@ -125,5 +136,9 @@ def test_in_one_process_it_is_batch_norm_and_the_conversion_keeps_the_tensors():
         ref.load_state_dict(new.state_dict())
         assert torch.equal(new.train(training)(x), ref(x))
     assert torch.equal(new.running_cov, ref.running_cov)  # both updated once
+    six = torch.randn(2, 4, 2, 3, 2, 2, dtype=torch.complex64)  # any rank, as torch's
+    for training in (True, False):
+        want = ref.train(training)(six.flatten(2)[..., None]).reshape(six.shape)
+        torch.testing.assert_close(new.train(training)(six), want)
     with pytest.raises(RuntimeError, match="init_process_group"):
         CF.sync_batch_norm(x, None, None)

@@ -12,6 +12,7 @@ shifts. Either way the tokens are those of recomputing the window at every step.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -306,8 +307,10 @@ def _steps(
 ) -> Iterator[torch.Tensor]:
     """The ``(B,)`` ids sampled at each of ``num_tokens`` steps after ``prompts`` ``(B, N)``, on
     the model's device (the sampling of :func:`stream`, one row per prompt)."""
-    if temperature < 0 or num_tokens < 0:
-        raise ValueError("generate: temperature and num_tokens must be >= 0")
+    if not 0 <= temperature < math.inf:  # also refuses nan
+        raise ValueError(f"generate: temperature must be a finite number >= 0, got {temperature}")
+    if num_tokens < 0:
+        raise ValueError(f"generate: num_tokens must be >= 0, got {num_tokens}")
     if context is not None and context < 1:
         raise ValueError(f"generate: context must be a positive number of tokens, got {context}")
     if top_k is not None and (isinstance(top_k, bool) or int(top_k) != top_k or top_k < 1):
