@@ -30,7 +30,8 @@ class Embedding(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.Embedding)
     ``weight`` is made anew at each read: freezing (``packed_weight.requires_grad_(False)``), the
     gradient (``packed_weight.grad``) and replacing the data (``emb.weight.data.copy_(t)``, or
     :meth:`from_pretrained`) go through ``packed_weight``; ``emb.weight.data = t`` would set the
-    data of a discarded view.
+    data of a discarded view. A state dict holding a complex ``weight`` (torch's complex
+    ``nn.Embedding``) loads into ``packed_weight``.
 
     Args:
         num_embeddings: vocabulary size ``V``.
@@ -143,6 +144,16 @@ class Embedding(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.Embedding)
                 "or read emb.weight in the other module's forward (CF.linear(h, emb.weight))"
             )
         super().__setattr__(name, value)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        # a complex ``weight`` (torch's complex nn.Embedding) loads as its packed view
+        weight = state_dict.get(prefix + "weight")
+        if prefix + "packed_weight" not in state_dict and isinstance(weight, torch.Tensor):
+            if weight.is_complex():
+                del state_dict[prefix + "weight"]
+                packed = torch.view_as_real(weight.resolve_conj()).flatten(-2)
+                state_dict[prefix + "packed_weight"] = packed
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def reset_parameters(self) -> None:
         with torch.no_grad():

@@ -93,3 +93,18 @@ def test_assigning_weight_names_packed_weight_and_tying_through_it_trains_one_ta
     logits.real.sum().backward()
     assert [n for n, _ in emb.named_parameters()] == ["packed_weight"]
     assert emb.packed_weight.grad.abs().sum() > 0 and emb.packed_weight.grad[0].abs().sum() > 0
+
+
+def test_torch_complex_embedding_state_dict_loads_into_the_packed_table():
+    torch.manual_seed(0)
+    theirs = torch.nn.Sequential(torch.nn.Embedding(6, 3, dtype=torch.complex128))
+    state = theirs.state_dict()
+    ours = torch.nn.Sequential(cnn.Embedding(6, 3, dtype=torch.complex128))
+    assert not ours.load_state_dict(state).missing_keys
+    assert torch.equal(ours[0].weight, theirs[0].weight)
+    assert list(state) == ["0.weight"]  # the caller's dict is left as it was
+    ids = torch.tensor([[0, 5, 2]])
+    with torch.no_grad():  # torch's complex lookup has no backward
+        assert torch.equal(ours(ids), theirs(ids))
+    with pytest.raises(RuntimeError, match="packed_weight"):  # a real weight is no such table
+        ours.load_state_dict({"0.weight": torch.randn(6, 3, dtype=torch.float64)})
