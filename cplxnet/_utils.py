@@ -391,17 +391,18 @@ def runs_composed() -> bool:
 
 
 def without_autocast(fn: Callable) -> Callable:
-    """``fn(x, ...)`` run with autocast disabled on ``x``'s device when ``x`` is complex: torch's
-    complex ops ignore autocast, and so do cplxnet's layers, including those computed on real
-    kernels (convolutions, attention, split-gate RNNs) and the whitening norms (whose hand-written
-    backward would otherwise mix the autocast dtype of saved statistics with the input's). A
-    real ``x`` (a real twin) follows autocast as torch's layers do. ``x`` is the first tensor
-    among the arguments, positional then keyword (a method's ``self`` is not a tensor)."""
+    """``fn(...)`` run with autocast disabled on the device of its first complex tensor argument
+    (positional or keyword, in any order): torch's complex ops ignore autocast, and so do
+    cplxnet's layers, including those computed on real kernels (convolutions, attention,
+    split-gate RNNs) and the whitening norms (whose hand-written backward would otherwise mix the
+    autocast dtype of saved statistics with the input's). A call with no complex tensor argument
+    (a real twin) follows autocast as torch's layers do."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        x = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
-        if x is not None and x.is_complex():
+        tensors = (a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor))
+        x = next((a for a in tensors if a.is_complex()), None)
+        if x is not None:
             device = x.device.type
             if torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device):
                 with torch.autocast(device, enabled=False):

@@ -148,11 +148,11 @@ class Embedding(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.Embedding)
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
         # a complex ``weight`` (torch's complex nn.Embedding) loads as its packed view
         weight = state_dict.get(prefix + "weight")
-        if prefix + "packed_weight" not in state_dict and isinstance(weight, torch.Tensor):
-            if weight.is_complex():
-                del state_dict[prefix + "weight"]
-                packed = torch.view_as_real(weight.resolve_conj()).flatten(-2)
-                state_dict[prefix + "packed_weight"] = packed
+        complex_weight = isinstance(weight, torch.Tensor) and weight.is_complex()
+        if complex_weight and prefix + "packed_weight" not in state_dict:
+            del state_dict[prefix + "weight"]
+            packed = torch.view_as_real(weight.resolve_conj()).flatten(-2)
+            state_dict[prefix + "packed_weight"] = packed
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def reset_parameters(self) -> None:

@@ -15,6 +15,7 @@ import cplxnet.nn as cnn
 from cplxnet.encodings import available_encodings, create_encoding
 from cplxnet.models import build_model, make_config, real_twin
 from cplxnet.tasks.lm import generate, stream
+from cplxnet.tasks.lm.generate import GREEDY_BELOW
 
 SIZES = {"d_model": 8, "num_heads": 2, "dim_feedforward": 16, "num_layers": 2, "vocab_size": 11,
          "max_len": 16}  # fmt: skip
@@ -258,3 +259,18 @@ def test_batched_sampling_keeps_banned_ids_and_top_k_per_row():
     prompts = torch.tensor([[5, 6], [7, 8]])
     new = generate(model, prompts, 30, temperature=50.0, seed=1, top_k=3, banned_ids=[0, 1])
     assert set(new.flatten().tolist()) <= {2, 3, 4} and all(len(set(r)) > 1 for r in new.tolist())
+
+
+def test_a_temperature_below_greedy_below_is_greedy_for_a_batch():
+    config = make_config("decoder", encoding="rotary", d_model=8, num_heads=2, dim_feedforward=16,
+                         num_layers=2, vocab_size=11, max_len=16, tie_embeddings=False)  # fmt: skip
+    torch.manual_seed(0)
+    model = build_model(real_twin(config), dtype=torch.float64).eval()
+    with torch.no_grad():  # logits exactly tied between ids 3 and 7: greedy takes 3
+        model.head_weight.zero_()
+        model.head_bias.zero_()
+        model.head_bias[[3, 7]] = 30.0
+    prompts = torch.tensor([[2, 5], [9, 4]])
+    new = generate(model, prompts, 12, temperature=GREEDY_BELOW / 10, seed=0)
+    assert torch.equal(new, generate(model, prompts, 12, temperature=0.0))
+    assert new.eq(3).all()

@@ -41,12 +41,21 @@ def test_complex_layers_ignore_autocast(info):
         assert low.dtype == full.dtype and torch.equal(low, full)
 
 
-def test_layers_take_keyword_arguments_under_the_autocast_guard():
+def test_keyword_arguments_in_any_order_ignore_autocast_as_positional_ones():
+    torch.manual_seed(0)
     x = torch.randn(2, 5, 8, dtype=torch.complex64)
     mha = cnn.MultiheadAttention(8, 2, batch_first=True)
-    torch.testing.assert_close(mha(query=x, key=x, value=x)[0], mha(x, x, x)[0])
-    w = torch.randn(3, 5, 2, dtype=torch.complex64)
-    torch.testing.assert_close(CF.conv1d(x=x, weight=w), CF.conv1d(x, w))
+    w, real_w = torch.randn(3, 5, 2, dtype=torch.complex64), torch.randn(6, 8)
+    calls = [
+        (lambda: mha(query=x, key=x, value=x)[0], lambda: mha(x, x, x)[0]),
+        (lambda: CF.conv1d(x=x, weight=w), lambda: CF.conv1d(x, w)),
+        (lambda: CF.linear(weight=real_w, x=x), lambda: CF.linear(x, real_w)),  # real first
+    ]
+    for keywords, positional in calls:
+        full = positional()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low = keywords()
+        assert low.dtype == full.dtype and torch.equal(low, full)
 
 
 IMAGE, SEQ = (2, 4, 8, 8), (2, 5, 8)

@@ -81,3 +81,37 @@ def test_update_bn_after_training_forgets_the_old_statistics_and_unpacks_lists()
     for i in (1, 3):
         for name, value in fresh[i].state_dict().items():
             torch.testing.assert_close(model[i].state_dict()[name], value, rtol=0, atol=1e-12)
+
+
+def test_update_bn_and_replace_find_cplxnets_sync_batch_norm():
+    torch.manual_seed(0)
+    model = nn.Sequential(cnn.SyncBatchNorm(3, momentum=0.3, dtype=torch.complex128))
+    batches = [torch.randn(4, 3, 5, 5, dtype=torch.complex128) + 1j * k for k in range(3)]
+    with torch.no_grad():
+        model[0].running_mean.fill_(5.0)
+    model.eval()
+    update_bn(batches, model)  # one process: SyncBatchNorm is BatchNorm
+    ref = cnn.BatchNorm2d(3, momentum=None, dtype=torch.complex128)
+    with torch.no_grad():
+        for x in batches:
+            ref(x)
+    assert model[0].momentum == 0.3 and not model.training
+    for name, value in ref.state_dict().items():
+        torch.testing.assert_close(model[0].state_dict()[name], value, rtol=0, atol=1e-12)
+    replace_all_batch_norm_modules_(model)
+    assert not model[0].track_running_stats and not list(model[0].buffers())
+
+
+def test_update_bn_moves_each_batch_to_the_given_device():
+    seen = []
+
+    class Spy(nn.Module):
+        def forward(self, x):
+            seen.append(x.device.type)
+            return x
+
+    # meta: a second device on any machine; the model lives there, the loader's batches do not
+    model = nn.Sequential(Spy(), cnn.BatchNorm2d(3, dtype=torch.complex128, device="meta"))
+    loader = [(torch.randn(4, 3, 5, 5, dtype=torch.complex128), 0) for _ in range(2)]
+    update_bn(loader, model, device=torch.device("meta"))
+    assert seen == ["meta", "meta"]

@@ -108,3 +108,11 @@ def test_torch_complex_embedding_state_dict_loads_into_the_packed_table():
         assert torch.equal(ours(ids), theirs(ids))
     with pytest.raises(RuntimeError, match="packed_weight"):  # a real weight is no such table
         ours.load_state_dict({"0.weight": torch.randn(6, 3, dtype=torch.float64)})
+
+
+def test_assigning_a_plain_tensor_to_weight_names_packed_weight_too():
+    emb = cnn.Embedding(10, 4)
+    for value in (torch.zeros(10, 4, dtype=torch.cfloat), emb.weight.detach().clone(), None):
+        with pytest.raises(AttributeError, match="tie, prune or parametrize packed_weight"):
+            emb.weight = value
+    assert [n for n, _ in emb.named_parameters()] == ["packed_weight"]

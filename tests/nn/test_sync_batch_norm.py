@@ -62,6 +62,13 @@ def _rank(rank: int, init: str, out: str) -> None:
         step.zero_grad()
         (ddp(_data()[:n]).abs() ** 2).sum().backward()
         step.step()
+    trained = ddp.module[1].eval()  # eval: the running statistics, no collective, no update
+    before = {k: v.clone() for k, v in trained.state_dict().items()}
+    local = cnn.BatchNorm2d(4, dtype=DTYPE).eval()
+    local.load_state_dict(before)
+    h = torch.randn(1 + 2 * rank, 4, 3, 3, dtype=DTYPE) + rank  # each rank its own data
+    evaluated = (trained(h), local(h), all(torch.equal(v, before[k])
+                                           for k, v in trained.state_dict().items()))  # fmt: skip
     empty = cnn.SyncBatchNorm(2, dtype=DTYPE)  # every rank empty: the statistics stay
     empty(_data()[:0])
     torch.manual_seed(rank)  # single precision under autocast: as without it, bit for bit
@@ -73,7 +80,7 @@ def _rank(rank: int, init: str, out: str) -> None:
               "grads": {n: p.grad for n, p in model.module.named_parameters()},
               "stats": bn.state_dict(), "z_grad": alone.grad, "empty": empty.state_dict(),
               "autocast": (autocast, plain, low.state_dict()),
-              "ddp": [p.detach() for p in ddp.parameters()]}  # fmt: skip
+              "ddp": [p.detach() for p in ddp.parameters()], "eval": evaluated}  # fmt: skip
     torch.save(result, os.path.join(out, f"rank{rank}.pt"))
     dist.destroy_process_group()
 
@@ -109,6 +116,9 @@ def test_two_ranks_equal_batch_norm_on_the_whole_batch(tmp_path):
             torch.testing.assert_close(ranks[r]["empty"][name], want, rtol=0, atol=0, msg=name)
         for mine, other in zip(ranks[r]["ddp"], ranks[1 - r]["ddp"]):  # one model after steps
             torch.testing.assert_close(mine, other, rtol=0, atol=0)
+        synced, alone, unchanged = ranks[r]["eval"]
+        torch.testing.assert_close(synced, alone, rtol=0, atol=0)
+        assert unchanged
         autocast, plain, stats = ranks[r]["autocast"]
         assert autocast.dtype == torch.complex64 and torch.equal(autocast, plain)
         assert not torch.equal(stats["running_mean"], fresh["running_mean"].to(torch.complex64))
@@ -142,3 +152,23 @@ def test_in_one_process_it_is_batch_norm_and_the_conversion_keeps_the_tensors():
         torch.testing.assert_close(new.train(training)(six), want)
     with pytest.raises(RuntimeError, match="init_process_group"):
         CF.sync_batch_norm(x, None, None)
+
+
+def test_the_conversion_keeps_every_hyperparameter_and_the_process_group():
+    group = object()  # any handle: it is only stored until a distributed forward
+    bn = cnn.BatchNorm1d(3, eps=1e-3, momentum=None, affine=True, bias=False,
+                         dtype=torch.complex128)  # fmt: skip
+    untracked = cnn.BatchNorm3d(2, momentum=0.25, affine=False, track_running_stats=False)
+    model = nn.Sequential(bn, nn.Sequential(untracked, nn.BatchNorm2d(4, eps=1e-2)))
+    cnn.SyncBatchNorm.convert_sync_batchnorm(model, process_group=group)
+    new, new_untracked, real = model[0], model[1][0], model[1][1]
+    assert isinstance(new, cnn.SyncBatchNorm) and isinstance(new_untracked, cnn.SyncBatchNorm)
+    assert isinstance(real, nn.SyncBatchNorm)
+    assert new.process_group is group and new_untracked.process_group is group
+    assert real.process_group is group
+    assert (new.num_features, new.eps, new.momentum, new.affine) == (3, 1e-3, None, True)
+    assert new.track_running_stats and new.bias is None and new.weight is not None
+    assert new.dtype == torch.complex128 and new.running_mean.dtype == torch.complex128
+    assert (new_untracked.num_features, new_untracked.momentum) == (2, 0.25)
+    assert not new_untracked.affine and not new_untracked.track_running_stats
+    assert real.eps == 1e-2
