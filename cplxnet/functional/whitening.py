@@ -557,8 +557,10 @@ def sync_batch_norm(
     statistics; the all-gather's backward all-reduces, so the gradients are the global batch's.
     The buffers, when given, take the global statistics (unbiased over all :math:`N` values), as
     :func:`batch_norm` with one batch. A rank's batch may be empty (it contributes nothing, gets
-    an empty output and joins the backward); all empty leaves the buffers. Needs an initialised
-    ``torch.distributed``; a collective: every rank of the group calls it. The module:
+    an empty output and joins the backward); all empty leaves the buffers. A global batch of
+    one value per channel is not refused, as the global count is never read on the host (torch's
+    reads it): the output is then the bias. Needs an initialised ``torch.distributed``; a
+    collective: every rank of the group calls it. The module:
     :class:`cplxnet.nn.SyncBatchNorm`.
     """
     _check_input(x, "sync_batch_norm", weight, bias)
