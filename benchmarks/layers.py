@@ -430,7 +430,7 @@ def _lstm_split(d: int, cfg: Config) -> Case:
 def _lstm_len(d: int, cfg: Config) -> Case:
     cx, rx, lengths = _rnn_inputs(d, cfg)
     real = fwd_bwd(PackedLSTM(2 * d), rx, lengths)
-    ours = fwd_bwd(cnn.LSTM(d, d, batch_first=True, gate="split"), cx, lengths)
+    ours = fwd_bwd(cnn.LSTM(d, d, batch_first=True, gate="split"), cx, lengths=lengths)
     return Case(ours, {"real nn.LSTM(2d), packed": real}, note=f"sequence {cfg.rnn_seq}")
 
 

@@ -215,7 +215,7 @@ class CTLSTMBody(nn.Module):
         super().__init__()
         self.rnn = ctnn.LSTM(input_size, hidden_size, batch_first=True, bidirectional=bidirectional)
 
-    def forward(self, x: torch.Tensor, lengths: torch.Tensor):
+    def forward(self, x: torch.Tensor, *, lengths: torch.Tensor):
         return self.rnn(x)
 
 

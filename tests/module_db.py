@@ -178,7 +178,7 @@ MODULES: list[ModuleInfo] = [
 def _rnn_seq_lengths(dtype, device):
     """(B=2, L=3, D=2) sequence with lengths [3, 2] (padding at the end of the second); the
     modules taking it are built with ``batch_first=True``."""
-    return (_randn((2, 3, 2), dtype, device), torch.tensor([3, 2], device=device)), {}
+    return (_randn((2, 3, 2), dtype, device),), {"lengths": torch.tensor([3, 2], device=device)}
 
 
 _BF = {"batch_first": True}

@@ -190,11 +190,15 @@ def test_rnn_with_lengths_exports_with_dynamic_length(cls, kwargs):
         return (x if bf else x.transpose(0, 1)), torch.tensor(lengths)
 
     seq = Dim.DYNAMIC
+    x, lengths = inputs(6, [6, 4, 2])
     program = torch.export.export(
-        rnn, inputs(6, [6, 4, 2]), dynamic_shapes=({1 if bf else 0: seq}, None)
+        rnn,
+        (x,),
+        {"lengths": lengths},
+        dynamic_shapes={"input": {1 if bf else 0: seq}, "lengths": None},
     )
     x, lengths = inputs(9, [9, 5, 1])
-    got, want = program.module()(x, lengths), rnn(x, lengths)
+    got, want = program.module()(x, lengths=lengths), rnn(x, lengths=lengths)
     torch.testing.assert_close(got[0], want[0])
     torch.testing.assert_close(got[1], want[1])
 

@@ -106,7 +106,7 @@ READS = {
     "bincount": lambda x, i: torch.bincount(i.clamp(min=0)),
     "tolist": lambda x, i: i.tolist(),
     "check_lengths": lambda x, i: cnn.LSTM(3, 2, batch_first=True, device=x.device)(
-        x[None, :, :3].to(torch.complex64), i[:1].clamp(1, 4)
+        x[None, :, :3].to(torch.complex64), lengths=i[:1].clamp(1, 4)
     ),
 }
 

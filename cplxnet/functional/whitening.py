@@ -557,10 +557,9 @@ def sync_batch_norm(
     statistics; the all-gather's backward all-reduces, so the gradients are the global batch's.
     The buffers, when given, take the global statistics (unbiased over all :math:`N` values), as
     :func:`batch_norm` with one batch. A rank's batch may be empty (it contributes nothing, gets
-    an empty output and joins the backward); all empty leaves the buffers. A global batch of
-    one value per channel is not refused, as the global count is never read on the host (torch's
-    reads it): the output is then the bias. Needs an initialised ``torch.distributed``; a
-    collective: every rank of the group calls it. The module:
+    an empty output and joins the backward); all empty leaves the buffers. One value per channel
+    in all gives the bias (the count is not read on the host to refuse it, as torch's does).
+    Needs an initialised ``torch.distributed``; a collective: every rank calls it. The module:
     :class:`cplxnet.nn.SyncBatchNorm`.
     """
     _check_input(x, "sync_batch_norm", weight, bias)
@@ -593,11 +592,8 @@ def sync_batch_norm(
         momentum = torch.as_tensor(momentum, dtype=running_cov.dtype, device=x.device) * seen[0, 0]
         _update(running_mean, running_cov, stats[0].detach(), stats[1].detach(), total[0, 0],
                 momentum)  # fmt: skip
-    if not count:  # in the graph of the gather (its backward's all-reduce) and of the affine
-        # parameters, so that an empty rank's backward runs the same collectives (DDP's too)
-        joined = x.clone() + every.sum() * 0
-        for t in (weight, bias):
-            joined = joined if t is None else joined + t.sum() * 0
-        return joined
+    if not count:  # in the graphs of the gather and of the affine parameters: an empty rank's
+        # backward runs the others' collectives (the gather's all-reduce, DDP's)
+        return x.clone() + sum(t.sum() * 0 for t in (every, weight, bias) if t is not None)
     y = _whiten_composed(x3, weight, bias, n_ch, True, eps, stats)[0]
     return y.reshape(x.shape)

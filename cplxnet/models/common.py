@@ -181,8 +181,8 @@ class RealEmbedding(nn.Embedding):
 
 class RealLSTM(nn.LSTM):
     """``torch.nn.LSTM`` (batch first) with the call signature of :class:`cplxnet.nn.LSTM`:
-    ``forward(x, lengths) -> (output, (h_n, c_n))``, output zero at padded steps and the final
-    states at each sequence's last real step (through ``pack_padded_sequence``).
+    ``forward(x, *, lengths) -> (output, (h_n, c_n))``, output zero at padded steps and the
+    final states at each sequence's last real step (through ``pack_padded_sequence``).
 
     A subclass, not a wrapper, so its state_dict keys are torch's (``weight_ih_l0``, ...), the
     layout of :class:`cplxnet.nn.LSTM`: a real twin and a complex model name their parameters
@@ -217,7 +217,7 @@ class RealLSTM(nn.LSTM):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward(  # type: ignore[override]
-        self, x: torch.Tensor, lengths: torch.Tensor
+        self, x: torch.Tensor, *, lengths: torch.Tensor
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """``x`` ``(B, L, input_size)`` real, ``lengths`` ``(B,)`` integers in ``[1, L]`` ->
         ``output`` ``(B, L, dirs * hidden_size)`` (zero at padded steps) and ``(h_n, c_n)`` each

@@ -50,7 +50,7 @@ class LSTMClassifier(TextClassifier):
 
     def features(self, x: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
         lengths = (~padding_mask).sum(dim=1).clamp(min=1)  # (B,)
-        out, (h, _) = self.rnn(x, lengths)  # (B, L, dirs*H); h (layers*dirs, B, H)
+        out, (h, _) = self.rnn(x, lengths=lengths)  # (B, L, dirs*H); h (layers*dirs, B, H)
         if self.pooling == "final":
             last = h[-self.num_directions :]  # (dirs, B, H) of the last layer
             return last.transpose(0, 1).reshape(x.shape[0], -1)  # (B, dirs*H)

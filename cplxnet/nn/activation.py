@@ -275,16 +275,16 @@ class PReLU(HasDtype, nn.Module):
     def reset_parameters(self) -> None:
         nn.init.constant_(self.weight, self.init)
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """``z`` ``(*)`` complex, channels on dim 1 -> ``(*)``: PReLU on each part."""
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` ``(*)`` complex, channels on dim 1 -> ``(*)``: PReLU on each part."""
         owner = type(self).__name__
-        check_dtype(z, self.dtype, owner)
-        if self.num_parameters != 1 and (z.dim() < 2 or z.shape[1] != self.num_parameters):
+        check_dtype(input, self.dtype, owner)
+        if self.num_parameters != 1 and (input.dim() < 2 or input.shape[1] != self.num_parameters):
             raise ValueError(
                 f"{owner}: expected {self.num_parameters} channels on dim 1, got shape "
-                f"{tuple(z.shape)}"
+                f"{tuple(input.shape)}"
             )
-        return CF.split_prelu(z, self.weight)
+        return CF.split_prelu(input, self.weight)
 
     def extra_repr(self) -> str:
         return f"num_parameters={self.num_parameters}, init={self.init}, dtype={self.dtype}"
@@ -300,10 +300,10 @@ class _AlphaSplit(nn.Module):
         self.alpha = float(alpha)
         self.inplace = inplace
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """``z`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise on each part."""
-        _check_tensor(z, type(self).__name__)
-        return self._fn(z, self.alpha, self.inplace)
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise on each part."""
+        _check_tensor(input, type(self).__name__)
+        return self._fn(input, self.alpha, self.inplace)
 
     def extra_repr(self) -> str:
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")

@@ -137,13 +137,13 @@ class _ConvNd(HasDtype, nn.Module):
                         "pad the input or use a smaller kernel_size"
                     )
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` ``(B, C_in, *S)`` complex with ``S`` = ``(L,)``, ``(H, W)`` or ``(D, H, W)``
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` ``(B, C_in, *S)`` complex with ``S`` = ``(L,)``, ``(H, W)`` or ``(D, H, W)``
         (or unbatched without ``B``) -> ``(B, C_out, *S_out)`` complex, with torch's output
         sizes for the given padding, stride and dilation."""
-        self._check_input(x)
+        self._check_input(input)
         return self._conv(
-            x,
+            input,
             self.weight,
             self.bias,
             self.stride,
@@ -305,19 +305,19 @@ class _ConvTransposeNd(_ConvNd):
             )
         return tuple(o - m for o, m in zip(size, lo))
 
-    def forward(self, x: torch.Tensor, output_size: list[int] | None = None) -> torch.Tensor:
-        r"""``x`` ``(B, C_in, *S)`` complex (or unbatched) -> ``(B, C_out, *S_out)`` with
+    def forward(self, input: torch.Tensor, output_size: list[int] | None = None) -> torch.Tensor:
+        r"""``input`` ``(B, C_in, *S)`` complex (or unbatched) -> ``(B, C_out, *S_out)`` with
         :math:`S_{out} = (S - 1)\,\text{stride} - 2\,\text{padding} + \text{dilation}\,(k - 1) +
         \text{output\_padding} + 1`, or exactly ``output_size`` (which picks the
         ``output_padding``), as ``torch.nn.ConvTranspose{1,2,3}d``."""
-        self._check_input(x)
+        self._check_input(input)
         return self._conv_t(
-            x,
+            input,
             self.weight,
             self.bias,
             self.stride,
             self.padding,
-            self._output_padding(x, output_size),
+            self._output_padding(input, output_size),
             self.groups,
             self.dilation,
         )

@@ -36,16 +36,18 @@ class Dropout(nn.Module):
         self.p = float(p)
         self.inplace = inplace
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """``z`` any shape ``(*)``, complex or real -> ``(*)``: in training mode each entry (real
-        and imaginary part together) is zeroed with probability ``p`` and the rest scaled by
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` any shape ``(*)``, complex or real -> ``(*)``: in training mode each entry
+        (real and imaginary part together) is zeroed with probability ``p`` and the rest scaled by
         ``1 / (1 - p)``; the identity in eval mode."""
-        if not isinstance(z, torch.Tensor) or not (z.is_complex() or z.is_floating_point()):
-            got = z.dtype if isinstance(z, torch.Tensor) else type(z).__name__
+        if not isinstance(input, torch.Tensor) or not (
+            input.is_complex() or input.is_floating_point()
+        ):
+            got = input.dtype if isinstance(input, torch.Tensor) else type(input).__name__
             raise TypeError(
                 f"{type(self).__name__}: input must be a complex or floating tensor, got {got}"
             )
-        return CF.dropout(z, self.p, self.training, self.inplace)
+        return CF.dropout(input, self.p, self.training, self.inplace)
 
     def extra_repr(self) -> str:
         return f"p={self.p}, inplace={self.inplace}"
@@ -54,15 +56,17 @@ class Dropout(nn.Module):
 class _ChannelDropout:
     _fn = staticmethod(CF.dropout2d)
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """``z`` ``(B, C, *S)`` or ``(C, *S)``, complex or real -> same shape, whole channels
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` ``(B, C, *S)`` or ``(C, *S)``, complex or real -> same shape, whole channels
         zeroed in training mode (the identity in eval mode)."""
-        if not isinstance(z, torch.Tensor) or not (z.is_complex() or z.is_floating_point()):
-            got = z.dtype if isinstance(z, torch.Tensor) else type(z).__name__
+        if not isinstance(input, torch.Tensor) or not (
+            input.is_complex() or input.is_floating_point()
+        ):
+            got = input.dtype if isinstance(input, torch.Tensor) else type(input).__name__
             raise TypeError(
                 f"{type(self).__name__}: input must be a complex or floating tensor, got {got}"
             )
-        return self._fn(z, self.p, self.training, self.inplace)
+        return self._fn(input, self.p, self.training, self.inplace)
 
 
 class Dropout1d(_ChannelDropout, nn.Dropout1d):

@@ -161,12 +161,12 @@ class Embedding(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.Embedding)
             if self.padding_idx is not None:
                 self.packed_weight[self.padding_idx].zero_()
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """``ids`` ``(*)`` integer indices in ``[0, num_embeddings)`` -> ``(*, embedding_dim)``
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` ``(*)`` integer indices in ``[0, num_embeddings)`` -> ``(*, embedding_dim)``
         complex rows of the table (the ``padding_idx`` row is zero and gets no gradient)."""
-        check_indices(ids, self.num_embeddings, type(self).__name__)
+        check_indices(input, self.num_embeddings, type(self).__name__)
         return CF.embedding_packed(
-            ids,
+            input,
             self.packed_weight,
             self.padding_idx,
             self.max_norm,

@@ -92,12 +92,12 @@ class Linear(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.Linear):
         if self.bias is not None:
             nn.init.zeros_(self.bias)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` ``(*, in_features)`` -> ``(*, out_features)``: ``x W^T + b`` (complex, or real for
-        a real dtype)."""
-        check_dtype(x, self.dtype, type(self).__name__)
-        check_last_dim(x, self.in_features, type(self).__name__)
-        return CF.linear(x, self.weight, self.bias)
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` ``(*, in_features)`` -> ``(*, out_features)``: ``x W^T + b`` (complex, or
+        real for a real dtype)."""
+        check_dtype(input, self.dtype, type(self).__name__)
+        check_last_dim(input, self.in_features, type(self).__name__)
+        return CF.linear(input, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         s = (

@@ -112,14 +112,14 @@ class LayerNorm(HasDtype, nn.Module):
         if self.bias is not None:
             nn.init.zeros_(self.bias)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` ``(*, *normalized_shape)`` complex -> the same shape, normalised over the trailing
-        ``normalized_shape`` dims (see the class docstring for the two modes)."""
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` ``(*, *normalized_shape)`` complex -> the same shape, normalised over the
+        trailing ``normalized_shape`` dims (see the class docstring for the two modes)."""
         owner = type(self).__name__
-        check_dtype(x, self.dtype, owner)
-        _check_trailing(x, self.normalized_shape, owner)
+        check_dtype(input, self.dtype, owner)
+        _check_trailing(input, self.normalized_shape, owner)
         return CF.layer_norm(
-            x, self.normalized_shape, self.weight, self.bias, self.eps, mode=self.mode
+            input, self.normalized_shape, self.weight, self.bias, self.eps, mode=self.mode
         )
 
     def extra_repr(self) -> str:

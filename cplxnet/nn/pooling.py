@@ -129,12 +129,12 @@ class _GridPool:
 
 
 class _MaxPool(_GridPool):
-    def forward(self, x: torch.Tensor):
-        """``x`` ``(B, C, *S)`` (or unbatched) complex -> the entry of largest modulus in each
+    def forward(self, input: torch.Tensor):
+        """``input`` ``(B, C, *S)`` (or unbatched) complex -> the entry of largest modulus in each
         window, ``(B, C, *S_out)`` as torch's; with ``return_indices`` also torch's indices."""
-        self._check(x)
+        self._check(input)
         return self._fn(
-            x,
+            input,
             self.kernel_size,
             self.stride,
             self.padding,
@@ -195,13 +195,13 @@ class MaxPool3d(_MaxPool, nn.MaxPool3d):
 
 class _MaxUnpool(_GridPool):
     def forward(
-        self, x: torch.Tensor, indices: torch.Tensor, output_size: list[int] | None = None
+        self, input: torch.Tensor, indices: torch.Tensor, output_size: list[int] | None = None
     ) -> torch.Tensor:
-        """``x`` ``(B, C, *S)`` (or unbatched) and ``indices`` of the same shape, as returned by
-        the max pool (``return_indices=True``) -> ``(B, C, *S_out)``: ``x``'s entries at
+        """``input`` ``(B, C, *S)`` (or unbatched) and ``indices`` of the same shape, as returned by
+        the max pool (``return_indices=True``) -> ``(B, C, *S_out)``: ``input``'s entries at
         ``indices`` in a zero grid of torch's unpooled size (or ``output_size``)."""
-        self._check(x)
-        return self._fn(x, indices, self.kernel_size, self.stride, self.padding, output_size)
+        self._check(input)
+        return self._fn(input, indices, self.kernel_size, self.stride, self.padding, output_size)
 
 
 class MaxUnpool1d(_MaxUnpool, nn.MaxUnpool1d):
@@ -264,20 +264,25 @@ class AvgPool1d(_GridPool, nn.AvgPool1d):
 
     _nd = 1
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` ``(B, C, L)`` (or ``(C, L)``) complex or real -> the window means."""
-        self._check(x)
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` ``(B, C, L)`` (or ``(C, L)``) complex or real -> the window means."""
+        self._check(input)
         return CF.avg_pool1d(
-            x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad
+            input,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.ceil_mode,
+            self.count_include_pad,
         )
 
 
 class _AvgPool(_GridPool):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` ``(B, C, *S)`` (or unbatched) complex or real -> the window means."""
-        self._check(x)
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` ``(B, C, *S)`` (or unbatched) complex or real -> the window means."""
+        self._check(input)
         return self._fn(
-            x,
+            input,
             self.kernel_size,
             self.stride,
             self.padding,
@@ -317,11 +322,11 @@ class AvgPool3d(_AvgPool, nn.AvgPool3d):
 
 
 class _AdaptiveMax(_GridPool):
-    def forward(self, x: torch.Tensor):
-        """``x`` ``(B, C, *S)`` (or unbatched) -> ``(B, C, *output_size)``: the entry of largest
+    def forward(self, input: torch.Tensor):
+        """``input`` ``(B, C, *S)`` (or unbatched) -> ``(B, C, *output_size)``: the entry of largest
         modulus in each of torch's adaptive windows (with torch's indices if asked)."""
-        self._check(x)
-        return self._fn(x, self.output_size, self.return_indices)
+        self._check(input)
+        return self._fn(input, self.output_size, self.return_indices)
 
 
 class AdaptiveMaxPool1d(_AdaptiveMax, nn.AdaptiveMaxPool1d):
@@ -370,10 +375,10 @@ class AdaptiveMaxPool3d(_AdaptiveMax, nn.AdaptiveMaxPool3d):
 
 
 class _AdaptiveAvg(_GridPool):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` ``(B, C, *S)`` (or unbatched) -> ``(B, C, *output_size)`` window means."""
-        self._check(x)
-        return self._fn(x, self.output_size)
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` ``(B, C, *S)`` (or unbatched) -> ``(B, C, *output_size)`` window means."""
+        self._check(input)
+        return self._fn(input, self.output_size)
 
 
 class AdaptiveAvgPool1d(_AdaptiveAvg, nn.AdaptiveAvgPool1d):

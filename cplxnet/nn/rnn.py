@@ -37,29 +37,25 @@ __all__ = ["LSTM", "GRU"]
 
 
 def split_lengths_hx(owner: str, lengths, hx, pair: bool):
-    """Accept ``forward(x, hx)`` (torch style) as well as ``forward(x, lengths)``.
-
-    In the ``lengths`` slot, a complex tensor (or, when ``pair``, a tuple of two tensors: LSTM's
-    ``(h_0, c_0)``) is the initial state; a list or tuple of ints is the lengths, as
-    ``pack_padded_sequence`` takes them. A list is never read as the state.
-    """
+    """``lengths`` as a tensor (a list or tuple of ints, as ``pack_padded_sequence`` takes them,
+    becomes one) and ``hx`` checked to be a state: a complex tensor (or, when ``pair``, a tuple
+    or list of two: LSTM's ``(h_0, c_0)``), not sequence lengths passed in torch's ``hx``
+    place."""
     if isinstance(lengths, (tuple, list)):
-        if all(isinstance(n, int) and not isinstance(n, bool) for n in lengths):
-            return torch.tensor(lengths, dtype=torch.int64), hx
-        state = isinstance(lengths, tuple) and len(lengths) == 2
-        if pair and state and all(isinstance(h, torch.Tensor) for h in lengths):
-            if hx is not None:
-                raise TypeError(f"{owner}: got two initial states; pass hx= by keyword")
-            return None, lengths
-        kinds = sorted({type(n).__name__ for n in lengths})
+        if not all(isinstance(n, int) and not isinstance(n, bool) for n in lengths):
+            kinds = sorted({type(n).__name__ for n in lengths})
+            raise TypeError(
+                f"{owner}: lengths must be a (batch,) integer tensor or a list/tuple of ints, "
+                f"got a {type(lengths).__name__} of {', '.join(kinds)}"
+            )
+        lengths = torch.tensor(lengths, dtype=torch.int64)
+    states = hx if pair and isinstance(hx, (tuple, list)) and len(hx) == 2 else (hx,)
+    if hx is not None and not all(isinstance(h, torch.Tensor) and h.is_complex() for h in states):
+        want = "a pair (h_0, c_0) of complex tensors" if pair else "a complex tensor h_0"
         raise TypeError(
-            f"{owner}: lengths must be a (batch,) integer tensor or a list/tuple of ints, got a "
-            f"{type(lengths).__name__} of {', '.join(kinds)}; pass the initial state as hx="
+            f"{owner}: hx (the second argument, as in torch) must be {want}; pass sequence "
+            "lengths as lengths="
         )
-    if isinstance(lengths, torch.Tensor) and lengths.is_complex():
-        if hx is not None:
-            raise TypeError(f"{owner}: got two initial states; pass lengths= and hx= by keyword")
-        return None, lengths
     return lengths, hx
 
 
@@ -236,7 +232,7 @@ class _FusedRNNBase(StackedRNN):
             for w in self.flat_weights:
                 torch.view_as_real(w).uniform_(-bound, bound)
 
-    def _run(self, x, lengths, hx, padding_mask):
+    def _run(self, x, hx, lengths, padding_mask):
         owner = type(self).__name__
         lengths, hx = split_lengths_hx(owner, lengths, hx, pair=self._kind == "lstm")
         if isinstance(x, PackedSequence):
@@ -285,7 +281,7 @@ class _FusedRNNBase(StackedRNN):
         # torch's packing has no complex autograd: it moves the (..., 2) real views
         parts = x._replace(data=real_view(x.data))
         padded, lens = pad_packed_sequence(parts, batch_first=self.batch_first)
-        out, state = self._run(as_complex(padded), lens, hx, None)
+        out, state = self._run(as_complex(padded), hx, lens, None)
         if x.sorted_indices is not None:  # to the packing order, for the packed data below
             out = out.index_select(0 if self.batch_first else 1, x.sorted_indices)
             lens = lens.index_select(0, x.sorted_indices.to(lens.device))
@@ -326,13 +322,13 @@ class LSTM(TorchCounterpart, _FusedRNNBase, torch_class=nn.LSTM):
         gate: ``"split"`` or ``"analytic"``.
         device, dtype: factory kwargs (dtype defaults to the complex default dtype).
 
-    Forward: ``lstm(x, lengths=None, hx=None, *, padding_mask=None)``; ``x`` ``(L, B, D)``
-    complex (``(B, L, D)`` with ``batch_first=True``, or unbatched ``(L, D)``); ``lengths``
+    Forward: ``lstm(input, hx=None, *, lengths=None, padding_mask=None)``, torch's arguments
+    then keyword-only ones; ``input`` ``(L, B, D)`` complex (``(B, L, D)`` with
+    ``batch_first=True``, or unbatched ``(L, D)``) or a ``PackedSequence`` (the output then
+    packed as ``input``); ``hx = (h_0, c_0)`` each ``(num_layers * dirs, B, H)``; ``lengths``
     ``(B,)`` integers in ``[1, L]`` (a tensor, or a list or tuple of ints) or ``padding_mask``
-    ``(B, L)`` bool (True = padding, at the end); ``hx = (h_0, c_0)`` each
-    ``(num_layers * dirs, B, H)``. ``lstm(x, (h_0, c_0))`` works as in torch, and so does a
-    ``PackedSequence`` ``x`` (the output then packed as ``x``). Returns ``output
-    (L, B, dirs * H)`` (batch first as ``x``; zero at padded steps) and ``(h_n, c_n)`` at each
+    ``(B, L)`` bool (True = padding, at the end). Returns ``output
+    (L, B, dirs * H)`` (batch first as ``input``; zero at padded steps) and ``(h_n, c_n)`` at each
     sequence's last real step (the reverse direction starts at each sequence's last token);
     with ``proj_size``, ``h_0``, ``h_n`` and ``output`` are ``P`` wide instead of ``H``.
 
@@ -352,21 +348,21 @@ class LSTM(TorchCounterpart, _FusedRNNBase, torch_class=nn.LSTM):
 
     def forward(
         self,
-        x: torch.Tensor | PackedSequence,
-        lengths: torch.Tensor | Sequence[int] | tuple[torch.Tensor, torch.Tensor] | None = None,
+        input: torch.Tensor | PackedSequence,
         hx: tuple[torch.Tensor, torch.Tensor] | None = None,
         *,
+        lengths: torch.Tensor | Sequence[int] | None = None,
         padding_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor | PackedSequence, tuple[torch.Tensor, torch.Tensor]]:
-        """``x`` ``(L, B, input_size)`` complex (``(B, L, .)`` with ``batch_first=True``, or
-        unbatched ``(L, input_size)``); ``lengths`` ``(B,)`` integers in ``[1, L]`` or
-        ``padding_mask`` ``(B, L)`` bool (**True = padding**, at the end); ``hx = (h_0, c_0)``
-        each ``(num_layers * dirs, B, hidden_size)``. Returns ``output``
-        ``(L, B, dirs * hidden_size)`` (batch first as ``x``; zero at padded steps) and
+        """``input`` ``(L, B, input_size)`` complex (``(B, L, .)`` with ``batch_first=True``, or
+        unbatched ``(L, input_size)``); ``hx = (h_0, c_0)`` each
+        ``(num_layers * dirs, B, hidden_size)``; ``lengths`` ``(B,)`` integers in ``[1, L]`` or
+        ``padding_mask`` ``(B, L)`` bool (**True = padding**, at the end). Returns ``output``
+        ``(L, B, dirs * hidden_size)`` (batch first as ``input``; zero at padded steps) and
         ``(h_n, c_n)`` at each sequence's last real step (``h`` and ``output``: ``proj_size``
-        wide when set). A ``PackedSequence`` ``x`` (torch's, complex data) gives a packed
-        ``output``, packed as ``x``."""
-        return self._run(x, lengths, hx, padding_mask)
+        wide when set). A ``PackedSequence`` ``input`` (torch's, complex data) gives a packed
+        ``output``, packed as ``input``."""
+        return self._run(input, hx, lengths, padding_mask)
 
 
 class GRU(TorchCounterpart, _FusedRNNBase, torch_class=nn.GRU):
@@ -394,17 +390,16 @@ class GRU(TorchCounterpart, _FusedRNNBase, torch_class=nn.GRU):
 
     def forward(
         self,
-        x: torch.Tensor | PackedSequence,
-        lengths: torch.Tensor | Sequence[int] | None = None,
+        input: torch.Tensor | PackedSequence,
         hx: torch.Tensor | None = None,
         *,
+        lengths: torch.Tensor | Sequence[int] | None = None,
         padding_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor | PackedSequence, torch.Tensor]:
-        """``x`` ``(L, B, input_size)`` complex (``(B, L, .)`` with ``batch_first=True``, or
-        unbatched);
-        ``lengths`` ``(B,)`` in ``[1, L]`` or ``padding_mask`` ``(B, L)`` bool (**True =
-        padding**, at the end); ``hx`` ``(num_layers * dirs, B, hidden_size)``. Returns ``output``
-        ``(L, B, dirs * hidden_size)`` (batch first as ``x``; zero at padded steps) and ``h_n``
-        at each sequence's last real step. A ``PackedSequence`` ``x`` gives a packed
-        ``output``, as :class:`LSTM`."""
-        return self._run(x, lengths, hx, padding_mask)
+        """``input`` ``(L, B, input_size)`` complex (``(B, L, .)`` with ``batch_first=True``,
+        or unbatched); ``hx`` ``(num_layers * dirs, B, hidden_size)``; ``lengths`` ``(B,)`` in
+        ``[1, L]`` or ``padding_mask`` ``(B, L)`` bool (**True = padding**, at the end). Returns
+        ``output`` ``(L, B, dirs * hidden_size)`` (batch first as ``input``; zero at padded
+        steps) and ``h_n`` at each sequence's last real step. A ``PackedSequence`` ``input``
+        gives a packed ``output``, as :class:`LSTM`."""
+        return self._run(input, hx, lengths, padding_mask)

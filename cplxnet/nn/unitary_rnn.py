@@ -140,8 +140,8 @@ class UnitaryRNN(StackedRNN):
             :class:`LSTM` (``bias`` is the modReLU bias).
         device, dtype: factory kwargs.
 
-    Forward: ``rnn(x, lengths=None, hx=None, *, padding_mask=None)`` -> ``(output, h_n)``,
-    with the length semantics of :class:`LSTM`.
+    Forward: ``rnn(x, hx=None, *, lengths=None, padding_mask=None)`` -> ``(output, h_n)``,
+    with the arguments and length semantics of :class:`GRU`.
 
     Examples::
 
@@ -196,14 +196,14 @@ class UnitaryRNN(StackedRNN):
     def forward(
         self,
         x: torch.Tensor,
-        lengths: torch.Tensor | Sequence[int] | None = None,
         hx: torch.Tensor | None = None,
         *,
+        lengths: torch.Tensor | Sequence[int] | None = None,
         padding_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``x`` ``(L, B, input_size)`` complex (``(B, L, .)`` with ``batch_first=True``);
-        ``lengths`` ``(B,)`` or ``padding_mask`` ``(B, L)`` bool (**True = padding**, at the
-        end); ``hx`` ``(num_layers * dirs, B, hidden_size)``. Returns ``output``
+        ``hx`` ``(num_layers * dirs, B, hidden_size)``; ``lengths`` ``(B,)`` or
+        ``padding_mask`` ``(B, L)`` bool (**True = padding**, at the end). Returns ``output``
         ``(L, B, dirs * hidden_size)`` (batch first as ``x``; zero at padded steps) and ``h_n`` at
         each sequence's last real step."""
         owner = type(self).__name__

@@ -31,17 +31,18 @@ class Upsample(nn.Upsample):
         torch.Size([1, 4, 16, 16])
     """
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` ``(B, C, *S)`` complex or real -> ``(B, C, *S_out)`` interpolated as torch's."""
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` ``(B, C, *S)`` complex or real -> ``(B, C, *S_out)``, interpolated as
+        torch's."""
         owner = type(self).__name__
-        check_grid(x, owner)
-        if x.dim() not in (3, 4, 5):
+        check_grid(input, owner)
+        if input.dim() not in (3, 4, 5):
             raise ValueError(
                 f"{owner}: expected a batched input (B, C, L), (B, C, H, W) or (B, C, D, H, W), "
-                f"got shape {tuple(x.shape)}"
+                f"got shape {tuple(input.shape)}"
             )
         return CF.interpolate(
-            x,
+            input,
             self.size,
             self.scale_factor,
             self.mode,

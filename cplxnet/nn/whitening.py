@@ -177,14 +177,14 @@ class _BatchNorm(_WhiteningNorm):
                 factor = self.num_batches_tracked.to(self.running_cov.dtype).reciprocal()
         return factor
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` complex ``(B, C, *)`` -> the same shape, whitened per channel ``C`` with batch
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` complex ``(B, C, *)`` -> the same shape, whitened per channel ``C`` with batch
         statistics in training mode and the running ones in eval mode."""
-        self._check_input(x)
+        self._check_input(input)
         factor = self._momentum()
         use_batch = self.training or not self.track_running_stats
         return CF.batch_norm(
-            x, self.running_mean, self.running_cov, self.weight, self.bias, use_batch, factor,
+            input, self.running_mean, self.running_cov, self.weight, self.bias, use_batch, factor,
             self.eps,
         )  # fmt: skip
 
@@ -281,8 +281,8 @@ class SyncBatchNorm(TorchCounterpart, _BatchNorm, torch_class=nn.SyncBatchNorm):
         )
         self.process_group = process_group
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` complex ``(B, C, *)`` -> the same shape; statistics over every rank in
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` complex ``(B, C, *)`` -> the same shape; statistics over every rank in
         training (see the class docstring)."""
         if not (
             self.training
@@ -290,10 +290,10 @@ class SyncBatchNorm(TorchCounterpart, _BatchNorm, torch_class=nn.SyncBatchNorm):
             and dist.is_initialized()
             and dist.get_world_size(self.process_group) > 1
         ):
-            return super().forward(x)
-        self._check_input(x)
+            return super().forward(input)
+        self._check_input(input)
         return CF.sync_batch_norm(
-            x, self.running_mean, self.running_cov, self.weight, self.bias, self._momentum(),
+            input, self.running_mean, self.running_cov, self.weight, self.bias, self._momentum(),
             self.eps, self.process_group,
         )  # fmt: skip
 
@@ -351,23 +351,23 @@ class _InstanceNorm(_WhiteningNorm):
             num_features, eps, momentum, affine, track_running_stats, device, dtype, bias
         )
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` complex ``(B, C, *)`` or unbatched ``(C, *)`` -> the same shape, whitened per
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` complex ``(B, C, *)`` or unbatched ``(C, *)`` -> the same shape, whitened per
         sample and channel (running statistics in eval mode when tracked)."""
         owner = type(self).__name__
-        check_dtype(x, self.dtype, owner)
-        if x.dim() not in self._ranks:
+        check_dtype(input, self.dtype, owner)
+        if input.dim() not in self._ranks:
             raise ValueError(
                 f"{owner}: expected input {self._layout.format(C=self.num_features)}, "
-                f"got shape {tuple(x.shape)}"
+                f"got shape {tuple(input.shape)}"
             )
-        unbatched = x.dim() == self._ranks[0]
-        xb = x.unsqueeze(0) if unbatched else x
+        unbatched = input.dim() == self._ranks[0]
+        xb = input.unsqueeze(0) if unbatched else input
         if xb.shape[1] != self.num_features:
             if self.affine or self.track_running_stats:
                 raise ValueError(
-                    f"{owner}: expected input's size at dim={x.dim() - self._ranks[0]} to "
-                    f"match num_features ({self.num_features}), got shape {tuple(x.shape)}"
+                    f"{owner}: expected input's size at dim={input.dim() - self._ranks[0]} to "
+                    f"match num_features ({self.num_features}), got shape {tuple(input.shape)}"
                 )
             warnings.warn(
                 f"{owner}: input has {xb.shape[1]} channels but num_features is "
@@ -377,7 +377,7 @@ class _InstanceNorm(_WhiteningNorm):
         if self.training and math.prod(xb.shape[2:]) == 1:
             raise ValueError(
                 f"{owner}: expected more than 1 spatial element when training, got input "
-                f"{tuple(x.shape)}"
+                f"{tuple(input.shape)}"
             )
         y = CF.instance_norm(
             xb,
@@ -494,15 +494,16 @@ class GroupNorm(TorchCounterpart, HasDtype, nn.Module, torch_class=nn.GroupNorm)
     def reset_parameters(self) -> None:
         _reset_affine(self, self.num_channels)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` complex ``(B, C, *)`` -> the same shape, whitened per sample and group."""
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` complex ``(B, C, *)`` -> the same shape, whitened per sample and group."""
         owner = type(self).__name__
-        check_dtype(x, self.dtype, owner)
-        if x.dim() < 2 or x.shape[1] != self.num_channels:
+        check_dtype(input, self.dtype, owner)
+        if input.dim() < 2 or input.shape[1] != self.num_channels:
             raise ValueError(
-                f"{owner}: expected input (N, {self.num_channels}, *), got shape {tuple(x.shape)}"
+                f"{owner}: expected input (N, {self.num_channels}, *), "
+                f"got shape {tuple(input.shape)}"
             )
-        return CF.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+        return CF.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
         return (

@@ -277,7 +277,7 @@ def test_real_lstm_runs_an_empty_batch():
     from cplxnet.models.common import RealLSTM
 
     rnn = RealLSTM(4, 3, bidirectional=True)
-    out, (h, c) = rnn(torch.zeros(0, 5, 4), torch.zeros(0, dtype=torch.long))
+    out, (h, c) = rnn(torch.zeros(0, 5, 4), lengths=torch.zeros(0, dtype=torch.long))
     assert out.shape == (0, 5, 6) and h.shape == c.shape == (2, 0, 3)
 
 

@@ -92,7 +92,7 @@ def test_a_packed_sequence_in_gives_torchs_packed_sequence_out(
         torch.testing.assert_close(a, b, **TOL)
     split = ours(3, 4, **kw, dtype=DT)
     out, st = split(packed, hx)
-    padded, ref_st = split(x, lengths, hx)
+    padded, ref_st = split(x, hx, lengths=lengths)
     back, back_lengths = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first)
     assert back_lengths.tolist() == lengths
     torch.testing.assert_close(back, padded, **TOL)
@@ -140,7 +140,7 @@ def test_each_sequence_as_if_alone(cls):
     mod = cls(3, 4, **kw)
     x = torch.randn(3, 6, 3, dtype=DT)
     lens = torch.tensor([6, 2, 4])
-    out, st = mod(x, lens)
+    out, st = mod(x, lengths=lens)
     for b, n in enumerate(lens.tolist()):
         alone, alone_st = mod(x[b : b + 1, :n])
         torch.testing.assert_close(out[b : b + 1, :n], alone, **TOL)
@@ -210,7 +210,7 @@ def test_gradcheck_module(cls, gate, extra):
     lens = torch.tensor([3, 1])
 
     def f(x, *ps):
-        out, st = torch.func.functional_call(mod, dict(zip(names, ps)), (x, lens))
+        out, st = torch.func.functional_call(mod, dict(zip(names, ps)), (x,), {"lengths": lens})
         return (out, *_states(st))
 
     assert torch.autograd.gradcheck(f, (x, *params), fast_mode=True)
@@ -224,7 +224,9 @@ def test_gradcheck_unitary_module():
     names = [n for n, _ in mod.named_parameters()]
 
     def f(x, *ps):
-        return torch.func.functional_call(mod, dict(zip(names, ps)), (x, torch.tensor([3, 2])))
+        return torch.func.functional_call(
+            mod, dict(zip(names, ps)), (x,), {"lengths": torch.tensor([3, 2])}
+        )
 
     assert torch.autograd.gradcheck(f, (x, *mod.parameters()), fast_mode=True)
 
@@ -363,17 +365,17 @@ def test_errors(cls):
     with pytest.raises(ValueError, match=f"{name}: expected input with last dimension 3"):
         mod(torch.randn(2, 5, 4, dtype=DT))
     with pytest.raises(ValueError, match=rf"{name}: every length must be in \[1, 5\]"):
-        mod(x, torch.tensor([0, 5]))
+        mod(x, lengths=torch.tensor([0, 5]))
     with pytest.raises(ValueError, match=rf"{name}: every length must be in \[1, 5\]"):
-        mod(x, torch.tensor([6, 5]))
+        mod(x, lengths=torch.tensor([6, 5]))
     with pytest.raises(ValueError, match=rf"{name}: lengths must have shape \(batch,\)"):
-        mod(x, torch.tensor([5, 5, 5]))
+        mod(x, lengths=torch.tensor([5, 5, 5]))
     with pytest.raises(TypeError, match=f"{name}: lengths must be an integer tensor"):
-        mod(x, torch.tensor([5.0, 5.0]))
+        mod(x, lengths=torch.tensor([5.0, 5.0]))
     with pytest.raises(ValueError, match=f"{name}: padding_mask must mark padding"):
         mod(x, padding_mask=torch.tensor([[True, False, False, False, False]] * 2))
     with pytest.raises(ValueError, match=f"{name}: pass either lengths or padding_mask"):
-        mod(x, torch.tensor([5, 5]), padding_mask=torch.zeros(2, 5, dtype=torch.bool))
+        mod(x, lengths=torch.tensor([5, 5]), padding_mask=torch.zeros(2, 5, dtype=torch.bool))
     with pytest.raises(TypeError, match=f"{name}: dtype must be complex"):
         cls(3, 4, dtype=torch.int32)  # a real float dtype: torch's LSTM/GRU (real_dtype_dropin)
     with pytest.raises(TypeError, match=f"{name}: input dtype torch.complex64 does not match"):
@@ -419,8 +421,8 @@ def test_complex64_matches_complex128(gate):
     mod32.load_state_dict(mod.state_dict())  # copy_ casts complex128 -> complex64
     x = torch.randn(3, 6, 3, dtype=DT)
     lens = torch.tensor([6, 3, 1])
-    ref, _ = mod(x, lens)
-    out, (h, c) = mod32(x.to(torch.complex64), lens)
+    ref, _ = mod(x, lengths=lens)
+    out, (h, c) = mod32(x.to(torch.complex64), lengths=lens)
     assert out.dtype == h.dtype == c.dtype == torch.complex64
     torch.testing.assert_close(out, ref.to(torch.complex64), atol=2e-5, rtol=2e-5)
 
@@ -428,38 +430,37 @@ def test_complex64_matches_complex128(gate):
 @pytest.mark.parametrize("cls", [cnn.LSTM, cnn.GRU, cnn.UnitaryRNN])
 @pytest.mark.parametrize("as_", [list, tuple])
 def test_lengths_as_a_list_or_tuple_of_ints(cls, as_):
-    """As ``pack_padded_sequence``, lengths may be a list or tuple of ints; a list is never read
-    as the initial state."""
+    """As ``pack_padded_sequence``, lengths may be a list or tuple of ints."""
     torch.manual_seed(0)
     mod = cls(8, 5, batch_first=True, dtype=DT)
     x = torch.randn(3, 6, 8, dtype=DT)
     ref, ref_state = mod(x, lengths=torch.tensor([6, 4, 2]))
-    for call in (lambda: mod(x, lengths=as_([6, 4, 2])), lambda: mod(x, as_([6, 4, 2]))):
-        out, state = call()
-        torch.testing.assert_close(out, ref, **TOL)
-        for a, b in zip(_states(state), _states(ref_state)):
-            torch.testing.assert_close(a, b, **TOL)
+    out, state = mod(x, lengths=as_([6, 4, 2]))
+    torch.testing.assert_close(out, ref, **TOL)
+    for a, b in zip(_states(state), _states(ref_state)):
+        torch.testing.assert_close(a, b, **TOL)
     assert bool((out[2, 2:] == 0).all())  # padded steps are zero
 
 
 @pytest.mark.parametrize("cls", [cnn.LSTM, cnn.GRU, cnn.UnitaryRNN])
-def test_a_list_is_never_the_state(cls):
+def test_hx_is_torchs_second_argument_and_lengths_are_keyword_only(cls):
     mod = cls(8, 5, batch_first=True, dtype=DT)
     x = torch.randn(2, 4, 8, dtype=DT)
-    h = torch.zeros(1, 2, 5, dtype=DT)
-    with pytest.raises(
-        TypeError,
-        match=r"lengths must be a \(batch,\) integer tensor or a "
-        r"list/tuple of ints, got a list of Tensor; pass the initial state as hx=",
-    ):
-        mod(x, [h, h])
+    h = torch.randn(1, 2, 5, dtype=DT)
+    state = (h, h) if cls is cnn.LSTM else h
+    out, _ = mod(x, state)  # torch's positional initial state
+    torch.testing.assert_close(out, mod(x, hx=state)[0], **TOL)
+    assert not torch.allclose(out, mod(x)[0])
+    if cls is cnn.LSTM:  # a list pair, as torch indexes it
+        torch.testing.assert_close(mod(x, [h, h])[0], out, **TOL)
+    for lengths in (torch.tensor([4, 2]), [4, 2]):  # lengths in hx's place: one clear line
+        with pytest.raises(TypeError, match=r"hx \(the second argument, as in torch\) must be "
+                           r".*; pass sequence lengths as lengths="):  # fmt: skip
+            mod(x, lengths)
     with pytest.raises(TypeError, match="got a list of float"):
         mod(x, lengths=[4.0, 2.0])
     with pytest.raises(ValueError, match=r"lengths must have shape \(batch,\) = \(2,\)"):
         mod(x, lengths=[4, 2, 1])
-    if cls is cnn.LSTM:  # torch's positional (h_0, c_0) pair still works
-        out, _ = mod(x, (h, h))
-        torch.testing.assert_close(out, mod(x, hx=(h, h))[0], **TOL)
 
 
 @pytest.mark.parametrize("cls", [cnn.LSTM, cnn.GRU])

@@ -134,6 +134,27 @@ def test_positional_arguments_are_torchs(name, ours, theirs):
         assert gd == wd or (gd != gd and wd != wd), f"{name}.{g}: default {gd!r}, torch's {wd!r}"
 
 
+LAYER_PAIRS = [p for p in PAIRS if isinstance(p.values[1], type)]
+
+
+@pytest.mark.parametrize(("name", "ours", "theirs"), LAYER_PAIRS)
+def test_forward_takes_torchs_arguments_then_keyword_only_ones(name, ours, theirs):
+    """``forward``: torch's parameters by name, order and default (``lstm(x, (h, c))``,
+    ``layer(input=x)``; a default where torch has none, as attention's ``key=None`` for
+    self-attention, only adds calls), then what torch lacks (``lengths``, ``encoding``)
+    keyword-only."""
+    want = list(inspect.signature(theirs.forward).parameters.values())[1:]
+    got = list(inspect.signature(ours.forward).parameters.values())[1:]
+    names = [p.name for p in got]
+    assert names[: len(want)] == [p.name for p in want], (
+        f"{name}.forward: {names}, torch's {[p.name for p in want]}"
+    )
+    for g, w in zip(got, want):
+        assert w.default is _EMPTY or g.default == w.default, f"{name}.forward: {g.name}"
+    extra = [p.name for p in got[len(want) :] if p.kind is not _P.KEYWORD_ONLY]
+    assert not extra, f"{name}.forward: {extra} must be keyword-only (torch lacks them)"
+
+
 def _keyword_only(fn) -> dict[str, object]:
     try:
         params = inspect.signature(fn).parameters.values()
