@@ -89,3 +89,24 @@ def test_compiled_model_matches_eager(family, complex_, encoding):
 def test_compile_covers_every_family_both_fields():
     families = {*models.FAMILIES, *models.LM_FAMILIES}
     assert {(f, c) for f, c, _ in CASES} == {(f, c) for f in families for c in (True, False)}
+
+
+@pytest.mark.parametrize("name", ["LSTM", "GRU"])
+@pytest.mark.parametrize("with_lengths", [False, True])
+def test_split_gate_rnns_compile_in_training_on_data_without_grad(name, with_lengths):
+    """On raw data (no input gradient) in training, AOTAutograd cannot trace torch's oneDNN
+    RNN kernel; compiled, the split-gate LSTM/GRU run their scan over time instead, with and
+    without lengths, in one graph, matching eager in outputs and parameter gradients."""
+    import cplxnet.nn as cnn
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    rnn = getattr(cnn, name)(5, 4, batch_first=True, bidirectional=True)
+    x = torch.randn(2, 7, 5, dtype=torch.complex64)
+    kwargs = {"lengths": torch.tensor([7, 4])} if with_lengths else {}
+    compiled = torch.compile(rnn, backend="aot_eager", fullgraph=True)
+    outs = [m(x, **kwargs)[0] for m in (rnn, compiled)]
+    torch.testing.assert_close(outs[1], outs[0])
+    grads = [torch.autograd.grad(o.abs().sum(), list(rnn.parameters())) for o in outs]
+    for a, b in zip(*grads):
+        torch.testing.assert_close(b, a)

@@ -299,12 +299,15 @@ def _fused_rnn(
     hxs = [pack(h).contiguous() for h in hxs] if split else hxs
     data = pack(x)  # (B, L, 2D) real view
     batch_sizes = sorted_idx = unsorted_idx = None
-    if lengths is not None and split and is_tracing():
-        # torch.export / torch.compile: a scan over time instead of packed sequences (real
-        # arithmetic only: the analytic gates keep the packed path, which does not export)
+    if split and is_tracing():
+        # torch.export / torch.compile: a scan over time instead of packed sequences or the
+        # fused kernel (whose oneDNN CPU form AOTAutograd cannot trace in training; real
+        # arithmetic only: the analytic gates keep the fused path, which does not export)
         from .rnn_scan import scan_layers
 
         seq = data.transpose(0, 1) if batch_first else data  # (L, B, F)
+        if lengths is None:
+            lengths = torch.full(seq.shape[1:2], seq.shape[0], device=seq.device)
         seq, out_states = scan_layers(
             kind, seq, lengths, hxs, flat, per_dir, num_layers, dirs, dropout, training, split
         )
