@@ -198,7 +198,9 @@ def cross_entropy(
 ) -> torch.Tensor:
     r"""Cross-entropy of complex logits through the real score ``score``:
     :math:`\mathrm{Re}\, z` (``"real"``, the default: the logit of a complex linear head) or
-    :math:`|z|` (``"magnitude"``, as in Trabelsi et al.'s and Virtue et al.'s classifiers), then
+    :math:`|z|` (``"magnitude"``; Trabelsi et al.'s classifiers instead feed
+    :math:`[\mathrm{Re}\, z, \mathrm{Im}\, z]` to a real softmax layer:
+    :class:`cplxnet.nn.ConcatRealImag` then a real head), then
     :func:`torch.nn.functional.cross_entropy` with torch's arguments (class indices or
     probabilities as ``target``)."""
     reduction = _reduction_of(size_average, reduce, reduction, "cross_entropy")

@@ -145,8 +145,10 @@ class _BatchNorm(_WhiteningNorm):
     (init :math:`I/2`, i.e. unit complex variance :math:`E|z|^2 = 1`, the analogue of torch's
     ``running_var = 1``: an untrained module in eval mode maps ``x`` to ``x``),
     ``num_batches_tracked``.
-    Parameters (``affine=True``): real ``weight`` ``(2, 2, C)`` init :math:`I/\sqrt2` (Trabelsi),
-    complex ``bias`` ``(C,)`` init 0; at init the training output has variance 0.5 per part
+    Parameters (``affine=True``): real ``weight`` ``(2, 2, C)`` init :math:`I/\sqrt2` (Trabelsi;
+    a general 2x2 map with 4 free entries, where the paper's :math:`\gamma` is symmetric with 3:
+    ``torch.nn.utils.parametrize`` can tie them), complex ``bias`` ``(C,)`` init 0; at init the
+    training output has variance 0.5 per part
     (:math:`E|y|^2 = 1`), as complextorch's and torchcvnn's; 1 per part with ``affine=False``.
     """
 
