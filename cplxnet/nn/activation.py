@@ -61,11 +61,11 @@ class CReLU(nn.Module):
         tensor([1.+0.j, 0.+3.j])
     """
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """``z`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise:
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise:
         ReLU on the real and imaginary parts separately."""
-        _check_tensor(z, type(self).__name__)
-        return CF.crelu(z)
+        _check_tensor(input, type(self).__name__)
+        return CF.crelu(input)
 
 
 class ZReLU(nn.Module):
@@ -78,11 +78,11 @@ class ZReLU(nn.Module):
         tensor([1.+1.j, 0.+0.j, 0.+0.j])
     """
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """``z`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise:
-        ``z`` where its phase is in ``[0, pi/2]``, else 0."""
-        _check_tensor(z, type(self).__name__)
-        return CF.zrelu(z)
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise:
+        ``input`` where its phase is in ``[0, pi/2]``, else 0."""
+        _check_tensor(input, type(self).__name__)
+        return CF.zrelu(input)
 
 
 class Cardioid(nn.Module):
@@ -95,11 +95,11 @@ class Cardioid(nn.Module):
         tensor([2.+0.0000j, 0.+0.5000j, -0.+0.0000j])
     """
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """``z`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise:
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise:
         ``(1 + cos(arg z)) z / 2``."""
-        _check_tensor(z, type(self).__name__)
-        return CF.cardioid(z)
+        _check_tensor(input, type(self).__name__)
+        return CF.cardioid(input)
 
 
 class SplitTanh(nn.Module):
@@ -112,11 +112,11 @@ class SplitTanh(nn.Module):
         tensor([0.+0.j, 1.-1.j])
     """
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """``z`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise:
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise:
         tanh on the real and imaginary parts."""
-        _check_tensor(z, type(self).__name__)
-        return CF.split_tanh(z)
+        _check_tensor(input, type(self).__name__)
+        return CF.split_tanh(input)
 
 
 class SplitSigmoid(nn.Module):
@@ -129,11 +129,11 @@ class SplitSigmoid(nn.Module):
         tensor([0.5000+0.5000j])
     """
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """``z`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise:
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise:
         sigmoid on the real and imaginary parts."""
-        _check_tensor(z, type(self).__name__)
-        return CF.split_sigmoid(z)
+        _check_tensor(input, type(self).__name__)
+        return CF.split_sigmoid(input)
 
 
 class SplitGELU(nn.Module):
@@ -155,11 +155,11 @@ class SplitGELU(nn.Module):
             approximate, ("none", "tanh"), type(self).__name__, "approximate"
         )
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """``z`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise:
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise:
         GELU on the real and imaginary parts."""
-        _check_tensor(z, type(self).__name__)
-        return CF.split_gelu(z, self.approximate)
+        _check_tensor(input, type(self).__name__)
+        return CF.split_gelu(input, self.approximate)
 
     def extra_repr(self) -> str:
         return f"approximate={self.approximate!r}"
@@ -214,19 +214,19 @@ class ModReLU(HasDtype, nn.Module):
     def reset_parameters(self) -> None:
         nn.init.constant_(self.bias, self.bias_init)
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """``z`` ``(*, *num_features)`` complex -> the same shape,
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` ``(*, *num_features)`` complex -> the same shape,
         ``ReLU(|z| + b) z / |z|`` with the learned real bias ``b`` ``(*num_features)``."""
         owner = type(self).__name__
-        check_dtype(z, self.dtype, owner)
+        check_dtype(input, self.dtype, owner)
         k = len(self.num_features)
-        trailing = tuple(z.shape[-k:]) if z.dim() >= k else None
+        trailing = tuple(input.shape[-k:]) if input.dim() >= k else None
         if trailing is None or any(n not in (1, d) for n, d in zip(self.num_features, trailing)):
             raise ValueError(
                 f"{owner}: expected input ending in dims {self.num_features} (a 1 matches any "
-                f"size), got shape {tuple(z.shape)}"
+                f"size), got shape {tuple(input.shape)}"
             )
-        return CF.modrelu(z, self.bias)
+        return CF.modrelu(input, self.bias)
 
     def extra_repr(self) -> str:
         nf = self.num_features[0] if len(self.num_features) == 1 else self.num_features
@@ -349,10 +349,10 @@ class ZLeakyReLU(nn.Module):
         super().__init__()
         self.negative_slope = float(negative_slope)
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """``z`` any shape ``(*)``, complex (or real: leaky ReLU) -> ``(*)``."""
-        _check_tensor(z, type(self).__name__)
-        return CF.zleaky_relu(z, self.negative_slope)
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` any shape ``(*)``, complex (or real: leaky ReLU) -> ``(*)``."""
+        _check_tensor(input, type(self).__name__)
+        return CF.zleaky_relu(input, self.negative_slope)
 
     def extra_repr(self) -> str:
         return f"negative_slope={self.negative_slope}"
@@ -368,10 +368,10 @@ class ModTanh(nn.Module):
         tensor([0.9999])
     """
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """``z`` any shape ``(*)``, complex (or real: tanh) -> ``(*)``."""
-        _check_tensor(z, type(self).__name__)
-        return CF.modtanh(z)
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` any shape ``(*)``, complex (or real: tanh) -> ``(*)``."""
+        _check_tensor(input, type(self).__name__)
+        return CF.modtanh(input)
 
 
 class GeorgiouKoutsougeras(nn.Module):
@@ -391,10 +391,10 @@ class GeorgiouKoutsougeras(nn.Module):
         self.c = float(c)
         self.r = float(r)
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """``z`` any shape ``(*)``, complex (or real) -> ``(*)``."""
-        _check_tensor(z, type(self).__name__)
-        return CF.georgiou_koutsougeras(z, self.c, self.r)
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` any shape ``(*)``, complex (or real) -> ``(*)``."""
+        _check_tensor(input, type(self).__name__)
+        return CF.georgiou_koutsougeras(input, self.c, self.r)
 
     def extra_repr(self) -> str:
         return f"c={self.c}, r={self.r}"
@@ -420,13 +420,13 @@ class MVN(nn.Module):
             raise ValueError(f"{owner}: sectors must be an integer >= 2 (or None), got {sectors!r}")
         self.sectors = sectors
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """``z`` any shape ``(*)``, complex -> ``(*)`` on the unit circle."""
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` any shape ``(*)``, complex -> ``(*)`` on the unit circle."""
         owner = type(self).__name__
-        _check_tensor(z, owner)
-        if not z.is_complex():
-            raise TypeError(f"{owner}: input must be complex, got {z.dtype}")
-        return CF.mvn(z, self.sectors)
+        _check_tensor(input, owner)
+        if not input.is_complex():
+            raise TypeError(f"{owner}: input must be complex, got {input.dtype}")
+        return CF.mvn(input, self.sectors)
 
     def extra_repr(self) -> str:
         return f"sectors={self.sectors}"

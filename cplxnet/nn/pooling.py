@@ -42,12 +42,14 @@ class MeanPool(nn.Module):
         super().__init__()
         self.dim = dim
 
-    def forward(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """``x`` ``(B, L, ...)`` complex or real, ``padding_mask`` ``(B, L)`` bool, **True =
-        padding** (``None``: no padding) -> ``x`` with the ``dim`` axis averaged over the
+    def forward(
+        self, input: torch.Tensor, padding_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``input`` ``(B, L, ...)`` complex or real, ``padding_mask`` ``(B, L)`` bool, **True =
+        padding** (``None``: no padding) -> ``input`` with the ``dim`` axis averaged over the
         non-padded positions, e.g. ``(B, L, D) -> (B, D)``."""
-        _check(x, padding_mask, self.dim, type(self).__name__)
-        return CF.masked_mean(x, padding_mask, self.dim)
+        _check(input, padding_mask, self.dim, type(self).__name__)
+        return CF.masked_mean(input, padding_mask, self.dim)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
@@ -70,12 +72,14 @@ class MaxMagnitudePool(nn.Module):
         super().__init__()
         self.dim = dim
 
-    def forward(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """``x`` ``(B, L, ...)`` complex or real, ``padding_mask`` ``(B, L)`` bool, **True =
+    def forward(
+        self, input: torch.Tensor, padding_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``input`` ``(B, L, ...)`` complex or real, ``padding_mask`` ``(B, L)`` bool, **True =
         padding** (``None``: no padding) -> along ``dim``, the entry of largest modulus among the
         non-padded positions, e.g. ``(B, L, D) -> (B, D)``."""
-        _check(x, padding_mask, self.dim, type(self).__name__)
-        return CF.masked_max_magnitude(x, padding_mask, self.dim)
+        _check(input, padding_mask, self.dim, type(self).__name__)
+        return CF.masked_max_magnitude(input, padding_mask, self.dim)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"

@@ -25,10 +25,10 @@ class Magnitude(nn.Module):
         tensor([5., 1.])
     """
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """``z`` ``(*)`` complex -> ``(*)`` real: ``|z|``."""
-        check_complex(z, type(self).__name__)
-        return CF.magnitude(z)
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` ``(*)`` complex -> ``(*)`` real: ``|z|``."""
+        check_complex(input, type(self).__name__)
+        return CF.magnitude(input)
 
 
 class RealPart(nn.Module):
@@ -41,10 +41,10 @@ class RealPart(nn.Module):
         tensor([3., -0.])
     """
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """``z`` ``(*)`` complex -> ``(*)`` real: ``Re z``."""
-        check_complex(z, type(self).__name__)
-        return CF.real_part(z)
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` ``(*)`` complex -> ``(*)`` real: ``Re z``."""
+        check_complex(input, type(self).__name__)
+        return CF.real_part(input)
 
 
 class ConcatRealImag(nn.Module):
@@ -61,11 +61,11 @@ class ConcatRealImag(nn.Module):
         super().__init__()
         self.dim = dim
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """``z`` complex -> real ``[Re z, Im z]`` concatenated along ``dim`` (size doubled there),
-        e.g. ``(B, D) -> (B, 2D)``."""
-        check_complex(z, type(self).__name__)
-        return CF.concat_real_imag(z, self.dim)
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` complex -> real ``[Re z, Im z]`` concatenated along ``dim`` (size doubled
+        there), e.g. ``(B, D) -> (B, 2D)``."""
+        check_complex(input, type(self).__name__)
+        return CF.concat_real_imag(input, self.dim)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"

@@ -100,24 +100,24 @@ class UnitaryRNNCell(HasDtype, nn.Module):
         """The unitary recurrence matrix :math:`U = \\exp(G - G^H)`."""
         return CF.unitary_matrix(self.skew_hh)
 
-    def forward(self, x: torch.Tensor, h: torch.Tensor | None = None) -> torch.Tensor:
-        """One step: ``x`` ``(*, input_size)`` and ``h`` ``(*, hidden_size)`` (``None``: zeros),
-        complex -> the new ``h`` ``(*, hidden_size)`` = ``modReLU(U h + W x)``."""
+    def forward(self, input: torch.Tensor, hx: torch.Tensor | None = None) -> torch.Tensor:
+        """One step: ``input`` ``(*, input_size)`` and ``hx`` ``(*, hidden_size)`` (``None``:
+        zeros), complex -> the new ``h`` ``(*, hidden_size)`` = ``modReLU(U h + W x)``."""
         owner = type(self).__name__
-        check_complex(x, owner)
-        check_last_dim(x, self.input_size, owner)
-        if h is None:
-            h = x.new_zeros(x.shape[:-1] + (self.hidden_size,))
+        check_complex(input, owner)
+        check_last_dim(input, self.input_size, owner)
+        if hx is None:
+            hx = input.new_zeros(input.shape[:-1] + (self.hidden_size,))
         else:
-            check_complex(h, owner, "h")
-            check_last_dim(h, self.hidden_size, owner, "h")
-        for name, t in (("input", x), ("h", h)):
+            check_complex(hx, owner, "hx")
+            check_last_dim(hx, self.hidden_size, owner, "hx")
+        for name, t in (("input", input), ("hx", hx)):
             if t.dtype != self.dtype:
                 raise TypeError(
                     f"{owner}: {name} dtype {t.dtype} does not match the weights' dtype "
                     f"{self.dtype}; convert it with .to({self.dtype})"
                 )
-        return CF.unitary_rnn_cell(x, h, self.weight_ih, self.weight_hh, self.bias)
+        return CF.unitary_rnn_cell(input, hx, self.weight_ih, self.weight_hh, self.bias)
 
     def extra_repr(self) -> str:
         return (
@@ -195,22 +195,22 @@ class UnitaryRNN(StackedRNN):
 
     def forward(
         self,
-        x: torch.Tensor,
+        input: torch.Tensor,
         hx: torch.Tensor | None = None,
         *,
         lengths: torch.Tensor | Sequence[int] | None = None,
         padding_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``x`` ``(L, B, input_size)`` complex (``(B, L, .)`` with ``batch_first=True``);
+        """``input`` ``(L, B, input_size)`` complex (``(B, L, .)`` with ``batch_first=True``);
         ``hx`` ``(num_layers * dirs, B, hidden_size)``; ``lengths`` ``(B,)`` or
         ``padding_mask`` ``(B, L)`` bool (**True = padding**, at the end). Returns ``output``
-        ``(L, B, dirs * hidden_size)`` (batch first as ``x``; zero at padded steps) and ``h_n`` at
-        each sequence's last real step."""
+        ``(L, B, dirs * hidden_size)`` (batch first as ``input``; zero at padded steps) and
+        ``h_n`` at each sequence's last real step."""
         owner = type(self).__name__
         lengths, hx = split_lengths_hx(owner, lengths, hx, pair=False)
-        check_complex(x, owner)
-        check_last_dim(x, self.input_size, owner)
-        lengths = resolve_lengths(owner, x, lengths, padding_mask, self.batch_first)
+        check_complex(input, owner)
+        check_last_dim(input, self.input_size, owner)
+        lengths = resolve_lengths(owner, input, lengths, padding_mask, self.batch_first)
         weights = [
             (
                 getattr(self, "weight_ih" + sfx),
@@ -221,7 +221,7 @@ class UnitaryRNN(StackedRNN):
         ]
         try:
             return CF.unitary_rnn(
-                x,
+                input,
                 weights,
                 hx,
                 lengths,

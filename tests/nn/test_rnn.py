@@ -291,7 +291,7 @@ def test_unitary_cell_errors():
     cell = cnn.UnitaryRNNCell(3, 4, dtype=DT)
     with pytest.raises(TypeError, match="UnitaryRNNCell: input must be a complex tensor"):
         cell(torch.randn(2, 3, dtype=torch.float64))
-    with pytest.raises(ValueError, match="UnitaryRNNCell: expected h with last dimension 4"):
+    with pytest.raises(ValueError, match="UnitaryRNNCell: expected hx with last dimension 4"):
         cell(torch.randn(2, 3, dtype=DT), torch.zeros(2, 5, dtype=DT))
     with pytest.raises(TypeError, match="UnitaryRNNCell: input dtype torch.complex64 does not"):
         cell(torch.randn(2, 3, dtype=torch.complex64))

@@ -155,6 +155,17 @@ def test_forward_takes_torchs_arguments_then_keyword_only_ones(name, ours, their
     assert not extra, f"{name}.forward: {extra} must be keyword-only (torch lacks them)"
 
 
+def test_layers_without_a_torch_counterpart_call_their_tensor_input():
+    """One name for one concept: a layer torch lacks takes ``input`` as torch's layers do (a
+    recurrent cell's state ``hx``, as torch's cells)."""
+    for name in sorted(n for n in dir(cnn) if not n.startswith("_")):
+        layer = getattr(cnn, name)
+        if isinstance(layer, type) and issubclass(layer, nn.Module) and not hasattr(nn, name):
+            params = list(inspect.signature(layer.forward).parameters)[1:]
+            assert params[0] == "input", f"{name}.forward({', '.join(params)})"
+            assert "h" not in params, f"{name}.forward: the state is hx, as torch's cells"
+
+
 def _keyword_only(fn) -> dict[str, object]:
     try:
         params = inspect.signature(fn).parameters.values()
