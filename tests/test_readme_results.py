@@ -1,4 +1,5 @@
-"""The README's language-model results line states what the committed reports say.
+"""The README's language-model results line (and compare/README's table of the 24k copy
+follow-up) states what the committed reports say.
 
 Reads the bullet of README.md that links ``lm-char-L64-cosine`` and the report it links: each
 ``NAME a / b`` pair is that encoding's test bpc at L and at 8L rounded to two decimals (half
@@ -62,18 +63,16 @@ def test_lm_results_line_equals_the_committed_report():
 
 
 COPY = "benchmarks/compare/lm-copy-12k"
+COPY_24K = "benchmarks/compare/lm-copy-24k"
 COPY_NAMES = {"KERPLE": "kerple (real)", "ALiBi": "alibi (real)", "FIRE": "fire (real)"}
 
 
-def test_copy_results_sentence_equals_the_committed_report():
-    """The bullet's copy sentence: the named encodings' exact match at 17-32 (L+1..2L) rounded
-    to two decimals, every other row at most the bound it states, and the number of
-    configurations still learning as the report counts them."""
-    bullet = _bullet()
-    assert COPY in bullet
-    sentence = bullet[bullet.index("Copy (") :]
-    with open(os.path.join(ROOT, COPY, "report.md"), encoding="utf-8") as fh:
-        lines = fh.read().splitlines()
+def _copy_report(folder: str) -> tuple[dict[str, float | None], dict[str, bool], str]:
+    """Exact match at 17-32 per row, whether each trained row is marked still learning (†),
+    and the report's text."""
+    with open(os.path.join(ROOT, folder, "report.md"), encoding="utf-8") as fh:
+        text = fh.read()
+    lines = text.splitlines()
     header = next(x for x in lines if x.startswith("| encoding |") and "17-32" in x)
     column = [c.strip() for c in header.strip("|").split("|")].index("17-32")
     at = {}
@@ -83,15 +82,84 @@ def test_copy_results_sentence_equals_the_committed_report():
         cells = [c.strip().strip("*") for c in line.strip("|").split("|")]
         value = cells[column].split()[0]
         at[cells[0]] = None if value == "n/a" else float(value)  # n/a: lengths it cannot take
-    named = re.findall(r"(KERPLE|ALiBi|FIRE) \.(\d\d)", sentence)
+    learning = {}
+    for line in lines:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 6 and cells[5].endswith(("pts", "†")) and "/" in cells[2]:
+            learning[cells[0]] = cells[5].endswith("†")
+    return at, learning, text
+
+
+def test_copy_results_sentence_equals_the_committed_report():
+    """The bullet's copy sentence: the named encodings' exact match at 17-32 (L+1..2L) rounded
+    to two decimals, every other row at most the bound it states, and the number of
+    configurations still learning as the report counts them; then the 24k follow-up's named
+    values and which of its configurations plateau or still learn."""
+    bullet = _bullet()
+    assert COPY in bullet and COPY_24K in bullet
+    sentence = bullet[bullet.index("Copy (") :]
+    first, follow_up = sentence.split("; at 24k ")
+    at, _, text = _copy_report(COPY)
+    named = re.findall(r"(KERPLE|ALiBi|FIRE) \.(\d\d)", first)
     assert [n for n, _ in named] == ["KERPLE", "ALiBi", "FIRE"], sentence
     for name, value in named:
         assert abs(at[COPY_NAMES[name]] - float("." + value)) <= 0.005 + 1e-9, (name, at)
-    bound = re.search(r"the rest ≤ \.(\d\d)", sentence)
+    bound = re.search(r"the rest ≤ \.(\d\d)", first)
     assert bound is not None
     rest = [v for k, v in at.items() if k not in COPY_NAMES.values() and v is not None]
     assert len(rest) >= 10 and max(rest) <= float("." + bound.group(1)) + 1e-9
-    learning = re.search(r"(\d+) of (\d+) still learning", sentence)  # the plateau table's count
-    report = re.search(r"still learning: (\d+) of (\d+) configurations", "\n".join(lines))
+    learning = re.search(r"(\d+) of (\d+) still learning", first)  # the plateau table's count
+    report = re.search(r"still learning: (\d+) of (\d+) configurations", text)
     assert learning is not None and report is not None
     assert learning.groups() == report.groups()
+    at, still, _ = _copy_report(COPY_24K)
+    plateau, learn = follow_up.split(" plateau, ")
+    named = re.findall(r"(KERPLE|FIRE) \.(\d\d)", plateau)
+    assert [n for n, _ in named] == ["KERPLE", "FIRE"], follow_up
+    for name, value in named:
+        key = name.lower()
+        assert abs(at[key] - float("." + value)) <= 0.005 + 1e-9, (name, at)
+        assert still[key] is False, (name, still)
+    assert learn.rstrip(".") == "NoPE, randomized still learn", follow_up
+    assert [k for k, v in still.items() if v] == ["none", "randomized:base=rotary"]
+    assert len(still) == 4
+
+
+def _rows(folder: str) -> dict[str, list[float]]:
+    """Exact match at 1-16 / 17-32 / 33-64 per row of a copy report (field suffix dropped)."""
+    with open(os.path.join(ROOT, folder, "report.md"), encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+    header = next(x for x in lines if x.startswith("| encoding |") and "17-32" in x)
+    rows = {}
+    for line in lines[lines.index(header) + 2 :]:
+        if not line.startswith("| "):
+            break
+        cells = [c.strip().strip("*") for c in line.strip("|").split("|")]
+        values = [c.split()[0] for c in cells[1:4]]
+        rows[cells[0].removesuffix(" (real)")] = [None if v == "n/a" else float(v) for v in values]
+    return rows
+
+
+def test_compare_readme_copy_24k_table_equals_both_reports():
+    """benchmarks/compare/README.md's table of the 24k follow-up against the 12k grid."""
+    names = {
+        "KERPLE": "kerple",
+        "FIRE": "fire",
+        "NoPE": "none",
+        "randomized rotary, at plain positions": "randomized:base=rotary",
+        "randomized rotary, re-scored at random positions": "randomized-eval:base=rotary",
+    }
+    with open(os.path.join(ROOT, "benchmarks/compare/README.md"), encoding="utf-8") as fh:
+        text = fh.read()
+    reports = {"24k": _rows(COPY_24K), "12k": _rows(COPY)}
+    seen = 0
+    for line in text[text.index("| configuration | 24k | 12k |") :].splitlines()[2:]:
+        if not line.startswith("| "):
+            break
+        label, *columns = [c.strip() for c in line.strip("|").split("|")]
+        for budget, column in zip(("24k", "12k"), columns):
+            want = reports[budget][names[label]]
+            got = [float(v) for v in column.split(" / ")]
+            assert all(abs(g - w) <= 0.005 + 1e-9 for g, w in zip(got, want)), (label, budget)
+        seen += 1
+    assert seen == len(names)
