@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import cplxnet.models as models
+import cplxnet.nn as cnn
 
 V, B, L = 40, 3, 7
 WIDTHS = {
@@ -97,8 +98,6 @@ def test_split_gate_rnns_compile_in_training_on_data_without_grad(name, with_len
     """On raw data (no input gradient) in training, AOTAutograd cannot trace torch's oneDNN
     RNN kernel; compiled, the split-gate LSTM/GRU run their scan over time instead, with and
     without lengths, in one graph, matching eager in outputs and parameter gradients."""
-    import cplxnet.nn as cnn
-
     torch._dynamo.reset()
     torch.manual_seed(0)
     rnn = getattr(cnn, name)(5, 4, batch_first=True, bidirectional=True)

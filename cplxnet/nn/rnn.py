@@ -32,11 +32,11 @@ from ..functional.rnn import GATES, lengths_from_padding_mask
 from .dropin import TorchCounterpart
 
 __all__ = ["LSTM", "GRU"]
-# StackedRNN, resolve_lengths, split_lengths_hx and stack_repr are public for
+# StackedRNN, resolve_lengths, check_lengths_hx and stack_repr are public for
 # cplxnet.nn.unitary_rnn and not re-exported by cplxnet.nn
 
 
-def split_lengths_hx(owner: str, lengths, hx, pair: bool):
+def check_lengths_hx(owner: str, lengths, hx, pair: bool):
     """``lengths`` as a tensor (a list or tuple of ints, as ``pack_padded_sequence`` takes them,
     becomes one) and ``hx`` checked to be a state: a complex tensor (or, when ``pair``, a tuple
     or list of two: LSTM's ``(h_0, c_0)``), not sequence lengths passed in torch's ``hx``
@@ -234,7 +234,7 @@ class _FusedRNNBase(StackedRNN):
 
     def _run(self, x, hx, lengths, padding_mask):
         owner = type(self).__name__
-        lengths, hx = split_lengths_hx(owner, lengths, hx, pair=self._kind == "lstm")
+        lengths, hx = check_lengths_hx(owner, lengths, hx, pair=self._kind == "lstm")
         if isinstance(x, PackedSequence):
             return self._run_packed(x, lengths, hx, padding_mask)
         check_complex(x, owner)

@@ -19,7 +19,7 @@ from .._utils import (
     factory_kwargs,
     real_dtype,
 )
-from .rnn import StackedRNN, resolve_lengths, split_lengths_hx, stack_repr
+from .rnn import StackedRNN, check_lengths_hx, resolve_lengths, stack_repr
 
 __all__ = ["UnitaryRNNCell", "UnitaryRNN"]
 
@@ -140,7 +140,7 @@ class UnitaryRNN(StackedRNN):
             :class:`LSTM` (``bias`` is the modReLU bias).
         device, dtype: factory kwargs.
 
-    Forward: ``rnn(x, hx=None, *, lengths=None, padding_mask=None)`` -> ``(output, h_n)``,
+    Forward: ``rnn(input, hx=None, *, lengths=None, padding_mask=None)`` -> ``(output, h_n)``,
     with the arguments and length semantics of :class:`GRU`.
 
     Examples::
@@ -207,7 +207,7 @@ class UnitaryRNN(StackedRNN):
         ``(L, B, dirs * hidden_size)`` (batch first as ``input``; zero at padded steps) and
         ``h_n`` at each sequence's last real step."""
         owner = type(self).__name__
-        lengths, hx = split_lengths_hx(owner, lengths, hx, pair=False)
+        lengths, hx = check_lengths_hx(owner, lengths, hx, pair=False)
         check_complex(input, owner)
         check_last_dim(input, self.input_size, owner)
         lengths = resolve_lengths(owner, input, lengths, padding_mask, self.batch_first)

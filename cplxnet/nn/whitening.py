@@ -13,6 +13,7 @@ output has identity covariance (variance 1 per part).
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -262,7 +263,7 @@ class SyncBatchNorm(TorchCounterpart, _BatchNorm, torch_class=nn.SyncBatchNorm):
         ['cplxnet.nn.whitening', 'torch.nn.modules.batchnorm']
     """
     )
-    _ranks = range(2, 65)  # any batched input, as torch's SyncBatchNorm
+    _ranks = range(2, sys.maxsize)  # any batched input, as torch's SyncBatchNorm
     _layout = "(N, {C}, *)"
 
     def __init__(
