@@ -194,3 +194,17 @@ def test_rotary_yarn_waits_for_its_run_when_cells_run_in_parallel(
     assert cells["rotary"]["status"] == "ok"
     assert cells["rotary-yarn"]["status"] == "ok", cells["rotary-yarn"].get("error")
     assert cells["rotary-yarn"]["test"]["8"] == cells["rotary"]["test"]["8"]
+
+
+def test_each_seeds_rescored_cells_follow_its_trained_cells():
+    """A re-scored cell runs right after its seed's trained cells, so a grid that is stopped (or
+    moves to another machine, leaving its runs/ behind) loses at most one seed's kept runs."""
+    from cplxnet.compare.grid.lm import expand_lm_grid, lm_grid_options, parse_lm_encodings
+
+    encodings = parse_lm_encodings("rotary-yarn,none,rotary,randomized-eval:base=rotary,"
+                                   "randomized:base=rotary", ("real",))  # fmt: skip
+    cells, _ = expand_lm_grid(["synthetic:copy"], encodings, [0, 1], lm_grid_options())
+    order = [(c.seed, c.encoding.label) for c in cells]
+    trained = ["none", "rotary", "randomized:base=rotary"]
+    rescored = ["rotary-yarn", "randomized-eval:base=rotary"]
+    assert order == [(s, label) for s in (0, 1) for label in trained + rescored]

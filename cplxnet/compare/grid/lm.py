@@ -238,10 +238,10 @@ def expand_lm_grid(
             )
     check_count("the number of cells", len(seeds) * len(datas) * len(configs), MAX_CELLS,
                 "MAX_CELLS")  # fmt: skip
-    cells = [  # the re-scored cells after every trained one (their runs are done first)
+    cells = [  # each seed's re-scored cells right after its trained ones, while their runs are fresh
         Cell(data, None, LM_FAMILY, spec, number, seed, MODE)
-        for rescored in (False, True)
         for seed in seeds
+        for rescored in (False, True)
         for data in datas
         for spec, number in configs
         if bool(spec.evaluation) == rescored
