@@ -369,3 +369,14 @@ def test_a_killed_force_run_leaves_nothing_the_next_run_keeps(toy_file, tmp_path
     assert not stale.exists()
     assert os.listdir(kept) == ["mine.txt"] and other.is_dir()
     assert os.listdir(busy) == ["checkpoint.pt"]
+
+
+@pytest.mark.parametrize("suffix", ["/.", "/"])
+def test_force_replaces_a_run_named_with_a_trailing_separator_or_dot(toy_file, tmp_path, suffix):
+    """``--run-dir RUN/.`` names the run folder RUN: ``--force`` puts the new run in its place
+    (renaming ``RUN/.`` itself fails) and leaves no ``.RUN.new-*`` folder beside it."""
+    run = finished_run(toy_file, tmp_path / "run")
+    finished_run(toy_file, run + suffix, "--force", "--seed", "4")
+    assert sorted(os.listdir(tmp_path)) == ["run"]
+    assert sorted(os.listdir(run)) == sorted(runs.RUN_FILES)
+    assert runs.read_json(os.path.join(run, "config.json"))["seed"] == 4

@@ -382,6 +382,7 @@ class RunFolder:
     """
 
     def __init__(self, final: str, force: bool = False) -> None:
+        final = os.path.normpath(final)  # ``run/.`` is ``run``: the folder promote renames
         _check_target(final, force)  # fail before making anything
         self.final = final
         self.note = ""
