@@ -30,6 +30,7 @@ __all__ = [
     "dist_info",
     "resolve_zoo",
     "versions",
+    "machine",
     "rng_state",
     "set_rng_state",
     "gather_rng_states",
@@ -135,6 +136,26 @@ def versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             out[name] = "unknown"
     return out
+
+
+def machine() -> dict[str, Any]:
+    """The machine a result was computed on: :func:`versions`, the CPU model (``/proc/cpuinfo``'s
+    model name where there is one, else :func:`platform.processor`), the architecture and torch's
+    thread count. Float results of one seed can differ between CPU models (kernels vectorise
+    differently), so a grid's cells record it."""
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")),
+                       cpu)  # fmt: skip
+    except OSError:
+        pass
+    return {
+        **versions(),
+        "cpu": cpu or "unknown",
+        "arch": platform.machine(),
+        "threads": torch.get_num_threads(),
+    }
 
 
 def rng_state() -> dict[str, Any]:

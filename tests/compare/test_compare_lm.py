@@ -9,6 +9,7 @@ import json
 import os
 
 import pytest
+import torch
 
 from cplxnet.cli import main
 from cplxnet.compare import GridOptions
@@ -64,6 +65,10 @@ def test_lm_grid_runs_reports_and_resumes(tmp_path, text_file, capsys):
         stored = json.load(fh)
     assert stored["grid"]["lm"]["context"] == 8 and stored["grid"]["lm"]["train"]["steps"] == 4
     assert all(r["steps"] == 4 and r["mode"] == "lm" for r in stored["rows"])
+    cell = os.path.join(out, "cells", stored["rows"][0]["cell_id"] + ".json")
+    with open(cell, encoding="utf-8") as fh:
+        machine = json.load(fh)["machine"]  # where the cell was trained, at --threads 1
+    assert machine["torch"] == torch.__version__ and machine["threads"] == 1 and machine["cpu"]
     for name in ("report.md", "lm.png", "grid.json"):
         assert os.path.exists(os.path.join(out, name))
     assert not os.listdir(os.path.join(out, "runs"))  # finished run folders are removed

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...engine.runs import discard_run_files
+from ...engine.runtime import machine
 from .cells import Cell, GridOptions, cell_kind
 from .store import atomic_json, base_row
 
@@ -28,7 +29,8 @@ def run_cell(
     """Train one cell and write ``out/cells/<id>.json`` (atomically). Never raises for a failed
     training: the error is recorded in the row (``status="error"``); KeyboardInterrupt passes.
     ``callback(epoch, metrics)`` is called after each epoch (as
-    :func:`cplxnet.tasks.classify.task.train`)."""
+    :func:`cplxnet.tasks.classify.task.train`). The row's ``machine`` is
+    :func:`cplxnet.engine.runtime.machine` of the process that ran it."""
     row = base_row(cell, options)
     started = time.perf_counter()
     run_dir = os.path.join(out, "runs", cell.cell_id)
@@ -44,6 +46,7 @@ def run_cell(
         row["traceback"] = traceback.format_exc(limit=8)
     row["seconds"] = round(time.perf_counter() - started + row.pop("previous_seconds", 0.0), 1)
     row["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
+    row["machine"] = machine()
     atomic_json(os.path.join(out, "cells", cell.cell_id + ".json"), row)
     if not keep_runs and row["status"] == "ok":
         discard_run_files(run_dir)
