@@ -188,3 +188,30 @@ def test_a_report_that_failed_midway_can_be_rerun(tmp_path):
     assert main(["report", str(grid), "--out", str(out), "--no-plot"]) == 0
     assert (out / "report.md").read_text(encoding="utf-8").startswith("# Encodings compared")
     assert json.loads((out / REPORT_MARKER).read_text(encoding="utf-8")) == ["report.md"]
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        ({"config.json": json.dumps({"cplxnet_run": 1})}, "is a run folder of cplxnet train"),
+        (
+            {".cplxnet-inspect": json.dumps(["inspect.md"]), "inspect.md": "# inspect"},
+            "is an output folder of cplxnet inspect",
+        ),
+    ],
+)
+def test_report_refuses_a_run_folder_or_an_inspect_folder_untouched(
+    tmp_path, capsys, setup, message
+):
+    """A report written into a run folder (or inspect's folder) would be files its owner did
+    not write: ``train --force`` and ``inspect`` would refuse the folder from then on."""
+    grid = tmp_path / "grid"
+    assert _compare(grid) == 0
+    target = tmp_path / "run"
+    target.mkdir()
+    for name, text in setup.items():
+        (target / name).write_text(text, encoding="utf-8")
+    assert main(["report", str(grid), "--out", str(target), "--no-plot"]) == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+    assert sorted(os.listdir(target)) == sorted(setup)

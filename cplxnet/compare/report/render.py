@@ -196,11 +196,20 @@ def check_report_folder(out_dir: str) -> None:
     write: they are replaced in a comparison folder (its ``grid.json``) or when the folder's
     :data:`REPORT_MARKER` lists them. Outside a comparison folder the marker then lists every
     file of :data:`REPORT_FILES` before any is written, so a report that fails midway leaves
-    files a rerun may replace."""
+    files a rerun may replace. A run folder of ``cplxnet train`` and an output folder of
+    ``cplxnet inspect`` are refused: their owner replaces only its own files."""
+    from ...engine.runs import INSPECT_MARKER, is_run_folder
+
     if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
         raise ValueError(f"{out_dir} is a file, not a folder; give --out a folder")
     if not os.path.isdir(out_dir) or _is_comparison(out_dir):
         return
+    if is_run_folder(out_dir):
+        raise ValueError(f"{out_dir} is a run folder of cplxnet train; give --out another folder")
+    if os.path.exists(os.path.join(out_dir, INSPECT_MARKER)):
+        raise ValueError(
+            f"{out_dir} is an output folder of cplxnet inspect; give --out another folder"
+        )
     own = _listed(out_dir)
     clash = [n for n in REPORT_FILES if os.path.lexists(os.path.join(out_dir, n)) and n not in own]
     if clash:
