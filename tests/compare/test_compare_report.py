@@ -165,6 +165,18 @@ def test_report_command(tmp_path, results_csv, capsys):
     assert "not found" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("text", ["[1, 2]", '{"rows": ["a"]}', "[{}, null]"])
+def test_report_on_json_that_holds_no_rows_is_one_line(tmp_path, capsys, text):
+    """A JSON list whose items are not result rows (objects) is the same one line as a JSON
+    file without a list."""
+    path = tmp_path / "results.json"
+    path.write_text(text, encoding="utf-8")
+    assert main(["report", str(path), "--no-plot"]) == 1
+    err = capsys.readouterr().err
+    assert err == f"cplxnet: error: {path} holds no list of result rows\n"
+    assert os.listdir(tmp_path) == ["results.json"]
+
+
 def _x_rows():
     rows = []
     accs = {"trainable": [(0.9, 0.6), (0.92, 0.5)], "complex-order": [(0.9, 0.8), (0.9, 0.7)]}

@@ -135,7 +135,7 @@ def load_results(path: str) -> list[dict[str, Any]]:
         except json.JSONDecodeError as err:
             raise ValueError(f"{path} is not valid JSON ({err})") from None
     rows = obj.get("rows") if isinstance(obj, dict) else obj
-    if not isinstance(rows, list):
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise ValueError(f"{path} holds no list of result rows")
     return rows
 
