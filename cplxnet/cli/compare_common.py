@@ -76,6 +76,9 @@ def run_and_report(
             f"--target {args.target} is not an encoding of this grid; give one of "
             f"{', '.join(labels)}"
         )
+    twice = _repeated_cell(cells)
+    if twice:
+        return fail(twice)
     for note in notes:
         print(f"note: {note}", flush=True)
     if args.dry_run:
@@ -99,3 +102,21 @@ def run_and_report(
         print(text)
         print("wrote " + ", ".join(written))
     return 0
+
+
+def _repeated_cell(cells: Sequence[Any]) -> str | None:
+    """The error for two cells of one id (one result file): a dataset or family given twice,
+    or two spellings of one encoding (``complex-order-freq-shared`` and
+    ``complex-order:frequency=shared``); ``None`` when every id is its cell's own."""
+    first: dict[str, Any] = {}
+    for cell in cells:
+        other = first.setdefault(cell.cell_id, cell)
+        if other is cell:
+            continue
+        a, b = other.describe(), cell.describe()
+        what = f"{a} is in the grid twice" if a == b else f"{a} and {b} are one cell"
+        return (
+            f"{what} ({cell.cell_id}); give each --data, --families and --encodings value once "
+            "(one spelling per encoding)"
+        )
+    return None

@@ -162,3 +162,26 @@ def test_lm_grid_refuses_what_train_refuses(files, tmp_path, capsys, extra, matc
     out = tmp_path / "out"
     err = one_error(capsys, [*LM, "--out", str(out), *extra, *dry], status)
     assert match in err and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        ([*BASE, "--data", "trec", "--encodings",
+          "complex-order-freq-shared,complex-order:frequency=shared"],
+         "trec fasttext complex-order-freq-shared complex seed 0 and trec fasttext "
+         "complex-order:frequency=shared complex seed 0 are one cell"),
+        ([*BASE, "--data", "trec", "--encodings", "sinusoidal:base=500.0,sinusoidal:base=5e2"],
+         "are one cell (trec-test-fasttext-sinusoidal_base-500.0-real-s0)"),
+        ([*BASE, "--data", "trec,trec"], "trec fasttext none real seed 0 is in the grid twice"),
+        ([*BASE, "--data", "trec", "--families", "fasttext,fasttext"], "is in the grid twice"),
+        ([*LM, "--data", "mr,mr"], "mr decoder none real seed 0 is in the grid twice"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("dry", [[], ["--dry-run"]])
+def test_a_cell_named_twice_is_refused_before_the_grid(tmp_path, capsys, argv, match, dry):
+    """Two spellings of one encoding, or a dataset or family given twice, make cells of one id
+    (one result file): refused, with --dry-run too, before --out is made."""
+    out = tmp_path / "out"
+    err = one_error(capsys, [*argv, "--seeds", "1", "--out", str(out), *dry], 1)
+    assert match in err and "give each" in err and not out.exists()
