@@ -186,7 +186,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     from ..tasks.lm.task import is_lm_run
     from . import lm as lm_cli
 
-    if args.task == "lm" or (args.resume is not None and is_lm_run(args.resume)):
+    resumes_lm = args.resume is not None and is_lm_run(args.resume)
+    if resumes_lm and args.task == "classify":
+        raise CLIError(f"{args.resume} is a language-model run; resume it without --task classify")
+    if args.task == "lm" or resumes_lm:
         return lm_cli.cmd_train(args, CLIError)
     lm_only = lm_cli.lm_only_options(args)
     if lm_only:

@@ -113,6 +113,14 @@ def test_task_lm_resume_of_a_classifier_run(tmp_path, capsys):
     assert snapshot(str(clf)) == before
 
 
+def test_task_classify_resume_of_a_language_model_run(run, capsys):
+    """``--task classify`` is not dropped silently: the run is a language model."""
+    before = snapshot(run)
+    err = error_of(capsys, ["train", "--task", "classify", "--resume", run, "--steps", "6"])
+    assert "is a language-model run; resume it without --task classify" in err
+    assert snapshot(run) == before
+
+
 # ------------------------------------------------------------------------------------------------
 # evaluate / generate
 
