@@ -264,6 +264,27 @@ def test_interrupted_cell_resumes_from_its_checkpoint(tmp_path, length_tsv):
         assert row[key] == whole[key]
 
 
+def test_a_cell_run_trained_further_by_hand_is_not_taken_for_the_cell(tmp_path, length_tsv):
+    """A kept cell run that ``cplxnet train --resume RUN --epochs 2`` took past the grid's budget
+    of 1 epoch is not read back as the cell's result: the cell trains again with the grid's
+    options (as a language-model cell does)."""
+    from cplxnet.cli import main
+
+    opts = tiny_options(train={"epochs": 1, "batch_size": 16})
+    cells, _ = expand_grid(
+        [length_tsv], ["fasttext"], parse_encodings("none"), NATURAL, [0], [None], opts
+    )
+    out = str(tmp_path / "grid")
+    whole = run_grid(cells, out, opts, threads=1, keep_runs=True, log=lambda m: None)[0]
+    run_dir = os.path.join(out, "runs", cells[0].cell_id)
+    assert main(["train", "--resume", run_dir, "--epochs", "2", "--quiet"]) == 0
+    os.remove(os.path.join(out, "cells", f"{cells[0].cell_id}.json"))  # not yet recorded
+    row = run_grid(cells, out, opts, threads=1, log=lambda m: None)[0]
+    assert row["resumed"] is False and row["epochs_run"] == 1
+    for key in ("dev_accuracy", "test_accuracy", "best_epoch"):
+        assert row[key] == whole[key]
+
+
 @pytest.mark.slow
 def test_parallel_jobs_give_the_same_rows(tmp_path, options):
     cells = _grid(options, families=("fasttext",), encodings="none,complex-order")

@@ -5,6 +5,7 @@ cell's id starts with ``x-``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Callable
@@ -66,6 +67,22 @@ def progress(cell: Cell, options: GridOptions, epoch: int, metrics: dict[str, An
     )
 
 
+def _same_run(run_dir: str, config: Any, train: Any) -> bool:
+    """Whether the run folder was trained with this cell's model config and training options
+    (``cplxnet train --resume RUN --epochs N`` changes them)."""
+    try:
+        with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as fh:
+            stored = json.load(fh)
+    except (OSError, ValueError):
+        return False
+    fitted = ("vocab_size", "num_classes", "padding_idx", "max_len")  # set from the data
+    model = {k: v for k, v in stored.get("model", {}).items() if k not in fitted}
+    mine = {k: v for k, v in json.loads(json.dumps(dataclasses.asdict(config))).items()
+            if k not in fitted}  # fmt: skip
+    trained = json.loads(json.dumps(dataclasses.asdict(train)))
+    return model == mine and stored.get("train") == trained
+
+
 def train_grid_cell(
     cell: Cell,
     options: GridOptions,
@@ -74,7 +91,8 @@ def train_grid_cell(
 ) -> dict[str, Any]:
     """Train a classification cell in ``run_dir`` and return its row fields: a run that finished
     but was not recorded is read back, one with a checkpoint resumes (except on the synthetic
-    task, whose data is made in memory), anything else starts afresh."""
+    task, whose data is made in memory), each only if trained with the cell's model config and
+    training options (:func:`_same_run`); anything else starts afresh."""
     from ...data import prepare_data
     from ...tasks.classify import task as engine
 
@@ -84,11 +102,12 @@ def train_grid_cell(
     if not is_run_folder(run_dir):  # an empty leftover is removed, anything else refused
         clear_run_folder(run_dir)
     done = os.path.join(run_dir, "results.json")
-    if os.path.exists(done):  # finished but not yet recorded (interrupted in between)
+    same = os.path.isdir(run_dir) and _same_run(run_dir, config, topts)  # else: afresh
+    if same and os.path.exists(done):  # finished but not yet recorded (interrupted in between)
         with open(done, encoding="utf-8") as fh:
             results = json.load(fh)
         resumed = True
-    elif os.path.exists(os.path.join(run_dir, "checkpoint.pt")) and cell.data != SYNTHETIC:
+    elif same and os.path.exists(os.path.join(run_dir, "checkpoint.pt")) and cell.data != SYNTHETIC:
         results = engine.resume(run_dir, quiet=True, callback=callback)
         resumed = True
     else:
