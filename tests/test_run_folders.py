@@ -380,3 +380,19 @@ def test_force_replaces_a_run_named_with_a_trailing_separator_or_dot(toy_file, t
     assert sorted(os.listdir(tmp_path)) == ["run"]
     assert sorted(os.listdir(run)) == sorted(runs.RUN_FILES)
     assert runs.read_json(os.path.join(run, "config.json"))["seed"] == 4
+
+
+def test_using_a_run_killed_in_its_first_epoch_names_force_not_resume(toy_file, tmp_path, capsys):
+    """evaluate, predict and inspect on a run with no checkpoint at all (kill -9 during epoch 1)
+    name the fix that works: resume has nothing to continue."""
+    run = finished_run(toy_file, tmp_path / "run")
+    for name in ("checkpoint.pt", "best.pt", "metrics.jsonl", "results.json"):
+        os.remove(os.path.join(run, name))
+    for argv in (["evaluate", run], ["predict", run, "a film"], ["inspect", run]):
+        err = error_of(capsys, argv)
+        assert "stopped before its first epoch ended" in err and "--force" in err, err
+        assert "--resume" not in err, err
+    # with a checkpoint but no best.pt, resuming is the fix
+    os.remove(os.path.join(finished_run(toy_file, tmp_path / "other"), "best.pt"))
+    err = error_of(capsys, ["evaluate", str(tmp_path / "other")])
+    assert "no best.pt" in err and "--resume" in err

@@ -113,6 +113,20 @@ def test_task_lm_resume_of_a_classifier_run(tmp_path, capsys):
     assert snapshot(str(clf)) == before
 
 
+def test_a_run_killed_before_its_first_evaluation_names_force(run, capsys):
+    """A run with no checkpoint at all (kill -9 before the first evaluation): resume, evaluate,
+    generate and inspect name the fix that works (start it again with --force)."""
+    for name in ("checkpoint.pt", "best.pt", "metrics.jsonl", "results.json"):
+        os.remove(os.path.join(run, name))
+    before = snapshot(run)
+    for argv in (["train", "--resume", run, "--quiet"], ["evaluate", run],
+                 ["generate", run, "a rose"], ["inspect", run]):  # fmt: skip
+        err = error_of(capsys, argv)
+        assert "stopped before its first evaluation" in err and "--force" in err, (argv, err)
+        assert "--resume" not in err, (argv, err)
+    assert snapshot(run) == before
+
+
 def test_task_classify_resume_of_a_language_model_run(run, capsys):
     """``--task classify`` is not dropped silently: the run is a language model."""
     before = snapshot(run)

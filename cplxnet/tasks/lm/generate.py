@@ -73,6 +73,11 @@ def load_lm_run(run_dir: str) -> LoadedLM:
         run_dir, other_task="it was trained without --task lm: give a language-model run"
     )
     best = os.path.join(run_dir, "best.pt")
+    if not os.path.exists(best) and not os.path.exists(os.path.join(run_dir, "checkpoint.pt")):
+        raise RunError(
+            f"{run_dir} has no checkpoint: the run stopped before its first evaluation, so there "
+            "is nothing to use; start it again with the same command and --force"
+        )
     if not os.path.exists(best):
         raise RunError(
             f"{run_dir} has no best.pt (no evaluation finished yet); resume it with cplxnet train "
