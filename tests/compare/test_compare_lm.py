@@ -206,6 +206,14 @@ def test_parse_lm_encodings_number_suffix():
         ["complex", "real"],
         ["complex", "real"],
     ]
+    # one encoding given twice with other fields keeps each item's own fields
+    got = parse_lm_encodings("rotary@complex,rotary@real,table4@real", ("natural",))
+    assert [(s.label, n) for s, n in got[:3]] == [
+        ("rotary", ["complex"]),
+        ("rotary", ["real"]),
+        ("complex-order", ["real"]),
+    ]
+    assert len(got) == 9 and all(n == ["real"] for _, n in got[2:])
 
 
 def test_classification_grid_options_store_no_lm_key():

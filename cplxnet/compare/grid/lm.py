@@ -157,22 +157,24 @@ def parse_lm_encodings(text: str, numbers: tuple[str, ...]) -> list[tuple[Encodi
     """``(spec, number fields)`` for each encoding of ``text``; an item ending in ``@field``
     (``real``, ``complex``, ``both``, ``natural``) has those fields, the others ``numbers``."""
     pieces = [p.strip() for p in str(text).split(",") if p.strip()]
-    plain: list[str] = []
+    items: list[str] = []  # each encoding with the key=value items that continue it
     fields: list[tuple[str, ...] | None] = []
     for piece in pieces:
         m = FIELD_SUFFIX.search(piece)
         if m:
             piece = piece[: m.start()]
-        continues = "=" in piece and ":" not in piece  # key=value continues the item before
-        if m and continues:
-            fields[-1] = parse_numbers(m.group(1))
-        elif not continues:
+        if items and "=" in piece and ":" not in piece:  # key=value continues the item before
+            items[-1] += "," + piece
+            fields[-1] = parse_numbers(m.group(1)) if m else fields[-1]
+        else:
+            items.append(piece)
             fields.append(parse_numbers(m.group(1)) if m else None)
-        plain.append(piece)
-    specs = parse_encodings(",".join(plain))
-    if len(specs) != len(fields):  # a named group such as table4 expanded into several
-        fields = [None] * len(specs)
-    return [(s, numbers_for(s, f or numbers)) for s, f in zip(specs, fields)]
+    if not items:
+        parse_encodings(text)  # its error: no encodings given
+    # each item parsed alone: a named group such as table4 expands with the item's fields, and
+    # an encoding given twice keeps both items (expand_lm_grid drops a repeated configuration)
+    return [(s, numbers_for(s, f or numbers)) for item, f in zip(items, fields)
+            for s in parse_encodings(item)]  # fmt: skip
 
 
 def expand_lm_grid(
