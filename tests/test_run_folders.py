@@ -229,6 +229,13 @@ def test_resume_refuses_changed_training_data(tmp_path, capsys):
     assert snapshot(run) == before
     args = ["train", "--resume", run, "--epochs", "2", "--quiet", "--allow-changed-data"]
     assert main(args) == 0
+    # the run now records the data it continued on (and the data before), so it can be scored
+    with open(os.path.join(run, "config.json"), encoding="utf-8") as fh:
+        config = json.load(fh)
+    assert config["data_sha256"] == {"data": now}
+    assert config["data_sha256_earlier"] == [{"data": recorded}]
+    assert main(["evaluate", run]) == 0
+    capsys.readouterr()
     err = error_of(capsys, ["train", "--data", data, "--allow-changed-data", *TINY])
     assert "--allow-changed-data applies to --resume only" in err
 

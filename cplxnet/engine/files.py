@@ -39,6 +39,7 @@ __all__ = [
     "file_sha256",
     "data_hashes",
     "check_data_unchanged",
+    "record_changed_data",
 ]
 
 #: Format version of a run folder, stored in its ``config.json`` under :data:`RUN_MARKER`.
@@ -231,6 +232,17 @@ def data_hashes(spec: Any) -> dict[str, str]:
         if path is not None and os.path.isfile(path):
             out[name] = file_sha256(path)
     return out
+
+
+def record_changed_data(config: dict[str, Any], key: str, now: Any) -> None:
+    """Record in a run's ``config`` that it continues on changed data (a resume with
+    ``--allow-changed-data``): ``config[key]`` (the recorded SHA-256, or a mapping of them)
+    becomes ``now``, and the value it replaces is appended to ``config[key + "_earlier"]``, so
+    that the run's evaluation checks the data it was last trained on and the config still says
+    what it was trained on before."""
+    if config.get(key) != now:
+        config.setdefault(key + "_earlier", []).append(config.get(key))
+        config[key] = now
 
 
 def check_data_unchanged(spec: Any, recorded: Mapping[str, str], run_dir: str, fix: str) -> None:

@@ -14,6 +14,7 @@ from cli_errors import edit_json, error_of, snapshot
 from lm_cli_args import TINY_LM as TINY
 
 from cplxnet.cli import main
+from cplxnet.engine.runs import file_sha256
 
 
 @pytest.fixture(scope="module")
@@ -286,10 +287,17 @@ def test_resume_on_a_changed_text_with_allow_changed_data(text_file, tmp_path, c
     text.write_text(text.read_text(encoding="utf-8") + "a rose again\n", encoding="utf-8")
     err = error_of(capsys, ["train", "--resume", run, "--steps", "6", "--quiet"])
     assert "changed" in err and "--allow-changed-data" in err
+    recorded = file_sha256(text_file)
     argv = ["train", "--resume", run, "--steps", "6", "--quiet", "--allow-changed-data"]
     assert main(argv) == 0
     with open(os.path.join(run, "results.json"), encoding="utf-8") as fh:
         assert json.load(fh)["steps"] == 6
+    # the run now records the text it continued on (and the one before), so it can be scored
+    with open(os.path.join(run, "config.json"), encoding="utf-8") as fh:
+        data = json.load(fh)["data"]
+    assert data["sha256"] == file_sha256(str(text)) and data["sha256_earlier"] == [recorded]
+    assert main(["evaluate", run]) == 0
+    capsys.readouterr()
     text.unlink()
     err = error_of(capsys, [*argv[:4], "8", *argv[5:]])
     assert str(text) in err and ("is gone" in err or "no such file" in err)

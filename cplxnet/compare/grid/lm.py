@@ -240,7 +240,7 @@ def expand_lm_grid(
             )
     check_count("the number of cells", len(seeds) * len(datas) * len(configs), MAX_CELLS,
                 "MAX_CELLS")  # fmt: skip
-    cells = [  # each seed's re-scored cells right after its trained ones, while their runs are fresh
+    cells = [  # each seed's re-scored cells right after its trained ones, whose runs they read
         Cell(data, None, LM_FAMILY, spec, number, seed, MODE)
         for seed in seeds
         for rescored in (False, True)

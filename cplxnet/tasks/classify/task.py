@@ -75,6 +75,7 @@ from ...engine.runs import (
     check_model_memory,
     data_hashes,
     load_checkpoint,
+    record_changed_data,
     save_checkpoint,
     write_json,
 )
@@ -296,6 +297,8 @@ def _resume(
             "resume on the original file, or pass --allow-changed-data to continue on the "
             "changed one",
         )
+    elif "data_sha256" in run_config:
+        record_changed_data(run_config, "data_sha256", data_hashes(spec))
     vocab, labels = load_vocab_and_labels(run_dir, config)
     data = prepare_data(
         spec, vocab=vocab, labels=labels, model_max_len=getattr(config, "max_len", None)

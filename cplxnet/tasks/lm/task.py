@@ -48,6 +48,7 @@ from ...engine.runs import (
     RunFolder,
     check_new_run_dir,
     read_run_config,
+    record_changed_data,
     run_task,
     write_json,
 )
@@ -502,6 +503,8 @@ def _resume(run_dir: str, folder: RunFolder, steps: int | None, quiet: bool,
     vocab = TokenVocab.load(os.path.join(run_dir, "vocab.json"))
     spec = {k: v for k, v in run_config["data"].items() if not allow_changed or k != "sha256"}
     task = LMTask.from_spec(spec, vocab)
+    if allow_changed and "sha256" in run_config["data"]:
+        record_changed_data(run_config["data"], "sha256", task.spec()["sha256"])
     model = build_lm_model(config, run_dir)
 
     def start() -> None:  # the checkpoint fits: only now change the run folder
