@@ -114,10 +114,10 @@ def _evaluate_lm_at_context(args: argparse.Namespace, evaluate: Any) -> int:
             longest = err.longest
         fix = f"use --context N <= {longest:,}" if longest >= 1 else "use a smaller --context"
         what = "a layer's attention scores: " if err.shape[-2:] == (err.length,) * 2 else ""
-        batch = f"{err.batch} sequences at a time, each" if err.batch > 1 else "which"
+        batch = f"{err.batch} sequences" if err.batch > 1 else "one sequence"
         raise CLIError(
             f"--context {args.context:,} is too long for this machine: {feeds}, scored "
-            f"{batch} building a {err.shape} tensor ({what}{err.batch * err.largest / 2**30:,.1f} "
+            f"{batch} at a time, each building a {err.shape} tensor ({what}{err.batch * err.largest / 2**30:,.1f} "
             f"GiB in all), more than half of this machine's memory ({limit / 2**30:,.1f} GiB); "
             f"{fix}"
         ) from None

@@ -139,7 +139,9 @@ def test_evaluate_refuses_a_context_that_does_not_fit(copy_run, capsys, monkeypa
     assert main(["evaluate", copy_run, "--context", "100"]) == 0
     assert "prompt lengths 100: exact-match accuracy" in capsys.readouterr().out
     assert main(["evaluate", copy_run, "--context", "100000"]) == 1
-    assert "use --context N <= 128" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "scored one sequence at a time, each building a (4, 200001, 200001)" in err, err
+    assert "use --context N <= 128" in err
 
 
 def test_evaluate_checks_the_window_it_scores(text_run, capsys, monkeypatch):
