@@ -167,7 +167,7 @@ def _file_on_path(path: str) -> str | None:
 def check_folder_arguments(args: Any) -> None:
     """A :class:`CLIError` for a folder argument of any command that names a file, checked
     before anything else: ``RUN`` or ``--resume`` that is a file, a ``--run-dir`` or ``--out``
-    that is a file or would be made inside one (``afile/sub``)."""
+    that is empty, a file or would be made inside one (``afile/sub``)."""
     for dest in ("run", "resume"):
         path = getattr(args, dest, None)
         if isinstance(path, str) and os.path.exists(path) and not os.path.isdir(path):
@@ -177,6 +177,8 @@ def check_folder_arguments(args: Any) -> None:
             )
     for flag in ("--run-dir", "--out"):
         path = getattr(args, flag[2:].replace("-", "_"), None)
+        if isinstance(path, str) and not path.strip():
+            raise CLIError(f"{flag} is empty; give a folder, or leave out {flag} for its default")
         blocker = _file_on_path(path) if isinstance(path, str) else None
         if blocker is not None:
             where = f"{flag} {path}" + ("" if blocker == path else f": {blocker}")
