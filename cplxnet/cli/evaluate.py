@@ -117,9 +117,9 @@ def _evaluate_lm_at_context(args: argparse.Namespace, evaluate: Any) -> int:
         batch = f"{err.batch} sequences" if err.batch > 1 else "one sequence"
         raise CLIError(
             f"--context {args.context:,} is too long for this machine: {feeds}, scored "
-            f"{batch} at a time, each building a {err.shape} tensor ({what}{err.batch * err.largest / 2**30:,.1f} "
-            f"GiB in all), more than half of this machine's memory ({limit / 2**30:,.1f} GiB); "
-            f"{fix}"
+            f"{batch} at a time, each building a {err.shape} tensor "
+            f"({what}{err.batch * err.largest / 2**30:,.1f} GiB in all), more than half of this "
+            f"machine's memory ({limit / 2**30:,.1f} GiB); {fix}"
         ) from None
 
 

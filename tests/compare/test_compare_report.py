@@ -177,6 +177,29 @@ def test_report_on_json_that_holds_no_rows_is_one_line(tmp_path, capsys, text):
     assert os.listdir(tmp_path) == ["results.json"]
 
 
+@pytest.mark.parametrize(
+    "name, data, expected",
+    [
+        ("results.json", b"[]", "{path} holds no result rows; nothing to report"),
+        ("results.csv", b"data,encoding,seed\n", "{path} holds no result rows; nothing to report"),
+        ("results.csv", b"data,encoding,seed\nmr,rotary,\xff\n",
+         "{path} is not UTF-8 text (byte 0xff: invalid start byte); give the results file"),
+        ("results.csv", b"data,encoding,seed\nmr,rotary,0\nmr,rotary,one\n",
+         "{path} line 3: could not convert string to float: 'one'"),
+    ],
+)  # fmt: skip
+def test_report_on_a_file_without_rows_names_the_file_in_one_line(tmp_path, capsys, name,
+                                                                    data, expected):  # fmt: skip
+    """No rows, bytes that are not UTF-8 or a number column that holds no number: one line
+    naming the file, and nothing written (a report.md of no rows was written beside it)."""
+    path = tmp_path / name
+    path.write_bytes(data)
+    assert main(["report", str(path), "--no-plot"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("cplxnet: error: " + expected.format(path=path)) and err.count("\n") == 1
+    assert os.listdir(tmp_path) == [name]
+
+
 def _x_rows():
     rows = []
     accs = {"trainable": [(0.9, 0.6), (0.92, 0.5)], "complex-order": [(0.9, 0.8), (0.9, 0.7)]}

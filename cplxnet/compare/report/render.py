@@ -95,7 +95,13 @@ def _convert(row: dict[str, str]) -> dict[str, Any]:
 
 def _read_csv(path: str) -> list[dict[str, Any]]:
     with open(path, encoding="utf-8", newline="") as fh:
-        raw = [_convert(r) for r in csv.DictReader(fh)]
+        reader = csv.DictReader(fh)
+        try:
+            raw = [_convert(r) for r in reader]
+        except UnicodeDecodeError:
+            raise
+        except ValueError as err:  # a number column that holds no number
+            raise ValueError(f"{path} line {reader.line_num}: {err}") from None
     if not raw or "bin" not in raw[0]:
         return raw
     runs: dict[str, dict[str, Any]] = {}
@@ -127,8 +133,18 @@ def load_results(path: str) -> list[dict[str, Any]]:
         return rows
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} not found; give a results folder, .json or .csv")
-    if path.endswith(".csv"):
-        return _read_csv(path)
+    try:
+        rows = _read_csv(path) if path.endswith(".csv") else _read_json(path)
+    except UnicodeDecodeError as err:
+        byte = f"byte {err.object[err.start]:#04x}: {err.reason}"
+        raise ValueError(f"{path} is not UTF-8 text ({byte}); give the results file cplxnet "
+                         "compare wrote, or save it as UTF-8") from None  # fmt: skip
+    if not rows:
+        raise ValueError(f"{path} holds no result rows; nothing to report")
+    return rows
+
+
+def _read_json(path: str) -> list[dict[str, Any]]:
     with open(path, encoding="utf-8") as fh:
         try:
             obj = json.load(fh)
