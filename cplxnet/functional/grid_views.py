@@ -308,7 +308,7 @@ def separable_mean(x: torch.Tensor, out: Sequence[int]) -> torch.Tensor:
         A = adaptive_mean_matrix(shape[ax], out[d], r)
         rows, size, cols = math.prod(shape[:ax]), shape[ax], math.prod(shape[ax + 1 :])
         if cols == 2:  # the last axis of the interleaved layout
-            K = torch.kron(A.t().contiguous(), torch.eye(2, dtype=r.dtype, device=r.device))
+            K = torch.kron(A, torch.eye(2, dtype=r.dtype, device=r.device)).mT  # A^T (x) I_2
             r = r.reshape(rows, 2 * size) @ K
         else:
             r = torch.matmul(A, r.reshape(rows, size, cols))
