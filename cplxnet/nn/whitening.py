@@ -377,10 +377,11 @@ class _InstanceNorm(_WhiteningNorm):
                 f"{self.num_features}; they are unused since affine=False",
                 stacklevel=2,
             )
-        if self.training and math.prod(xb.shape[2:]) == 1:
+        use_input_stats = self.training or not self.track_running_stats
+        if use_input_stats and math.prod(xb.shape[2:]) == 1:
             raise ValueError(
-                f"{owner}: expected more than 1 spatial element when training, got input "
-                f"{tuple(input.shape)}"
+                f"{owner}: expected more than 1 spatial element when training or without "
+                f"running statistics, got input {tuple(input.shape)}"
             )
         y = CF.instance_norm(
             xb,
@@ -388,7 +389,7 @@ class _InstanceNorm(_WhiteningNorm):
             self.running_cov,
             self.weight,
             self.bias,
-            self.training or not self.track_running_stats,
+            use_input_stats,
             0.0 if self.momentum is None else self.momentum,
             self.eps,
         )

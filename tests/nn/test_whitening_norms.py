@@ -529,6 +529,23 @@ def test_errors_name_the_layer_and_the_fix():
         cnn.GroupNorm(2, 4, dtype=torch.int64)
 
 
+@pytest.mark.parametrize("track", [False, True])
+def test_one_spatial_element_is_refused_where_torch_uses_the_input_statistics(track):
+    # torch's instance norm refuses it whenever it normalises with the input's statistics:
+    # in training, and in eval mode without running statistics
+    x = _x(2, 3, 1)
+    for training in (True, False):
+        ours = cnn.InstanceNorm1d(3, track_running_stats=track, dtype=DT).train(training)
+        theirs = torch.nn.InstanceNorm1d(3, track_running_stats=track, dtype=R).train(training)
+        if training or not track:
+            with pytest.raises(ValueError, match="Expected more than 1 spatial element"):
+                theirs(x.real)
+            with pytest.raises(ValueError, match="more than 1 spatial element when training"):
+                ours(x)
+        else:
+            assert ours(x).shape == theirs(x.real).shape
+
+
 # ------------------------------------------------------------------------------------------------
 # compile (one graph) and export with a dynamic spatial size, for every module-table entry
 # ------------------------------------------------------------------------------------------------
