@@ -81,7 +81,8 @@ def real_dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         out = np.multiply(an.real, bn.real)
         out += an.imag * bn.imag
         return torch.from_numpy(out)
-    return (torch.view_as_real(a.detach()) * torch.view_as_real(b.detach())).sum(-1)
+    ar, br = (torch.view_as_real(t.detach().resolve_conj()) for t in (a, b))
+    return (ar * br).sum(-1)
 
 
 def scale_add(

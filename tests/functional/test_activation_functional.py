@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from cplxnet import functional as CF
+from cplxnet.functional import interleaved as _il
 
 DT = torch.complex128
 
@@ -137,6 +138,23 @@ def test_second_derivatives_finite_at_zero(fn):
 def test_gradcheck_complex128(fn):
     z = _z(3, 5).requires_grad_()
     assert torch.autograd.gradcheck(fn, (z,))
+
+
+@pytest.mark.parametrize("numpy_loops", [True, False])
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("fn", [lambda z: CF.modrelu(z, -0.2)], ids=["modrelu"])
+def test_gradients_through_a_lazy_conjugate(monkeypatch, fn, transpose, numpy_loops):
+    """``x.conj()`` without resolve, contiguous or transposed, through the hand-written
+    backwards on NumPy's loops or on torch's ops (more than ``NUMPY_MAX_THREADS`` threads)."""
+    if not numpy_loops:
+        monkeypatch.setattr(_il, "NUMPY_MAX_THREADS", 0)
+    x = _z(3, 4).requires_grad_()
+
+    def through_conj(t):
+        return fn(t.conj().mT if transpose else t.conj())
+
+    assert torch.autograd.gradcheck(through_conj, (x,))
+    assert torch.autograd.gradgradcheck(through_conj, (x,))
 
 
 def test_modrelu_gradcheck_wrt_bias():
