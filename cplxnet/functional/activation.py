@@ -353,17 +353,18 @@ class _Cardioid(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, z):  # noqa: D102 (autograd.Function)
-        z = z.resolve_conj()
-        inv = _inverse_modulus(_il.modulus(z), 0.0)
-        s = (z.real * inv).mul_(0.5).add_(0.5)
-        ctx.save_for_backward(z, inv, s)
-        return _il.scale_add(z, s)
+        zr = z.resolve_conj()
+        inv = _inverse_modulus(_il.modulus(zr), 0.0)
+        s = (zr.real * inv).mul_(0.5).add_(0.5)
+        ctx.save_for_backward(z, inv, s)  # the input itself: the composed form differentiates it
+        return _il.scale_add(zr, s)
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102
         z, inv, s = ctx.saved_tensors
         if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
             return grad_via_composed(_cardioid_autograd, (z,), ctx, grad)
+        z = z.resolve_conj()
         t = _il.real_dot(grad, z).mul_(inv.pow(3)).mul_(z.imag).mul_(0.5)
         return _il.scale_add(grad, s, z * -1j, t)
 

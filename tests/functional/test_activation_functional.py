@@ -142,7 +142,9 @@ def test_gradcheck_complex128(fn):
 
 @pytest.mark.parametrize("numpy_loops", [True, False])
 @pytest.mark.parametrize("transpose", [False, True])
-@pytest.mark.parametrize("fn", [lambda z: CF.modrelu(z, -0.2)], ids=["modrelu"])
+@pytest.mark.parametrize(
+    "fn", [CF.cardioid, lambda z: CF.modrelu(z, -0.2)], ids=["cardioid", "modrelu"]
+)
 def test_gradients_through_a_lazy_conjugate(monkeypatch, fn, transpose, numpy_loops):
     """``x.conj()`` without resolve, contiguous or transposed, through the hand-written
     backwards on NumPy's loops or on torch's ops (more than ``NUMPY_MAX_THREADS`` threads)."""
