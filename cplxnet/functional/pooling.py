@@ -342,7 +342,8 @@ def max_unpool3d(
 
 def _avg_pool(x, nd, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor, split):
     k = pool_blocks(x, nd, kernel_size, stride, padding, ceil_mode)
-    if k is not None:
+    # a divisor of 0 or not an int: torch's kernel, which reports it
+    if k is not None and (divisor is None or (type(divisor) is int and divisor != 0)):
         return block_mean(x, k, math.prod(k) if divisor is None else divisor)
     args = (kernel_size, stride, padding, ceil_mode, count_include_pad)
     if nd == 1:

@@ -96,6 +96,12 @@ def test_pools_outside_the_block_paths_fall_back_and_keep_torch_errors():
     assert G.adaptive_blocks(x, 2, (3, 4)) is None  # 8 % 3
     with pytest.raises(RuntimeError):  # kernel larger than the input: torch's error
         CF.avg_pool2d(x, 9)
+    for nd, fn in ((2, CF.avg_pool2d), (3, CF.avg_pool3d)):  # non-overlapping windows
+        xs = x if nd == 2 else x.unsqueeze(2)
+        with pytest.raises(RuntimeError, match="divisor must be not zero"):  # not inf
+            fn(xs, 2, divisor_override=0)
+        with pytest.raises(TypeError, match="must be int"):  # not a mean divided by 2.0
+            fn(xs, 2, divisor_override=2.0)
     assert G.adaptive_blocks(x, 2, 0) is None  # torch's empty output
     assert CF.adaptive_avg_pool2d(x, 0).shape == F.adaptive_avg_pool2d(x.real, 0).shape
 
