@@ -258,3 +258,22 @@ def test_whitening_norms_above_the_gram_channel_limit_keep_values_gradients_and_
     (g,) = torch.autograd.grad(y, leaf, gz)
     (g_cl,) = torch.autograd.grad(y_cl, leaf_cl, gz)
     torch.testing.assert_close(g_cl, g)
+
+
+@pytest.mark.parametrize("padding_mode", ["zeros", "reflect", "replicate", "circular"])
+@pytest.mark.parametrize("nd", [2, 3])
+def test_a_channels_last_input_keeps_its_format_but_with_circular_padding(padding_mode, nd):
+    """Every padding mode keeps a channels-last input's format but ``circular``, whose padded copy
+    torch's convolution also returns contiguous. (Torch's own format for the other modes depends
+    on the dtype and the rank: its float64 and complex Conv3d return contiguous outputs.)"""
+    fmt = torch.channels_last if nd == 2 else torch.channels_last_3d
+    name, kw = f"Conv{nd}d", {"padding": 1, "padding_mode": padding_mode}
+    ref = getattr(torch.nn, name)(4, 6, 3, dtype=DT, **kw)
+    ours = getattr(cnn, name)(4, 6, 3, dtype=DT, **kw)
+    ours.load_state_dict(ref.state_dict())
+    x = torch.randn(2, 4, *(5,) * nd, dtype=DT).contiguous(memory_format=fmt)
+    y, y_ref = ours(x), ref(x)
+    torch.testing.assert_close(y, y_ref)
+    assert y.is_contiguous(memory_format=fmt) == (padding_mode != "circular")
+    if padding_mode == "circular":
+        assert y.is_contiguous() and y_ref.is_contiguous()
