@@ -80,13 +80,9 @@ class _ConvNd(HasDtype, nn.Module):
                     f"{owner}: padding='same' is not supported for strided convolutions"
                 )
         op = self._tuple(output_padding)
-        if any(
-            p < 0 or (p >= s and p >= d)
-            for p, s, d in zip(op, self._tuple(stride), self._tuple(dilation))
-        ):
+        if any(p < 0 for p in op):  # its upper bound is checked where it is used (as torch)
             raise ValueError(
-                f"{owner}: output_padding ({output_padding!r}) must be non-negative and smaller "
-                f"than either stride ({stride!r}) or dilation ({dilation!r})"
+                f"{owner}: output_padding must be non-negative, got {output_padding!r}"
             )
         self.in_channels = in_channels
         self.out_channels = out_channels
@@ -279,9 +275,16 @@ class _ConvTransposeNd(_ConvNd):
     def _output_padding(self, x: torch.Tensor, output_size: list[int] | None) -> tuple:
         """The ``output_padding`` giving ``output_size`` (spatial sizes, or with the batch and
         channel sizes as torch takes them), checked against the reachable range."""
-        if output_size is None:
-            return self.output_padding
         owner, nd = type(self).__name__, self._nd
+        if output_size is None:  # an output_padding too large for the default size (as torch)
+            if any(p >= s and p >= d for p, s, d in
+                   zip(self.output_padding, self.stride, self.dilation)):  # fmt: skip
+                raise ValueError(
+                    f"{owner}: output_padding {self.output_padding} must be smaller than either "
+                    f"stride {self.stride} or dilation {self.dilation}; give output_size, or a "
+                    "smaller output_padding"
+                )
+            return self.output_padding
         size = list(output_size)
         lead = x.dim() - nd
         if len(size) == lead + nd:

@@ -113,8 +113,19 @@ def test_conv_transpose_output_size_as_torch():
 def test_conv_transpose_errors_and_init():
     with pytest.raises(ValueError, match="ConvTranspose2d: unknown padding_mode 'reflect'"):
         cnn.ConvTranspose2d(2, 2, 3, padding_mode="reflect")
-    with pytest.raises(ValueError, match="ConvTranspose1d: output_padding"):
-        cnn.ConvTranspose1d(2, 2, 3, stride=2, output_padding=2)
+    with pytest.raises(ValueError, match="ConvTranspose1d: output_padding must be non-negative"):
+        cnn.ConvTranspose1d(2, 2, 3, stride=2, output_padding=-1)
+    # an output_padding too large for the default output size: built, refused at the forward
+    # that would use it, and overridden by output_size (as torch)
+    big = cnn.ConvTranspose1d(2, 2, 3, stride=2, output_padding=2, dtype=DT)
+    ref = torch.nn.ConvTranspose1d(2, 2, 3, stride=2, output_padding=2, dtype=DT)
+    ref.load_state_dict(big.state_dict())
+    x = torch.randn(1, 2, 5, dtype=DT)
+    with pytest.raises(ValueError, match=r"output_padding \(2,\) must be smaller than either"):
+        big(x)
+    with pytest.raises(RuntimeError, match="output padding must be smaller"):
+        ref(x)
+    torch.testing.assert_close(big(x, output_size=[12]), ref(x, output_size=[12]))
     with pytest.raises(ValueError, match="ConvTranspose1d: padding must be integers"):
         cnn.ConvTranspose1d(2, 2, 3, padding="same")
     with pytest.raises(ValueError, match=r"ConvTranspose3d: expected input \(B, 4, D, H, W\)"):
