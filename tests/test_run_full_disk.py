@@ -76,6 +76,48 @@ def test_a_full_disk_at_a_checkpoint_keeps_the_last_good_one(
     assert "results.json" in os.listdir(run)
 
 
+@pytest.mark.parametrize("task", ["classify", "lm"])
+def test_an_interrupt_inside_torch_save_is_an_interrupt_not_a_full_disk(
+    toy_file, tmp_path, capsys, monkeypatch, task
+):
+    """Ctrl-C or SIGTERM while ``torch.save`` writes a checkpoint: torch's zip writer turns the
+    KeyboardInterrupt raised in its write into ``RuntimeError: ... unexpected pos``, which is no
+    full disk; the command ends as interrupted and the run resumes from its last checkpoint."""
+    run = str(tmp_path / "run")
+    tiny = LM_TINY if task == "lm" else ["--data", toy_file, *TINY[:-4], "3", *TINY[-3:]]
+    real, count = torch.save, [0]
+
+    class Interrupted:
+        def __init__(self, fh):
+            self.fh, self.writes = fh, 0
+
+        def __getattr__(self, name):
+            return getattr(self.fh, name)
+
+        def write(self, data):
+            self.writes += 1
+            if self.writes == 3:  # the signal handler's exception, amid torch's writes
+                raise KeyboardInterrupt
+            return self.fh.write(data)
+
+    def save(obj, fh, *args, **kwargs):
+        count[0] += 1
+        return real(obj, fh if count[0] < 3 else Interrupted(fh), *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", save)  # best.pt and checkpoint.pt of the first save fit
+    assert main(["train", *tiny, "--run-dir", run]) == 130
+    err = capsys.readouterr().err
+    assert err == (
+        f"cplxnet: error: interrupted; continue the run with: cplxnet train --resume {run}\n"
+    )
+    monkeypatch.undo()
+    state = runs.load_checkpoint(os.path.join(run, "checkpoint.pt"))
+    assert state["step" if task == "lm" else "epoch"] == (2 if task == "lm" else 1)  # intact
+    assert not [n for n in os.listdir(run) if n.startswith(runs.TEMP_PREFIX)]
+    assert main(["train", "--resume", run, "--quiet"]) == 0
+    assert "results.json" in os.listdir(run)
+
+
 @pytest.mark.parametrize("name", ["results.json", "config.json"])
 def test_a_full_disk_writing_json_is_one_line(toy_file, tmp_path, capsys, monkeypatch, name):
     real = json.dump

@@ -110,12 +110,29 @@ def disk_full(err: BaseException | None) -> bool:
     return False
 
 
+def _interrupted(err: BaseException | None) -> bool:
+    """True for an error raised in place of a ``KeyboardInterrupt`` (Ctrl-C, or SIGTERM as
+    :func:`cplxnet.engine.runtime.sigterm_as_interrupt` makes it): torch's zip writer turns one
+    raised in a write of ``torch.save`` into its ``RuntimeError`` ("unexpected pos ..."), the
+    interrupt kept as its context."""
+    seen = 0
+    while err is not None and seen < 8:
+        if isinstance(err, KeyboardInterrupt):
+            return True
+        err = err.__cause__ or err.__context__
+        seen += 1
+    return False
+
+
 @contextlib.contextmanager
 def _disk_errors(path: str) -> Iterator[None]:
-    """Turn a write to a full disk into a one-line :class:`RunError` naming the file's folder."""
+    """Turn a write to a full disk into a one-line :class:`RunError` naming the file's folder,
+    and an interrupt that torch's writer turned into an error back into ``KeyboardInterrupt``."""
     try:
         yield
     except Exception as err:
+        if _interrupted(err):
+            raise KeyboardInterrupt from None
         if not disk_full(err):
             raise
         folder = os.path.dirname(os.path.abspath(path))
