@@ -14,6 +14,7 @@ import test_train_zoo as toy
 import torch
 from test_cli import TINY, error_of
 
+import cplxnet.engine.loop as loop
 import cplxnet.tasks.classify.task as engine
 from cplxnet.cli import main
 from cplxnet.engine import runs
@@ -167,6 +168,31 @@ def test_a_failure_in_the_first_epoch_leaves_no_stub(toy_file, tmp_path, monkeyp
     assert not (tmp_path / "a").exists() and tmp_path.is_dir()
     monkeypatch.undo()
     assert main(["train", "--data", toy_file, "--run-dir", run, *TINY]) == 0  # no --force needed
+
+
+def test_a_run_interrupted_right_after_its_first_checkpoint_keeps_it(toy_file, tmp_path, capsys,
+                                                                    monkeypatch):  # fmt: skip
+    """Ctrl-C or SIGTERM once the first checkpoint.pt is written (here: as the metrics line is
+    appended) leaves the run with that checkpoint, and it resumes to an uninterrupted run's end."""
+    whole = finished_run(toy_file, tmp_path / "whole")
+    run = str(tmp_path / "run")
+
+    def interrupted(path, line):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(loop, "append_line", interrupted)
+    assert main(["train", "--data", toy_file, "--run-dir", run, *TINY]) == 130
+    assert f"continue the run with: cplxnet train --resume {run}" in capsys.readouterr().err
+    monkeypatch.undo()
+    assert main(["train", "--resume", run, "--quiet"]) == 0
+
+    def lines(folder):
+        with open(os.path.join(folder, "metrics.jsonl"), encoding="utf-8") as fh:
+            return [{k: v for k, v in json.loads(ln).items() if k != "seconds"} for ln in fh]
+
+    assert lines(run) == lines(whole)
+    a, b = (runs.load_checkpoint(os.path.join(f, "checkpoint.pt"))["model"] for f in (whole, run))
+    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 LM_TINY = ["--task", "lm", "--data", "synthetic:copy", "--context", "4", "--d-model", "8",

@@ -224,7 +224,8 @@ def save_round(folder: RunFolder, task: Task, model: nn.Module,
           optimizers: list[torch.optim.Optimizer], state: LoopState, rngs: list[dict],
           improved: bool, log: Logger) -> None:  # fmt: skip
     """Write ``best.pt`` (when the round improved), ``checkpoint.pt`` and the metrics line; a
-    new run replacing an old one takes its place now."""
+    new run (replacing an old one: in its place) is kept from its first ``checkpoint.pt`` on,
+    so that an interrupt after it leaves a run to resume."""
     head = {"format": CHECKPOINT_FORMAT, "task": task.kind, "step": state.step,
             "evaluations": state.evaluations, **task.checkpoint_entries(state)}  # fmt: skip
     if improved:
@@ -237,8 +238,8 @@ def save_round(folder: RunFolder, task: Task, model: nn.Module,
          "stopped": state.stopped, "seconds": state.seconds, "cpu_seconds": state.cpu_seconds},
         os.path.join(folder.path, "checkpoint.pt"),
     )  # fmt: skip
-    append_line(os.path.join(folder.path, "metrics.jsonl"), json.dumps(state.history[-1]))
     folder.promote()
+    append_line(os.path.join(folder.path, "metrics.jsonl"), json.dumps(state.history[-1]))
     if folder.note:
         log(folder.note)
         folder.note = ""
