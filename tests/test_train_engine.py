@@ -125,6 +125,35 @@ def test_resume_after_a_crash_equals_an_uninterrupted_run(data, tmp_path):
     assert results(straight) == results(broken)
 
 
+def test_resume_with_another_thread_count_says_it_is_not_exact(data, tmp_path, capsys):
+    """torch's CPU kernels (and cplxnet's, which choose a path by the thread count) round
+    differently with another number of threads, so a resume with another ``--threads`` notes
+    that its result will not be bit-identical, as one with another number of processes."""
+
+    def crash(epoch, _metrics):
+        raise KeyboardInterrupt
+
+    threads = torch.get_num_threads()
+    run = str(tmp_path / "run")
+    try:
+        torch.set_num_threads(1)
+        with pytest.raises(KeyboardInterrupt):
+            train(cfg(), data, run, opts(epochs=3), zoo=zoo, quiet=True, callback=crash)
+        assert read_json(run, "config.json")["threads"] == 1
+        torch.set_num_threads(2)
+        with pytest.raises(KeyboardInterrupt):
+            resume(run, zoo=zoo, callback=crash)
+        assert (
+            "note: resuming a run trained with 1 torch thread(s) with 2; the result will not be "
+            "bit-identical to an uninterrupted run (--threads 1 keeps it)"
+        ) in capsys.readouterr().out
+        torch.set_num_threads(1)
+        resume(run, zoo=zoo)
+        assert "note:" not in capsys.readouterr().out
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_extending_a_finished_run_equals_training_longer(data, tmp_path):
     longer, short = str(tmp_path / "longer"), str(tmp_path / "short")
     train(cfg(), data, longer, opts(epochs=2), zoo=zoo, quiet=True)

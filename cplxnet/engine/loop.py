@@ -69,6 +69,7 @@ __all__ = [
     "fit",
     "load_best",
     "new_run_config",
+    "thread_note",
     "take_run_folder",
 ]
 
@@ -165,7 +166,7 @@ def new_run_config(config: Any, options: Any, data: dict, *, head: dict | None =
                    tail: dict | None = None) -> dict:  # fmt: skip
     """``config.json`` of a new run: the run marker, ``head`` (a task's ``"task"``), the model
     config, the training options, ``data``, the seed, ``tail`` (a task's own entries), the world
-    size, the versions and the time."""
+    size, the number of torch threads, the versions and the time."""
     return {
         RUN_MARKER: RUN_FORMAT,
         **(head or {}),
@@ -175,9 +176,22 @@ def new_run_config(config: Any, options: Any, data: dict, *, head: dict | None =
         "seed": options.seed,
         **(tail or {}),
         "world_size": dist_info()[0],
+        "threads": torch.get_num_threads(),
         "versions": versions(),
         "created": datetime.datetime.now().isoformat(timespec="seconds"),
     }
+
+
+def thread_note(run_config: dict) -> str:
+    """The note of a resume with another number of torch threads than the run's ``config.json``
+    records (CPU kernels round differently with another number), or ``""``."""
+    threads, now = run_config.get("threads"), torch.get_num_threads()
+    if threads is None or threads == now:
+        return ""
+    return (
+        f"note: resuming a run trained with {threads} torch thread(s) with {now}; the result "
+        f"will not be bit-identical to an uninterrupted run (--threads {threads} keeps it)"
+    )
 
 
 def take_run_folder(run_dir: str, force: bool | None) -> RunFolder:

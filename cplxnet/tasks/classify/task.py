@@ -57,7 +57,7 @@ from ...data import (
     read_word_vectors,
 )
 from ...engine.checkpoints import read_checkpoint
-from ...engine.loop import LoopState, fit, new_run_config, take_run_folder
+from ...engine.loop import LoopState, fit, new_run_config, take_run_folder, thread_note
 from ...engine.metrics import evaluate, macro_f1
 from ...engine.optimization import (
     ddp_handles_sparse,
@@ -289,6 +289,8 @@ def _resume(
             f"note: resuming a run of {run_config.get('world_size', 1)} process(es) with {world}; "
             "the result will not be bit-identical to an uninterrupted run"
         )
+    if thread_note(run_config):
+        log(thread_note(run_config))
     if not allow_changed_data:
         check_data_unchanged(
             spec,
