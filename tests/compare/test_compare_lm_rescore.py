@@ -196,15 +196,16 @@ def test_rotary_yarn_waits_for_its_run_when_cells_run_in_parallel(
     assert cells["rotary-yarn"]["test"]["8"] == cells["rotary"]["test"]["8"]
 
 
-def test_each_seeds_rescored_cells_follow_its_trained_cells():
-    """A re-scored cell runs right after its seed's trained cells, so a grid that is stopped (or
-    moves to another machine, leaving its runs/ behind) loses at most one seed's kept runs."""
+def test_each_rescored_cell_follows_the_trained_cell_it_reads():
+    """A re-scored cell runs right after the trained cell whose kept run it reads, so a grid that
+    is stopped and moves to another machine (leaving its runs/ behind) loses no run that a
+    re-scored cell still needs, except the one being trained."""
     from cplxnet.compare.grid.lm import expand_lm_grid, lm_grid_options, parse_lm_encodings
 
     encodings = parse_lm_encodings("rotary-yarn,none,rotary,randomized-eval:base=rotary,"
                                    "randomized:base=rotary", ("real",))  # fmt: skip
     cells, _ = expand_lm_grid(["synthetic:copy"], encodings, [0, 1], lm_grid_options())
     order = [(c.seed, c.encoding.label) for c in cells]
-    trained = ["none", "rotary", "randomized:base=rotary"]
-    rescored = ["rotary-yarn", "randomized-eval:base=rotary"]
-    assert order == [(s, label) for s in (0, 1) for label in trained + rescored]
+    labels = ["none", "rotary", "rotary-yarn", "randomized:base=rotary",
+              "randomized-eval:base=rotary"]  # fmt: skip
+    assert order == [(s, label) for s in (0, 1) for label in labels]

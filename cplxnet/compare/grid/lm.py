@@ -240,13 +240,19 @@ def expand_lm_grid(
             )
     check_count("the number of cells", len(seeds) * len(datas) * len(configs), MAX_CELLS,
                 "MAX_CELLS")  # fmt: skip
-    cells = [  # each seed's re-scored cells right after its trained ones, whose runs they read
+    # each re-scored cell right after the trained cell whose kept run it reads
+    ordered = [
+        config
+        for spec, number in configs
+        if not spec.evaluation
+        for config in [(spec, number), *[(s, n) for s, n in configs if s.evaluation and n == number
+                                         and s.trained.canonical == spec.canonical]]
+    ]  # fmt: skip
+    cells = [
         Cell(data, None, LM_FAMILY, spec, number, seed, MODE)
         for seed in seeds
-        for rescored in (False, True)
         for data in datas
-        for spec, number in configs
-        if bool(spec.evaluation) == rescored
+        for spec, number in ordered
     ]
     return cells, notes
 
