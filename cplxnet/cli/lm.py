@@ -18,6 +18,7 @@ import dataclasses
 import json
 import math
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -359,12 +360,18 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from ..data import DataError
     from ..engine.runs import memory_limit
     from ..models.decoder import ForwardTooLargeError, forward_memory_limit
-    from ..tasks.lm.generate import stream_text
+    from ..tasks.lm.generate import load_lm_run, stream_text, unknown_prompt_tokens
 
+    run = load_lm_run(args.run)
+    unknown = unknown_prompt_tokens(run, args.prompt)
+    if unknown:
+        shown = " ".join(repr(t) for t in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
+        print(f"note: the prompt has {len(unknown)} token(s) the run's training text never had "
+              f"({shown}); the model reads each as <unk>", file=sys.stderr, flush=True)  # fmt: skip
     limit = memory_limit()
     try:  # the longest window is checked before the first token (one sequence at a time)
         with forward_memory_limit(limit):
-            pieces = stream_text(args.run, args.prompt, args.tokens, seed=args.seed,
+            pieces = stream_text(run, args.prompt, args.tokens, seed=args.seed,
                                  temperature=args.temperature, context=args.context,
                                  top_k=args.top_k)  # fmt: skip
     except ForwardTooLargeError as err:

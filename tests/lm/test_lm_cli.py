@@ -48,7 +48,24 @@ def test_train_evaluate_generate(trained, capsys):
     assert main(["generate", trained, "a rose", "--tokens", "12", "--seed", "2"]) == 0
     first = capsys.readouterr().out
     assert main(["generate", trained, "a rose", "--tokens", "12", "--seed", "2"]) == 0
-    assert capsys.readouterr().out == first and len(first) == 13  # 12 characters + newline
+    printed = capsys.readouterr()
+    assert printed.out == first and len(first) == 13  # 12 characters + newline
+    assert printed.err == ""  # every prompt character is in the run's vocabulary
+
+
+def test_generate_notes_prompt_tokens_the_run_never_had(trained, capsys):
+    """Characters outside the training text are read as <unk>: a note on stderr names them
+    (each once), and the text on stdout is the same as the library's."""
+    from cplxnet.tasks.lm import generate_text, load_lm_run, unknown_prompt_tokens
+
+    prompt = "a Rosé! é"
+    run = load_lm_run(trained)
+    assert unknown_prompt_tokens(run, prompt) == ["R", "é", "!"]
+    assert main(["generate", trained, prompt, "--tokens", "5", "--seed", "1"]) == 0
+    printed = capsys.readouterr()
+    assert printed.err == ("note: the prompt has 3 token(s) the run's training text never had "
+                           "('R' 'é' '!'); the model reads each as <unk>\n")  # fmt: skip
+    assert printed.out == generate_text(run, prompt, 5, seed=1) + "\n"
 
 
 def test_resume_of_a_finished_run_is_a_clear_error(trained, capsys):

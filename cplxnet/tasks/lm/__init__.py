@@ -37,6 +37,7 @@ from .generate import (
     scaled_models,
     stream,
     stream_text,
+    unknown_prompt_tokens,
 )
 from .options import LMOptions
 from .synthetic import TASKS, SyntheticTask
@@ -72,4 +73,5 @@ __all__ = [
     "scaled_models",
     "stream",
     "stream_text",
+    "unknown_prompt_tokens",
 ]

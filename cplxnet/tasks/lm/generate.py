@@ -31,7 +31,7 @@ from .task import LMOptions, LMTask, build_lm_model, load_lm_config
 
 __all__ = [
     "LoadedLM", "load_lm_run", "rebuilt_model", "scaled_models", "evaluate_lm_run", "generate",
-    "stream", "generate_text", "stream_text", "DEFAULT_NEW_TOKENS",
+    "stream", "generate_text", "stream_text", "unknown_prompt_tokens", "DEFAULT_NEW_TOKENS",
 ]  # fmt: skip
 
 #: Tokens :func:`stream_text` generates for a text run when ``num_tokens`` is not given.
@@ -422,6 +422,16 @@ def stream_text(
     return _pieces(run, stream(run.model, ids, num_tokens, temperature=temperature, seed=seed,
                                context=context, banned_ids=never, top_k=top_k),
                    synthetic)  # fmt: skip
+
+
+def unknown_prompt_tokens(run: LoadedLM, prompt: str) -> list[str]:
+    """The distinct tokens of a text run's ``prompt`` that its vocabulary lacks, in order of first
+    appearance: :func:`stream_text` reads each as ``<unk>``, a token no training window held.
+    (A synthetic run refuses such a prompt.)"""
+    if run.tokens == "synthetic":
+        return []
+    pieces = tokenize(prompt, run.tokens)
+    return list(dict.fromkeys(p for p in pieces if p not in run.vocab.stoi))
 
 
 def _pieces(run: LoadedLM, ids: Iterator[int], synthetic: bool) -> Iterator[str]:
