@@ -516,6 +516,12 @@ def group_norm(
             f"group_norm: expected the {x.shape[1]} channels of input {tuple(x.shape)} to be "
             f"divisible by num_groups={num_groups}"
         )
+    if x.shape[0] * (x.shape[1] // num_groups) * math.prod(x.shape[2:]) == 1:  # torch's check
+        raise ValueError(
+            f"group_norm: expected more than 1 value per group, got input {tuple(x.shape)} with "
+            f"num_groups={num_groups} (the output would be the bias); give more channels per "
+            "group, more positions or a larger batch"
+        )
     return _whiten(x, weight, bias, num_groups, False, eps)[0]
 
 

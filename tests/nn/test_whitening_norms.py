@@ -546,6 +546,26 @@ def test_one_spatial_element_is_refused_where_torch_uses_the_input_statistics(tr
             assert ours(x).shape == theirs(x.real).shape
 
 
+@pytest.mark.parametrize(
+    "shape, groups",
+    [((1, 2), 2), ((2, 2), 2), ((1, 4, 1), 4), ((1, 4, 1), 2), ((3, 2, 1), 2), ((1, 2, 1, 1), 2),
+     ((1, 2, 2), 2)],
+)  # fmt: skip
+def test_group_norm_refuses_one_value_exactly_where_torch_does(shape, groups):
+    # torch counts N * C / G * spatial values (one value per group in a larger batch passes)
+    x = torch.randn(*shape, dtype=DT)
+    ours = cnn.GroupNorm(groups, shape[1], dtype=DT)
+    theirs = torch.nn.GroupNorm(groups, shape[1], dtype=R)
+    try:
+        theirs(x.real)
+    except ValueError as err:
+        assert "Expected more than 1 value per channel" in str(err)
+        with pytest.raises(ValueError, match="group_norm: expected more than 1 value per group"):
+            ours(x)
+    else:
+        assert ours(x).shape == x.shape
+
+
 # ------------------------------------------------------------------------------------------------
 # compile (one graph) and export with a dynamic spatial size, for every module-table entry
 # ------------------------------------------------------------------------------------------------
