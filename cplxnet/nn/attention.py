@@ -395,7 +395,11 @@ class MultiheadAttention(HasDtype, nn.Module):
             k = torch.cat([k, k.new_zeros(B, H, 1, Dh)], dim=2)
             v = torch.cat([v, v.new_zeros(B, H, 1, Dh)], dim=2)
             extra += 1
-        if extra:  # the appended keys are never masked (as torch)
+        if extra:  # the appended keys are never masked (as torch), is_causal included
+            if is_causal:  # causal over the given Lk keys only
+                causal = torch.ones(Lq, Lk, dtype=torch.bool, device=q.device).tril()
+                allowed = causal if allowed is None else allowed & causal
+                is_causal = False
             allowed = _append_keys(allowed, Lk, extra, True)  # True = may attend
             bias = _append_keys(bias, Lk, extra, False)
             attn_mask = _append_keys(attn_mask, Lk, extra, False)  # False = not banned

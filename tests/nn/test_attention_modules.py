@@ -170,6 +170,29 @@ def test_bool_attn_mask_true_means_not_allowed(dtype):
     assert not torch.allclose(got, m(x, attn_mask=~banned)[0])
 
 
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("appended", [{"add_bias_kv": True}, {"add_zero_attn": True}])
+def test_is_causal_leaves_the_appended_keys_open(appended, need_weights):
+    """is_causal restricts the given keys only: the key of add_bias_kv / add_zero_attn stays open
+    to every query, as torch's padded attn_mask (with is_causal as its hint) leaves it."""
+    m = cnn.MultiheadAttention(D, H, dtype=torch.float64, batch_first=True, **appended).eval()
+    t = torch.nn.MultiheadAttention(D, H, batch_first=True, dtype=torch.float64, **appended)
+    t.load_state_dict(m.state_dict())
+    x = torch.randn(B, L, D, dtype=torch.float64)
+    future = torch.ones(L, L, dtype=torch.bool).triu(1)
+    want, want_w = t.eval()(x, x, x, attn_mask=future, is_causal=True)  # the padded-mask path
+    got, got_w = m(x, is_causal=True, need_weights=need_weights)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(m(x, attn_mask=future, is_causal=True)[0], want)
+    if need_weights:
+        torch.testing.assert_close(got_w, want_w)
+        assert (got_w[..., L] > 0).all()
+    xc = x.to(torch.complex128)
+    mc = cnn.MultiheadAttention(D, H, dtype=torch.complex128, batch_first=True, **appended).eval()
+    causal = mc(xc, is_causal=True, need_weights=need_weights)[0]
+    torch.testing.assert_close(causal, mc(xc, attn_mask=future, need_weights=need_weights)[0])
+
+
 def test_real_dtype_cross_attention_equals_torch():
     m = cnn.MultiheadAttention(D, H, dtype=torch.float64, batch_first=True).eval()
     torch.nn.init.normal_(m.in_proj_bias)
