@@ -147,7 +147,7 @@ class TransformerLayerBase(HasDtype, nn.Module):
             nhead,
             attention_dropout,
             bias,
-            batch_first=True,  # the layer transposes once for all its blocks
+            batch_first=batch_first,  # torch's, for direct calls; _attend passes its layout
             score=score,
             projection=projection,
             **fk,
@@ -205,9 +205,14 @@ class TransformerLayerBase(HasDtype, nn.Module):
     def _attend(self, attn, names, q, kv, attn_mask, padding_mask, is_causal, encoding, cache=None):
         """``attn(q, kv, kv)``'s output (with its :class:`~cplxnet.nn.KVCache` ``cache``); its mask
         errors name this layer and the layer's mask arguments ``names = (mask, key padding
-        mask)``."""
+        mask)``. ``q``, ``kv`` and the output are ``(B, L, D)`` whatever ``attn.batch_first``."""
+        seq_first = not attn.batch_first  # torch's layout (L, B, D): pass transposed views
+        if seq_first:
+            same = kv is q  # self-attention stays `kv is q` (one GEMM; a KVCache needs it)
+            q = q.transpose(0, 1)
+            kv = q if same else kv.transpose(0, 1)
         try:
-            return attn(
+            out = attn(
                 q,
                 kv,
                 kv,
@@ -218,6 +223,7 @@ class TransformerLayerBase(HasDtype, nn.Module):
                 encoding=encoding,
                 **({} if cache is None else {"cache": cache}),
             )[0]
+            return out.transpose(0, 1) if seq_first else out
         except (TypeError, ValueError) as err:
             msg = str(err)
             if msg.startswith("MultiheadAttention: "):

@@ -294,6 +294,30 @@ def test_submodule_kinds_and_defaults():
     assert "norm_first=False, norm='split'" in repr(m)
 
 
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("cls", ["TransformerEncoderLayer", "TransformerDecoderLayer"])
+def test_attention_submodules_read_the_layers_layout(cls, batch_first):
+    """self_attn (and multihead_attn) take the layer's batch_first, as torch's: calling them on a
+    tensor in the layer's layout (e.g. for the attention maps) gives torch's output and weights."""
+    m = getattr(cnn, cls)(D, H, F, dropout=0.0, batch_first=batch_first, dtype=torch.float64)
+    t = getattr(torch.nn, cls)(D, H, F, dropout=0.0, batch_first=batch_first, dtype=torch.float64)
+    _randomize(m)
+    t.load_state_dict(m.state_dict())
+    m.eval(), t.eval()
+    x = torch.randn(B, L, D, dtype=torch.float64)
+    x = x if batch_first else x.transpose(0, 1)
+    names = ["self_attn"] + (["multihead_attn"] if cls == "TransformerDecoderLayer" else [])
+    for name in names:
+        ours, theirs = getattr(m, name), getattr(t, name)
+        assert ours.batch_first == theirs.batch_first == batch_first
+        for a, b in zip(ours(x, x, x), theirs(x, x, x)):
+            torch.testing.assert_close(a, b)
+    pad = _padding()
+    args = (x,) if cls == "TransformerEncoderLayer" else (x, x)
+    kw = {"src_key_padding_mask" if len(args) == 1 else "tgt_key_padding_mask": pad}
+    torch.testing.assert_close(m(*args, **kw), t(*args, **kw))
+
+
 def test_encoder_construction_forms():
     layer = cnn.TransformerEncoderLayer(D, H, F, batch_first=True)
     enc = cnn.TransformerEncoder(layer, 2)
