@@ -293,8 +293,10 @@ class TransformerEncoderLayer(TransformerLayerBase):
         activation: a name -- ``"relu"`` (for complex: ``"crelu"``), ``"gelu"``
             (``"split_gelu"``), ``"modrelu"``, ``"zrelu"``, ``"cardioid"``, ``"split_tanh"``
             (``"tanh"``), ``"split_sigmoid"`` (``"sigmoid"``) -- a module, or a callable
-            (``F.relu``/``F.gelu`` map to the names ``"relu"``/``"gelu"``; other callables are
-            applied as they are). For a real dtype crelu, zrelu and cardioid are ``nn.ReLU``
+            (``F.relu``/``torch.relu``, ``F.gelu``, ``torch.tanh``, ``torch.sigmoid`` map to the
+            names ``"relu"``, ``"gelu"``, ``"tanh"``, ``"sigmoid"``, so a complex layer applies the
+            split ``tanh``/``sigmoid``, not torch's analytic ones; other callables are applied as
+            they are). For a real dtype crelu, zrelu and cardioid are ``nn.ReLU``
             (their restriction to the reals), split_gelu ``nn.GELU``.
         layer_norm_eps: ``eps`` of the normalisations.
         batch_first: ``(B, L, D)`` (``True``) or ``(L, B, D)`` (``False``, torch's default).

@@ -318,6 +318,17 @@ def test_attention_submodules_read_the_layers_layout(cls, batch_first):
     torch.testing.assert_close(m(*args, **kw), t(*args, **kw))
 
 
+@pytest.mark.parametrize(
+    ("fn", "kind"),
+    [(torch.tanh, cnn.SplitTanh), (torch.sigmoid, cnn.SplitSigmoid), (torch.relu, cnn.CReLU)],
+)
+def test_torch_activation_functions_are_read_as_names_as_documented(fn, kind):
+    """torch's functions become the complex activations of their names (torch.tanh: split tanh,
+    not the analytic tanh torch would apply), and the docstring says so."""
+    assert isinstance(cnn.TransformerEncoderLayer(D, H, F, activation=fn).activation, kind)
+    assert f"torch.{fn.__name__}" in " ".join(cnn.TransformerEncoderLayer.__doc__.split())
+
+
 def test_encoder_construction_forms():
     layer = cnn.TransformerEncoderLayer(D, H, F, batch_first=True)
     enc = cnn.TransformerEncoder(layer, 2)
