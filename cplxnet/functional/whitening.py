@@ -22,18 +22,17 @@ products of the real view ``view_as_real(c)`` read as ``(N C, M / k, 2k)`` rows 
 positions (:func:`_outer_sum`, :func:`_apply_2x2_into`: a Gram matrix whose diagonal 2x2 blocks
 add up to the moments, and a block-diagonal matrix), not the widely linear
 :math:`p c + q \bar c`, which loses all precision when a channel's imaginary part is zero (see
-:func:`_apply_2x2`). A channels-last
-input (``torch.channels_last``, ``torch.channels_last_3d``) is read as its ``(N, C, M)`` view
-with strides ``(M C, 1, C)``, not copied: the moments are then one Gram product per sample
-(a broadcast product above ``_GRAM_MAX_CHANNELS`` channels) and the 2x2 maps one block-diagonal
-product on the rows of ``2C`` interleaved values; in eager mode the output and the input's
-gradient keep that layout. A non-finite input value makes its channel's statistics, and so
-its whole output, non-finite in either layout; on the channels-last rows (up to
-``_GRAM_MAX_CHANNELS`` channels) it turns every channel's output non-finite, since the
-block-diagonal product multiplies that channel's non-finite centred values by zero. One autograd
-Function (:class:`_WhitenChannels`) holds the forward and a backward written on the same layout;
-tracers, compilers and double backward see the same map composed of differentiable ops
-(:func:`_whiten_composed`).
+:func:`_apply_2x2`). A channels-last input (``torch.channels_last``, ``torch.channels_last_3d``)
+is read as its ``(N, C, M)`` view with strides ``(M C, 1, C)``, not copied: the moments are
+then one Gram product per sample (a broadcast product above ``_GRAM_MAX_CHANNELS`` channels)
+and the 2x2 maps one block-diagonal product on the rows of ``2C`` interleaved values; in eager
+mode the output and the input's gradient keep that layout. A non-finite input value makes its
+channel's statistics, and so its whole output, non-finite in either layout; on the
+channels-last rows (up to ``_GRAM_MAX_CHANNELS`` channels) it turns every channel's output
+non-finite, since the block-diagonal product multiplies that channel's non-finite centred
+values by zero. One autograd Function (:class:`_WhitenChannels`) holds the forward and a
+backward written on the same layout; tracers, compilers and double backward see the same map
+composed of differentiable ops (:func:`_whiten_composed`).
 """
 
 from __future__ import annotations
@@ -507,9 +506,8 @@ def group_norm(
     r"""Whitening group normalisation of a complex ``(N, C, *)`` input: the channels of each
     sample are split into ``num_groups`` groups, each centred and whitened with its mean and 2x2
     covariance over its channels and spatial dims (see the module docstring); then the
-    per-channel affine ``weight`` real ``(2, 2, C)`` and ``bias`` complex ``(C,)``. The argument
-    order is ``torch.nn.functional.group_norm``'s.
-    """
+    per-channel affine ``weight`` real ``(2, 2, C)`` and ``bias`` complex ``(C,)``. Arguments
+    and the inputs refused (one value per group) are ``torch.nn.functional.group_norm``'s."""
     _check_input(x, "group_norm", weight, bias)
     if num_groups <= 0 or x.shape[1] % num_groups:
         raise ValueError(
@@ -517,11 +515,8 @@ def group_norm(
             f"divisible by num_groups={num_groups}"
         )
     if x.shape[0] * (x.shape[1] // num_groups) * math.prod(x.shape[2:]) == 1:  # torch's check
-        raise ValueError(
-            f"group_norm: expected more than 1 value per group, got input {tuple(x.shape)} with "
-            f"num_groups={num_groups} (the output would be the bias); give more channels per "
-            "group, more positions or a larger batch"
-        )
+        raise ValueError(f"group_norm: expected more than 1 value per group, got input "
+                         f"{tuple(x.shape)} with num_groups={num_groups}")  # fmt: skip
     return _whiten(x, weight, bias, num_groups, False, eps)[0]
 
 
