@@ -285,6 +285,27 @@ def test_a_cell_run_trained_further_by_hand_is_not_taken_for_the_cell(tmp_path, 
         assert row[key] == whole[key]
 
 
+def test_a_kept_cell_run_is_read_back_only_with_the_cells_model(tmp_path, length_tsv):
+    """A finished but unrecorded cell run is read back when its config.json differs only in the
+    fields set from the data, and trained again when its model differs (its d_model edited)."""
+    opts = tiny_options(train={"epochs": 1, "batch_size": 16})
+    cells, _ = expand_grid(
+        [length_tsv], ["fasttext"], parse_encodings("none"), NATURAL, [0], [None], opts
+    )
+    out = str(tmp_path / "grid")
+    run_grid(cells, out, opts, threads=1, keep_runs=True, log=lambda m: None)
+    config = os.path.join(out, "runs", cells[0].cell_id, "config.json")
+    for field, change, resumed in (("vocab_size", 1, True), ("d_model", 2, False)):
+        with open(config, encoding="utf-8") as fh:
+            stored = json.load(fh)
+        stored["model"][field] += change
+        with open(config, "w", encoding="utf-8") as fh:
+            json.dump(stored, fh)
+        os.remove(os.path.join(out, "cells", f"{cells[0].cell_id}.json"))  # not yet recorded
+        row = run_grid(cells, out, opts, threads=1, keep_runs=True, log=lambda m: None)[0]
+        assert row["resumed"] is resumed, field
+
+
 @pytest.mark.slow
 def test_parallel_jobs_give_the_same_rows(tmp_path, options):
     cells = _grid(options, families=("fasttext",), encodings="none,complex-order")

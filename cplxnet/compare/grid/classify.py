@@ -25,7 +25,12 @@ from .cells import (
 )
 from .expand import cell_config
 from .extrapolate import synthetic_data, train_extrapolation_cell
-from .store import classification_rows_to_csv, read_history, result_fields
+from .store import (
+    classification_rows_to_csv,
+    read_history,
+    result_fields,
+    stored_run_config,
+)
 
 __all__ = [
     "KIND",
@@ -70,17 +75,9 @@ def progress(cell: Cell, options: GridOptions, epoch: int, metrics: dict[str, An
 def _same_run(run_dir: str, config: Any, train: Any) -> bool:
     """Whether the run folder was trained with this cell's model config and training options
     (``cplxnet train --resume RUN --epochs N`` changes them)."""
-    try:
-        with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as fh:
-            stored = json.load(fh)
-    except (OSError, ValueError):
-        return False
-    fitted = ("vocab_size", "num_classes", "padding_idx", "max_len")  # set from the data
-    model = {k: v for k, v in stored.get("model", {}).items() if k not in fitted}
-    mine = {k: v for k, v in json.loads(json.dumps(dataclasses.asdict(config))).items()
-            if k not in fitted}  # fmt: skip
+    stored = stored_run_config(run_dir, config)
     trained = json.loads(json.dumps(dataclasses.asdict(train)))
-    return model == mine and stored.get("train") == trained
+    return stored is not None and stored.get("train") == trained
 
 
 def train_grid_cell(

@@ -322,20 +322,15 @@ def _same_run(
     run_dir: str, source: str, config: Any, train: dict[str, Any], options: GridOptions
 ) -> bool:
     """Whether the run folder was trained with this cell's data, config and options."""
-    try:
-        with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as fh:
-            stored = json.load(fh)
-    except (OSError, ValueError):
+    from .store import stored_run_config
+
+    stored = stored_run_config(run_dir, config)
+    if stored is None:
         return False
-    fitted = ("vocab_size", "num_classes", "padding_idx", "max_len")  # set from the data
-    model = {k: v for k, v in stored.get("model", {}).items() if k not in fitted}
-    mine = {k: v for k, v in json.loads(json.dumps(dataclasses.asdict(config))).items()
-            if k not in fitted}  # fmt: skip
     stored_train = dict(stored.get("train", {}))
     data = stored.get("data", {})
     return (
-        model == mine
-        and data.get("source") == source
+        data.get("source") == source
         and all(stored_train.get(k) == v for k, v in train.items())
         and data.get("context") == options.lm.get("context")
         and data.get("tokens") in (options.lm.get("tokens"), "synthetic")

@@ -36,6 +36,7 @@ __all__ = [
     "base_row",
     "result_fields",
     "read_history",
+    "stored_run_config",
     "ResultStore",
     "is_comparison",
     "rows_to_csv",
@@ -134,6 +135,22 @@ def read_history(run_dir: str) -> list[dict]:
         return []
     with open(path, encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
+
+
+def stored_run_config(run_dir: str, config: Any) -> dict[str, Any] | None:
+    """The ``config.json`` of a run folder if its model config is ``config`` (the fields set
+    from the data aside), else None: a cell reads back or resumes only a run of its own model
+    (``cplxnet train --resume RUN`` may have changed the options, which the caller compares)."""
+    try:
+        with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as fh:
+            stored = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    fitted = ("vocab_size", "num_classes", "padding_idx", "max_len")  # set from the data
+    model = {k: v for k, v in stored.get("model", {}).items() if k not in fitted}
+    mine = {k: v for k, v in json.loads(json.dumps(dataclasses.asdict(config))).items()
+            if k not in fitted}  # fmt: skip
+    return stored if model == mine else None
 
 
 def is_comparison(folder: str) -> bool:
