@@ -255,7 +255,18 @@ class MaxUnpool3d(_MaxUnpool, nn.MaxUnpool3d):
     _fn = staticmethod(CF.max_unpool3d)
 
 
-class AvgPool1d(_GridPool, nn.AvgPool1d):
+class _AvgPool(_GridPool):
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` ``(B, C, *S)`` (or unbatched) complex or real -> the window means."""
+        self._check(input)
+        args = (self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                self.count_include_pad)  # fmt: skip
+        if self._nd > 1:  # torch's AvgPool1d has no divisor_override
+            args += (self.divisor_override,)
+        return self._fn(input, *args)
+
+
+class AvgPool1d(_AvgPool, nn.AvgPool1d):
     r"""Average pooling over ``(B, C, L)``: torch's ``AvgPool1d`` (same arguments) of the real
     and imaginary parts (:func:`cplxnet.functional.avg_pool1d`: non-overlapping windows summed
     on the interleaved layout, other windows in one torch call on a real view).
@@ -266,34 +277,7 @@ class AvgPool1d(_GridPool, nn.AvgPool1d):
         torch.Size([2, 4, 4])
     """
 
-    _nd = 1
-
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
-        """``input`` ``(B, C, L)`` (or ``(C, L)``) complex or real -> the window means."""
-        self._check(input)
-        return CF.avg_pool1d(
-            input,
-            self.kernel_size,
-            self.stride,
-            self.padding,
-            self.ceil_mode,
-            self.count_include_pad,
-        )
-
-
-class _AvgPool(_GridPool):
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
-        """``input`` ``(B, C, *S)`` (or unbatched) complex or real -> the window means."""
-        self._check(input)
-        return self._fn(
-            input,
-            self.kernel_size,
-            self.stride,
-            self.padding,
-            self.ceil_mode,
-            self.count_include_pad,
-            self.divisor_override,
-        )
+    _fn = staticmethod(CF.avg_pool1d)
 
 
 class AvgPool2d(_AvgPool, nn.AvgPool2d):
