@@ -69,7 +69,7 @@ __all__ = [
     "fit",
     "load_best",
     "new_run_config",
-    "thread_note",
+    "resume_notes",
     "take_run_folder",
 ]
 
@@ -182,16 +182,21 @@ def new_run_config(config: Any, options: Any, data: dict, *, head: dict | None =
     }
 
 
-def thread_note(run_config: dict) -> str:
-    """The note of a resume with another number of torch threads than the run's ``config.json``
-    records (CPU kernels round differently with another number), or ``""``."""
+def resume_notes(run_config: dict) -> list[str]:
+    """The notes of a resume whose result will not be bit-identical to an uninterrupted run's:
+    another number of processes, or of torch threads (CPU kernels round differently), than the
+    run's ``config.json`` records."""
+    notes = []
+    world, before = dist_info()[0], run_config.get("world_size", 1)
+    if world != before:
+        notes.append(f"note: resuming a run of {before} process(es) with {world}; the result "
+                     "will not be bit-identical to an uninterrupted run")  # fmt: skip
     threads, now = run_config.get("threads"), torch.get_num_threads()
-    if threads is None or threads == now:
-        return ""
-    return (
-        f"note: resuming a run trained with {threads} torch thread(s) with {now}; the result "
-        f"will not be bit-identical to an uninterrupted run (--threads {threads} keeps it)"
-    )
+    if threads is not None and threads != now:
+        notes.append(f"note: resuming a run trained with {threads} torch thread(s) with {now}; "
+                     "the result will not be bit-identical to an uninterrupted run (--threads "
+                     f"{threads} keeps it)")  # fmt: skip
+    return notes
 
 
 def take_run_folder(run_dir: str, force: bool | None) -> RunFolder:

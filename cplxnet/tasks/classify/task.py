@@ -57,7 +57,7 @@ from ...data import (
     read_word_vectors,
 )
 from ...engine.checkpoints import read_checkpoint
-from ...engine.loop import LoopState, fit, new_run_config, take_run_folder, thread_note
+from ...engine.loop import LoopState, fit, new_run_config, resume_notes, take_run_folder
 from ...engine.metrics import evaluate, macro_f1
 from ...engine.optimization import (
     ddp_handles_sparse,
@@ -274,7 +274,7 @@ def _resume(
     allow_changed_data: bool,
 ) -> dict:
     run_dir = folder.path
-    world, rank = dist_info()
+    rank = dist_info()[1]
     log = Logger(quiet, rank)
     run_config, config, options, spec = read_classify_config(run_dir, zoo)
     if not os.path.exists(os.path.join(run_dir, "checkpoint.pt")):
@@ -284,13 +284,8 @@ def _resume(
         )
     state = read_checkpoint(os.path.join(run_dir, "checkpoint.pt"), "classify")
     options, done = _resumed_options(run_dir, run_config, state, options, epochs)
-    if world != run_config.get("world_size", 1):
-        log(
-            f"note: resuming a run of {run_config.get('world_size', 1)} process(es) with {world}; "
-            "the result will not be bit-identical to an uninterrupted run"
-        )
-    if thread_note(run_config):
-        log(thread_note(run_config))
+    for note in resume_notes(run_config):
+        log(note)
     if not allow_changed_data:
         check_data_unchanged(
             spec,

@@ -41,7 +41,7 @@ from torch import nn
 
 from ...data import DataError
 from ...engine.checkpoints import read_checkpoint
-from ...engine.loop import LoopState, fit, new_run_config, take_run_folder, thread_note
+from ...engine.loop import LoopState, fit, new_run_config, resume_notes, take_run_folder
 from ...engine.optimization import set_lr
 from ...engine.runs import (
     RunError,
@@ -494,14 +494,9 @@ def _resume(run_dir: str, folder: RunFolder, steps: int | None, quiet: bool,
             f"run {run_dir} is already complete ({state['step']} steps; results.json exists); "
             f"pass --steps N with N > {state['step']} to train it for more steps"
         )
-    world, rank = dist_info()
-    if world != run_config.get("world_size", 1):
-        Logger(quiet, rank)(
-            f"note: resuming a run of {run_config.get('world_size', 1)} process(es) with {world}; "
-            "the result will not be bit-identical to an uninterrupted run"
-        )
-    if thread_note(run_config):
-        Logger(quiet, rank)(thread_note(run_config))
+    rank = dist_info()[1]
+    for note in resume_notes(run_config):
+        Logger(quiet, rank)(note)
     vocab = TokenVocab.load(os.path.join(run_dir, "vocab.json"))
     spec = {k: v for k, v in run_config["data"].items() if not allow_changed or k != "sha256"}
     task = LMTask.from_spec(spec, vocab)
