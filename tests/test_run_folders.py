@@ -147,7 +147,8 @@ def test_a_run_killed_in_its_first_epoch_says_what_to_do(toy_file, tmp_path, cap
     for name in ("checkpoint.pt", "best.pt", "metrics.jsonl", "results.json"):
         os.remove(os.path.join(run, name))  # what kill -9 during epoch 1 leaves
     err = error_of(capsys, ["train", "--resume", run])
-    assert "has no checkpoint.pt" in err and "--force" in err and "nothing to resume" in err
+    assert f"{run} has no checkpoint: the run stopped before its first epoch ended" in err
+    assert "--force" in err and "nothing to resume" in err
     err = error_of(capsys, ["train", "--data", toy_file, "--run-dir", run, *TINY])
     assert "holds no checkpoint" in err and "pass --force to start it again" in err
     assert "--resume" not in err

@@ -79,6 +79,7 @@ __all__ = [
     "check_data_unchanged",
     "record_changed_data",
     "is_run_folder",
+    "check_run_started",
     "check_replaceable",
     "check_new_run_dir",
     "run_holder",
@@ -192,6 +193,18 @@ def read_run_config(run_dir: str) -> dict:
             f"{RUN_MARKER!r} marker); give the folder of a cplxnet run"
         )
     return config
+
+
+def check_run_started(run_dir: str, first: str, *, to: str = "resume") -> None:
+    """A :class:`RunError` if ``run_dir`` holds no checkpoint (neither ``checkpoint.pt`` nor, for
+    ``to="use"``, ``best.pt``): the run was stopped before its ``first`` round (``"epoch ended"``,
+    ``"evaluation"``), so there is nothing to ``to``; the fix is to start it again."""
+    names = ("checkpoint.pt",) if to == "resume" else ("checkpoint.pt", "best.pt")
+    if not any(os.path.exists(os.path.join(run_dir, n)) for n in names):
+        raise RunError(
+            f"{run_dir} has no checkpoint: the run stopped before its first {first}, so there is "
+            f"nothing to {to}; start it again with the same command and --force"
+        )
 
 
 def check_replaceable(path: str) -> None:

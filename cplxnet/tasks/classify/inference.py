@@ -29,6 +29,7 @@ from ...engine.options import TrainOptions
 from ...engine.runs import (
     RunError,
     check_data_unchanged,
+    check_run_started,
     load_checkpoint,
     load_weights,
     read_run_config,
@@ -172,11 +173,7 @@ def load_run(run_dir: str, zoo: Any = None) -> LoadedRun:
         raise RunError(f"run folder {run_dir} not found")
     run_config, config, _, spec = read_classify_config(run_dir, zoo)
     best_path = os.path.join(run_dir, "best.pt")
-    if not os.path.exists(best_path) and not os.path.exists(os.path.join(run_dir, "checkpoint.pt")):
-        raise RunError(
-            f"{run_dir} has no checkpoint: the run stopped before its first epoch ended, so "
-            "there is nothing to use; start it again with the same command and --force"
-        )
+    check_run_started(run_dir, "epoch ended", to="use")
     if not os.path.exists(best_path):
         raise RunError(
             f"{run_dir} has no best.pt (the run never finished an epoch); resume it with "

@@ -73,6 +73,7 @@ from ...engine.runs import (
     RunFolder,
     check_data_unchanged,
     check_model_memory,
+    check_run_started,
     data_hashes,
     load_checkpoint,
     record_changed_data,
@@ -277,11 +278,7 @@ def _resume(
     rank = dist_info()[1]
     log = Logger(quiet, rank)
     run_config, config, options, spec = read_classify_config(run_dir, zoo)
-    if not os.path.exists(os.path.join(run_dir, "checkpoint.pt")):
-        raise RunError(
-            f"{run_dir} has no checkpoint.pt: the run stopped before its first epoch ended, so "
-            "there is nothing to resume; start it again with the same command and --force"
-        )
+    check_run_started(run_dir, "epoch ended")
     state = read_checkpoint(os.path.join(run_dir, "checkpoint.pt"), "classify")
     options, done = _resumed_options(run_dir, run_config, state, options, epochs)
     for note in resume_notes(run_config):

@@ -23,7 +23,7 @@ from torch import nn
 
 from ...data import DataError
 from ...engine.metrics import evaluating
-from ...engine.runs import RunError, load_checkpoint, load_weights
+from ...engine.runs import RunError, check_run_started, load_checkpoint, load_weights
 from .data import PAD, UNK, TokenVocab, detokenize, tokenize
 from .evaluate import NA, effective_length, evaluate_lengths
 from .synthetic import SEP
@@ -73,11 +73,7 @@ def load_lm_run(run_dir: str) -> LoadedLM:
         run_dir, other_task="it was trained without --task lm: give a language-model run"
     )
     best = os.path.join(run_dir, "best.pt")
-    if not os.path.exists(best) and not os.path.exists(os.path.join(run_dir, "checkpoint.pt")):
-        raise RunError(
-            f"{run_dir} has no checkpoint: the run stopped before its first evaluation, so there "
-            "is nothing to use; start it again with the same command and --force"
-        )
+    check_run_started(run_dir, "evaluation", to="use")
     if not os.path.exists(best):
         raise RunError(
             f"{run_dir} has no best.pt (no evaluation finished yet); resume it with cplxnet train "

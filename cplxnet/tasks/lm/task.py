@@ -47,6 +47,7 @@ from ...engine.runs import (
     RunError,
     RunFolder,
     check_new_run_dir,
+    check_run_started,
     read_run_config,
     record_changed_data,
     run_task,
@@ -468,11 +469,7 @@ def _resume(run_dir: str, folder: RunFolder, steps: int | None, quiet: bool,
     # Everything is checked before the folder changes: a bad input leaves the run as it was.
     run_config, config, options = load_lm_config(run_dir, other_task="resume it without --task lm")
     ckpt = os.path.join(run_dir, "checkpoint.pt")
-    if not os.path.exists(ckpt):
-        raise RunError(
-            f"{run_dir} has no checkpoint.pt: the run stopped before its first evaluation, so "
-            "there is nothing to resume; start it again with the same command and --force"
-        )
+    check_run_started(run_dir, "evaluation")
     state = read_checkpoint(ckpt, "lm")
     done = os.path.exists(os.path.join(run_dir, "results.json"))
     if steps is not None and steps != options.steps:
