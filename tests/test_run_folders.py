@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 
 import pytest
 import test_train_zoo as toy
@@ -430,3 +431,35 @@ def test_using_a_run_killed_in_its_first_epoch_names_force_not_resume(toy_file, 
     os.remove(os.path.join(finished_run(toy_file, tmp_path / "other"), "best.pt"))
     err = error_of(capsys, ["evaluate", str(tmp_path / "other")])
     assert "no best.pt" in err and "--resume" in err
+
+
+@pytest.mark.parametrize(("name", "longer", "done"),
+                         [("classify", ["--epochs", "2"], ("epochs_run", 2)),
+                          ("lm", ["--steps", "6"], ("steps", 6))])  # fmt: skip
+def test_an_extension_interrupted_between_its_two_changes_is_finished_by_a_plain_resume(
+    name, longer, done, tmp_path, monkeypatch
+):
+    """Extending a finished run rewrites config.json and removes results.json; an interrupt
+    after the first of the two changes leaves a run that a plain ``--resume`` extends."""
+    run = str(tmp_path / name)
+    shutil.copytree(os.path.join(os.path.dirname(__file__), "fixtures", "runs_main", name), run)
+    changes = []
+
+    def second_change_interrupted(change):
+        def wrapped(path, *args, **kwargs):
+            if os.path.basename(path) in ("config.json", "results.json"):
+                changes.append(path)
+                if len(changes) == 2:
+                    raise KeyboardInterrupt
+            return change(path, *args, **kwargs)
+
+        return wrapped
+
+    monkeypatch.setattr(runs, "write_json", second_change_interrupted(runs.write_json))
+    monkeypatch.setattr(runs.os, "remove", second_change_interrupted(os.remove))
+    assert main(["train", "--resume", run, *longer, "--quiet"]) == 130
+    monkeypatch.undo()
+    assert len(changes) == 2
+    assert main(["train", "--resume", run, "--quiet"]) == 0
+    with open(os.path.join(run, "results.json"), encoding="utf-8") as fh:
+        assert json.load(fh)[done[0]] == done[1]

@@ -80,6 +80,7 @@ __all__ = [
     "record_changed_data",
     "is_run_folder",
     "check_run_started",
+    "begin_resume",
     "check_replaceable",
     "check_new_run_dir",
     "run_holder",
@@ -205,6 +206,17 @@ def check_run_started(run_dir: str, first: str, *, to: str = "resume") -> None:
             f"{run_dir} has no checkpoint: the run stopped before its first {first}, so there is "
             f"nothing to {to}; start it again with the same command and --force"
         )
+
+
+def begin_resume(run_dir: str, run_config: dict, done: bool) -> None:
+    """The only changes a resume makes to ``run_dir`` before training: ``config.json`` is
+    rewritten with ``run_config`` (the new plan of an extended run), and then, if the run was
+    ``done``, its ``results.json`` is removed until the new end. In that order an interrupt
+    between the two leaves a complete run whose config.json asks for the extension, which a
+    plain ``--resume`` carries out."""
+    write_json(os.path.join(run_dir, "config.json"), run_config)
+    if done:
+        os.remove(os.path.join(run_dir, "results.json"))
 
 
 def check_replaceable(path: str) -> None:

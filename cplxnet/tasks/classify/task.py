@@ -71,6 +71,7 @@ from ...engine.runs import (
     RUN_FILES,
     RunError,
     RunFolder,
+    begin_resume,
     check_data_unchanged,
     check_model_memory,
     check_run_started,
@@ -301,9 +302,7 @@ def _resume(
 
     def start() -> None:  # the checkpoint fits: only now change the run folder
         if rank == 0:
-            if done:
-                os.remove(os.path.join(run_dir, "results.json"))
-            write_json(os.path.join(run_dir, "config.json"), run_config)
+            begin_resume(run_dir, run_config, done)
         log(f"resuming {run_dir} after epoch {state['epoch']} of {options.epochs}")
 
     return _fit(model, data, folder, options, zoo, quiet, callback, state=state, start=start)

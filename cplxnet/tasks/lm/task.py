@@ -46,6 +46,7 @@ from ...engine.optimization import set_lr
 from ...engine.runs import (
     RunError,
     RunFolder,
+    begin_resume,
     check_new_run_dir,
     check_run_started,
     read_run_config,
@@ -503,9 +504,7 @@ def _resume(run_dir: str, folder: RunFolder, steps: int | None, quiet: bool,
 
     def start() -> None:  # the checkpoint fits: only now change the run folder
         if rank == 0:
-            if done:
-                os.remove(os.path.join(run_dir, "results.json"))
-            write_json(os.path.join(run_dir, "config.json"), run_config)
+            begin_resume(run_dir, run_config, done)
         Logger(quiet, rank)(f"resuming {run_dir} after step {state['step']} of {options.steps}")
 
     return _fit(model, task, folder, options, quiet, callback, state=state, start=start)
