@@ -26,7 +26,7 @@ from typing import Any
 
 from .argtypes import non_negative_int, positive_int
 from .compare_common import DEFAULT_FAMILIES, executor_from_args, run_and_report
-from .options import LM_FLAGS, SCHEDULE_FLAGS, add_options, train_fields
+from .options import LM_FLAGS, SCHEDULE_FLAGS, add_options, flags_apply, train_fields
 from .options import fail as _fail
 from .options import split_list as _split_list
 from .report import DEFAULT_TARGET, add_report_command
@@ -393,7 +393,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         f for f in LM_FLAGS + SCHEDULE_FLAGS if getattr(args, f[2:].replace("-", "_")) is not None
     ]
     if lm_only:
-        return _fail(f"{', '.join(lm_only)} apply to --task lm; add --task lm or drop them")
+        subject, them = flags_apply(lm_only)
+        return _fail(f"{subject} to --task lm; add --task lm or drop {them}")
     out = args.out or ("runs/compare-extrapolate" if args.extrapolate else "runs/compare")
     try:
         options = options_from_args(args)

@@ -25,7 +25,7 @@ def lm_options_from_args(args: argparse.Namespace) -> tuple[list[str], GridOptio
     from ..compare.grid.cells import parse_sets
     from .compare_common import DEFAULT_FAMILIES
     from .lm import check_lm_sets, default_context, lm_train_fields
-    from .options import split_list
+    from .options import flags_apply, split_list
 
     wrong = [
         flag
@@ -47,8 +47,9 @@ def lm_options_from_args(args: argparse.Namespace) -> tuple[list[str], GridOptio
         if bad
     ]
     if wrong:
+        subject, them = flags_apply(wrong)
         raise CompareError(
-            f"{', '.join(wrong)} apply to classification grids, not to --task lm; drop them "
+            f"{subject} to classification grids, not to --task lm; drop {them} "
             "(a language model trains --steps at --context L on a contiguous 90/5/5 split)"
         )
     datas = split_list("mr" if args.data is None else args.data)

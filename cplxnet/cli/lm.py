@@ -35,6 +35,7 @@ from .options import (
     SCHEDULE_FLAGS,
     add_options,
     check_resume_options,
+    flags_apply,
 )
 
 __all__ = [
@@ -268,7 +269,8 @@ def cmd_train(args: argparse.Namespace, error: type[Exception]) -> int:
         return 0
     bad = _given(args, _CLASSIFIER_ONLY)
     if bad:
-        raise error(f"{', '.join(bad)} apply to classifiers, not to --task lm; drop them")
+        subject, them = flags_apply(bad)
+        raise error(f"{subject} to classifiers, not to --task lm; drop {them}")
     import cplxnet.models as zoo
 
     config, preset = _model_config(args, error)
@@ -325,9 +327,10 @@ def cmd_evaluate(args: argparse.Namespace, error: type[Exception]) -> int:
         )
     classifier_only = _given(args, ("format", "label_field", "text_field", "max_len"))
     if classifier_only:
+        subject, them = flags_apply(classifier_only)
         raise error(
-            f"{', '.join(classifier_only)} apply to classifier runs; {args.run} is a language "
-            "model: drop them (--context N scores it in windows of N tokens)"
+            f"{subject} to classifier runs; {args.run} is a language model: drop {them} "
+            "(--context N scores it in windows of N tokens)"
         )
     run = load_lm_run(args.run)
     scores = evaluate_lm_run(run, args.context)

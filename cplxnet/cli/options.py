@@ -98,6 +98,15 @@ def split_list(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def flags_apply(flags: list[str]) -> tuple[str, str]:
+    """The subject and verb of a message about options given where they do not apply, and the
+    pronoun that drops them: ``("--fold applies", "it")``, ``("--fold, --compile apply",
+    "them")``."""
+    if len(flags) == 1:
+        return f"{flags[0]} applies", "it"
+    return f"{', '.join(flags)} apply", "them"
+
+
 #: The options ``--resume`` accepts for every task (argparse names); a task adds its length
 #: option (classifiers ``--epochs``, language models ``--steps``).
 RESUME_COMMON = frozenset({"resume", "quiet", "threads", "command", "allow_changed_data"})

@@ -11,7 +11,14 @@ from ..engine.options import TrainOptions
 from ..engine.runtime import run_stamp
 from .argtypes import positive_int, probability
 from .model import model_config
-from .options import RESUME_COMMON, CLIError, add_options, check_resume_options, train_fields
+from .options import (
+    RESUME_COMMON,
+    CLIError,
+    add_options,
+    check_resume_options,
+    flags_apply,
+    train_fields,
+)
 
 __all__ = ["add_train_command", "RESUME_OK", "train_options", "default_run_dir", "cmd_train"]
 
@@ -193,7 +200,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         return lm_cli.cmd_train(args, CLIError)
     lm_only = lm_cli.lm_only_options(args)
     if lm_only:
-        raise CLIError(f"{', '.join(lm_only)} apply to language models; add --task lm")
+        raise CLIError(f"{flags_apply(lm_only)[0]} to language models; add --task lm")
     if args.resume is None and (args.data or "").startswith("synthetic:"):
         raise CLIError(f"--data {args.data} is a language-model task; add --task lm")
 

@@ -174,8 +174,14 @@ def test_a_failing_cell_is_recorded_and_the_grid_goes_on(tmp_path, text_file, mo
 def test_lm_cli_errors(tmp_path, text_file, capsys):
     out = str(tmp_path / "x")
     cases = [
-        (_tiny_args(text_file, out) + ["--epochs", "3"], "--epochs apply to classification"),
-        (["compare", "--data", "mr", "--steps", "5", "--out", out], "--steps apply to --task lm"),
+        (
+            _tiny_args(text_file, out) + ["--epochs", "3"],
+            "--epochs applies to classification grids, not to --task lm; drop it ",
+        ),
+        (
+            ["compare", "--data", "mr", "--steps", "5", "--out", out],
+            "--steps applies to --task lm; add --task lm or drop it",
+        ),
         (
             _tiny_args("mr,synthetic:copy", out),
             "--data mixes text and synthetic tasks",

@@ -126,7 +126,11 @@ def test_bad_text_files(tmp_path, capsys, content, match):
     [
         (["--model", "cnn"], "causal decoder"),
         (["--preset", "default"], "not a language model"),
-        (["--fold", "2"], "apply to classifiers"),
+        (["--fold", "2"], "--fold applies to classifiers, not to --task lm; drop it"),
+        (
+            ["--fold", "2", "--compile"],
+            "--fold, --compile apply to classifiers, not to --task lm; drop them",
+        ),
         (["--data", "synthetic:sort"], "unknown synthetic task"),
         (["--data", "synthetic:copy", "--tokens", "word"], "own symbols"),
         (["--data", "nope.txt"], "no such file"),
@@ -141,11 +145,17 @@ def test_bad_options(tmp_path, capsys, text_file, extra, match):
 
 
 def test_lm_options_without_task_lm_and_mixed_commands(trained, tmp_path, capsys):
-    assert "add --task lm" in error_of(
+    assert "--context applies to language models; add --task lm" in error_of(
         capsys, ["train", "--context", "8", "--run-dir", str(tmp_path / "x")]
+    )
+    assert "--context, --steps apply to language models; add --task lm" in error_of(
+        capsys, ["train", "--context", "8", "--steps", "3", "--run-dir", str(tmp_path / "x")]
     )
     assert "language model" in error_of(capsys, ["predict", trained, "a text"])
     assert "own test part" in error_of(capsys, ["evaluate", trained, "--data", "x.tsv"])
+    assert f"--max-len applies to classifier runs; {trained} is a language model: drop it " in (
+        error_of(capsys, ["evaluate", trained, "--max-len", "5"])
+    )
     assert "empty" in error_of(capsys, ["generate", trained, ""])
     assert "not found" in error_of(capsys, ["generate", str(tmp_path / "none"), "a"])
 
