@@ -226,7 +226,8 @@ def test_compare_grid_takes_the_recipe(capsys, tmp_path):
         3,
     )
     code = main(["compare", "--data", "mr", "--schedule", "cosine", "--out", str(tmp_path / "c")])
-    assert code == 1 and "--schedule applies to --task lm; add --task lm or drop it" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert code == 1 and "--schedule applies to --task lm; add --task lm or drop it" in err
 
 
 def test_a_run_killed_as_it_stops_early_resumes_to_the_same_stop(text_file, tmp_path,
