@@ -193,6 +193,19 @@ MODULES: list[ModuleInfo] = [
         name="AdaptiveMaxPool3d_unbatched",
         **_FREE,
     ),
+    # ---- spectral pooling (odd and even output sizes) ----
+    ModuleInfo(cnn.SpectralPool1d, grid(2, 3, 9), args=(4,), **_C, **_FREE),
+    ModuleInfo(
+        cnn.SpectralPool2d,
+        grid(2, 3, 6, 7),
+        args=((3, None),),
+        name="SpectralPool2d_keep_w",
+        **_C,
+        **_FREE,
+    ),
+    ModuleInfo(
+        cnn.SpectralPool3d, grid(3, 4, 5, 6), args=(3,), name="SpectralPool3d_unbatched", **_FREE
+    ),
     # ---- up-sampling ----
     ModuleInfo(cnn.Upsample, grid(2, 3, 4), kwargs={"scale_factor": 2}, **_C, **_FREE),
     ModuleInfo(

@@ -14,5 +14,6 @@ from .readout import *  # noqa: F403
 from .rnn import *  # noqa: F403
 from .rnn_cell import *  # noqa: F403
 from .rnn_scan import *  # noqa: F403
+from .spectral import *  # noqa: F403
 from .upsampling import *  # noqa: F403
 from .whitening import *  # noqa: F403

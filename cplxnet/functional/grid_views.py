@@ -383,3 +383,19 @@ def block_repeat(x: torch.Tensor, k: Sequence[int]) -> torch.Tensor:
     ``len(k)`` axes): nearest upsampling by whole factors, one copy out, the backward a sum
     over each block on the interleaved layout."""
     return _BlockRepeat.apply(x, tuple(int(ki) for ki in k))
+
+
+_GRID = {1: "L", 2: "H, W", 3: "D, H, W"}
+
+
+def check_grid(x: object, owner: str, nd: int | None = None) -> None:
+    """A complex or floating tensor (``(B, C, *S)`` or ``(C, *S)`` with ``nd`` spatial sizes if
+    ``nd`` is given), else one error naming ``owner`` and the expected input."""
+    if not isinstance(x, torch.Tensor) or not (x.is_complex() or x.is_floating_point()):
+        got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TypeError(f"{owner}: input must be a complex or floating tensor, got {got}")
+    if nd is not None and x.dim() not in (nd + 1, nd + 2):
+        raise ValueError(
+            f"{owner}: expected input (B, C, {_GRID[nd]}) or unbatched (C, {_GRID[nd]}), "
+            f"got shape {tuple(x.shape)}"
+        )

@@ -8,6 +8,7 @@ from torch import nn
 
 from .. import functional as CF
 from .._utils import check_mask
+from ..functional.grid_views import check_grid
 
 __all__ = ["MeanPool", "MaxMagnitudePool"]
 
@@ -105,21 +106,6 @@ __all__ += [
     "AdaptiveAvgPool2d",
     "AdaptiveAvgPool3d",
 ]
-
-_GRID = {1: "L", 2: "H, W", 3: "D, H, W"}
-
-
-def check_grid(x: object, owner: str, nd: int | None = None) -> None:
-    """A complex or floating tensor (``(B, C, *S)`` or ``(C, *S)`` with ``nd`` spatial sizes if
-    ``nd`` is given), else one error naming ``owner`` and the expected input."""
-    if not isinstance(x, torch.Tensor) or not (x.is_complex() or x.is_floating_point()):
-        got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
-        raise TypeError(f"{owner}: input must be a complex or floating tensor, got {got}")
-    if nd is not None and x.dim() not in (nd + 1, nd + 2):
-        raise ValueError(
-            f"{owner}: expected input (B, C, {_GRID[nd]}) or unbatched (C, {_GRID[nd]}), "
-            f"got shape {tuple(x.shape)}"
-        )
 
 
 class _GridPool:
@@ -409,3 +395,79 @@ class AdaptiveAvgPool3d(_AdaptiveAvg, nn.AdaptiveAvgPool3d):
 
     _nd = 3
     _fn = staticmethod(CF.adaptive_avg_pool3d)
+
+
+# ---- spectral pooling --------------------------------------------------------------------------
+__all__ += ["SpectralPool1d", "SpectralPool2d", "SpectralPool3d"]
+
+
+class _SpectralPool(nn.Module):
+    """Spectral pooling to ``output_size`` over the last ``_nd`` dims (no torch counterpart)."""
+
+    _nd = 1
+    _fn = staticmethod(CF.spectral_pool1d)
+
+    def __init__(self, output_size: int | tuple[int | None, ...]) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` ``(B, C, *S)`` (or unbatched) complex or real -> ``(B, C, *output_size)``,
+        the low frequencies of its DFT kept (real input: real output)."""
+        return self._fn(input, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class SpectralPool1d(_SpectralPool):
+    r"""Spectral pooling of ``(B, C, L)`` to length ``output_size`` (at most ``L``): the DFT
+    along ``L`` keeps its frequencies :math:`|f| \le k/2`, the two of :math:`\pm k/2` added for
+    an even :math:`k`, and is inverted at length :math:`k`:
+
+    .. math::
+        y[m] = \sum_{|f| \le k/2} \hat{x}[f \bmod L]\, e^{2\pi i f m / k}, \quad
+        \hat{x}[f] = \frac{1}{L} \sum_j x[j]\, e^{-2\pi i f j / L}.
+
+    The mean is kept, a signal of frequencies below :math:`k/2` is resampled exactly, and a
+    real input gives ``scipy.signal.resample`` (Rippel et al., NeurIPS 2015; for MRI: cropping
+    k-space). complextorch's ``SpectralPool1d`` gives the same for an odd :math:`k` and drops
+    :math:`+k/2` for an even one. See :func:`cplxnet.functional.spectral_pool1d`.
+
+    Examples::
+
+        >>> SpectralPool1d(8)(torch.randn(2, 4, 32, dtype=torch.cfloat)).shape
+        torch.Size([2, 4, 8])
+    """
+
+    _nd = 1
+    _fn = staticmethod(CF.spectral_pool1d)
+
+
+class SpectralPool2d(_SpectralPool):
+    r"""Spectral pooling of ``(B, C, H, W)`` to ``output_size`` (an int, or two with ``None``
+    keeping a size): :class:`SpectralPool1d` along each axis. A channels-last input gives a
+    channels-last output.
+
+    Examples::
+
+        >>> SpectralPool2d((16, None))(torch.randn(2, 3, 32, 24, dtype=torch.cfloat)).shape
+        torch.Size([2, 3, 16, 24])
+    """
+
+    _nd = 2
+    _fn = staticmethod(CF.spectral_pool2d)
+
+
+class SpectralPool3d(_SpectralPool):
+    r"""Spectral pooling of ``(B, C, D, H, W)`` to ``output_size``: :class:`SpectralPool1d`
+    along each axis.
+
+    Examples::
+
+        >>> SpectralPool3d(4)(torch.randn(1, 2, 8, 16, 16, dtype=torch.cfloat)).shape
+        torch.Size([1, 2, 4, 4, 4])
+    """
+
+    _nd = 3
+    _fn = staticmethod(CF.spectral_pool3d)

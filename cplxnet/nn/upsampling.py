@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from .. import functional as CF
-from .pooling import check_grid
+from ..functional.grid_views import check_grid
 
 __all__ = ["Upsample"]
 

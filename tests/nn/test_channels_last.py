@@ -42,6 +42,8 @@ def _layers():
         ("AvgPool2d-k3s2p1", 2, lambda: cnn.AvgPool2d(3, 2, 1)),
         ("AvgPool3d", 3, lambda: cnn.AvgPool3d(2)),
         ("AdaptiveAvgPool2d", 2, lambda: cnn.AdaptiveAvgPool2d(3)),
+        ("SpectralPool2d", 2, lambda: cnn.SpectralPool2d((2, None))),
+        ("SpectralPool3d", 3, lambda: cnn.SpectralPool3d(3)),
         ("Upsample-nearest", 2, lambda: cnn.Upsample(scale_factor=2)),
         ("Upsample-bilinear", 2, lambda: cnn.Upsample(scale_factor=2, mode="bilinear")),
         ("Upsample-trilinear", 3, lambda: cnn.Upsample(scale_factor=2, mode="trilinear")),
