@@ -212,6 +212,11 @@ MODULES.extend(
             cnn.UnitaryRNN, _rnn_seq_lengths, args=(2, 3), kwargs={"bidirectional": True, **_BF}
         ),
         ModuleInfo(cnn.UnitaryRNNCell, _x(2, 2), args=(2, 3)),
+        # ---- state-space ----
+        ModuleInfo(cnn.S4D, _x(2, 6, 3), args=(3, 4), compile_backend="aot_eager"),
+        ModuleInfo(
+            cnn.S4D, _x(3, 5), args=(3, 2), kwargs={"transposed": True}, name="S4D_transposed"
+        ),
     ]
 )
 

@@ -15,5 +15,6 @@ from .rnn import *  # noqa: F403
 from .rnn_cell import *  # noqa: F403
 from .rnn_scan import *  # noqa: F403
 from .spectral import *  # noqa: F403
+from .ssm import *  # noqa: F403
 from .upsampling import *  # noqa: F403
 from .whitening import *  # noqa: F403

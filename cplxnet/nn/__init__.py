@@ -13,6 +13,7 @@ from .pooling import *  # noqa: F403
 from .readout import *  # noqa: F403
 from .rnn import *  # noqa: F403
 from .rnn_cell import *  # noqa: F403
+from .ssm import *  # noqa: F403
 from .transformer import *  # noqa: F403
 from .transformer_decoder import *  # noqa: F403
 from .unitary_rnn import *  # noqa: F403
