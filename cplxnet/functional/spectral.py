@@ -2,7 +2,8 @@ r"""Spectral pooling: downsampling a 1-D, 2-D or 3-D grid by keeping the low fre
 discrete Fourier transform (Rippel, Snoek and Adams, "Spectral Representations for
 Convolutional Neural Networks", NeurIPS 2015). For MRI data this is cropping k-space.
 
-Along each pooled axis of input size :math:`n` and output size :math:`k \le n`,
+Along each pooled axis of input size :math:`n` and output size :math:`k < n` (an axis with
+:math:`k = n` is left as it is),
 
 .. math::
 
@@ -17,6 +18,7 @@ are added, so a real input gives a real output and the result equals
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 import torch
@@ -28,21 +30,23 @@ __all__ = ["spectral_pool1d", "spectral_pool2d", "spectral_pool3d"]
 
 
 def _output_sizes(output_size: object, sizes: Sequence[int], nd: int, owner: str) -> tuple:
-    """``output_size`` as ``nd`` ints (``None``: the input's size), each in ``1..size``."""
-    given = (output_size,) * nd if output_size is None or isinstance(output_size, int) else None
-    if given is None and isinstance(output_size, (tuple, list, torch.Size)):
-        given = tuple(output_size)
-    if given is None or len(given) != nd:
-        raise ValueError(
-            f"{owner}: output_size must be an int or {nd} ints (None keeps a size), got "
-            f"{output_size!r}"
-        )
+    """``output_size`` as ``nd`` ints (``None``: the input's size), each in ``1..size``; any
+    integer type (``numpy.int64``) is taken."""
+    sequence = isinstance(output_size, (tuple, list, torch.Size))
+    given = tuple(output_size) if sequence else (output_size,) * nd
+    if len(given) != nd:
+        many = "an int" if nd == 1 else f"an int or {nd} ints (None keeps a size)"
+        raise ValueError(f"{owner}: output_size must be {many}, got {output_size!r}")
     out = []
     for o, n in zip(given, sizes):
         if o is None:  # the input's size (symbolic when traced)
             out.append(n)
             continue
-        if isinstance(o, bool) or not isinstance(o, int) or o < 1:
+        try:
+            o = None if isinstance(o, bool) else operator.index(o)
+        except TypeError:
+            o = None
+        if o is None or o < 1:
             raise ValueError(f"{owner}: output_size must hold positive ints, got {output_size!r}")
         if o > n:
             raise ValueError(
@@ -76,6 +80,8 @@ def _spectral_pool(input: torch.Tensor, nd: int, output_size: object, owner: str
     axes = [(d - nd, n, k) for d, (n, k) in enumerate(zip(sizes, out_sizes)) if k != n]
     if not axes:
         return input.clone()
+    if input.numel() == 0:  # torch's FFT refuses empty batches; any crop is the answer
+        return input[(..., *(slice(0, k) for k in out_sizes))].contiguous()
     dims = [d for d, _, _ in axes]
     spectrum = torch.fft.fftn(input, dim=dims, norm="forward")
     for d, n, k in axes:
@@ -101,10 +107,10 @@ def _channels_last(x: torch.Tensor, nd: int) -> bool:
 
 def spectral_pool1d(input: torch.Tensor, output_size: int | None) -> torch.Tensor:
     r"""Spectral pooling of ``(B, C, L)`` (or ``(C, L)``) to length ``output_size`` (at most
-    ``L``): the frequencies :math:`|f| \le k/2` of the DFT kept, the two of :math:`\pm k/2`
-    added for an even :math:`k` (see :mod:`cplxnet.functional.spectral`). Complex input gives
-    complex output; real input a real output, equal to ``scipy.signal.resample(x, k,
-    axis=-1)``.
+    ``L``; ``None`` or ``L``: unchanged): the frequencies :math:`|f| \le k/2` of the DFT kept,
+    the two of :math:`\pm k/2` added for an even :math:`k` (see
+    :mod:`cplxnet.functional.spectral`). Complex input gives complex output; real input a real
+    output, equal to ``scipy.signal.resample(x, k, axis=-1)``.
 
     Examples::
 

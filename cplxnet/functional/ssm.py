@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import torch
 
+from .._utils import check_complex
+
 __all__ = ["s4d_kernel", "s4d"]
 
 
@@ -41,10 +43,13 @@ def s4d_kernel(
     and ``a_imag`` ``(H, N)`` (real: :math:`A = -e^{a_r} + i a_i`) and ``c`` ``(H, N)``
     (complex)."""
     a = torch.complex(-torch.exp(log_a_real), a_imag).to(c.dtype)
-    dta = a * torch.exp(log_dt).unsqueeze(-1).to(c.dtype)  # (H, N)
+    dt = torch.exp(log_dt).unsqueeze(-1).to(c.dtype)
+    dta = a * dt  # (H, N)
+    zero = a == 0  # exp(log_a_real) underflowed with a_imag = 0: the limit dt of (e^{dt a} - 1)/a
+    b_bar = torch.where(zero, dt, torch.expm1(dta) / torch.where(zero, torch.ones_like(a), a))
     steps = torch.arange(length, device=c.device, dtype=log_dt.dtype)
     vandermonde = torch.exp(dta.unsqueeze(-1) * steps)  # (H, N, L)
-    return torch.einsum("hn,hnl->hl", c * torch.expm1(dta) / a, vandermonde)
+    return torch.einsum("hn,hnl->hl", c * b_bar, vandermonde)
 
 
 def s4d(
@@ -68,8 +73,14 @@ def s4d(
         >>> s4d(torch.randn(2, 50, h, dtype=torch.cfloat), log_dt, log_a_real, a_imag, c, d).shape
         torch.Size([2, 50, 4])
     """
+    check_complex(input, "s4d")
+    if input.dim() not in (2, 3) or input.shape[-1] != c.shape[0]:
+        raise ValueError(
+            f"s4d: expected input (B, L, H) or (L, H) with H = {c.shape[0]}, got shape "
+            f"{tuple(input.shape)}"
+        )
     length = input.shape[-2]
-    if length == 0:
+    if input.numel() == 0:  # torch's FFT refuses empty batches and lengths
         return input * d
     kernel = s4d_kernel(log_dt, log_a_real, a_imag, c, length)  # (H, L)
     n = 2 * length

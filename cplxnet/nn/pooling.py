@@ -421,9 +421,9 @@ class _SpectralPool(nn.Module):
 
 
 class SpectralPool1d(_SpectralPool):
-    r"""Spectral pooling of ``(B, C, L)`` to length ``output_size`` (at most ``L``): the DFT
-    along ``L`` keeps its frequencies :math:`|f| \le k/2`, the two of :math:`\pm k/2` added for
-    an even :math:`k`, and is inverted at length :math:`k`:
+    r"""Spectral pooling of ``(B, C, L)`` to length ``output_size`` :math:`k < L` (:math:`k =
+    L`: unchanged): the DFT along ``L`` keeps its frequencies :math:`|f| \le k/2`, the two of
+    :math:`\pm k/2` added for an even :math:`k`, and is inverted at length :math:`k`:
 
     .. math::
         y[m] = \sum_{|f| \le k/2} \hat{x}[f \bmod L]\, e^{2\pi i f m / k}, \quad

@@ -30,8 +30,9 @@ def _recurrence(m: cnn.S4D, u: torch.Tensor) -> torch.Tensor:
     """``x_t = e^{dt A} x_{t-1} + (e^{dt A} - 1)/A u_t``, ``y_t = sum_n C_n x_{t,n} + D u_t``,
     one step at a time over ``u`` ``(B, L, H)``."""
     a = torch.complex(-torch.exp(m.log_A_real), m.A_imag)
-    a_bar = torch.exp(torch.exp(m.log_dt).unsqueeze(-1) * a)
-    b_bar = (a_bar - 1) / a
+    dt = torch.exp(m.log_dt).unsqueeze(-1).to(a.dtype)
+    a_bar = torch.exp(dt * a)
+    b_bar = torch.where(a == 0, dt, (a_bar - 1) / a)  # its limit at a = 0
     state = torch.zeros(u.shape[0], m.d_model, m.d_state, dtype=u.dtype)
     out = []
     for t in range(u.shape[1]):
@@ -158,9 +159,33 @@ def test_init_is_s4d_lin_and_the_steps_lie_in_range():
     assert m.C.dtype == DT and m.log_dt.dtype == torch.float64
 
 
-def test_an_empty_sequence_gives_an_empty_output():
+def test_the_init_draws_c_and_d_complex_normal_and_the_steps_log_uniform():
+    torch.manual_seed(0)
+    m = cnn.S4D(4000, 8, dt_min=1e-3, dt_max=1e-1, dtype=DT)
+    for p in (m.C, m.D):
+        assert p.dtype == DT
+        assert abs(p.abs().square().mean().item() - 1) < 0.05  # E|c|^2 = 1
+        assert abs(p.real.var().item() - p.imag.var().item()) < 0.05
+    u = (m.log_dt - math.log(1e-3)) / (math.log(1e-1) - math.log(1e-3))  # uniform on [0, 1]
+    assert abs(u.mean().item() - 0.5) < 0.02 and abs(u.var().item() - 1 / 12) < 0.01
+
+
+def test_an_empty_batch_or_sequence_gives_an_empty_output():
     m = _layer()
     assert m(torch.randn(2, 0, 3, dtype=DT)).shape == (2, 0, 3)
+    assert m(torch.randn(0, 5, 3, dtype=DT)).shape == (0, 5, 3)
+
+
+def test_a_state_with_a_equal_to_zero_takes_the_limit_dt():
+    """exp(log_A_real) underflows to 0 with A_imag = 0: (e^{dt A} - 1)/A -> dt, no NaN."""
+    m = _layer(h=2, n=3)
+    with torch.no_grad():
+        m.log_A_real[0, 1], m.A_imag[0, 1] = -800.0, 0.0
+    u = torch.randn(2, 6, 2, dtype=DT, requires_grad=True)
+    out = m(u)
+    torch.testing.assert_close(out, _recurrence(m, u))
+    grads = _grads(out, (u, *m.parameters()))
+    assert all(bool(torch.isfinite(g).all()) for g in grads)
 
 
 @pytest.mark.parametrize(
@@ -173,6 +198,8 @@ def test_an_empty_sequence_gives_an_empty_output():
         (lambda: cnn.S4D(3, 4, dtype=DT)(torch.randn(1, 2, 5, 3, dtype=DT)), "got shape"),
         (lambda: cnn.S4D(3, 4, dt_min=0.2, dt_max=0.1), "need 0 < dt_min <= dt_max"),
         (lambda: cnn.S4D(0, 4), "d_model"),
+        (lambda: CF.s4d(torch.randn(5, dtype=DT), *cnn.S4D(3, 2, dtype=DT).parameters()),
+         r"^s4d: expected input \(B, L, H\) or \(L, H\) with H = 3, got shape \(5,\)$"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_clear_error(call, match):

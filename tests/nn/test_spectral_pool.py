@@ -37,11 +37,14 @@ def _formula_matrix(n: int, k: int) -> torch.Tensor:
 
 
 def _formula(x: torch.Tensor, sizes: tuple) -> torch.Tensor:
-    """The formula along each of the last ``len(sizes)`` axes (differentiable in ``x``)."""
+    """The formula along each of the last ``len(sizes)`` axes whose size changes (an axis that
+    keeps its size is left as it is; differentiable in ``x``)."""
     nd = len(sizes)
     out = x if x.is_complex() else x.to(DT)
     for axis, k in enumerate(sizes):
         dim = x.dim() - nd + axis
+        if out.shape[dim] == k:
+            continue
         a = _formula_matrix(out.shape[dim], k)
         out = torch.movedim(torch.movedim(out, dim, -1) @ a.T, -1, dim)
     return out
@@ -54,6 +57,8 @@ CASES = [  # (input shape, output_size, output sizes)
     ((3, 8), 2, (2,)),  # unbatched
     ((2, 3, 7), 1, (1,)),
     ((2, 2, 6, 7), (4, None), (4, 7)),
+    ((2, 2, 6, 8), (4, None), (4, 8)),  # an even size kept (k = n: unchanged, not folded)
+    ((2, 2, 6, 8), (3, 8), (3, 8)),
     ((2, 2, 6, 7), 3, (3, 3)),
     ((2, 5, 8), (2, 5), (2, 5)),  # unbatched 2-D
     ((1, 2, 4, 5, 6), (2, 3, 4), (2, 3, 4)),
@@ -168,7 +173,9 @@ def test_a_channels_last_input_gives_a_channels_last_output(nd, fmt, dtype):
         (lambda: CF.spectral_pool2d(torch.randn(1, 2, 4, 4, dtype=DT), (2, 2, 2)),
          "output_size must be an int or 2 ints"),
         (lambda: CF.spectral_pool2d(torch.randn(1, 2, 4, 4, dtype=DT), 2.0),
-         "output_size must be an int or 2 ints"),
+         "output_size must hold positive ints, got 2.0"),
+        (lambda: CF.spectral_pool1d(torch.randn(1, 2, 4, dtype=DT), (2, 2)),
+         r"^spectral_pool1d: output_size must be an int, got \(2, 2\)$"),
         (lambda: CF.spectral_pool3d(torch.randn(4, 4, dtype=DT), 2),
          r"expected input \(B, C, D, H, W\) or unbatched \(C, D, H, W\), got shape \(4, 4\)"),
         (lambda: CF.spectral_pool1d(torch.ones(2, 3, 4, dtype=torch.long), 2),
@@ -180,6 +187,20 @@ def test_a_channels_last_input_gives_a_channels_last_output(nd, fmt, dtype):
 def test_bad_input_is_one_clear_error(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call()
+
+
+def test_an_empty_batch_and_integer_types_of_output_size():
+    x = torch.randn(0, 3, 8, 6, dtype=DT, requires_grad=True)
+    out = CF.spectral_pool2d(x, (np.int64(4), None))
+    assert out.shape == (0, 3, 4, 6) and out.dtype == DT and out.requires_grad
+    assert CF.spectral_pool1d(torch.randn(0, 2, 5), 3).shape == (0, 2, 3)
+
+
+def test_vmap_over_channels_last_samples_equals_a_loop():
+    """Inside vmap the memory format cannot be queried: the input is read as contiguous."""
+    x = torch.randn(3, 2, 5, 6, 4, dtype=DT).permute(0, 1, 4, 2, 3)  # each sample channels-last
+    out = torch.func.vmap(lambda t: CF.spectral_pool2d(t, 3))(x)
+    torch.testing.assert_close(out, torch.stack([CF.spectral_pool2d(t, 3) for t in x]))
 
 
 def test_repr_and_functional_form_of_every_rank():
