@@ -28,7 +28,20 @@ import torch
 
 from .._utils import check_complex
 
-__all__ = ["s4d_kernel", "s4d"]
+__all__ = ["s4d_kernel", "s4d", "s4d_step"]
+
+
+def _discretized(
+    log_dt: torch.Tensor, log_a_real: torch.Tensor, a_imag: torch.Tensor, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""``(dt A, B_bar)`` ``(H, N)`` complex: zero-order hold, :math:`\bar B = (e^{\Delta A} -
+    1)/A` (its limit :math:`\Delta` where :math:`A` underflows to 0)."""
+    a = torch.complex(-torch.exp(log_a_real), a_imag).to(dtype)
+    dt = torch.exp(log_dt).unsqueeze(-1).to(dtype)
+    dta = a * dt  # (H, N)
+    zero = a == 0
+    b_bar = torch.where(zero, dt, torch.expm1(dta) / torch.where(zero, torch.ones_like(a), a))
+    return dta, b_bar
 
 
 def s4d_kernel(
@@ -42,14 +55,29 @@ def s4d_kernel(
     e^{l \Delta A_n}` of :func:`s4d` (module docstring), from ``log_dt`` ``(H,)``, ``log_a_real``
     and ``a_imag`` ``(H, N)`` (real: :math:`A = -e^{a_r} + i a_i`) and ``c`` ``(H, N)``
     (complex)."""
-    a = torch.complex(-torch.exp(log_a_real), a_imag).to(c.dtype)
-    dt = torch.exp(log_dt).unsqueeze(-1).to(c.dtype)
-    dta = a * dt  # (H, N)
-    zero = a == 0  # exp(log_a_real) underflowed with a_imag = 0: the limit dt of (e^{dt a} - 1)/a
-    b_bar = torch.where(zero, dt, torch.expm1(dta) / torch.where(zero, torch.ones_like(a), a))
+    dta, b_bar = _discretized(log_dt, log_a_real, a_imag, c.dtype)
     steps = torch.arange(length, device=c.device, dtype=log_dt.dtype)
     vandermonde = torch.exp(dta.unsqueeze(-1) * steps)  # (H, N, L)
     return torch.einsum("hn,hnl->hl", c * b_bar, vandermonde)
+
+
+def s4d_step(
+    input: torch.Tensor,
+    state: torch.Tensor | None,
+    log_dt: torch.Tensor,
+    log_a_real: torch.Tensor,
+    a_imag: torch.Tensor,
+    c: torch.Tensor,
+    d: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""One step of the recurrence of :func:`s4d` for streaming: ``input`` :math:`u_t` ``(B, H)``
+    or ``(H,)`` complex and ``state`` :math:`x_{t-1}` ``(*, H, N)`` (``None``: zeros) ->
+    ``(y_t, x_t)`` with :math:`x_t = e^{\Delta A} x_{t-1} + \bar B u_t`, :math:`y_t = \sum_n
+    C_n x_{t,n} + D u_t`. Stepping through a sequence gives :func:`s4d`'s output."""
+    dta, b_bar = _discretized(log_dt, log_a_real, a_imag, c.dtype)
+    update = b_bar * input.unsqueeze(-1)
+    state = update if state is None else torch.exp(dta) * state + update
+    return (c * state).sum(-1) + d * input, state
 
 
 def s4d(

@@ -40,13 +40,17 @@ class S4D(HasDtype, nn.Module):
     optimiser). The paper's real S4D (:math:`2\,\mathrm{Re}` over :math:`N/2` states) is this
     layer with states in conjugate pairs on real input (a test).
 
-    Shape: ``(B, L, H)`` or unbatched ``(L, H)`` complex -> the same shape.
+    Shape: ``(B, L, H)`` or unbatched ``(L, H)`` complex -> the same shape. :meth:`step` runs
+    the recurrence one sample at a time (streaming).
 
     Examples::
 
         >>> ssm = S4D(8, d_state=16)
         >>> ssm(torch.randn(2, 100, 8, dtype=torch.cfloat)).shape
         torch.Size([2, 100, 8])
+        >>> y, state = ssm.step(torch.randn(2, 8, dtype=torch.cfloat))  # streaming
+        >>> y.shape, state.shape
+        (torch.Size([2, 8]), torch.Size([2, 8, 16]))
     """
 
     def __init__(
@@ -90,6 +94,30 @@ class S4D(HasDtype, nn.Module):
         """The ``(d_model, length)`` causal kernel :math:`K`
         (:func:`cplxnet.functional.s4d_kernel`)."""
         return CF.s4d_kernel(self.log_dt, self.log_A_real, self.A_imag, self.C, length)
+
+    def step(
+        self, input: torch.Tensor, state: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One time step for streaming: ``input`` ``(B, H)`` or ``(H,)`` complex and ``state``
+        ``(B, H, N)`` or ``(H, N)`` (``None``: zeros, the start of a sequence) -> ``(output,
+        new state)``; stepping through a sequence gives :meth:`forward`'s output at each step
+        (:func:`cplxnet.functional.s4d_step`)."""
+        owner = type(self).__name__
+        check_dtype(input, self.dtype, owner)
+        if input.dim() not in (1, 2) or input.shape[-1] != self.d_model:
+            raise ValueError(
+                f"{owner}.step: expected input (B, H) or (H,) with H = {self.d_model}, got shape "
+                f"{tuple(input.shape)}"
+            )
+        want = (*input.shape, self.d_state)
+        if state is not None:
+            check_dtype(state, self.dtype, owner, "state")
+            if tuple(state.shape) != want:
+                raise ValueError(
+                    f"{owner}.step: expected state of shape {want} for this input, got "
+                    f"{tuple(state.shape)}"
+                )
+        return CF.s4d_step(input, state, self.log_dt, self.log_A_real, self.A_imag, self.C, self.D)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         """``input`` ``(B, L, H)`` or ``(L, H)`` complex (``transposed``: ``(B, H, L)`` or

@@ -57,6 +57,39 @@ def test_equals_its_recurrence_in_values_and_gradients(length):
         torch.testing.assert_close(a, b)
 
 
+def test_stepping_through_a_sequence_gives_the_forward_output_and_gradients():
+    m = _layer()
+    u = torch.randn(2, 9, 3, dtype=DT, requires_grad=True)
+    state, outs = None, []
+    for t in range(9):
+        y, state = m.step(u[:, t], state)
+        outs.append(y)
+    stepped = torch.stack(outs, 1)
+    assert state.shape == (2, 3, 4)
+    torch.testing.assert_close(stepped, m(u))
+    inputs = (u, *m.parameters())
+    for a, b in zip(_grads(stepped, inputs), _grads(m(u), inputs)):
+        torch.testing.assert_close(a, b)
+    y, state = m.step(u[0, 0].detach())  # unbatched (H,)
+    torch.testing.assert_close(y, m(u[0, :1].detach())[0])
+    assert state.shape == (3, 4)
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        ((torch.randn(2, 4, dtype=DT),), r"step: expected input \(B, H\) or \(H,\) with H = 3"),
+        ((torch.randn(2, 3, dtype=DT), torch.zeros(2, 3, 5, dtype=DT)),
+         r"^S4D.step: expected state of shape \(2, 3, 4\) for this input, got \(2, 3, 5\)$"),
+    ],
+)  # fmt: skip
+def test_step_refuses_a_wrong_input_or_state_in_one_line(args, match):
+    with pytest.raises(ValueError, match=match):
+        _layer().step(*args)
+    with pytest.raises(TypeError, match="S4D: state has dtype torch.complex64"):
+        _layer().step(torch.randn(2, 3, dtype=DT), torch.zeros(2, 3, 4, dtype=torch.complex64))
+
+
 def test_complex64_follows_the_recurrence_and_unbatched_and_transposed_inputs_agree():
     m = _layer()
     m32 = cnn.S4D(3, 4, dtype=torch.complex64)
