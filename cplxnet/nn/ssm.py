@@ -35,10 +35,10 @@ class S4D(HasDtype, nn.Module):
 
     Parameters: ``log_dt`` ``(H,)``, ``log_A_real`` and ``A_imag`` ``(H, N)`` (real), ``C``
     ``(H, N)`` and ``D`` ``(H,)`` (complex). Init S4D-Lin: :math:`A_n = -\tfrac12 + i\pi n`;
-    ``C``, ``D`` complex normal (:math:`E|c|^2 = 1`). The paper trains ``log_dt``, ``log_A_real``
-    and ``A_imag`` at learning rate 1e-3 without weight decay (a parameter group of your
-    optimiser). The paper's real S4D (:math:`2\,\mathrm{Re}` over :math:`N/2` states) is this
-    layer with states in conjugate pairs on real input (a test).
+    ``C``, ``D`` complex normal (:math:`E|c|^2 = 1`). The paper's code trains ``log_dt``,
+    ``log_A_real`` and ``A_imag`` at a learning rate of at most 1e-3 without weight decay (a
+    parameter group of your optimiser). The paper's real S4D (:math:`2\,\mathrm{Re}` over
+    :math:`N/2` states) is this layer with states in conjugate pairs on real input (a test).
 
     Shape: ``(B, L, H)`` or unbatched ``(L, H)`` complex -> the same shape. :meth:`step` runs
     the recurrence one sample at a time (streaming).
