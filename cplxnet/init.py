@@ -7,20 +7,26 @@ complex affine map. Glorot's and He's criteria (Trabelsi et al., "Deep Complex N
 * Glorot (``xavier_*``): :math:`E|w|^2 = 2\,\text{gain}^2 / (\text{fan\_in} + \text{fan\_out})`;
 * He (``kaiming_*``): :math:`E|w|^2 = \text{gain}^2 / \text{fan}`;
 
-so each part gets half of it. ``torch.nn.init`` applied to a complex tensor gives each part the
-full real variance (twice the target). Fans follow ``torch.nn.init`` (for a conv weight
+so each part gets half of it. ``torch.nn.init``'s uniform initialisers applied to a complex
+tensor give each part the full real variance (twice the target); its normal ones draw a complex
+normal and meet it. Fans follow ``torch.nn.init`` (for a conv weight
 ``(C_out, C_in/groups, *k)``: ``fan_in = C_in/groups * prod(k)``, ``fan_out = C_out * prod(k)``) and
 gains ``torch.nn.init.calculate_gain``. Every function works in place under ``no_grad``, returns the
-tensor, accepts ``generator=`` and raises a clear error on a real tensor.
+tensor, accepts ``generator=``, leaves a tensor with no elements as it is (with torch's warning),
+takes conjugate views (every law here is unchanged by conjugation) and, but for
+:func:`word_init_` (real or complex tables), raises a clear error on a real tensor. complex32
+tensors are drawn in complex64 and rounded.
 
 complextorch's ``xavier_*``/``kaiming_*`` draw the same distributions (the tests check both
-against the targets); these versions add ``generator=``, torch's full ``calculate_gain`` table,
-validation of ``mode``, and the Rayleigh/unitary initialisers below.
+against the targets), and its ``trabelsi_standard_`` the Rayleigh law; these versions add
+``generator=``, torch's full ``calculate_gain`` table, validation of ``mode``, and the unitary
+initialiser below.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 from torch.nn.init import _calculate_fan_in_and_fan_out, calculate_gain
@@ -47,6 +53,25 @@ def _check(tensor: torch.Tensor, fn: str) -> None:
         )
 
 
+def _empty(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` has no elements (then torch's initialisers warn and leave it)."""
+    if 0 in tensor.shape:
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
+        return True
+    return False
+
+
+def _writable(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` with a conjugate view's bit cleared: the same storage, which every law here
+    fills alike (each is unchanged by conjugation)."""
+    return tensor.conj() if tensor.is_conj() else tensor
+
+
+def _work_dtype(tensor: torch.Tensor) -> torch.dtype:
+    """The complex dtype to draw in: complex32 has no normal, polar or QR kernels."""
+    return torch.complex64 if tensor.dtype == torch.complex32 else tensor.dtype
+
+
 def _fans(tensor: torch.Tensor, fn: str) -> tuple[int, int]:
     if tensor.dim() < 2:
         raise ValueError(
@@ -61,12 +86,20 @@ def _fill_parts(
 ) -> torch.Tensor:
     """Draw real and imaginary parts i.i.d. with standard deviation ``std`` each."""
     with torch.no_grad():
-        parts = torch.view_as_real(tensor)  # (..., 2) view of the storage
+        target = _writable(tensor)
+        work = (
+            target
+            if target.dtype == _work_dtype(target)
+            else torch.empty_like(target, dtype=torch.complex64)
+        )
+        parts = torch.view_as_real(work)  # (..., 2) view of the storage
         if dist == "normal":
             parts.normal_(0.0, std, generator=generator)
         else:
             bound = math.sqrt(3.0) * std
             parts.uniform_(-bound, bound, generator=generator)
+        if work is not target:
+            target.copy_(work)
     return tensor
 
 
@@ -77,6 +110,8 @@ def xavier_uniform_(
     :math:`a = \text{gain}\sqrt{3/(\text{fan\_in}+\text{fan\_out})}`, so
     :math:`E|w|^2 = 2\,\text{gain}^2/(\text{fan\_in}+\text{fan\_out})`."""
     _check(tensor, "xavier_uniform_")
+    if _empty(tensor):
+        return tensor
     fan_in, fan_out = _fans(tensor, "xavier_uniform_")
     return _fill_parts(tensor, gain / math.sqrt(fan_in + fan_out), "uniform", generator)
 
@@ -88,11 +123,14 @@ def xavier_normal_(
     :math:`\mathcal N(0, \text{gain}^2/(\text{fan\_in}+\text{fan\_out}))`, so
     :math:`E|w|^2 = 2\,\text{gain}^2/(\text{fan\_in}+\text{fan\_out})`."""
     _check(tensor, "xavier_normal_")
+    if _empty(tensor):
+        return tensor
     fan_in, fan_out = _fans(tensor, "xavier_normal_")
     return _fill_parts(tensor, gain / math.sqrt(fan_in + fan_out), "normal", generator)
 
 
 def _he_std(tensor: torch.Tensor, a: float, mode: str, nonlinearity: str, fn: str) -> float:
+    mode = mode.lower() if isinstance(mode, str) else mode  # as torch
     if mode not in ("fan_in", "fan_out"):
         raise ValueError(
             f"cplxnet.init.{fn}: unknown mode {mode!r}; valid modes are 'fan_in', 'fan_out'"
@@ -115,6 +153,8 @@ def kaiming_uniform_(
 ) -> torch.Tensor:
     r"""Complex He uniform: :math:`E|w|^2 = \text{gain}^2/\text{fan}` (as torch.nn.init)."""
     _check(tensor, "kaiming_uniform_")
+    if _empty(tensor):
+        return tensor
     return _fill_parts(
         tensor, _he_std(tensor, a, mode, nonlinearity, "kaiming_uniform_"), "uniform", generator
     )
@@ -129,6 +169,8 @@ def kaiming_normal_(
 ) -> torch.Tensor:
     r"""Complex He normal: :math:`E|w|^2 = \text{gain}^2/\text{fan}` (args as ``torch.nn.init``)."""
     _check(tensor, "kaiming_normal_")
+    if _empty(tensor):
+        return tensor
     return _fill_parts(
         tensor, _he_std(tensor, a, mode, nonlinearity, "kaiming_normal_"), "normal", generator
     )
@@ -154,15 +196,17 @@ def rayleigh_(
             f"cplxnet.init.rayleigh_: unknown criterion {criterion!r}; "
             "valid criteria are 'glorot', 'he'"
         )
+    if _empty(tensor):
+        return tensor
     fan_in, fan_out = _fans(tensor, "rayleigh_")
     sigma = 1.0 / math.sqrt(fan_in + fan_out if criterion == "glorot" else fan_in)
     with torch.no_grad():
-        real = torch.view_as_real(tensor)
-        u = torch.empty(tensor.shape, dtype=real.dtype, device=tensor.device)
+        real = torch.float64 if _work_dtype(tensor) == torch.complex128 else torch.float32
+        u = torch.empty(tensor.shape, dtype=real, device=tensor.device)
         u.uniform_(0.0, 1.0, generator=generator)
         modulus = sigma * torch.sqrt(-2.0 * torch.log1p(-u))  # inverse CDF, u in [0, 1)
         phase = torch.empty_like(u).uniform_(-math.pi, math.pi, generator=generator)
-        tensor.copy_(torch.polar(modulus, phase))
+        _writable(tensor).copy_(torch.polar(modulus, phase))
     return tensor
 
 
@@ -184,17 +228,20 @@ def unitary_(
         raise ValueError(
             f"cplxnet.init.unitary_: needs at least 2 dims, got shape {tuple(tensor.shape)}"
         )
+    if tensor.numel() == 0:  # as torch.nn.init.orthogonal_
+        return tensor
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
     with torch.no_grad():
-        g = torch.empty(max(rows, cols), min(rows, cols), dtype=tensor.dtype, device=tensor.device)
+        shape = (max(rows, cols), min(rows, cols))
+        g = torch.empty(shape, dtype=_work_dtype(tensor), device=tensor.device)
         torch.view_as_real(g).normal_(0.0, 1.0, generator=generator)
         q, r = torch.linalg.qr(g)  # q: (max, min) with orthonormal columns
         d = torch.diagonal(r)
         q = q * torch.sgn(d)  # phase correction (column j times d_j/|d_j|)
         if rows < cols:
             q = q.mT
-        tensor.copy_((q * gain).reshape(tensor.shape))
+        _writable(tensor).copy_((q * gain).reshape(tensor.shape))
     return tensor
 
 
@@ -257,7 +304,7 @@ def word_init_(
     """
     init, scale = check_word_init(init, scale, "word_init_")
     with torch.no_grad():
-        parts = torch.view_as_real(tensor) if tensor.is_complex() else tensor
+        parts = torch.view_as_real(_writable(tensor)) if tensor.is_complex() else tensor
         s = scale / math.sqrt(2.0) if tensor.is_complex() else scale
         if init == "normal":
             parts.normal_(0.0, s, generator=generator)

@@ -138,3 +138,81 @@ def test_torch_uniform_inits_double_the_complex_variance():
         w = torch.empty(512, 512, dtype=DT)
         getattr(torch.nn.init, fn)(w)
         assert abs(_total_var(w) / target - 1) < TOL
+
+
+# ---- laws beyond the variance, torch's defaults, edge cases ------------------------------------
+FNS = ["xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]
+
+
+@pytest.mark.parametrize("fn", FNS)
+def test_defaults_are_torchs(fn):
+    import inspect
+
+    ours = inspect.signature(getattr(cinit, fn)).parameters
+    theirs = inspect.signature(getattr(torch.nn.init, fn)).parameters
+    assert list(ours) == list(theirs)
+    assert [p.default for p in ours.values()] == [p.default for p in theirs.values()]
+    ours = inspect.signature(cinit.unitary_).parameters
+    theirs = inspect.signature(torch.nn.init.orthogonal_).parameters
+    assert [(n, p.default) for n, p in ours.items()] == [(n, p.default) for n, p in theirs.items()]
+
+
+@pytest.mark.parametrize("fn", ["xavier_uniform_", "kaiming_uniform_"])
+def test_uniform_parts_reach_their_bound_and_no_further(fn):
+    w = getattr(cinit, fn)(
+        torch.empty(256, 512, dtype=DT), generator=torch.Generator().manual_seed(0)
+    )
+    var = 2 / 768 if fn.startswith("xavier") else 1 / 256  # kaiming: leaky_relu a=0, gain^2=2
+    bound = math.sqrt(3 * var / 2)
+    parts = torch.view_as_real(w)
+    assert parts.abs().max().item() <= bound
+    assert parts.abs().max().item() > 0.999 * bound
+
+
+def test_kaiming_reads_the_negative_slope():
+    w = cinit.kaiming_uniform_(torch.empty(512, 512, dtype=DT), a=math.sqrt(5))  # nn.Linear's
+    _check(w, (2 / (1 + 5)) / 512)
+
+
+@pytest.mark.parametrize("criterion", ["glorot", "he"])
+def test_rayleigh_modulus_is_rayleigh_on_a_rectangular_weight(criterion):
+    stats = pytest.importorskip("scipy.stats")
+    w = cinit.rayleigh_(torch.empty(200, 100, dtype=DT), criterion,
+                        generator=torch.Generator().manual_seed(0))  # fmt: skip
+    sigma = 1 / math.sqrt(300 if criterion == "glorot" else 100)
+    assert stats.kstest(w.abs().flatten().numpy(), stats.rayleigh(scale=sigma).cdf).pvalue > 1e-3
+
+
+def test_unitary_matrices_are_haar_no_bias_on_the_diagonal():
+    """Without the phase correction QR's positive diagonal of R biases Q: E[Re U_11] is about
+    -0.14 for 4 x 4 (Haar: 0)."""
+    gen = torch.Generator().manual_seed(0)
+    d = torch.stack([cinit.unitary_(torch.empty(4, 4, dtype=DT), generator=gen)[0, 0]
+                     for _ in range(3000)])  # fmt: skip
+    assert abs(d.real.mean().item()) < 0.04 and abs(d.imag.mean().item()) < 0.04
+
+
+@pytest.mark.parametrize("fn", [*FNS, "rayleigh_", "unitary_"])
+def test_empty_tensors_conjugate_views_and_complex32(fn):
+    init = getattr(cinit, fn)
+    empty = torch.empty(0, 5, dtype=DT)
+    if fn == "unitary_":
+        assert init(empty) is empty
+    else:
+        with pytest.warns(UserWarning, match="zero-element tensors is a no-op"):
+            assert init(empty) is empty
+    base = torch.zeros(64, 32, dtype=DT)
+    view = base.conj()
+    assert init(view, generator=torch.Generator().manual_seed(0)) is view
+    plain = init(torch.zeros(64, 32, dtype=DT), generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(view.resolve_conj(), plain.conj())  # the same draw, conjugated
+    half = init(torch.zeros(64, 32, dtype=torch.complex32))
+    assert half.dtype == torch.complex32 and bool(half.abs().float().gt(0).any())
+
+
+def test_mode_is_case_insensitive_as_torchs():
+    a = cinit.kaiming_normal_(torch.empty(8, 4, dtype=DT), mode="FAN_OUT",
+                              generator=torch.Generator().manual_seed(0))  # fmt: skip
+    b = cinit.kaiming_normal_(torch.empty(8, 4, dtype=DT), mode="fan_out",
+                              generator=torch.Generator().manual_seed(0))  # fmt: skip
+    assert torch.equal(a, b)
