@@ -13,7 +13,8 @@ Two families (Barrachina et al., "Theory and Implementation of Complex-Valued Ne
 * amplitude-phase ("type B", phase kept, modulus squashed): :func:`modtanh` (Hirose),
   :func:`georgiou_koutsougeras`, :func:`mvn` (Aizenberg's multi-valued neuron).
 
-Every function also accepts a real tensor, on which it reduces to the real activation
+Every function but :func:`mvn` (whose sectors need a phase) also accepts a real tensor, on
+which it reduces to the real activation
 (``crelu`` -> ``relu``, ``modrelu`` -> ``relu(|x| + b) sign(x)``, ``zrelu``/``cardioid`` ->
 ``relu``), so real twins of complex models can share code. Split functions run one real kernel on
 the zero-copy view ``torch.view_as_real(z)``: no copies of the real and imaginary parts.
@@ -71,12 +72,18 @@ def _split(fn: Callable[[torch.Tensor], torch.Tensor], z: torch.Tensor) -> torch
     return as_complex(fn(real_view(z)))  # fn sees (..., 2) real
 
 
-def crelu(z: torch.Tensor) -> torch.Tensor:
+def crelu(z: torch.Tensor, inplace: bool = False) -> torch.Tensor:
     r"""Split ReLU :math:`\mathrm{CReLU}(x + iy) = \max(x, 0) + i \max(y, 0)`.
 
-    Trabelsi et al., "Deep Complex Networks", ICLR 2018, Sec. 3.4. Not in place (complextorch's
-    ``CReLU`` uses ``nn.ReLU(inplace=True)`` on views of the input, which overwrites it).
+    Trabelsi et al., "Deep Complex Networks", ICLR 2018, Sec. 3.4. In place only with
+    ``inplace=True`` (as ``torch.nn.functional.relu``; complextorch's ``CReLU`` always
+    overwrites its input, through ``nn.ReLU(inplace=True)`` on views of it).
     """
+    if inplace and z.is_complex() and not z.is_conj():
+        F.relu(torch.view_as_real(z), inplace=True)
+        return z
+    if inplace:  # real, or a lazy conjugate (no real view): write the result back
+        return z.copy_(_split(F.relu, z))
     return _split(F.relu, z)
 
 
@@ -108,6 +115,11 @@ def split_prelu(z: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     its slope."""
     if not z.is_complex():
         return F.prelu(z, weight)
+    if z.dim() < 2 and weight.numel() != 1:  # torch refuses the real counterpart too
+        raise ValueError(
+            f"split_prelu: an input of {z.dim()} dim(s) has no channel dim (dim 1), so weight "
+            f"must have 1 element, got {weight.numel()}"
+        )
     if z.dim() == 0:
         return as_complex(F.prelu(real_view(z).unsqueeze(0), weight).squeeze(0))
     return as_complex(F.prelu(real_view(z), weight))  # dim 1 stays the channel dim
@@ -229,6 +241,9 @@ def modrelu(z: torch.Tensor, bias: torch.Tensor | float) -> torch.Tensor:
     if not eager_complex(z):
         return _modrelu_autograd(z, bias)
     b = torch.as_tensor(bias, dtype=z.real.dtype, device=z.device)
+    shape = torch.broadcast_shapes(z.shape, b.shape)
+    if shape != z.shape:  # a bias of more dims than z: the output takes the broadcast shape
+        z = z.expand(shape).contiguous()
     if _kernels.applies(z) and z.numel() > 0 and b.dim() <= 1 and b.numel() in (1, z.shape[-1]):
         return _ModReLUCompiled.apply(z, b)
     return _ModReLU.apply(z, b)
@@ -245,14 +260,18 @@ def zrelu(z: torch.Tensor) -> torch.Tensor:
     return torch.where(keep, z, torch.zeros((), dtype=z.dtype, device=z.device))
 
 
-def zleaky_relu(z: torch.Tensor, negative_slope: float = 0.01) -> torch.Tensor:
+def zleaky_relu(
+    z: torch.Tensor, negative_slope: float = 0.01, inplace: bool = False
+) -> torch.Tensor:
     r"""zLeakyReLU: :math:`z` if :math:`0 \le \arg z \le \pi/2` (both parts non-negative), else
     :math:`a z` with :math:`a` = ``negative_slope`` (zReLU of Guberman 2016 with a leak, as
-    torchcvnn's ``zLeakyReLU``; :math:`a = 0` is :func:`zrelu`). On real input: leaky ReLU."""
+    torchcvnn's ``zLeakyReLU``; :math:`a = 0` is :func:`zrelu`). On real input: leaky ReLU.
+    ``inplace=True`` writes the result into ``z`` and returns it."""
     if not z.is_complex():
-        return F.leaky_relu(z, negative_slope)
+        return F.leaky_relu(z, negative_slope, inplace)
     keep = (z.real >= 0) & (z.imag >= 0)
-    return torch.where(keep, z, z * negative_slope)
+    out = torch.where(keep, z, z * negative_slope)
+    return z.copy_(out) if inplace else out
 
 
 def _unit_phase_scale(r: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor], at0: float):
@@ -291,7 +310,10 @@ class _MVNStraightThrough(torch.autograd.Function):
         ctx.save_for_backward(z)
         two_pi = 2.0 * torch.pi
         angle = torch.remainder(torch.angle(z), two_pi)
-        j = torch.floor(angle * (sectors / two_pi)).clamp_(max=sectors - 1)
+        # a root of unity lands a rounding error below its own edge: within 16 ulp of the
+        # sector scale, an edge counts as reached
+        slack = 16 * torch.finfo(angle.dtype).eps * sectors
+        j = torch.remainder(torch.floor(angle * (sectors / two_pi) + slack), sectors)
         return torch.polar(torch.ones_like(angle), j * (two_pi / sectors))
 
     @staticmethod
@@ -313,10 +335,10 @@ def mvn(z: torch.Tensor, sectors: int | None = None) -> torch.Tensor:
     origin, where the phase is undefined). ``sectors=k``: the discrete MVN
     :math:`P(z) = \varepsilon^j`, :math:`\varepsilon = e^{2\pi i / k}`,
     :math:`j = \lfloor k \arg(z) / 2\pi \rfloor` with :math:`\arg z \in [0, 2\pi)`: the k-th
-    root of unity opening the sector :math:`z` lies in (a point on a sector's lower edge belongs
-    to that sector; the origin to sector 0). The
-    staircase has zero derivative almost everywhere, so its backward is the continuous MVN's
-    (straight-through; Aizenberg trains the discrete neuron with an error-correction rule
+    root of unity opening the sector :math:`z` lies in (a point on a sector's lower edge, to
+    within rounding, belongs to that sector, so each root maps to itself; the origin to sector
+    0). The staircase has zero derivative almost everywhere, so its backward is the continuous
+    MVN's (straight-through; Aizenberg trains the discrete neuron with an error-correction rule
     instead, which cplxnet does not provide).
     """
     if not z.is_complex():

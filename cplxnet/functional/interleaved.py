@@ -35,6 +35,7 @@ def numpy_ok(x: torch.Tensor, dtypes: tuple[torch.dtype, ...] = _NUMPY_DTYPES) -
     any other layout, e.g. channels-last, in their results)."""
     return (
         x.device.type == "cpu"
+        and x.dim() > 0  # NumPy gives a 0-d result as a scalar, which torch.from_numpy refuses
         and x.dtype in dtypes
         and x.is_contiguous()
         and not runs_composed()

@@ -14,6 +14,7 @@ shares the code.
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import torch
@@ -132,10 +133,15 @@ def magnitude_loss(
 
 
 def _compress(z: torch.Tensor, power: float, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(|z|^c e^{i arg z}, |z|^c)`` with :math:`|z|^2 + \\epsilon` under the powers, so the
-    gradient stays finite at :math:`z = 0`."""
-    r2 = _abs2(z) + eps
-    return z * r2.pow((power - 1) / 2), r2.pow(power / 2)
+    """``(z rho^{c-1}, rho^c)`` with :math:`\\rho = \\sqrt{|z|^2 + \\epsilon}` (``hypot``: no
+    overflow of :math:`|z|^2`), so the gradient stays finite at :math:`z = 0`; with
+    :math:`\\epsilon = 0` an exact zero gives 0 (and a zero gradient)."""
+    r = z.abs()
+    rho = torch.hypot(r, torch.full_like(r, math.sqrt(eps))) if eps > 0 else r
+    positive = rho > 0
+    safe = torch.where(positive, rho, torch.ones_like(rho))
+    scale = torch.where(positive, safe.pow(power - 1), torch.zeros_like(rho))
+    return z * scale, torch.where(positive, safe.pow(power), torch.zeros_like(rho))
 
 
 def phase_aware_loss(
@@ -159,13 +165,14 @@ def phase_aware_loss(
     with the compression ``power`` :math:`c` and the weight ``alpha`` of the phase-aware term
     (both 0.3 as in the papers). :math:`c = 1, \alpha = 1` is :func:`mse_loss`; :math:`\alpha = 0`
     is the compressed magnitude loss. ``eps`` is added to :math:`|z|^2` under the powers so the
-    gradient is finite at the origin.
+    gradient is finite at the origin; an exact zero then counts as :math:`\\epsilon^{c/2}`
+    (0.016 at the defaults). ``eps=0``: an exact zero gives 0, with a zero gradient.
     """
     reduction = check_choice(reduction, _REDUCTIONS, "phase_aware_loss", "reduction")
-    if not 0.0 <= alpha <= 1.0 or power <= 0:
+    if not 0.0 <= alpha <= 1.0 or power <= 0 or not 0.0 <= eps < math.inf:
         raise ValueError(
-            f"phase_aware_loss: alpha must be in [0, 1] and power > 0, got alpha={alpha}, "
-            f"power={power}"
+            f"phase_aware_loss: alpha must be in [0, 1], power > 0 and eps >= 0 (finite), got "
+            f"alpha={alpha}, power={power}, eps={eps}"
         )
     _error(input, target, "phase_aware_loss")
     zc, zm = _compress(input, power, eps)

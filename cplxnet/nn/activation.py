@@ -1,8 +1,8 @@
 """Complex activation modules (see :mod:`cplxnet.functional.activation` for the math).
 
-All accept complex input and, reducing to the real activation, real input too (so real twins of
-complex models can share code). Parameter-free activations take no ``device``/``dtype`` (as
-``torch.nn.ReLU``).
+All accept complex input and, but for :class:`MVN`, reducing to the real activation, real input
+too (so real twins of complex models can share code). Parameter-free activations take no
+``device``/``dtype`` (as ``torch.nn.ReLU``).
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ def _check_tensor(x: object, owner: str) -> None:
 
 
 class CReLU(nn.Module):
-    r"""Split ReLU :math:`\max(x, 0) + i \max(y, 0)` (Trabelsi et al., ICLR 2018).
+    r"""Split ReLU :math:`\max(x, 0) + i \max(y, 0)` (Trabelsi et al., ICLR 2018), with
+    ``torch.nn.ReLU``'s argument ``inplace=False``.
 
     Shape: any; complex -> complex (real -> ReLU).
 
@@ -61,11 +62,18 @@ class CReLU(nn.Module):
         tensor([1.+0.j, 0.+3.j])
     """
 
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         """``input`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise:
-        ReLU on the real and imaginary parts separately."""
+        ReLU on the real and imaginary parts separately (``inplace``: into ``input``)."""
         _check_tensor(input, type(self).__name__)
-        return CF.crelu(input)
+        return CF.crelu(input, self.inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
 
 
 class ZReLU(nn.Module):
@@ -345,17 +353,19 @@ class ZLeakyReLU(nn.Module):
         tensor([ 1.0000+1.0000j, -0.1000+0.1000j])
     """
 
-    def __init__(self, negative_slope: float = 0.01) -> None:
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
         super().__init__()
         self.negative_slope = float(negative_slope)
+        self.inplace = inplace
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        """``input`` any shape ``(*)``, complex (or real: leaky ReLU) -> ``(*)``."""
+        """``input`` any shape ``(*)``, complex (or real: leaky ReLU) -> ``(*)`` (``inplace``:
+        into ``input``)."""
         _check_tensor(input, type(self).__name__)
-        return CF.zleaky_relu(input, self.negative_slope)
+        return CF.zleaky_relu(input, self.negative_slope, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"negative_slope={self.negative_slope}"
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
 
 
 class ModTanh(nn.Module):

@@ -156,3 +156,71 @@ def test_split_activations_take_a_lazy_conjugate_in_channels_last_layout(fn):
     lazy = x.conj()
     assert lazy.is_conj() and not lazy.is_contiguous()
     torch.testing.assert_close(fn(lazy), fn(lazy.resolve_conj()))
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, D])
+def test_discrete_mvn_maps_every_root_of_unity_to_itself(dtype):
+    for k in range(2, 65):
+        angles = torch.arange(k, dtype=torch.float64) * (2 * math.pi / k)
+        roots = torch.polar(torch.ones(k, dtype=torch.float64), angles).to(dtype)
+        torch.testing.assert_close(CF.mvn(roots, k), roots, atol=1e-6, rtol=0, msg=f"k={k}")
+
+
+def test_zero_dim_input_at_one_thread_takes_the_torch_path():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # where the NumPy modulus would run
+    try:
+        z = torch.tensor(1 + 1j, dtype=D)
+        torch.testing.assert_close(CF.cardioid(z), CF.cardioid(z.reshape(1))[0])
+        torch.testing.assert_close(CF.modrelu(z, -0.5), CF.modrelu(z.reshape(1), -0.5)[0])
+        assert cnn.Cardioid()(z).dim() == 0
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_split_prelu_refuses_several_slopes_without_a_channel_dim():
+    with pytest.raises(ValueError, match="split_prelu: an input of 1 dim.*got 2"):
+        CF.split_prelu(torch.tensor([-1 - 1j, -1 - 1j]), torch.tensor([0.1, 0.9]))
+    out = CF.split_prelu(torch.tensor([-1 - 1j]), torch.tensor([0.1]))
+    torch.testing.assert_close(out, torch.tensor([-0.1 - 0.1j]))
+
+
+def test_modrelu_bias_of_more_dims_broadcasts_as_the_formula():
+    z = _z(4).requires_grad_()
+    b = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    ours = CF.modrelu(z, b)
+    ref = torch.relu(z.abs() + b) * z / z.abs()
+    torch.testing.assert_close(ours, ref)
+    g = _z(3, 4, seed=2)
+    for a, r in zip(torch.autograd.grad((ours * g.conj()).real.sum(), (z, b)),
+                    torch.autograd.grad((ref * g.conj()).real.sum(), (z, b))):  # fmt: skip
+        torch.testing.assert_close(a, r)
+
+
+@pytest.mark.parametrize(
+    ("module", "torch_module"),
+    [(cnn.CReLU(inplace=True), torch.nn.ReLU(inplace=True)),
+     (cnn.ZLeakyReLU(0.1, inplace=True), torch.nn.LeakyReLU(0.1, inplace=True))],
+)  # fmt: skip
+def test_crelu_and_zleaky_relu_take_torchs_inplace(module, torch_module):
+    import inspect
+
+    torch_params = inspect.signature(type(torch_module)).parameters
+    assert list(inspect.signature(type(module)).parameters) == list(torch_params)
+    z = _z(6)
+    expected = type(module)(*([0.1] if isinstance(module, cnn.ZLeakyReLU) else []))(z)
+    for x in (z.clone(), z.conj().clone().conj()):  # plain and a lazy conjugate view
+        assert module(x) is x
+        torch.testing.assert_close(x.resolve_conj(), expected)
+    r = _z(6).real.clone()
+    torch.testing.assert_close(module(r.clone()), torch_module(r.clone()))
+    assert "inplace=True" in repr(module)
+
+
+def test_modtanh_gradient_at_the_origin_is_its_limit_one():
+    z = torch.zeros(1, dtype=D, requires_grad=True)
+    out = CF.modtanh(z)
+    (gx,) = torch.autograd.grad(out.real.sum(), z, retain_graph=True)
+    (gy,) = torch.autograd.grad(out.imag.sum(), z)
+    torch.testing.assert_close(gx, torch.ones(1, dtype=D))  # d Re / dx = 1, d Re / dy = 0
+    torch.testing.assert_close(gy, torch.full((1,), 1j, dtype=D))

@@ -162,3 +162,39 @@ def test_bad_inputs_name_the_loss():
         CF.mse_loss(_z(3), torch.tensor([1, 2, 3]))
     with pytest.warns(UserWarning, match="l1_loss: target size"):
         CF.l1_loss(_z(3, 4), _z(1, 4))
+
+
+def test_phase_aware_loss_at_exact_zeros_with_eps_0_and_at_large_moduli():
+    z = torch.tensor([0j, 1 + 1j, 2 - 1j], dtype=D, requires_grad=True)
+    t = torch.tensor([0j, 1j, 0j], dtype=D)
+    ours = CF.phase_aware_loss(z, t, eps=0.0)  # zero-padded frames: |0|^c = 0, no NaN
+    ref = REFERENCES["phase_aware"][1](z[1:], t[1:]) * 2 / 3  # the zero pair contributes 0
+    torch.testing.assert_close(ours, ref)
+    (grad,) = torch.autograd.grad(ours, z)
+    assert bool(torch.isfinite(torch.view_as_real(grad)).all()) and grad[0] == 0
+    big = torch.tensor([1e20 + 0j], dtype=torch.complex64)  # |z|^2 overflows float32
+    torch.testing.assert_close(
+        CF.phase_aware_loss(big, torch.zeros_like(big), eps=1e-12),
+        torch.tensor(1e20**0.6, dtype=torch.float32),
+    )
+    with pytest.raises(ValueError, match="eps >= 0"):
+        CF.phase_aware_loss(z, t, eps=-1.0)
+
+
+def test_phase_aware_loss_defaults_are_the_papers():
+    import inspect
+
+    params = inspect.signature(CF.phase_aware_loss).parameters
+    assert (params["power"].default, params["alpha"].default) == (0.3, 0.3)
+    assert params["eps"].default == 1e-12
+    module = cnn.PhaseAwareLoss()
+    assert (module.power, module.alpha, module.eps) == (0.3, 0.3, 1e-12)
+
+
+@pytest.mark.parametrize("fn", [CF.mse_loss, CF.l1_loss])
+def test_complex_element_weights_apply_for_every_reduction(fn):
+    z, t = _z(3, 4), _z(3, 4, seed=8)
+    w = torch.rand(3, 4, dtype=torch.float64)
+    elem = fn(z, t, reduction="none")
+    torch.testing.assert_close(fn(z, t, reduction="none", weight=w), elem * w)
+    torch.testing.assert_close(fn(z, t, reduction="sum", weight=w), (elem * w).sum())
