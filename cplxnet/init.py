@@ -12,10 +12,11 @@ tensor give each part the full real variance (twice the target); its normal ones
 normal and meet it. Fans follow ``torch.nn.init`` (for a conv weight
 ``(C_out, C_in/groups, *k)``: ``fan_in = C_in/groups * prod(k)``, ``fan_out = C_out * prod(k)``) and
 gains ``torch.nn.init.calculate_gain``. Every function works in place under ``no_grad``, returns the
-tensor, accepts ``generator=``, leaves a tensor with no elements as it is (with torch's warning),
-takes conjugate views (every law here is unchanged by conjugation) and, but for
-:func:`word_init_` (real or complex tables), raises a clear error on a real tensor. complex32
-tensors are drawn in complex64 and rounded.
+tensor, accepts ``generator=``, leaves a tensor with no elements as it is (``xavier_*``,
+``kaiming_*`` and ``rayleigh_`` with torch's warning), takes conjugate views (every law here is
+unchanged by conjugation) and, but for :func:`word_init_` (real or complex tables), raises a
+clear error on a real tensor. complex32 tensors are drawn in complex64 and rounded (by
+:func:`word_init_` directly in float16 parts).
 
 complextorch's ``xavier_*``/``kaiming_*`` draw the same distributions (the tests check both
 against the targets), and its ``trabelsi_standard_`` the Rayleigh law; these versions add

@@ -213,7 +213,8 @@ def begin_resume(run_dir: str, run_config: dict, done: bool) -> None:
     rewritten with ``run_config`` (the new plan of an extended run), and then, if the run was
     ``done``, its ``results.json`` is removed until the new end. In that order an interrupt
     between the two leaves a complete run whose config.json asks for the extension, which a
-    plain ``--resume`` carries out."""
+    plain ``--resume`` carries out if the run had reached its planned end (one that stopped
+    early takes the same ``--epochs N`` again: the checkpoint still holds the stop)."""
     write_json(os.path.join(run_dir, "config.json"), run_config)
     if done:
         os.remove(os.path.join(run_dir, "results.json"))

@@ -82,7 +82,9 @@ def crelu(z: torch.Tensor, inplace: bool = False) -> torch.Tensor:
     if inplace and z.is_complex() and not z.is_conj():
         F.relu(torch.view_as_real(z), inplace=True)
         return z
-    if inplace:  # real, or a lazy conjugate (no real view): write the result back
+    if inplace and not z.is_complex():
+        return F.relu(z, inplace=True)
+    if inplace:  # a lazy conjugate has no real view: write the result back
         return z.copy_(_split(F.relu, z))
     return _split(F.relu, z)
 
@@ -244,7 +246,13 @@ def modrelu(z: torch.Tensor, bias: torch.Tensor | float) -> torch.Tensor:
     shape = torch.broadcast_shapes(z.shape, b.shape)
     if shape != z.shape:  # a bias of more dims than z: the output takes the broadcast shape
         z = z.expand(shape).contiguous()
-    if _kernels.applies(z) and z.numel() > 0 and b.dim() <= 1 and b.numel() in (1, z.shape[-1]):
+    if (
+        _kernels.applies(z)
+        and z.dim() > 0
+        and z.numel() > 0
+        and b.dim() <= 1
+        and b.numel() in (1, z.shape[-1])
+    ):
         return _ModReLUCompiled.apply(z, b)
     return _ModReLU.apply(z, b)
 
@@ -335,10 +343,11 @@ def mvn(z: torch.Tensor, sectors: int | None = None) -> torch.Tensor:
     origin, where the phase is undefined). ``sectors=k``: the discrete MVN
     :math:`P(z) = \varepsilon^j`, :math:`\varepsilon = e^{2\pi i / k}`,
     :math:`j = \lfloor k \arg(z) / 2\pi \rfloor` with :math:`\arg z \in [0, 2\pi)`: the k-th
-    root of unity opening the sector :math:`z` lies in (a point on a sector's lower edge, to
-    within rounding, belongs to that sector, so each root maps to itself; the origin to sector
-    0). The staircase has zero derivative almost everywhere, so its backward is the continuous
-    MVN's (straight-through; Aizenberg trains the discrete neuron with an error-correction rule
+    root of unity opening the sector :math:`z` lies in (a point on a sector's lower edge belongs
+    to that sector, and so does one less than :math:`16 \epsilon k` sectors below it, the
+    rounding of a root's angle, so each root maps to itself; the origin to sector 0). The
+    staircase has zero derivative almost everywhere, so its backward is the continuous MVN's
+    (straight-through; Aizenberg trains the discrete neuron with an error-correction rule
     instead, which cplxnet does not provide).
     """
     if not z.is_complex():

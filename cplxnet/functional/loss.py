@@ -135,12 +135,14 @@ def magnitude_loss(
 def _compress(z: torch.Tensor, power: float, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     """``(z rho^{c-1}, rho^c)`` with :math:`\\rho = \\sqrt{|z|^2 + \\epsilon}` (``hypot``: no
     overflow of :math:`|z|^2`), so the gradient stays finite at :math:`z = 0`; with
-    :math:`\\epsilon = 0` an exact zero gives 0 (and a zero gradient)."""
+    :math:`\\epsilon = 0` an exact zero gives 0 (with a zero gradient for :math:`c < 1`, where
+    the true one is infinite)."""
     r = z.abs()
     rho = torch.hypot(r, torch.full_like(r, math.sqrt(eps))) if eps > 0 else r
     positive = rho > 0
     safe = torch.where(positive, rho, torch.ones_like(rho))
-    scale = torch.where(positive, safe.pow(power - 1), torch.zeros_like(rho))
+    at0 = 1.0 if power == 1 else 0.0  # rho^(c-1) at 0: its limit for c >= 1, 0 below
+    scale = torch.where(positive, safe.pow(power - 1), torch.full_like(rho, at0))
     return z * scale, torch.where(positive, safe.pow(power), torch.zeros_like(rho))
 
 
@@ -166,7 +168,8 @@ def phase_aware_loss(
     (both 0.3 as in the papers). :math:`c = 1, \alpha = 1` is :func:`mse_loss`; :math:`\alpha = 0`
     is the compressed magnitude loss. ``eps`` is added to :math:`|z|^2` under the powers so the
     gradient is finite at the origin; an exact zero then counts as :math:`\\epsilon^{c/2}`
-    (0.016 at the defaults). ``eps=0``: an exact zero gives 0, with a zero gradient.
+    (0.016 at the defaults). ``eps=0``: an exact zero gives 0, with a zero gradient for
+    :math:`c < 1` (where the true one is infinite) and the limit for :math:`c \\ge 1`.
     """
     reduction = check_choice(reduction, _REDUCTIONS, "phase_aware_loss", "reduction")
     if not 0.0 <= alpha <= 1.0 or power <= 0 or not 0.0 <= eps < math.inf:

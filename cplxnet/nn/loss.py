@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch.nn.modules.loss import _Loss
 
@@ -104,9 +106,9 @@ class PhaseAwareLoss(_ReducedLoss):
         eps: float = 1e-12,
     ) -> None:
         super().__init__(reduction=reduction)
-        if not 0.0 <= alpha <= 1.0 or power <= 0 or eps < 0:
+        if not 0.0 <= alpha <= 1.0 or power <= 0 or not 0.0 <= eps < math.inf:
             raise ValueError(
-                f"PhaseAwareLoss: alpha must be in [0, 1], power > 0 and eps >= 0, got "
+                f"PhaseAwareLoss: alpha must be in [0, 1], power > 0 and eps >= 0 (finite), got "
                 f"alpha={alpha}, power={power}, eps={eps}"
             )
         self.power = float(power)

@@ -297,3 +297,9 @@ def test_complex_order_kernels_without_phase_and_double_backward(compiled):
     torch.testing.assert_close(
         torch.autograd.grad(got, (r, w), v), torch.autograd.grad(want, (r, w), v), **TOL
     )
+
+
+def test_zero_dim_input_takes_the_eager_path_under_the_switch(compiled):
+    z = torch.tensor(1 + 1j, dtype=C64)
+    torch.testing.assert_close(CF.modrelu(z, -0.5), CF.modrelu(z.reshape(1), -0.5)[0])
+    torch.testing.assert_close(CF.cardioid(z), CF.cardioid(z.reshape(1))[0])

@@ -198,3 +198,15 @@ def test_complex_element_weights_apply_for_every_reduction(fn):
     elem = fn(z, t, reduction="none")
     torch.testing.assert_close(fn(z, t, reduction="none", weight=w), elem * w)
     torch.testing.assert_close(fn(z, t, reduction="sum", weight=w), (elem * w).sum())
+
+
+def test_phase_aware_loss_with_power_1_alpha_1_eps_0_is_mse_also_at_an_exact_zero():
+    """rho^(c-1) at rho = 0 takes its limit 1 for c = 1: a zero output still moves."""
+    z = torch.tensor([0j, 1 + 1j], dtype=D, requires_grad=True)
+    t = torch.tensor([1 + 2j, 0j], dtype=D)
+    ours = CF.phase_aware_loss(z, t, power=1.0, alpha=1.0, eps=0.0)
+    mse = CF.mse_loss(z, t)
+    torch.testing.assert_close(ours, mse)
+    torch.testing.assert_close(torch.autograd.grad(ours, z)[0], torch.autograd.grad(mse, z)[0])
+    with pytest.raises(ValueError, match="eps >= 0 \\(finite\\)"):
+        cnn.PhaseAwareLoss(eps=float("inf"))
