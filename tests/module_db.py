@@ -217,6 +217,13 @@ MODULES.extend(
         ModuleInfo(
             cnn.S4D, _x(3, 5), args=(3, 2), kwargs={"transposed": True}, name="S4D_transposed"
         ),
+        ModuleInfo(
+            cnn.S4D,
+            _x(2, 5, 3),
+            args=(3, 2),
+            kwargs={"bidirectional": True},
+            name="S4D_bidirectional",
+        ),  # fmt: skip
     ]
 )
 

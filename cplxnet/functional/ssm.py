@@ -87,10 +87,16 @@ def s4d(
     a_imag: torch.Tensor,
     c: torch.Tensor,
     d: torch.Tensor,
+    *,
+    c_reverse: torch.Tensor | None = None,
 ) -> torch.Tensor:
     r"""S4D over ``input`` ``(B, L, H)`` or unbatched ``(L, H)`` complex: :math:`y = K * u +
     D u` along ``L`` (causal), with :math:`K` = :func:`s4d_kernel` and :math:`D` = ``d``
     ``(H,)`` complex. The convolution is an FFT of length :math:`2L`.
+
+    ``c_reverse`` ``(H, N)``: bidirectional, as the S4 code's ``bidirectional``: a second kernel
+    :math:`K'` (the same :math:`A`, :math:`\Delta`, with ``c_reverse``) adds the later inputs,
+    :math:`y_t \mathrel{+}= \sum_{j \ge 1} K'_{j-1} u_{t+j}` (one FFT for both).
 
     Examples::
 
@@ -111,6 +117,9 @@ def s4d(
     if input.numel() == 0:  # torch's FFT refuses empty batches and lengths
         return input * d
     kernel = s4d_kernel(log_dt, log_a_real, a_imag, c, length)  # (H, L)
+    if c_reverse is not None:  # K' reversed in the second half: offsets -L..-1 of the circle
+        backward = s4d_kernel(log_dt, log_a_real, a_imag, c_reverse, length)
+        kernel = torch.cat([kernel, backward.flip(-1)], -1)
     n = 2 * length
     spectrum = torch.fft.fft(input, n=n, dim=-2) * torch.fft.fft(kernel, n=n, dim=-1).mT
     return torch.fft.ifft(spectrum, dim=-2).narrow(-2, 0, length) + d * input

@@ -31,14 +31,18 @@ class S4D(HasDtype, nn.Module):
         d_state: complex states :math:`N` per channel.
         dt_min, dt_max: range of the initial steps :math:`\Delta` (log-uniform, per channel).
         transposed: input ``(B, H, L)`` (as ``Conv1d``) instead of ``(B, L, H)``.
+        bidirectional: also a kernel over the later inputs (parameter ``C_reverse``, the same
+            :math:`A` and :math:`\Delta`; as the S4 code's ``bidirectional``), for tasks that see
+            the whole sequence; no :meth:`step` then.
         device, dtype: factory kwargs.
 
     Parameters: ``log_dt`` ``(H,)``, ``log_A_real`` and ``A_imag`` ``(H, N)`` (real), ``C``
-    ``(H, N)`` and ``D`` ``(H,)`` (complex). Init S4D-Lin: :math:`A_n = -\tfrac12 + i\pi n`;
-    ``C``, ``D`` complex normal (:math:`E|c|^2 = 1`). The paper's code trains ``log_dt``,
-    ``log_A_real`` and ``A_imag`` at a learning rate of at most 1e-3 without weight decay (a
-    parameter group of your optimiser). The paper's real S4D (:math:`2\,\mathrm{Re}` over
-    :math:`N/2` states) is this layer with states in conjugate pairs on real input (a test).
+    (and ``C_reverse``) ``(H, N)`` and ``D`` ``(H,)`` (complex). Init S4D-Lin:
+    :math:`A_n = -\tfrac12 + i\pi n`; ``C``, ``D`` complex normal (:math:`E|c|^2 = 1`). The
+    paper's code trains ``log_dt``, ``log_A_real`` and ``A_imag`` at a learning rate of at most
+    1e-3 without weight decay (a parameter group of your optimiser). The paper's real S4D
+    (:math:`2\,\mathrm{Re}` over :math:`N/2` states) is this layer with states in conjugate
+    pairs on real input (a test).
 
     Shape: ``(B, L, H)`` or unbatched ``(L, H)`` complex -> the same shape. :meth:`step` runs
     the recurrence one sample at a time (streaming).
@@ -61,6 +65,7 @@ class S4D(HasDtype, nn.Module):
         dt_min: float = 1e-3,
         dt_max: float = 1e-1,
         transposed: bool = False,
+        bidirectional: bool = False,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -72,12 +77,16 @@ class S4D(HasDtype, nn.Module):
         super().__init__()
         self.d_model, self.d_state = d_model, d_state
         self.dt_min, self.dt_max, self.transposed = dt_min, dt_max, transposed
+        self.bidirectional = bidirectional
         self._dtype = fk["dtype"]
         rk = {"device": device, "dtype": real_dtype(fk["dtype"])}
         self.log_dt = nn.Parameter(torch.empty(d_model, **rk))
         self.log_A_real = nn.Parameter(torch.empty(d_model, d_state, **rk))
         self.A_imag = nn.Parameter(torch.empty(d_model, d_state, **rk))
         self.C = nn.Parameter(torch.empty(d_model, d_state, **fk))
+        self.C_reverse = (
+            nn.Parameter(torch.empty(d_model, d_state, **fk)) if bidirectional else None
+        )
         self.D = nn.Parameter(torch.empty(d_model, **fk))
         self.reset_parameters()
 
@@ -88,6 +97,8 @@ class S4D(HasDtype, nn.Module):
             steps = torch.arange(self.d_state, device=self.A_imag.device, dtype=self.A_imag.dtype)
             self.A_imag.copy_(math.pi * steps.expand_as(self.A_imag))
             self.C.normal_()
+            if self.C_reverse is not None:
+                self.C_reverse.normal_()
             self.D.normal_()
 
     def kernel(self, length: int) -> torch.Tensor:
@@ -103,6 +114,11 @@ class S4D(HasDtype, nn.Module):
         new state)``; stepping through a sequence gives :meth:`forward`'s output at each step
         (:func:`cplxnet.functional.s4d_step`)."""
         owner = type(self).__name__
+        if self.bidirectional:
+            raise ValueError(
+                f"{owner}.step: a bidirectional layer reads later inputs, so it cannot stream; "
+                "build it with bidirectional=False"
+            )
         check_dtype(input, self.dtype, owner)
         if input.dim() not in (1, 2) or input.shape[-1] != self.d_model:
             raise ValueError(
@@ -131,12 +147,14 @@ class S4D(HasDtype, nn.Module):
                 f"{owner}: expected input {where} with H = {self.d_model}, got shape "
                 f"{tuple(input.shape)}"
             )
+        params = (self.log_dt, self.log_A_real, self.A_imag, self.C, self.D)
         if self.transposed:
-            return CF.s4d(input.mT, self.log_dt, self.log_A_real, self.A_imag, self.C, self.D).mT
-        return CF.s4d(input, self.log_dt, self.log_A_real, self.A_imag, self.C, self.D)
+            return CF.s4d(input.mT, *params, c_reverse=self.C_reverse).mT
+        return CF.s4d(input, *params, c_reverse=self.C_reverse)
 
     def extra_repr(self) -> str:
         return (
             f"{self.d_model}, d_state={self.d_state}, dt_min={self.dt_min}, "
-            f"dt_max={self.dt_max}, transposed={self.transposed}, dtype={self.dtype}"
+            f"dt_max={self.dt_max}, transposed={self.transposed}, "
+            f"bidirectional={self.bidirectional}, dtype={self.dtype}"
         )

@@ -90,6 +90,54 @@ def test_step_refuses_a_wrong_input_or_state_in_one_line(args, match):
         _layer().step(torch.randn(2, 3, dtype=DT), torch.zeros(2, 3, 4, dtype=torch.complex64))
 
 
+def _explicit_bidirectional(m: cnn.S4D, u: torch.Tensor) -> torch.Tensor:
+    """``y_t = sum_{s <= t} K_{t-s} u_s + sum_{j >= 1} K'_{j-1} u_{t+j} + D u_t``, summed term
+    by term (``K'``: the kernel with ``C_reverse``)."""
+    length = u.shape[1]
+    k = CF.s4d_kernel(m.log_dt, m.log_A_real, m.A_imag, m.C, length)
+    k_rev = CF.s4d_kernel(m.log_dt, m.log_A_real, m.A_imag, m.C_reverse, length)
+    out = []
+    for t in range(length):
+        y = m.D * u[:, t]
+        for s in range(t + 1):
+            y = y + k[:, t - s] * u[:, s]
+        for j in range(1, length - t):
+            y = y + k_rev[:, j - 1] * u[:, t + j]
+        out.append(y)
+    return torch.stack(out, 1)
+
+
+@pytest.mark.parametrize("length", [2, 3, 9])
+def test_bidirectional_equals_its_sums_in_values_and_gradients(length):
+    m = _layer(bidirectional=True)
+    assert m.C_reverse is not None and "bidirectional=True" in repr(m)
+    u = torch.randn(2, length, 3, dtype=DT, requires_grad=True)
+    ours, ref = m(u), _explicit_bidirectional(m, u)
+    torch.testing.assert_close(ours, ref)
+    inputs = (u, *m.parameters())
+    for a, b in zip(_grads(ours, inputs), _grads(ref, inputs)):
+        torch.testing.assert_close(a, b)
+    causal = cnn.S4D(3, 4, dtype=DT)
+    causal.load_state_dict({k: v for k, v in m.state_dict().items() if k != "C_reverse"})
+    with torch.no_grad():
+        m.C_reverse.zero_()  # no backward kernel: the causal layer
+    torch.testing.assert_close(m(u), causal(u))
+    with pytest.raises(ValueError, match="S4D.step: a bidirectional layer reads later inputs"):
+        m.step(u[:, 0])
+
+
+def test_gradcheck_complex128_bidirectional():
+    m = _layer(h=2, n=3, bidirectional=True)
+    u = torch.randn(2, 5, 2, dtype=DT, requires_grad=True)
+    log_dt, log_a, a_imag, c, c_rev, d = (p.detach().clone().requires_grad_() for p in (
+        m.log_dt, m.log_A_real, m.A_imag, m.C, m.C_reverse, m.D))  # fmt: skip
+
+    def fn(u, log_dt, log_a, a_imag, c, c_rev, d):
+        return CF.s4d(u, log_dt, log_a, a_imag, c, d, c_reverse=c_rev)
+
+    assert torch.autograd.gradcheck(fn, (u, log_dt, log_a, a_imag, c, c_rev, d))
+
+
 def test_complex64_follows_the_recurrence_and_unbatched_and_transposed_inputs_agree():
     m = _layer()
     m32 = cnn.S4D(3, 4, dtype=torch.complex64)
