@@ -46,15 +46,18 @@ def _grads(out, inputs):
     return torch.autograd.grad((out * g.conj()).real.sum(), inputs)
 
 
+def _assert_same(ours, ref, inputs):
+    """Equal values, and equal gradients of ``Re <g, out>`` with respect to every input."""
+    torch.testing.assert_close(ours, ref)
+    for a, b in zip(_grads(ours, inputs), _grads(ref, inputs)):
+        torch.testing.assert_close(a, b)
+
+
 @pytest.mark.parametrize("length", [1, 2, 7, 33])
 def test_equals_its_recurrence_in_values_and_gradients(length):
     m = _layer()
     u = torch.randn(2, length, 3, dtype=DT, requires_grad=True)
-    ours, ref = m(u), _recurrence(m, u)
-    torch.testing.assert_close(ours, ref)
-    inputs = (u, *m.parameters())
-    for a, b in zip(_grads(ours, inputs), _grads(ref, inputs)):
-        torch.testing.assert_close(a, b)
+    _assert_same(m(u), _recurrence(m, u), (u, *m.parameters()))
 
 
 def test_stepping_through_a_sequence_gives_the_forward_output_and_gradients():
@@ -66,10 +69,7 @@ def test_stepping_through_a_sequence_gives_the_forward_output_and_gradients():
         outs.append(y)
     stepped = torch.stack(outs, 1)
     assert state.shape == (2, 3, 4)
-    torch.testing.assert_close(stepped, m(u))
-    inputs = (u, *m.parameters())
-    for a, b in zip(_grads(stepped, inputs), _grads(m(u), inputs)):
-        torch.testing.assert_close(a, b)
+    _assert_same(stepped, m(u), (u, *m.parameters()))
     y, state = m.step(u[0, 0].detach())  # unbatched (H,)
     torch.testing.assert_close(y, m(u[0, :1].detach())[0])
     assert state.shape == (3, 4)
@@ -112,11 +112,7 @@ def test_bidirectional_equals_its_sums_in_values_and_gradients(length):
     m = _layer(bidirectional=True)
     assert m.C_reverse is not None and "bidirectional=True" in repr(m)
     u = torch.randn(2, length, 3, dtype=DT, requires_grad=True)
-    ours, ref = m(u), _explicit_bidirectional(m, u)
-    torch.testing.assert_close(ours, ref)
-    inputs = (u, *m.parameters())
-    for a, b in zip(_grads(ours, inputs), _grads(ref, inputs)):
-        torch.testing.assert_close(a, b)
+    _assert_same(m(u), _explicit_bidirectional(m, u), (u, *m.parameters()))
     causal = cnn.S4D(3, 4, dtype=DT)
     causal.load_state_dict({k: v for k, v in m.state_dict().items() if k != "C_reverse"})
     with torch.no_grad():
