@@ -12,10 +12,10 @@ What runs:
    placement test (``tests/test_device_placement.py``, on meta), the module table's factory /
    output test and the zoo's every-encoding test on the device. Counts, failures and skip
    reasons go into the report.
-2. **Layers** (``benchmarks/layers.py``'s rows and harness, run with the device as torch's
-   default device): forward + backward of each complex layer against its equal-FLOP real twin
-   (and complextorch where the row has it), median of per-round ratios over interleaved rounds,
-   timed with CUDA events between synchronisations.
+2. **Layers** (``benchmarks/layers.py``'s rows timed by ``benchmarks/harness.py``, with the
+   device as torch's default device): forward + backward of each complex layer against its
+   equal-FLOP real twin (and complextorch where the row has it), median of per-round ratios over
+   interleaved rounds, timed with CUDA events between synchronisations.
 3. **Models** (``benchmarks/models.py``'s configurations): forward + backward of each paper
    classifier on one MR batch against its real twin x2 width, and the causal decoder's
    training step (``decoder_rows``: d 128 complex, 4 layers, 8 x 256 tokens) against its real
@@ -58,7 +58,8 @@ _spec = importlib.util.spec_from_file_location("bench_models", os.path.join(_HER
 bench = importlib.util.module_from_spec(_spec)
 sys.modules["bench_models"] = bench
 _spec.loader.exec_module(bench)
-layers = bench.layers  # models.py loads layers.py: one harness
+import harness  # noqa: E402  (on the path models.py puts it on)
+import layers  # noqa: E402
 
 import cplxnet  # noqa: E402
 import cplxnet.models as zoo  # noqa: E402
@@ -128,16 +129,18 @@ def _run_row(name, build, cfg, budget, skipped, dims=None, column="d") -> list[s
         skipped.append(f"{name}: time budget of {budget.seconds:.0f} s spent")
         return []
     try:
-        return layers.run_rows({name: build}, cfg, dims=dims, column=column, log=lambda s: None)[2:]
+        return harness.run_rows({name: build}, cfg, dims=dims, column=column, log=lambda s: None)[
+            2:
+        ]
     except Exception as err:  # noqa: BLE001 - a row that cannot run on the device is reported
         skipped.append(f"{name}: {type(err).__name__}: {str(err).splitlines()[0][:160]}")
         return []
 
 
 def layer_rows(device, quick, budget, skipped) -> list[str]:
-    cfg = layers.Config(rounds=10, warmup=3, min_time=0.02, rnn_complextorch=False)
+    cfg = harness.Config(rounds=10, warmup=3, min_time=0.02, rnn_complextorch=False)
     if quick:
-        cfg = layers.Config(
+        cfg = harness.Config(
             batch=2, seq=8, dims=(16,), rounds=3, warmup=1, min_time=0.0, rnn_seq=8,
             rnn_complextorch=False,
         )  # fmt: skip
@@ -172,7 +175,7 @@ def _peak_mb(device: torch.device, step) -> str:
 
 
 def _on(device: torch.device, step):
-    """``step`` (a models.py DecoderStep or a layers.fwd_bwd step of a model) moved to
+    """``step`` (a models.py DecoderStep or a harness.fwd_bwd step of a model) moved to
     ``device``; modules keep their parameters' identity, so the optimisers stay valid."""
     if isinstance(step, bench.DecoderStep):
         step.model.to(device)
@@ -181,7 +184,7 @@ def _on(device: torch.device, step):
 
 
 def model_rows(device, quick, budget, skipped) -> list[str]:
-    cfg = layers.Config(rounds=3 if quick else 10, warmup=1 if quick else 3, min_time=0.0)
+    cfg = harness.Config(rounds=3 if quick else 10, warmup=1 if quick else 3, min_time=0.0)
     peak = "torch.cuda.max_memory_allocated" if device.type == "cuda" else "n/a on this device"
     out = [
         f"Forward + backward of the paper classifiers on one batch of {cfg.batch} MR sentences, "
@@ -202,8 +205,8 @@ def model_rows(device, quick, budget, skipped) -> list[str]:
             torch.manual_seed(0)
             ours = zoo.build_model(c, device=device).train()
             twin = zoo.build_model(zoo.real_twin(c), device=device).train()
-            steps = {"real twin x2 width": layers.fwd_bwd(twin, ids, mask)}
-            return layers.Case(layers.fwd_bwd(ours, ids, mask), steps)
+            steps = {"real twin x2 width": harness.fwd_bwd(twin, ids, mask)}
+            return harness.Case(harness.fwd_bwd(ours, ids, mask), steps)
 
         cases[f"{family} forward + backward"] = (build, ids.numel())
     for name, build in bench.decoder_rows(quick).items():
@@ -224,8 +227,8 @@ def model_rows(device, quick, budget, skipped) -> list[str]:
             continue
         try:
             case = build(8 if quick else 128, cfg)  # built on the CPU, then moved (decoder)
-            with device:  # the device as torch's default: CUDA-event timing in layers._time
-                rows = layers.measure(case, cfg)
+            with device:  # the device as torch's default: CUDA-event timing in harness._time
+                rows = harness.measure(case, cfg)
                 peaks = {"cplxnet": _peak_mb(device, case.ours)}
                 peaks.update({k: _peak_mb(device, s) for k, s in case.baselines.items()})
         except Exception as err:  # noqa: BLE001 - reported, the other rows still run
@@ -272,7 +275,7 @@ def main(argv: list[str] | None = None) -> str:
         "",
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, torch {torch.__version__}, "
         f"cplxnet {cplxnet.__version__}{', quick (tiny sizes)' if a.quick else ''}; "
-        f"load average before: {layers.loadavg()}.",
+        f"load average before: {harness.loadavg()}.",
         "",
         "## Device-parametrised tests",
         "",
@@ -289,7 +292,9 @@ def main(argv: list[str] | None = None) -> str:
     lines += ["", "## Models: complex vs real twin, decoder tokens per second", ""]
     lines += model_rows(device, a.quick, budget, skipped)
     lines += ["", "## Skipped", "", *(f"- {s}" for s in skipped or ["nothing"]), ""]
-    lines.append(f"Total {time.perf_counter() - t0:.0f} s; load average after: {layers.loadavg()}.")
+    lines.append(
+        f"Total {time.perf_counter() - t0:.0f} s; load average after: {harness.loadavg()}."
+    )
     report = "\n".join(lines) + "\n"
     print(report)
     if a.out:

@@ -1,7 +1,7 @@
 """Forward+backward time of cplxnet's grid layers (convolutions 1-3d and transposed, pools,
 Upsample, channel dropout) relative to the real PyTorch layer on the same number of real values
 or FLOPs, to torch's native complex op where one exists, and to complextorch's and torchcvnn's
-layers, measured side by side in one process with the harness of ``benchmarks/layers.py``.
+layers, measured side by side in one process with the harness ``benchmarks/harness.py``.
 
     python benchmarks/grid_layers.py --out benchmarks/RESULTS.md   # one thread, 15 rounds
     python benchmarks/grid_layers.py --quick                       # tiny shapes, every row runs
@@ -16,7 +16,6 @@ function for ``B C > 1`` and is timed for reference only.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -26,7 +25,7 @@ if __name__ == "__main__" and any(os.environ.get(k) != v for k, v in _MALLOC_ENV
     os.execv(sys.executable, [sys.executable, *sys.argv])
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import layers as harness  # noqa: E402  (re-executes with the malloc settings when run directly)
+import harness  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
@@ -44,12 +43,7 @@ SHAPES = {1: (16, 1024), 2: (8, 64, 64), 3: (2, 16, 16, 16)}  # batch, spatial s
 QUICK = {1: (2, 16), 2: (2, 8, 8), 3: (1, 4, 4, 4)}
 
 
-def row(name):
-    def deco(fn):
-        ROWS[name] = fn
-        return fn
-
-    return deco
+row = harness.registry(ROWS)
 
 
 def _inputs(nd, c, cfg):
@@ -186,33 +180,11 @@ def _unpool(c, cfg):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", help="write the table as a section of this markdown file")
-    p.add_argument("--quick", action="store_true", help="tiny shapes, 2 rounds (smoke test)")
-    p.add_argument("--rounds", type=int, default=15)
-    p.add_argument("--channels", type=int, default=32)
-    p.add_argument("--only", nargs="+", help="row names to run")
-    a = p.parse_args(argv)
-    cfg = harness.Config(threads=1, rounds=a.rounds, dims=(a.channels,), min_time=0.05)
-    if a.quick:
-        cfg = harness.Config(threads=1, rounds=2, dims=(2,), warmup=1, min_time=0.0, seq=8)
-    torch.set_num_threads(1)
-    before = harness.loadavg()
-    lines = [
-        f"torch {torch.__version__}, 1 thread, {cfg.dtype}, forward + backward, median of "
-        f"{cfg.rounds} interleaved rounds of per-round ratios (ours / baseline; < 1: ours is "
-        f"faster); shapes 1-D (16, C, 1024), 2-D (8, C, 64, 64), 3-D (2, C, 16, 16, 16), C "
-        f"complex channels (the real baseline: 2C real channels). "
-        f"MALLOC_MMAP_THRESHOLD_={os.environ.get('MALLOC_MMAP_THRESHOLD_')}.",
-        "",
-        *harness.run_rows(ROWS, cfg, a.only, print, column="C"),
-        "",
-        f"Load average (1/5/15 min) before: {before}; after: {harness.loadavg()}.",
-    ]
-    table = "\n".join(lines) + "\n"
-    print(table)
-    if a.out:
-        harness.write_section(a.out, SECTION, table)
+    harness.one_thread_main(
+        argv, doc=__doc__, rows=ROWS, section=SECTION,
+        shapes="shapes 1-D (16, C, 1024), 2-D (8, C, 64, 64), 3-D (2, C, 16, 16, 16), C complex "
+        "channels (the real baseline: 2C real channels).",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

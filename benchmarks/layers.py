@@ -30,8 +30,9 @@ The attention and recurrent layers have their rows here too.
 
 Adding a row: write one function decorated with ``@row(name)`` that takes ``(d, cfg)`` and
 returns ``Case(ours=step, baselines={label: step, ...})``; build steps with
-``fwd_bwd(module_or_fn, *inputs)``. ``benchmarks/models.py`` reuses :func:`measure`,
-:func:`run_rows` and :func:`write_section`.
+``fwd_bwd(module_or_fn, *inputs)``. The harness (``Config``, ``Case``, ``fwd_bwd``,
+``measure``, ``run_rows``, ``write_section``) is ``benchmarks/harness.py``, shared by the other
+layer and model benchmarks.
 """
 
 from __future__ import annotations
@@ -39,11 +40,8 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import statistics
 import sys
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 _MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "1073741824", "MALLOC_TRIM_THRESHOLD_": "4294967296"}
 
@@ -68,83 +66,22 @@ except ImportError:  # pragma: no cover - benchmarks run without the tests folde
 finally:
     sys.path.pop(0)
 
-try:  # complextorch is a runtime dependency, but keep the harness usable without it
-    import complextorch.nn as ctnn  # noqa: E402
-except ImportError:  # pragma: no cover
-    ctnn = None
-
-Step = Callable[[], None]
-
-
-@dataclass
-class Config:
-    batch: int = 32
-    seq: int = 128
-    dims: tuple = (256, 512)
-    rounds: int = 25
-    warmup: int = 3
-    threads: int = 2
-    min_time: float = 0.02  # seconds per measurement (reps chosen to reach it)
-    dtype: torch.dtype = torch.complex64
-    rnn_seq: int = 32  # sequence of the recurrent rows (cost is linear in it, ratios are not)
-    rnn_complextorch: bool = True
-    rnn_slow_rounds: int = 5  # rounds of the row holding complextorch's Python-loop LSTM
-
-
-@dataclass
-class Case:
-    """One row: the step of ours, the steps of its baselines, and optional overrides (rounds for
-    expensive rows, a note printed under the table)."""
-
-    ours: Step
-    baselines: dict[str, Step] = field(default_factory=dict)
-    label: str = "cplxnet"
-    rounds: int | None = None
-    note: str = ""
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (  # noqa: E402
+    Case,
+    Config,
+    cinput,
+    ctnn,
+    fwd_bwd,
+    loadavg,
+    registry,
+    rinput,
+    run_rows,
+    write_section,
+)
 
 ROWS: dict[str, Callable[[int, Config], Case]] = {}
-
-
-def row(name: str):
-    """Register a benchmark row ``name``: a function ``(d, cfg) -> Case``."""
-
-    def deco(fn):
-        ROWS[name] = fn
-        return fn
-
-    return deco
-
-
-def cinput(cfg: Config, *shape: int) -> torch.Tensor:
-    return torch.randn(*shape, dtype=cfg.dtype).requires_grad_()
-
-
-def rinput(cfg: Config, *shape: int) -> torch.Tensor:
-    return torch.randn(*shape, dtype=cplxnet.real_dtype(cfg.dtype)).requires_grad_()
-
-
-def _first_tensor(out):
-    while isinstance(out, (tuple, list)):
-        out = out[0]
-    return out
-
-
-def fwd_bwd(fn: Callable, *inputs, **kwargs) -> Step:
-    """A step running ``fn(*inputs, **kwargs)`` forward and backward (fixed random cotangent on
-    the first output tensor); gradients of parameters and inputs are reset each time."""
-    params = list(fn.parameters()) if isinstance(fn, nn.Module) else []
-    leaves = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad] + params
-    out = _first_tensor(fn(*inputs, **kwargs))
-    grad = torch.randn_like(out)
-
-    def step() -> None:
-        for t in leaves:
-            t.grad = None
-        y = _first_tensor(fn(*inputs, **kwargs))
-        y.backward(grad)
-
-    return step
+row = registry(ROWS)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -453,118 +390,7 @@ def _gru(d: int, cfg: Config) -> Case:
     return Case(ours, {"real nn.GRU(2d, 2d)": real}, note=f"sequence {cfg.rnn_seq}")
 
 
-# ------------------------------------------------------------------------------------------------
-# harness
-# ------------------------------------------------------------------------------------------------
-def _time(step: Step, reps: int) -> float:
-    """Seconds per call of ``step`` (mean of ``reps`` calls). On a CUDA default device
-    (``with torch.device("cuda")``, as ``benchmarks/device_check.py`` runs the rows) the calls
-    are timed with CUDA events between two ``torch.cuda.synchronize()``."""
-    if torch.get_default_device().type == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        for _ in range(reps):
-            step()
-        end.record()
-        torch.cuda.synchronize()
-        return start.elapsed_time(end) / 1e3 / reps
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        step()
-    return (time.perf_counter() - t0) / reps
-
-
-def measure(case: Case, cfg: Config) -> list[tuple[str, float, float, float]]:
-    """Rows ``(baseline, median ratio ours/baseline, ours ms, baseline ms)``."""
-    variants = {case.label: case.ours, **case.baselines}
-    reps = {}
-    for k, f in variants.items():  # warm-up and choose repetitions per measurement
-        t = min(_time(f, 1) for _ in range(max(cfg.warmup, 1)))
-        reps[k] = max(1, math.ceil(cfg.min_time / max(t, 1e-6)))
-    times: dict[str, list[float]] = {k: [] for k in variants}
-    items = list(variants.items())
-    for r in range(case.rounds or cfg.rounds):
-        for k, f in items if r % 2 == 0 else items[::-1]:
-            times[k].append(_time(f, reps[k]))
-    ours = times[case.label]
-    out = []
-    for k in case.baselines:
-        ratios = [a / b for a, b in zip(ours, times[k])]
-        out.append(
-            (
-                k,
-                statistics.median(ratios),
-                statistics.median(ours) * 1e3,
-                statistics.median(times[k]) * 1e3,
-            )
-        )
-    return out
-
-
 SECTION = "layers.py: layers against equal-FLOP real layers and complextorch"
-
-
-def loadavg() -> str:
-    try:
-        with open("/proc/loadavg") as f:
-            return " ".join(f.read().split()[:3])
-    except OSError:  # pragma: no cover - not Linux
-        return "n/a"
-
-
-def write_section(path: str, title: str, body: str) -> None:
-    """Put ``## title`` + ``body`` into the markdown file ``path``, replacing an earlier section of
-    that title and keeping the others (each benchmark script owns one section)."""
-    text = "# Benchmark results\n"
-    if os.path.exists(path):
-        with open(path) as f:
-            text = f.read()
-    parts = text.split("\n## ")
-    head, sections = parts[0], parts[1:]
-    new = f"{title}\n\n{body.strip()}\n"
-    for i, sec in enumerate(sections):
-        if sec.split("\n", 1)[0].strip() == title:
-            sections[i] = new
-            break
-    else:
-        sections.append(new)
-    out = head.rstrip() + "\n\n" + "\n".join("## " + s.rstrip() + "\n" for s in sections)
-    os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
-    with open(path, "w") as f:
-        f.write(out)
-
-
-def run_rows(
-    rows: dict[str, Callable[[int, Config], Case]],
-    cfg: Config,
-    only: list[str] | None = None,
-    log=print,
-    dims: tuple | None = None,
-    column: str = "d",
-) -> list[str]:
-    """Markdown table lines of ``rows`` (each at every ``dims`` value), with notes below."""
-    lines = [
-        f"| layer | {column} | baseline | ours / baseline | ours ms | baseline ms |",
-        "|---|---:|---|---:|---:|---:|",
-    ]
-    notes: dict[str, str] = {}
-    for name, build in rows.items():
-        if only and name not in only:
-            continue
-        for d in dims or cfg.dims:
-            torch.manual_seed(0)
-            case = build(d, cfg)
-            if case.note:
-                notes[name] = case.note + (f"; {case.rounds} rounds" if case.rounds else "")
-            for base, ratio, t_ours, t_base in measure(case, cfg):
-                line = f"| {name} | {d} | {base} | {ratio:.2f}x | {t_ours:.2f} | {t_base:.2f} |"
-                lines.append(line)
-                log(line)
-    if notes:
-        lines.append("")
-        lines.extend(f"- {k}: {v}" for k, v in notes.items())
-    return lines
 
 
 def run(cfg: Config, only: list[str] | None = None, log=print) -> str:

@@ -9,7 +9,7 @@ against eager; micro rows (complex-order embedding, rotary); sentences per secon
     python benchmarks/models.py --only steps micro      # parts: steps, compile, micro, cli,
                                                         #   profile, decoder, study
 
-Method (the harness of ``benchmarks/layers.py``): 2 threads,
+Method (the harness ``benchmarks/harness.py``): 2 threads,
 glibc malloc thresholds raised (the script re-executes itself with them), each variant warmed up,
 then rounds in which every variant runs once, in alternating order; reported: the median over
 rounds of the per-round ratio and the median times.
@@ -89,10 +89,8 @@ if (
     os.environ.update(_MALLOC_ENV)
     os.execv(sys.executable, [sys.executable, *sys.argv])
 
-# Load the harness of layers.py by its path.
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
-import importlib.util  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -104,18 +102,13 @@ from cplxnet.data import DataSpec, prepare_data  # noqa: E402
 from cplxnet.encodings import create_encoding  # noqa: E402
 from cplxnet.train import train_step  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("layers", os.path.join(_HERE, "layers.py"))
-layers = importlib.util.module_from_spec(_spec)
-sys.modules["layers"] = layers
-_spec.loader.exec_module(layers)
+sys.path.insert(0, _HERE)
+import harness  # noqa: E402
+
 Case, Config, cinput, rinput, fwd_bwd = (
-    layers.Case,
-    layers.Config,
-    layers.cinput,
-    layers.rinput,
-    layers.fwd_bwd,
-)
-loadavg, run_rows, write_section = layers.loadavg, layers.run_rows, layers.write_section
+    harness.Case, harness.Config, harness.cinput, harness.rinput, harness.fwd_bwd
+)  # fmt: skip
+loadavg, run_rows, write_section = harness.loadavg, harness.run_rows, harness.write_section
 
 try:
     import complextorch.nn as ctnn

@@ -1,7 +1,7 @@
 """Forward+backward time of the whitening batch, instance and group norms against the real
 layers on the same number of real values, complextorch's and torchcvnn's batch norms and
-cplxnet's own earlier BatchNorm1d, side by side in one process (the harness of
-``benchmarks/layers.py``: interleaved rounds, median of per-round ratios).
+cplxnet's own earlier BatchNorm1d, side by side in one process (the harness
+``benchmarks/harness.py``: interleaved rounds, median of per-round ratios).
 
     python benchmarks/norms.py --threads 1                  # the table
     python benchmarks/norms.py --threads 1 --out benchmarks/RESULTS.md
@@ -38,20 +38,17 @@ if (
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
-import importlib.util  # noqa: E402
-
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 import cplxnet  # noqa: E402
 from cplxnet import nn as cnn  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("layers", os.path.join(_HERE, "layers.py"))
-layers = importlib.util.module_from_spec(_spec)
-sys.modules["layers"] = layers
-_spec.loader.exec_module(layers)
+sys.path.insert(0, _HERE)
+import harness  # noqa: E402
+
 Case, Config, cinput, rinput, fwd_bwd = (
-    layers.Case, layers.Config, layers.cinput, layers.rinput, layers.fwd_bwd
+    harness.Case, harness.Config, harness.cinput, harness.rinput, harness.fwd_bwd
 )  # fmt: skip
 
 try:
@@ -189,7 +186,7 @@ def run(cfg: Config, before_rev: str, only=None, log=print) -> str:
     torch.manual_seed(0)
     before = load_batch_norm_at(before_rev) if before_rev else None
     table = rows(cfg, before)
-    start = layers.loadavg()
+    start = harness.loadavg()
     one_d = {k: v for k, v in table.items() if k.startswith("BatchNorm1d")}
     grid = {k: v for k, v in table.items() if not k.startswith("BatchNorm1d")}
     dims_1d = (256,) if cfg.seq >= 128 else (8,)
@@ -201,10 +198,10 @@ def run(cfg: Config, before_rev: str, only=None, log=print) -> str:
         f"ratio = median of per-round ratios, MALLOC_MMAP_THRESHOLD_="
         f"{os.environ.get('MALLOC_MMAP_THRESHOLD_')}",
         "",
-        *layers.run_rows(one_d, cfg, only, log, dims=dims_1d, column="C"),
-        *layers.run_rows(grid, cfg, only, log, dims=dims_grid, column="C")[2:],
+        *harness.run_rows(one_d, cfg, only, log, dims=dims_1d, column="C"),
+        *harness.run_rows(grid, cfg, only, log, dims=dims_grid, column="C")[2:],
         "",
-        f"Load average (1/5/15 min) before: {start}; after: {layers.loadavg()}.",
+        f"Load average (1/5/15 min) before: {start}; after: {harness.loadavg()}.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -228,7 +225,7 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(table)
     if a.out:
-        layers.write_section(a.out, SECTION, table)
+        harness.write_section(a.out, SECTION, table)
 
 
 if __name__ == "__main__":

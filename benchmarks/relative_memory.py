@@ -289,7 +289,7 @@ def main() -> None:
         table = model_table(args.sizes, args.repeats, args.max_naive_gb)
         if args.out:
             sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-            from layers import write_section
+            from harness import write_section
 
             title = "relative_memory.py --model: peak memory of a Transformer training step"
             write_section(args.out, title, table)

@@ -1,6 +1,6 @@
 """Forward+backward time of cplxnet's spectral pooling and S4D relative to the same operation
 on real values of twice the channels, and to complextorch's layers, side by side in one process
-with the harness of ``benchmarks/layers.py``.
+with the harness ``benchmarks/harness.py``.
 
     python benchmarks/signal_layers.py --out benchmarks/RESULTS.md   # one thread, 15 rounds
     python benchmarks/signal_layers.py --quick                       # tiny shapes, every row runs
@@ -15,13 +15,12 @@ with the harness of ``benchmarks/layers.py``.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import layers as harness  # noqa: E402
+import harness  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
@@ -32,12 +31,7 @@ SECTION = "signal_layers.py: SpectralPool2d, S4D (1 thread)"
 ROWS: dict = {}
 
 
-def row(name):
-    def deco(fn):
-        ROWS[name] = fn
-        return fn
-
-    return deco
+row = harness.registry(ROWS)
 
 
 class RealSpectralPool2d(nn.Module):
@@ -104,31 +98,10 @@ def _s4d(c, cfg):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", help="write the table as a section of this markdown file")
-    p.add_argument("--quick", action="store_true", help="tiny shapes, 2 rounds (smoke test)")
-    p.add_argument("--rounds", type=int, default=15)
-    p.add_argument("--channels", type=int, default=32)
-    a = p.parse_args(argv)
-    cfg = harness.Config(threads=1, rounds=a.rounds, dims=(a.channels,), min_time=0.05)
-    if a.quick:
-        cfg = harness.Config(threads=1, rounds=2, dims=(2,), warmup=1, min_time=0.0, seq=8)
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    before = harness.loadavg()
-    lines = [
-        f"torch {torch.__version__}, 1 thread, {cfg.dtype}, forward + backward, median of "
-        f"{cfg.rounds} interleaved rounds of per-round ratios (ours / baseline; < 1: ours is "
-        "faster); C complex channels against 2C real ones.",
-        "",
-        *harness.run_rows(ROWS, cfg, None, print, column="C"),
-        "",
-        f"Load average (1/5/15 min) before: {before}; after: {harness.loadavg()}.",
-    ]
-    table = "\n".join(lines) + "\n"
-    print(table)
-    if a.out:
-        harness.write_section(a.out, SECTION, table)
+    harness.one_thread_main(
+        argv, doc=__doc__, rows=ROWS, section=SECTION,
+        shapes="C complex channels against 2C real ones.",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
