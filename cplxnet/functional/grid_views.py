@@ -33,16 +33,17 @@ def check_rank(x: torch.Tensor, nd: int) -> None:
         )
 
 
-def is_channels_last(x: torch.Tensor, nd: int) -> bool:
-    """Whether complex ``x`` is a batched ``(N, C, *S)`` grid of rank ``nd`` (2 or 3) in torch's
-    channels-last format and not also contiguous (one channel, or sizes of 1, make it both); an
-    unbatched ``(C, *S)`` input never is; inside ``torch.func`` transforms, which cannot query
-    the format, it is read as contiguous."""
+def is_channels_last(x: torch.Tensor, nd: int, *, complex_only: bool = True) -> bool:
+    """Whether ``x`` (complex, or any dtype when not ``complex_only``) is a batched
+    ``(N, C, *S)`` grid of rank ``nd`` (2 or 3) in torch's channels-last format and not also
+    contiguous (one channel, or sizes of 1, make it both); an unbatched ``(C, *S)`` input never
+    is; inside ``torch.func`` transforms, which cannot query the format, it is read as
+    contiguous."""
     if (
         is_transformed()
         or nd not in (2, 3)
         or x.dim() != nd + 2
-        or not x.is_complex()
+        or (complex_only and not x.is_complex())
         or x.is_contiguous()
     ):
         return False

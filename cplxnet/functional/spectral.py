@@ -23,8 +23,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .._utils import is_transformed
-from .grid_views import check_grid, cl_format
+from .grid_views import check_grid, cl_format, is_channels_last
 
 __all__ = ["spectral_pool1d", "spectral_pool2d", "spectral_pool3d"]
 
@@ -89,20 +88,9 @@ def _spectral_pool(input: torch.Tensor, nd: int, output_size: object, owner: str
     out = torch.fft.ifftn(spectrum, dim=dims, norm="forward")
     if not input.is_complex():
         out = out.real
-    if _channels_last(input, nd):
+    if is_channels_last(input, nd, complex_only=False):
         return out.contiguous(memory_format=cl_format(nd))
     return out.contiguous()
-
-
-def _channels_last(x: torch.Tensor, nd: int) -> bool:
-    """:func:`~cplxnet.functional.grid_views.is_channels_last` for complex or real ``x``."""
-    return (
-        not is_transformed()
-        and nd in (2, 3)
-        and x.dim() == nd + 2
-        and not x.is_contiguous()
-        and x.is_contiguous(memory_format=cl_format(nd))
-    )
 
 
 def spectral_pool1d(input: torch.Tensor, output_size: int | None) -> torch.Tensor:
