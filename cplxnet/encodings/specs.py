@@ -140,6 +140,8 @@ def _format_value(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return value
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return str(int(value))  # base=500 and base=500.0 name one encoding
     return json.dumps(value, separators=(",", ":"))
 
 

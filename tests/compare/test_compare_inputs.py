@@ -172,7 +172,9 @@ def test_lm_grid_refuses_what_train_refuses(files, tmp_path, capsys, extra, matc
          "trec fasttext complex-order-freq-shared complex seed 0 and trec fasttext "
          "complex-order:frequency=shared complex seed 0 are one cell"),
         ([*BASE, "--data", "trec", "--encodings", "sinusoidal:base=500.0,sinusoidal:base=5e2"],
-         "are one cell (trec-test-fasttext-sinusoidal_base-500.0-real-s0)"),
+         "are one cell (trec-test-fasttext-sinusoidal_base-500-real-s0)"),
+        ([*BASE, "--data", "trec", "--encodings", "sinusoidal:base=500,sinusoidal:base=500.0"],
+         "are one cell (trec-test-fasttext-sinusoidal_base-500-real-s0)"),
         ([*BASE, "--data", "trec,trec"], "trec fasttext none real seed 0 is in the grid twice"),
         ([*BASE, "--data", "trec", "--families", "fasttext,fasttext"], "is in the grid twice"),
         ([*LM, "--data", "mr,mr"], "mr decoder none real seed 0 is in the grid twice"),

@@ -54,6 +54,18 @@ def test_bad_specs(text, match):
         parse_encodings(text)
 
 
+def test_one_number_written_two_ways_names_one_encoding():
+    """An integral float is written as the int in the canonical form and the cell id (500.0, 5e2
+    and 500 build one encoding); other floats keep their JSON form."""
+    ids = {parse_encoding(f"rotary:base={v}").canonical for v in ("500", "500.0", "5e2")}
+    assert ids == {"rotary:base=500"}
+    assert parse_encoding("rotary:base=500.0").slug == parse_encoding("rotary:base=500").slug
+    assert parse_encoding("rotary:base=500.5").canonical == "rotary:base=500.5"
+    assert parse_encoding("rotary:base=1e20").canonical == "rotary:base=1e+20"
+    trained = parse_encoding("rotary-yarn:base=500.0").trained
+    assert trained.canonical == parse_encoding("rotary:base=500").canonical
+
+
 def test_numbers():
     co, sin = parse_encoding("complex-order"), parse_encoding("sinusoidal")
     natural = parse_numbers("natural")
