@@ -85,6 +85,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             digits=args.digits,
             plots=not args.no_plot,
         )
+    except PermissionError as err:
+        return fail(f"{err.filename}: permission denied; give --out a folder you can write to")
     except (FileNotFoundError, ValueError, KeyError) as err:
         return fail(str(err) if not isinstance(err, KeyError) else f"missing column {err}")
     print(text)

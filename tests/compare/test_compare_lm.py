@@ -18,10 +18,11 @@ from cplxnet.compare.grid.lm import lm_grid_options, parse_lm_encodings
 from cplxnet.compare.report import paired_test
 from cplxnet.compare.report.lm_report import (
     lm_groups,
-    lm_pooled_table,
+    lm_paired_table,
     lm_table,
     render_lm_report,
 )
+from cplxnet.compare.report.tables import fmt_p
 from cplxnet.compare.specs import parse_encodings
 
 TINY_MODEL = ["--set", "d_model=8", "--set", "num_heads=2", "--set", "dim_feedforward=16",
@@ -284,23 +285,53 @@ def test_lm_table_bold_na_and_labels():
     assert by_label["alibi (real)"][4:] == ["1,000", "100", "50 |"]
 
 
-def test_lm_pooled_test_against_the_target():
-    text = lm_pooled_table(ROWS, target="complex-order", digits=3)
-    lines = {line.split(" | ")[1]: line for line in text.splitlines()[2:]}
-    assert set(lines) == {"alibi (real)", "trainable (real)", "complex-order (real)"}
-    # alibi: pairs (length, seed) of both; target minus other; wins = target lower
-    target = {(x, s): v for s, vals in ((0, [2.0, 2.1, 2.4, 3.0]), (1, [2.2, 2.3, 2.6, 3.2]))
-              for x, v in zip(("64", "128", "256", "512"), vals)}  # fmt: skip
-    alibi = {(x, s): v for s, vals in ((0, [2.1, 2.05, 2.15, 2.2]), (1, [2.3, 2.25, 2.35, 2.4]))
-             for x, v in zip(("64", "128", "256", "512"), vals)}  # fmt: skip
-    ref = paired_test(alibi, target)
-    diff = sum(target[k] - alibi[k] for k in target) / len(target)
-    assert ref.n == 8 and ref.wins == 2 and ref.losses == 6 and ref.ties == 0
-    row = lines["alibi (real)"]
-    assert f"| {diff:+.3f} |" in row and "| 2/0/6 | 8 |" in row
-    # trainable: only (64, seed 0) is shared; the target is worse there
-    assert "| +0.100 | 0/0/1 | 1 | 1 |" in lines["trainable (real)"]
-    assert lm_pooled_table(ROWS, target="xpos") == ""
+def test_lm_paired_test_per_length_against_the_target():
+    """One cell per evaluation length: the seeds both scored there, paired by seed (the lengths
+    of one run are not pooled), target minus other, wins where the target is better."""
+    text = lm_paired_table(ROWS, target="complex-order", digits=3, context=64)
+    lines = text.splitlines()
+    assert lines[0] == "| target | against | 64 (L) | 128 (2L) | 256 (4L) | 512 (8L) |"
+    rows = {line.split(" | ")[1]: line.strip("| ").split(" | ")[2:] for line in lines[2:]}
+    assert set(rows) == {"alibi (real)", "trainable (real)", "complex-order (real)"}
+    target = {0: [2.0, 2.1, 2.4, 3.0], 1: [2.2, 2.3, 2.6, 3.2]}
+    alibi = {0: [2.1, 2.05, 2.15, 2.2], 1: [2.3, 2.25, 2.35, 2.4]}
+    for i, cell in enumerate(rows["alibi (real)"]):
+        t = paired_test({s: v[i] for s, v in alibi.items()}, {s: v[i] for s, v in target.items()})
+        diff = (target[0][i] - alibi[0][i] + target[1][i] - alibi[1][i]) / 2
+        assert t.n == 2
+        assert cell == f"{diff:+.3f} ({t.wins}/{t.ties}/{t.losses}, p {fmt_p(t.p)})", cell
+    assert rows["alibi (real)"][0] == "-0.100 (2/0/0, p 0.5)"  # lower bpc: the target wins
+    assert rows["alibi (real)"][3] == "+0.800 (0/0/2, p 0.5)"
+    # trainable: seed 0 at L only; no seed has both scores beyond L
+    assert rows["trainable (real)"] == ["+0.100 (0/0/1, p 1)", "–", "–", "–"]
+    assert rows["complex-order (real)"][0] == "-0.500 (1/0/0, p 1)"
+    assert lm_paired_table(ROWS, target="xpos") == ""
+
+
+def test_lm_report_states_the_test_and_the_smallest_p(tmp_path):
+    text, _ = render_lm_report(ROWS, str(tmp_path), plots=False)
+    assert "## complex-order against each configuration, per evaluation length" in text
+    assert "the lengths are not pooled" in text and "`scipy.stats.wilcoxon`" in text
+    assert "smallest attainable p is 2 / 2^n: 0.5 for the 2 seeds here" in text
+    assert "mean ± sample std over seeds" in text
+
+
+def test_lm_table_leaves_out_a_score_that_is_not_finite():
+    rows = [*ROWS[:4], _row("alibi", "real", 2, [float("nan"), 2.0, 2.0, 2.0])]
+    table, notes = lm_table(rows, digits=2)
+    line = next(x for x in table.splitlines() if x.startswith("| alibi"))
+    assert line.split(" | ")[1] == "2.20 ± 0.14 (n=2) [1]"  # seeds 0 and 1; bold stays honest
+    assert notes == ["not a finite number for seed 2; left out"]
+    assert "nan" not in table
+    text = lm_paired_table(rows, target="complex-order")
+    assert "1/0/1" not in text.splitlines()[2].split(" | ")[2]  # seed 2 is no tie at L
+
+
+def test_a_rescored_configuration_shows_no_training_time():
+    rows = [*ROWS[:2], _row("rotary-yarn", "real", 0, [2.0, 2.1, 2.2, 2.3], rescored=True)]
+    table, _ = lm_table(rows, digits=2)
+    line = next(x for x in table.splitlines() if x.startswith("| rotary-yarn"))
+    assert line.rstrip(" |").split(" | ")[-2:] == ["–", "–"]
 
 
 def test_render_from_json_and_csv_agree_and_plot(tmp_path):

@@ -63,12 +63,16 @@ def test_training_table_marks_learning_runs_and_counts_early_stops():
     gain_flat = plateau_gain(_history(flat))
     gain_short = plateau_gain(_history(flat[:6]))
     assert gain_short == 0.0 and gain_flat == pytest.approx(0.005)
-    assert none.endswith(f"| {100 * (gain_flat + gain_short) / 2:.1f}% ± 0.4% |")
-    assert rotary.endswith("| 25.0% ± 0.0% † |") and "| 0/2 |" in rotary
+    assert none.endswith(f"| {100 * (gain_flat + gain_short) / 2:.2f}% ± 0.35% |")
+    assert rotary.endswith("| 25.00% ± 0.00% † |") and "| 0/2 |" in rotary
     # one run: no standard deviation to print
-    assert next(x for x in lines if x.startswith("| t5 |")).endswith("| 2.0% † |")
+    assert next(x for x in lines if x.startswith("| t5 |")).endswith("| 2.00% † |")
     assert "still learning: 2 of 3 configurations" in notes[0]
-    assert "before 1,000 steps" in notes[0]
+    assert not any("Stopped early" in n for n in notes)  # no patience: no such sentence
+    options["lm"]["train"]["patience"] = 3
+    assert "Stopped early: runs that ended by patience before 1,000 steps." in " ".join(
+        training_table(rows, labels, options)[1]
+    )
     assert set(curve_groups(rows)) == {("none", "real"), ("t5", "real"), ("rotary", "real")}
     assert curve_groups(rows)[("none", "real")][600] == [2.0, 2.0]
     assert curve_groups(rows)[("none", "real")][1000] == [1.99]
@@ -82,13 +86,32 @@ def test_training_table_counts_early_stops_inside_five_patience_windows():
             _row("t5", 0, flat)]  # fmt: skip
     train = {"steps": 1000, "batch_size": 8, "patience": 1, "eval_every": 100}
     _, notes = training_table(rows, {}, {"lm": {"train": train}})
-    assert "1 of the 2 runs stopped early ended within 500 steps" in notes[1]
-    assert "(100 steps without a better dev score)" in notes[1]
+    assert "1 of the 2 runs stopped early ended within 500 steps" in notes[2]
+    assert "(100 steps without a better dev loss)" in notes[2] and "their gain is" in notes[2]
     train["patience"] = 2
     _, notes = training_table(rows, {}, {"lm": {"train": train}})
-    assert "2 of the 2 runs stopped early ended within 1,000 steps" in notes[1]
+    assert "2 of the 2 runs stopped early ended within 1,000 steps" in notes[2]
+    _, notes = training_table(rows[:1], {}, {"lm": {"train": train}})
+    assert notes[2].startswith("The one run stopped early ended within 1,000 steps")
+    assert "its gain is zero by construction" in notes[2]
     del train["patience"]
     assert "by construction" not in " ".join(training_table(rows, {}, {"lm": {"train": train}})[1])
+
+
+def test_patience_on_the_loss_does_not_make_an_exact_match_gain_zero():
+    """Patience that watched the dev loss says nothing of the exact match's gain."""
+    rows = [_row("rotary", 0, [3.0, 2.0, 1.0, 0.5, 0.4], steps=500)]
+    rows[0]["data"] = "synthetic:copy"
+    for m, a in zip(rows[0]["history"], [0.1, 0.5, 0.8, 0.5, 0.9]):
+        del m["dev_bpc"]
+        m["dev_accuracy"] = a
+    train = {"steps": 1000, "batch_size": 8, "patience": 1, "eval_every": 100}
+    _, notes = training_table(rows, {}, {"lm": {"train": train}})
+    assert "Patience watched the dev loss, while the gain reads the exact match" in notes[2]
+    assert "by construction" not in " ".join(notes)
+    train["monitor"] = "accuracy"
+    _, notes = training_table(rows, {}, {"lm": {"train": train}})
+    assert "without a better dev exact match) covers the last fifth" in notes[2]
 
 
 def test_synthetic_rows_use_the_dev_loss_and_count_sequences():
@@ -117,7 +140,8 @@ def test_synthetic_rows_with_a_dev_exact_match_read_it_higher_is_better():
     zero = [{**m, "dev_accuracy": v} for m, v in zip(rows[0]["history"], [0, 0, 0, 0, 0.4])]
     assert plateau_gain(zero, "dev_accuracy") == pytest.approx(0.4)  # still at 0 at 0.8 S
     table, notes = training_table(rows, {}, {"lm": {"train": {"batch_size": 32}}})
-    assert "dev exact match gain, last fifth" in table and "| 10.0 pts † |" in table
+    assert "dev exact match gain, last fifth" in table and "| 10.00 pts † |" in table
+    assert "| 1/1 (seed 0) |" in table  # 500 steps of the default 1,500 (grid.json left it out)
     assert notes[0].startswith("Gain of the best dev exact match") and "1 point" in notes[0]
     assert "exact match of the greedy answers" in notes[-1]
     assert curve_groups(rows)[("rotary", "real")][500] == [0.9]

@@ -209,7 +209,9 @@ class ResultStore:
                 "folder, or the folder of an earlier comparison to continue it"
             )
 
-    def load(self) -> dict[str, dict[str, Any]]:
+    def load(self, strict: bool = False) -> dict[str, dict[str, Any]]:
+        """The cell files' rows by cell id. An unreadable or truncated file is skipped (its cell
+        runs again), or with ``strict`` (a report) refused in one line naming it."""
         rows: dict[str, dict[str, Any]] = {}
         if not os.path.isdir(self.cells_dir):
             return rows
@@ -219,7 +221,13 @@ class ResultStore:
             try:
                 with open(os.path.join(self.cells_dir, name), encoding="utf-8") as fh:
                     row = json.load(fh)
-            except (OSError, json.JSONDecodeError):
+            except (OSError, json.JSONDecodeError, UnicodeDecodeError) as err:
+                if strict:
+                    raise CompareError(
+                        f"{os.path.join(self.cells_dir, name)} cannot be read ({err}); restore "
+                        "it, or move it away and re-run the grid's command to train that cell "
+                        "again"
+                    ) from None
                 continue  # an unreadable file: the cell runs again
             if not isinstance(row, dict) or row.get("cell_id") != name[:-5]:
                 raise CompareError(
@@ -289,7 +297,7 @@ class ResultStore:
         if os.path.exists(grid_path):
             with open(grid_path, encoding="utf-8") as fh:
                 options = json.load(fh).get("options")
-        slim = [{k: v for k, v in r.items() if k not in ("cell", "traceback")} for r in ordered]
+        slim = [slim_row(r) for r in ordered]
         atomic_json(
             os.path.join(self.out, "results.json"),
             {"format": FORMAT, "grid": options, "rows": slim},
@@ -300,6 +308,11 @@ class ResultStore:
         atomic_write(os.path.join(self.out, "results.csv"), lambda fh: fh.write(text))
         _readable(os.path.join(self.out, "results.csv"))
         return slim
+
+
+def slim_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A cell's row as ``results.json`` holds it (without the cell spec and the traceback)."""
+    return {k: v for k, v in row.items() if k not in ("cell", "traceback")}
 
 
 def _effective(options: dict[str, Any], with_presets: bool) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ...tasks.lm.options import MONITORED
 from .plots import add_legend, column_styles, pyplot, save_figure
 from .statistics import is_ok, mean_std
 from .tables import markdown_table
@@ -123,7 +124,7 @@ def plot_curves(
         kwargs["markersize"] = 3
         ax.plot(steps, means, **kwargs)
     ax.set_xlabel("training step")
-    ax.set_ylabel(f"dev {_SCORE_NAMES.get(key, 'loss')} at L (mean over seeds)")
+    ax.set_ylabel(f"dev {_SCORE_NAMES.get(key, 'loss')} at L (mean over runs)")
     ax.grid(alpha=0.3)
     add_legend(fig, styles, list(groups))
     return save_figure(fig, path)
@@ -134,6 +135,46 @@ def _fmt_range(values: Sequence[float], fmt: str = "{:,.0f}") -> str:
     mean = sum(values) / len(values)
     text = fmt.format(mean)
     return text if lo == hi else f"{text} ({fmt.format(lo)}-{fmt.format(hi)})"
+
+
+def _train_options(options: dict[str, Any] | None) -> dict[str, Any]:
+    """The training options of a language-model grid, with the :class:`LMOptions` defaults for
+    those the grid left out (its ``grid.json`` records only the options given); empty without
+    the grid's options."""
+    lm = (options or {}).get("lm")
+    if not lm:
+        return {}
+    from ...tasks.lm import LMOptions
+
+    names = ("steps", "batch_size", "eval_every", "patience", "monitor")
+    return {**{n: getattr(LMOptions, n) for n in names}, **(lm.get("train") or {})}
+
+
+def _early_note(early_steps: list[int], train: dict[str, Any], key: str) -> str:
+    """What the plateau gain of the runs stopped early means: a run stopped within five patience
+    windows gained nothing over its last fifth, by construction, when patience watched the
+    score the gain reads (the dev loss orders runs as the dev bpc and perplexity do)."""
+    window = int(train["patience"]) * int(train["eval_every"])
+    within = sum(s <= 5 * window for s in early_steps)
+    n = len(early_steps)
+    if n > 1:
+        lead = f"{within} of the {n} runs stopped early ended within {5 * window:,} steps"
+    else:
+        where = "within" if within else "after"
+        lead = f"The one run stopped early ended {where} {5 * window:,} steps"
+    watched = MONITORED.get(train.get("monitor") or "loss", "dev loss")
+    same = (key == "dev_accuracy") == (train.get("monitor") == "accuracy")
+    if not same:
+        return (f"{lead}. Patience watched the {watched}, while the gain reads the "
+                f"{_SCORE_NAMES.get(key, 'dev loss')}: a run stopped early can still show a "
+                "gain.")  # fmt: skip
+    if not within:
+        return f"{lead}."
+    them = "their gain is" if n > 1 else "its gain is"
+    return (f"{lead}, where the patience window ({window:,} steps without a better "
+            f"{watched}) covers the last fifth: {them} zero by construction, whether "
+            f"{'they' if n > 1 else 'it'} stopped at a ceiling or on a noisy stretch (the curves "
+            "tell which).")  # fmt: skip
 
 
 def training_table(
@@ -150,7 +191,7 @@ def training_table(
     if not trained:
         return "", []
     key = dev_key(rows)
-    train = ((options or {}).get("lm") or {}).get("train") or {}
+    train = _train_options(options)
     limit, batch = train.get("steps"), train.get("batch_size")
     synthetic = any(str(r.get("data", "")).startswith("synthetic:") for r in trained)
     by: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -182,8 +223,8 @@ def training_table(
         gains = [g for r in runs if (g := plateau_gain(r["history"], key)) is not None]
         if gains:
             m, s = mean_std(gains)
-            sign = " pts" if key in HIGHER_IS_BETTER else "%"
-            text = f"{100 * m:.1f}{sign}" + (f" ± {100 * s:.1f}{sign}" if len(gains) > 1 else "")
+            sign = " pts" if key in HIGHER_IS_BETTER else "%"  # two decimals: 0.95 is not 1.0
+            text = f"{100 * m:.2f}{sign}" + (f" ± {100 * s:.2f}{sign}" if len(gains) > 1 else "")
             if m >= PLATEAU:
                 text += " †"
                 still += 1
@@ -200,23 +241,15 @@ def training_table(
         gain = ("Relative gain of the best dev score at L over the last fifth of the steps each "
                 "run trained, (best at 0.8 S - best at S) / best at 0.8 S for S steps, mean ± std "
                 f"over seeds; † marks {PLATEAU:.0%} or more")  # fmt: skip
-    notes = [
-        f"{gain} (still learning: {still} of {len(table)} configurations). Stopped early: runs "
-        f"that ended by patience before "
-        f"{'the step limit' if limit is None else f'{int(limit):,} steps'}."
-    ]
-    if train.get("patience") and early_steps:
-        from ...tasks.lm import LMOptions
-
-        window = int(train["patience"]) * int(train.get("eval_every") or LMOptions.eval_every)
-        within = sum(s <= 5 * window for s in early_steps)
+    configurations = f"{len(table)} configuration{'s' * (len(table) > 1)}"
+    notes = [f"{gain} (still learning: {still} of {configurations})."]
+    if train.get("patience"):
         notes.append(
-            f"{within} of the {len(early_steps)} run{'s' * (len(early_steps) > 1)} stopped early "
-            f"ended within {5 * window:,} "
-            f"steps, where the patience window ({window:,} steps without a better dev score) "
-            "covers the last fifth: their gain is zero by construction, whether they stopped at "
-            "a ceiling or on a noisy stretch (the curves tell which)."
+            "Stopped early: runs that ended by patience before "
+            f"{'the step limit' if limit is None else f'{int(limit):,} steps'}."
         )
+    if train.get("patience") and early_steps:
+        notes.append(_early_note(early_steps, train, key))
     if synthetic and key == "dev_accuracy":
         notes.append("A synthetic task's gain and curves read the exact match of the greedy "
                      "answers to the dev prompts (lengths 1-L), scored at every evaluation; the "

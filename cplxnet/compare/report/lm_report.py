@@ -1,9 +1,9 @@
 """The report of a language-model grid (:mod:`cplxnet.compare.grid.lm`): a table with the
 configurations (encoding and number field) as rows and the evaluation lengths as columns (mean
-+- std over seeds, the best of each column in bold, n/a with its reason), the training time per
-run, pooled signed-rank tests of a target encoding against each other configuration, and a plot
-of the score against the evaluation length, one line per configuration (the layout of Press et
-al., "Train Short, Test Long", ICLR 2022, Figure 1).
++- sample std over seeds, the best of each column in bold, n/a with its reason), the training
+time per run, signed-rank tests of a target encoding against each other configuration at each
+length, and a plot of the score against the evaluation length, one line per configuration (the
+layout of Press et al., "Train Short, Test Long", ICLR 2022, Figure 1).
 
 A section on training follows (:mod:`cplxnet.compare.report.lm_curves`): per configuration the
 steps, training tokens and CPU seconds per run, the runs stopped early, the plateau gain over the
@@ -27,8 +27,8 @@ from ...tasks.lm.options import MONITORED
 from .lm_curves import plot_curves, training_table
 from .plots import add_legend, column_styles, pyplot, save_figure
 from .render import check_report_folder, failed_runs, load_results, report_place, write_report
-from .statistics import is_ok, mean_std, paired_test
-from .tables import markdown_table, paired_cells
+from .statistics import WILCOXON_METHOD, is_ok, mean_std, min_attainable_p, paired_test
+from .tables import fmt_p, markdown_table
 
 __all__ = [
     "LMGroup",
@@ -36,7 +36,7 @@ __all__ = [
     "load_lm_rows",
     "lm_groups",
     "lm_table",
-    "lm_pooled_table",
+    "lm_paired_table",
     "plot_lm",
     "lm_figure",
     "render_lm_report",
@@ -53,6 +53,8 @@ class LMGroup:
     number: str
     values: dict[str, dict[int, float | None]] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
+    nonfinite: dict[str, list[int]] = field(default_factory=dict)  # length -> seeds left out
+    rescored: bool = False  # an evaluation variant: it trained nothing
     train_seconds: list[float] = field(default_factory=list)
     cpu_seconds: list[float] = field(default_factory=list)
     parameters: int | None = None
@@ -104,6 +106,16 @@ def load_lm_rows(path_or_rows: str | Sequence[dict[str, Any]]) -> list[dict[str,
     return list(runs.values())
 
 
+def _seed(row: dict[str, Any]) -> int:
+    try:
+        return int(row["seed"])
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(
+            f"the result of {row.get('cell_id', row.get('encoding'))} has no integer seed "
+            f"({row.get('seed')!r}); restore its cell file, or move it away"
+        ) from None
+
+
 def lm_groups(
     rows: Sequence[dict[str, Any]],
 ) -> tuple[dict[tuple[str, str], LMGroup], list[str], str]:
@@ -118,16 +130,21 @@ def lm_groups(
         metric = row.get("metric") or metric
         key = (str(row["encoding"]), str(row["number"]))
         g = groups.setdefault(key, LMGroup(*key))
-        seed = int(row["seed"])
+        seed = _seed(row)
+        g.rescored = bool(row.get("rescored"))
         for length, entry in row["test"].items():
             lengths.add(str(length))
             value = entry.get(metric)
-            g.values.setdefault(str(length), {})[seed] = None if value is None else float(value)
+            value = None if value is None else float(value)
+            if value is not None and not math.isfinite(value):  # a diverged run: left out, noted
+                g.nonfinite.setdefault(str(length), []).append(seed)
+                value = None
+            g.values.setdefault(str(length), {})[seed] = value
             if value is None and entry.get("n/a"):
                 g.reasons[str(length)] = str(entry["n/a"])
-        if row.get("train_seconds") not in (None, ""):
+        if row.get("train_seconds") not in (None, "") and not g.rescored:
             g.train_seconds.append(float(row["train_seconds"]))
-        if row.get("train_cpu_seconds") not in (None, ""):
+        if row.get("train_cpu_seconds") not in (None, "") and not g.rescored:
             g.cpu_seconds.append(float(row["train_cpu_seconds"]))
         if row.get("parameters") not in (None, ""):
             g.parameters = int(row["parameters"])
@@ -167,7 +184,7 @@ def lm_table(
         if means:
             best[length] = min(means) if lower else max(means)
     labels = _labels(list(groups))
-    seeds = max(len(v) for g in groups.values() for v in g.values.values())
+    seeds = max(len(v) for g in groups.values() for v in g.values.values())  # NaN seeds count
     header = (
         ["encoding"]
         + [_length_header(x, context) for x in lengths]
@@ -180,10 +197,18 @@ def lm_table(
         note: int | None = None
         for length in lengths:
             s = g.stats(length)
+            left_out = ""
+            if g.nonfinite.get(length):
+                seeds_out = ", ".join(str(x) for x in sorted(g.nonfinite[length]))
+                notes.append(f"not a finite number for seed {seeds_out}; left out")
+                left_out = f" [{len(notes)}]"
             if s is None:  # one footnote per configuration: its first reason
+                if left_out:
+                    cells.append(f"n/a{left_out}")
+                    continue
                 if note is None:
                     note = len(notes) + 1
-                    notes.append(g.reasons.get(length, "no finished run"))
+                    notes.append(g.reasons.get(length, "no seed has a score at this length"))
                 cells.append(f"n/a [{note}]")
                 continue
             mean, std, n = s
@@ -192,7 +217,7 @@ def lm_table(
                 text = f"**{text}**"
             if n < seeds:
                 text += f" (n={n})"
-            cells.append(text)
+            cells.append(text + left_out)
         cells += [
             "–" if g.parameters is None else f"{g.parameters:,}",
             _fmt_seconds(g.train_seconds),
@@ -209,13 +234,19 @@ def _target_key(groups: dict[tuple[str, str], LMGroup], target: str) -> tuple[st
     return next((k for k in keys if k[1] == "complex"), keys[0])
 
 
-def lm_pooled_table(
-    rows: Sequence[dict[str, Any]], *, target: str = "complex-order", digits: int = 3
+def lm_paired_table(
+    rows: Sequence[dict[str, Any]],
+    *,
+    target: str = "complex-order",
+    digits: int = 3,
+    context: int | None = None,
 ) -> str:
-    """The target configuration against each other one, pooled over (length, seed) pairs where
-    both have a score; two-sided Wilcoxon signed-rank test
-    (:func:`cplxnet.compare.report.paired_test`). ``mean diff`` is target minus other (negative
-    is better for bpc and perplexity); ``wins`` count pairs where the target is better."""
+    """The target configuration against each other one at each evaluation length: the seeds
+    both scored there, paired by seed, and a two-sided Wilcoxon signed-rank test
+    (:func:`cplxnet.compare.report.paired_test`). A run's scores at different lengths are not
+    independent, so the lengths are not pooled. A cell reads ``mean diff (wins/ties/losses, p)``:
+    ``mean diff`` is target minus other (negative is better for bpc and perplexity) and ``wins``
+    count seeds where the target is better; ``–`` where no seed has both scores."""
     groups, lengths, metric = lm_groups(rows)
     tkey = _target_key(groups, target)
     if tkey is None:
@@ -223,29 +254,44 @@ def lm_pooled_table(
     lower = LOWER_IS_BETTER.get(metric, True)
     labels = _labels(list(groups))
 
-    def pairs(g: LMGroup) -> dict[tuple, float]:
-        return {
-            (length, seed): v
-            for length in lengths
-            for seed, v in g.values.get(length, {}).items()
-            if v is not None
-        }
+    def scores(g: LMGroup, length: str) -> dict[int, float]:
+        return {seed: v for seed, v in g.values.get(length, {}).items() if v is not None}
 
-    ta = pairs(groups[tkey])
-    header = ["target", "against", f"mean diff ({metric})", "wins/ties/losses"]
-    header += ["pairs", "Wilcoxon p"]
+    header = ["target", "against"] + [_length_header(x, context) for x in lengths]
     table = []
     for key, g in groups.items():
         if key == tkey:
             continue
-        # wins = pairs where the target is better
-        t = paired_test(pairs(g), ta) if lower else paired_test(ta, pairs(g))
-        if not t.n:
-            continue
-        diff = -t.delta if lower else t.delta
-        table.append([labels[tkey], labels[key], *paired_cells(t, digits, diff)])
-    rule = "|---|---|---:|---|---:|---:|"
+        cells = []
+        for length in lengths:
+            ta, other = scores(groups[tkey], length), scores(g, length)
+            t = paired_test(other, ta) if lower else paired_test(ta, other)
+            if not t.n:
+                cells.append("–")
+                continue
+            diff = -t.delta if lower else t.delta
+            p = "–" if t.p is None else fmt_p(t.p)
+            cells.append(f"{diff:+.{digits}f} ({t.wins}/{t.ties}/{t.losses}, p {p})")
+        if any(c != "–" for c in cells):
+            table.append([labels[tkey], labels[key], *cells])
+    rule = "|---|---|" + "---:|" * len(lengths)
     return markdown_table(header, table, rule) if table else ""
+
+
+def _paired_text(rows: Sequence[dict[str, Any]], target: str, metric: str, what: str) -> str:
+    """The paragraph above :func:`lm_paired_table`."""
+    groups, _, _ = lm_groups(rows)
+    seeds = max((len(v) for g in groups.values() for v in g.values.values()), default=0)
+    sign = "negative" if LOWER_IS_BETTER.get(metric, True) else "positive"
+    return (
+        f"At each evaluation {what}, the seeds that both configurations scored, paired by seed "
+        "(a run's scores at different lengths are not independent, so the lengths are not "
+        f"pooled). Each cell: the mean difference {target} minus the other ({metric}; {sign}: "
+        f"{target} is better), then {target}'s wins/ties/losses and the p-value of a two-sided "
+        f"Wilcoxon signed-rank test ({WILCOXON_METHOD}). With n seeds the smallest attainable "
+        "p is 2 / 2^n: "
+        f"{fmt_p(min_attainable_p(seeds))} for the {seeds} seed{'s' if seeds != 1 else ''} here.\n"
+    )
 
 
 def lm_figure(rows: Sequence[dict[str, Any]], *, context: int | None = None) -> Any:
@@ -300,6 +346,15 @@ def plot_lm(rows: Sequence[dict[str, Any]], path: str, *, context: int | None = 
     return None if fig is None else save_figure(fig, path)
 
 
+def _threads(rows: Sequence[dict[str, Any]]) -> str:
+    """The torch threads the runs trained with, from each cell's ``machine`` record."""
+    threads = {(r.get("machine") or {}).get("threads") for r in rows}
+    if None in threads or len(threads) != 1:
+        return ""
+    (n,) = threads
+    return " of its one thread" if n == 1 else f" over its {n} threads"
+
+
 def _budget(options: dict[str, Any] | None, rows: Sequence[dict[str, Any]]) -> str:
     lm = (options or {}).get("lm") or {}
     train = lm.get("train", {})
@@ -336,13 +391,12 @@ def _budget(options: dict[str, Any] | None, rows: Sequence[dict[str, Any]]) -> s
     if ok:
         wall = [float(r["train_seconds"]) for r in ok]
         cpu = [float(r["train_cpu_seconds"]) for r in ok if r.get("train_cpu_seconds")]
-        text = (
-            f"- time per run: {sum(wall) / len(wall):.0f} s wall (range {min(wall):.0f}-"
-            f"{max(wall):.0f} s)"
-        )
+        text = f"- time per run: {sum(wall) / len(wall):.0f} s wall"
+        if len(ok) > 1:
+            text += f" (range {min(wall):.0f}-{max(wall):.0f} s)"
         if cpu:
-            text += f", {sum(cpu) / len(cpu):.0f} s CPU of its one thread"
-        parts.append(text + f", over {len(ok)} finished runs")
+            text += f", {sum(cpu) / len(cpu):.0f} s CPU" + _threads(ok)
+        parts.append(text + (f", over {len(ok)} finished runs" if len(ok) > 1 else ", one run"))
     if options:
         parts.append("\n```json\n" + json.dumps(options, indent=1, sort_keys=True) + "\n```")
     return "\n".join(parts) + "\n"
@@ -409,8 +463,9 @@ def render_lm_report(
         what = "prompt-length bin" if not all(x.isdigit() for x in lengths) else "length"
         better = "lower" if LOWER_IS_BETTER.get(metric, True) else "higher"
         parts.append(
-            f"Test {metric} per evaluation {what}, mean ± std over seeds ({better} is better; "
-            "the best of each column in bold)."
+            f"Test {metric} per evaluation {what}, mean ± sample std over seeds (one seed: the "
+            f"mean alone; {better} is better; the best of each column in bold; n: the seeds "
+            "with a score where fewer than the grid's)."
             + (f" Trained at L = {context}" if context else "")
             + (" (the longest training prompt)." if context and what != "length" else ".")
             + "\n"
@@ -418,14 +473,11 @@ def render_lm_report(
         parts.append(table)
         if notes:
             parts.append("\n".join(f"[{i + 1}] {n}" for i, n in enumerate(notes)) + "\n")
-        pooled = lm_pooled_table(rows, target=target, digits=digits)
-        if pooled:
-            parts.append(
-                f"## {target} against each configuration, pooled\n\nRuns matched by "
-                f"(evaluation {what}, seed) where both have a score; two-sided Wilcoxon "
-                "signed-rank test; wins = pairs where the target is better.\n"
-            )
-            parts.append(pooled)
+        paired = lm_paired_table(rows, target=target, digits=digits, context=context)
+        if paired:
+            parts.append(f"## {target} against each configuration, per evaluation {what}\n")
+            parts.append(_paired_text(rows, target, metric, what))
+            parts.append(paired)
         if plots:
             png = plot_lm(rows, os.path.join(out_dir, "lm.png"), context=context)
             if png:

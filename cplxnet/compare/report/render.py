@@ -24,7 +24,15 @@ from .figures import (
     results_figure,
 )
 from .plots import column_styles
-from .statistics import PairedTest, Summary, is_ok, min_attainable_p, paired_test, summarize
+from .statistics import (
+    WILCOXON_METHOD,
+    PairedTest,
+    Summary,
+    is_ok,
+    min_attainable_p,
+    paired_test,
+    summarize,
+)
 from .tables import (
     PAPER_TABLE2,
     extrapolation_table,
@@ -119,18 +127,29 @@ def _read_csv(path: str) -> list[dict[str, Any]]:
 
 
 def load_results(path: str) -> list[dict[str, Any]]:
-    """Rows from a results folder (its ``results.json``, else its ``cells/``), a ``results.json``
-    or a ``results.csv``. Raises FileNotFoundError / ValueError with the path in the message."""
+    """Rows from a results folder (its ``cells/``, in the order of its ``results.json``; the
+    ``results.json`` alone when it has no cell files), a ``results.json`` or a ``results.csv``.
+    Raises FileNotFoundError / ValueError (and CompareError for an unreadable cell file) with the
+    path in the message."""
     if os.path.isdir(path):
-        candidate = os.path.join(path, "results.json")
-        if os.path.exists(candidate):
-            return load_results(candidate)
-        from ..grid.store import ResultStore
+        from ..grid.store import ResultStore, slim_row
 
-        rows = list(ResultStore(path).load().values())
-        if not rows:
-            raise FileNotFoundError(f"{path} has no results.json, results.csv or cells/*.json")
-        return rows
+        cells = ResultStore(path).load(strict=True)
+        candidate = os.path.join(path, "results.json")
+        listed = load_results(candidate) if os.path.exists(candidate) else []
+        if not cells:
+            if not listed:
+                raise FileNotFoundError(
+                    f"{path} has no results.json or cells/*.json; give a results folder of "
+                    "cplxnet compare, or a results.json or results.csv"
+                )
+            return listed
+        # the cell files are the results; results.json (written at the end of a grid) gives
+        # their order and may be older than a cell
+        order = {str(r.get("cell_id")): i for i, r in enumerate(listed)}
+        rows = sorted(cells.values(), key=lambda r: (order.get(r["cell_id"], len(order)),
+                                                     r["cell_id"]))  # fmt: skip
+        return [slim_row(r) for r in rows]
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} not found; give a results folder, .json or .csv")
     try:
@@ -172,9 +191,21 @@ def report_place(
         if options is None:
             grid = os.path.join(source, "grid.json")
             if os.path.exists(grid):
-                with open(grid, encoding="utf-8") as fh:
-                    options = json.load(fh).get("options")
+                options = _grid_options(grid)
     return out_dir or ".", options
+
+
+def _grid_options(grid: str) -> dict[str, Any] | None:
+    """The ``options`` of a ``grid.json``; a damaged one is refused in one line."""
+    fix = "restore it, or move it away to report without the budget"
+    with open(grid, encoding="utf-8") as fh:
+        try:
+            stored = json.load(fh)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"{grid} is not valid JSON ({err}); {fix}") from None
+    if not isinstance(stored, dict) or not isinstance(stored.get("options", {}), dict):
+        raise ValueError(f"{grid} is not the grid.json of cplxnet compare; {fix}")
+    return stored.get("options")
 
 
 def failed_runs(rows: Sequence[dict[str, Any]], describe: Callable[[dict], str]) -> list[str]:
@@ -302,7 +333,8 @@ def render_report(
             parts.append(
                 f"### {target} against each encoding, pooled over datasets and models\n\n"
                 "Runs matched by (dataset, model, fold, seed); two-sided Wilcoxon signed-rank "
-                "test per column; rows = table rows (dataset x model) with both columns.\n"
+                f"test per column ({WILCOXON_METHOD}); rows = table rows (dataset x model) with "
+                "both columns.\n"
             )
             parts.append(pooled)
         paper = paper_table(grid_rows, digits)

@@ -4,6 +4,8 @@ another over runs matched by (fold, seed).
 
 With ``n`` non-zero differences the smallest attainable two-sided p-value of the exact test is
 ``2 / 2**n`` (:func:`min_attainable_p`): ``n <= 5`` can never reach ``p < 0.05``.
+
+The p-value is :func:`scipy.stats.wilcoxon`'s with its defaults (:data:`WILCOXON_METHOD`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ __all__ = [
     "Summary",
     "summarize",
     "min_attainable_p",
+    "WILCOXON_METHOD",
     "PairedTest",
     "paired_test",
     "target_column",
@@ -26,6 +29,14 @@ __all__ = [
     "comparison",
     "extrapolation_groups",
 ]
+
+
+#: How :func:`paired_test` computes p (scipy's ``zero_method="wilcox"``, ``method="auto"``), as
+#: the reports state it.
+WILCOXON_METHOD = (
+    "`scipy.stats.wilcoxon`: zero differences dropped; exact without ties, else all sign "
+    "permutations up to 13 pairs and the normal approximation above"
+)
 
 
 def is_ok(row: dict[str, Any]) -> bool:

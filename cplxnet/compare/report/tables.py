@@ -9,8 +9,9 @@ best mean of each row and dataset in bold. The last column of each dataset compa
 encoding (``complex-order`` in a complex model) with the best *real* baseline of that row (the
 column with the highest mean among all real-field columns of the row, whatever the encoding, so
 ``complex-order (real)`` of a ``--number both`` grid competes too) by a two-sided Wilcoxon
-signed-rank test over runs matched by (fold, seed) (:func:`scipy.stats.wilcoxon`; zero differences
-are dropped, ``method="auto"`` is exact for small samples). With ``n`` non-zero differences the
+signed-rank test over runs matched by (fold, seed) (:data:`~.statistics.WILCOXON_METHOD`: zero
+differences dropped; exact without ties, else all sign permutations up to 13 pairs and the normal
+approximation above). With ``n`` non-zero differences the
 smallest attainable two-sided p-value is ``2 / 2**n``: ``n <= 5`` can never reach ``p < 0.05``,
 and the table says so (``n=3, min p = 0.25``). The pooled table (:func:`pooled_table`) therefore
 also tests the target against each other column over the runs of every row matched by (dataset,
