@@ -232,6 +232,12 @@ def _prepare_out(out: str) -> list[str]:
                 own = [str(f) for f in json.load(fh)]
         except (OSError, ValueError, TypeError):
             own = []
+        foreign = [name for name in own if not _own_name(name)]
+        if foreign:  # a marker inspect did not write: its names are never removed
+            raise RunError(
+                f"{marker} lists {foreign[0]!r}, a file inspect does not write; give another "
+                "folder with --out"
+            )
     for name in os.listdir(out):  # the temporary file of a write a killed inspect left
         if _temporary_of(name, [*own, MARKER]):
             os.remove(os.path.join(out, name))
@@ -242,6 +248,13 @@ def _prepare_out(out: str) -> list[str]:
             f"{', ...' if len(others) > 3 else ''}); give another folder with --out"
         )
     return own
+
+
+def _own_name(name: str) -> bool:
+    """Whether ``name`` is a file inspect writes into its folder: a plain file name (no folder
+    part) of ``inspect.md`` or a PNG plot."""
+    plain = name == os.path.basename(name) and "/" not in name and "\\" not in name
+    return plain and not name.startswith(".") and (name == "inspect.md" or name.endswith(".png"))
 
 
 def _plt():

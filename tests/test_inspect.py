@@ -225,6 +225,27 @@ def test_a_half_written_plot_is_never_left(classifier_run, tmp_path, capsys, mon
     check_png(str(run / "inspect" / "attention_L.png"))
 
 
+@pytest.mark.parametrize(
+    "name", ["../victim/keep.txt", "/tmp/x.png", "sub/a.png", ".hidden.png", "keep.txt", ".."]
+)
+def test_a_marker_that_names_other_files_is_refused_and_nothing_is_removed(
+    classifier_run, tmp_path, capsys, name
+):
+    """A marker inspect did not write (damaged or hostile) never makes it remove a file: the
+    folder is refused in one line, and the files it names stay."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("keep me", encoding="utf-8")
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / MARKER).write_text(json.dumps([name]), encoding="utf-8")
+    assert main(["inspect", classifier_run, "--out", str(out), "--samples", "2"]) == 1
+    err = capsys.readouterr().err
+    assert f"lists {name!r}, a file inspect does not write" in err and err.count("\n") == 1
+    assert (victim / "keep.txt").read_text(encoding="utf-8") == "keep me"
+    assert sorted(os.listdir(out)) == [MARKER]
+
+
 def test_a_temporary_file_of_a_killed_inspect_is_cleared(classifier_run, tmp_path):
     out = tmp_path / "figures"
     assert main(["inspect", classifier_run, "--out", str(out), "--samples", "2"]) == 0
