@@ -71,9 +71,19 @@ def sinusoid_frequencies(n: int, base: float = 10000.0) -> torch.Tensor:
     return base ** (-torch.arange(n, dtype=torch.float64) / n)
 
 
+def table_positions(n: int, device: torch.device | str | None) -> torch.Tensor:
+    """Positions ``0 .. n-1`` of a fixed table built for ``device``: on the CPU, whose float64
+    angles every device then receives (some accelerators have no float64), or on the ``meta``
+    device, where the table is a shape and allocates nothing (a length check of any length)."""
+    meta = device is not None and torch.device(device).type == "meta"
+    return torch.arange(n, device="meta" if meta else "cpu")
+
+
 def sinusoid_angles(positions: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
-    """``positions[:, None] * freqs`` computed in float64 (exact angles for long sequences)."""
-    return positions.to(torch.float64)[:, None] * freqs.to(torch.float64)
+    """``positions[:, None] * freqs`` computed in float64 (exact angles for long sequences), on
+    the device of ``positions``."""
+    freqs = freqs.to(device=positions.device, dtype=torch.float64)
+    return positions.to(torch.float64)[:, None] * freqs
 
 
 def complex_sinusoid(

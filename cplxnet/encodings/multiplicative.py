@@ -14,6 +14,7 @@ from ._common import (
     complex_features,
     complex_sinusoid,
     sinusoid_frequencies,
+    table_positions,
     view_complex,
 )
 from .base import PositionalEncoding
@@ -88,7 +89,8 @@ class MultiplicativeEncoding(PositionalEncoding):
 
     def _build(self, n: int, device) -> torch.Tensor:  # (n, features) complex
         freqs = sinusoid_frequencies(self.features, self.base)
-        return complex_sinusoid(torch.arange(n), freqs, complex_dtype(self.dtype)).to(device)
+        positions = table_positions(n, device)
+        return complex_sinusoid(positions, freqs, complex_dtype(self.dtype)).to(device)
 
     def reset_parameters(self) -> None:
         self.reset_tables()

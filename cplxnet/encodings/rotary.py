@@ -16,6 +16,7 @@ from ._common import (
     head_width,
     rows_at,
     sinusoid_angles,
+    table_positions,
     view_complex,
 )
 from .base import PositionalEncoding
@@ -156,18 +157,19 @@ class RotaryEncoding(PositionalEncoding):
         else:
             self.register_table("_freqs", "_build", n, dev)
 
-    def _angles(self, n: int) -> torch.Tensor:
-        return sinusoid_angles(torch.arange(n), self.frequencies)
+    def _angles(self, n: int, device) -> torch.Tensor:
+        return sinusoid_angles(table_positions(n, device), self.frequencies)
 
     def _build(self, n: int, device) -> torch.Tensor:  # (n, Dh) complex e^{i m theta}
-        table = complex_sinusoid(torch.arange(n), self.frequencies, complex_dtype(self.dtype))
+        positions = table_positions(n, device)
+        table = complex_sinusoid(positions, self.frequencies, complex_dtype(self.dtype))
         return table.to(device)
 
     def _build_cos(self, n: int, device) -> torch.Tensor:
-        return self._angles(n).cos().to(device=device, dtype=real_dtype(self.dtype))
+        return self._angles(n, device).cos().to(device=device, dtype=real_dtype(self.dtype))
 
     def _build_sin(self, n: int, device) -> torch.Tensor:
-        return self._angles(n).sin().to(device=device, dtype=real_dtype(self.dtype))
+        return self._angles(n, device).sin().to(device=device, dtype=real_dtype(self.dtype))
 
     def _check(self, x: torch.Tensor, name: str) -> None:
         owner = type(self).__name__

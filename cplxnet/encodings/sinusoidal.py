@@ -16,6 +16,7 @@ from ._common import (
     rows_at,
     sinusoid_angles,
     sinusoid_frequencies,
+    table_positions,
 )
 from .base import PositionalEncoding
 from .registry import register_encoding
@@ -86,7 +87,7 @@ class SinusoidalEncoding(PositionalEncoding):
 
     def _build(self, n: int, device) -> torch.Tensor:
         freqs = sinusoid_frequencies(self.features, self.base)
-        pos = torch.arange(n, dtype=torch.float64)
+        pos = table_positions(n, device).to(torch.float64)
         if self.complex_model:
             return complex_sinusoid(pos, freqs, self.dtype).to(device)  # (n, d_model) complex
         # real twin: Vaswani's order, sin at even and cos at odd indices (the pairs of

@@ -18,6 +18,7 @@ from ._common import (
     normal_,
     relative_index,
     sinusoid_frequencies,
+    table_positions,
 )
 from .base import PositionalEncoding
 from .registry import register_encoding
@@ -99,7 +100,7 @@ class XLEncoding(PositionalEncoding):
         # without float64 holds it
         kind = torch.complex128 if real_dtype(self.dtype) == torch.float64 else torch.complex64
         freqs = sinusoid_frequencies(self.features, self.base)
-        return complex_sinusoid(torch.arange(n), freqs, kind).to(device)
+        return complex_sinusoid(table_positions(n, device), freqs, kind).to(device)
 
     def reset_parameters(self) -> None:
         self.reset_tables()

@@ -31,6 +31,18 @@ _LIMIT: contextvars.ContextVar[tuple[int, int, int] | None] = contextvars.Contex
 )
 
 
+def _too_large(length: int, err: BaseException) -> str:
+    return (f"a sequence of {length:,} tokens does not fit in this machine's memory "
+            f"({str(err).splitlines()[0][:200]})")  # fmt: skip
+
+
+def _is_allocation_error(err: BaseException) -> bool:
+    """Whether ``err`` is a failed allocation, or a tensor size past what a storage can hold."""
+    text = str(err).lower()
+    words = ("allocate", "out of memory", "overflow")
+    return isinstance(err, torch.OutOfMemoryError) or any(w in text for w in words)
+
+
 class ForwardTooLargeError(Exception):
     """:meth:`Decoder.unsupported_length` inside :func:`forward_memory_limit`: a forward pass
     over ``batch`` sequences of ``length`` tokens would build tensors of ``batch * largest``
@@ -331,13 +343,19 @@ class Decoder(nn.Module):
                     functional_call(self, state, (ids,), strict=False)
             except ValueError as err:
                 return str(err), None, ()
-            except (RuntimeError, NotImplementedError, TypeError):  # an op without a meta form
-                ids = torch.full((1, length), self.config.padding_idx, dtype=torch.long,
-                                 device=self.head_bias.device)  # fmt: skip
+            except (RuntimeError, NotImplementedError, TypeError) as err:  # no meta form
+                if _is_allocation_error(err):  # never retried for real at this length
+                    return _too_large(length, err), None, ()
                 try:
+                    ids = torch.full((1, length), self.config.padding_idx, dtype=torch.long,
+                                     device=self.head_bias.device)  # fmt: skip
                     self(ids)
                 except ValueError as err:
                     return str(err), None, ()
+                except RuntimeError as err:
+                    if _is_allocation_error(err):
+                        return _too_large(length, err), None, ()
+                    raise
                 return None, None, ()
             return None, largest.bytes, largest.shape
         finally:

@@ -65,6 +65,36 @@ def test_the_length_check_computes_nothing_of_the_length(encoding):
 
 
 @pytest.mark.parametrize("complex_", [True, False], ids=["complex", "real"])
+@pytest.mark.parametrize("encoding", [e for e in available_encodings() if e != "floater"])
+def test_no_tensor_of_the_length_is_real_not_even_a_position_table(encoding, complex_):
+    """A position table grown for the check is built on the meta device too: a length of any
+    size costs no memory (floater, whose ODE runs position by position, is left out)."""
+    model = build_model(tiny(encoding, complex_))
+    length = 10**5
+    with RealShapes() as real:
+        model.unsupported_length(length)
+    assert not [s for s in real.shapes if length in s or length + 1 in s]
+
+
+def test_a_length_that_cannot_be_allocated_is_a_reason_and_never_a_real_forward(monkeypatch):
+    import cplxnet.models.decoder as decoder
+
+    model = build_model(tiny("rotary"))
+
+    def meta_pass(*args, **kwargs):
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 8e9")
+
+    def real_forward(*args, **kwargs):
+        raise AssertionError("a real forward of the length")
+
+    monkeypatch.setattr(decoder, "functional_call", meta_pass)
+    monkeypatch.setattr(model, "forward", real_forward)
+    reason = model.unsupported_length(10**9)
+    assert reason.startswith("a sequence of 1,000,000,000 tokens does not fit in this machine")
+    assert "can't allocate memory" in reason
+
+
+@pytest.mark.parametrize("complex_", [True, False], ids=["complex", "real"])
 @pytest.mark.parametrize(
     "encoding",
     # floater integrates its ODE position by position: a few seconds on meta at 257
