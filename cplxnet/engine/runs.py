@@ -199,9 +199,17 @@ def read_run_config(run_dir: str) -> dict:
 def check_run_started(run_dir: str, first: str, *, to: str = "resume") -> None:
     """A :class:`RunError` if ``run_dir`` holds no checkpoint (neither ``checkpoint.pt`` nor, for
     ``to="use"``, ``best.pt``): the run was stopped before its ``first`` round (``"epoch ended"``,
-    ``"evaluation"``), so there is nothing to ``to``; the fix is to start it again."""
+    ``"evaluation"``), so there is nothing to ``to``; the fix is to start it again. A run to use
+    that another process is training (it holds :func:`run_lock`) has not reached that round
+    yet."""
     names = ("checkpoint.pt",) if to == "resume" else ("checkpoint.pt", "best.pt")
     if not any(os.path.exists(os.path.join(run_dir, n)) for n in names):
+        holder = None if to == "resume" else run_holder(run_dir)  # a resume holds the lock
+        if holder is not None:  # training now: the checkpoint comes with its first round
+            raise RunError(
+                f"{run_dir} is still training ({holder}) and has no checkpoint yet; wait for "
+                f"its first {first}"
+            )
         raise RunError(
             f"{run_dir} has no checkpoint: the run stopped before its first {first}, so there is "
             f"nothing to {to}; start it again with the same command and --force"

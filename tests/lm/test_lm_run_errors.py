@@ -128,6 +128,22 @@ def test_a_run_killed_before_its_first_evaluation_names_force(run, capsys):
     assert snapshot(run) == before
 
 
+def test_a_run_still_training_before_its_first_evaluation_says_so(run, capsys):
+    """The same folder while a trainer holds its lock: not "stopped", but still training."""
+    from cplxnet.engine import runs
+
+    for name in ("checkpoint.pt", "best.pt", "metrics.jsonl", "results.json"):
+        if os.path.exists(os.path.join(run, name)):
+            os.remove(os.path.join(run, name))
+    before = snapshot(run)
+    with runs.run_lock(run):
+        for argv in (["evaluate", run], ["generate", run, "a rose"], ["inspect", run]):
+            err = error_of(capsys, argv)
+            assert "is still training (pid" in err and "wait for its first evaluation" in err, err
+            assert "--force" not in err and "stopped" not in err, (argv, err)
+    assert snapshot(run) == before
+
+
 def test_task_classify_resume_of_a_language_model_run(run, capsys):
     """``--task classify`` is not dropped silently: the run is a language model."""
     before = snapshot(run)
