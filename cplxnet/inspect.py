@@ -52,6 +52,10 @@ __all__ = ["inspect_run", "attention_by_distance", "bias_by_distance"]
 MARKER = INSPECT_MARKER  # the list of the files inspect wrote into its folder
 #: the length of a classifier's inputs when its model has no length limit of its own
 DEFAULT_CLASSIFIER_LENGTH = 64
+#: The most sequences the attention panels average over (they run in chunks of bounded memory).
+MAX_SAMPLES = 1024
+#: Attention weights one chunk of samples may hold per layer, (B, H, n, n) values in float64.
+CHUNK_VALUES = 1 << 24
 
 
 @dataclass
@@ -79,24 +83,30 @@ def _load(path: str, samples: int) -> _Run:
         lm = load_lm_run(path)
         task = lm.task()
         stream = task.data.test if task.data is not None else None
+        # a synthetic task's symbols (not <pad>, <unk>, <sep>, <eos>); else every token
+        low, high = (
+            (2, len(lm.vocab))
+            if task.synthetic is None
+            else (
+                task.synthetic.first_symbol,
+                task.synthetic.first_symbol + task.synthetic.alphabet,
+            )
+        )
 
         def inputs(length: int, n: int) -> torch.Tensor:
             if stream is not None and len(stream) >= length:
                 starts = torch.linspace(0, len(stream) - length, n).long()
                 return stream[starts[:, None] + torch.arange(length)]
             g = torch.Generator().manual_seed(0)
-            return torch.randint(2, len(lm.vocab), (n, length), generator=g)
+            return torch.randint(low, high, (n, length), generator=g)
 
         text = "windows of the test text" if stream is not None else "random symbol sequences"
-        return _Run(path, lm.model, "lm", lm.context, lm.config.encoding, inputs, text)
+        # L: the longest training input (a synthetic task's prompt, separator and answer)
+        return _Run(path, lm.model, "lm", task.longest_input, lm.config.encoding, inputs, text)
     from .tasks.classify.inference import load_run
 
     run = load_run(path)
-    length = run.max_len
-    notes = []
-    if length is None:
-        length = DEFAULT_CLASSIFIER_LENGTH
-        notes.append(f"the model has no length limit: inputs of {length} tokens")
+    length, notes = _classifier_length(run)
     vocab = len(run.vocab)
 
     def random_ids(n_tokens: int, n: int) -> torch.Tensor:
@@ -105,6 +115,25 @@ def _load(path: str, samples: int) -> _Run:
 
     return _Run(path, run.model, "classifier", length, run.config.encoding, random_ids,
                 "random token sequences", notes)  # fmt: skip
+
+
+def _classifier_length(run: Any) -> tuple[int, list[str]]:
+    """L of a classifier run: its longest training text in tokens (at most the model's limit),
+    read from the run's data; the model's limit (or :data:`DEFAULT_CLASSIFIER_LENGTH`) with a
+    note when the data cannot be read."""
+    from .data import DataError
+    from .data.pipeline import load_splits
+
+    limit = run.max_len
+    try:
+        longest = max((len(run.tokenizer(ex.text)) for ex in load_splits(run.spec).train),
+                      default=0)  # fmt: skip
+    except (DataError, OSError, ValueError) as err:
+        length = limit if limit is not None else DEFAULT_CLASSIFIER_LENGTH
+        return length, [f"the training data cannot be read ({str(err).splitlines()[0][:120]}): "
+                        f"L = {length}, the model's limit"]  # fmt: skip
+    longest = max(longest, 1)
+    return (longest if limit is None else min(longest, limit)), []
 
 
 # ------------------------------------------------------------------------------------------------
@@ -384,11 +413,28 @@ def _mean_distance(curve: torch.Tensor, causal: bool) -> list[float]:
     return (mass @ d / mass.sum(1)).tolist()
 
 
+def _attention_in_chunks(run: _Run, n: int, samples: int) -> list[torch.Tensor]:
+    """:func:`attention_by_distance` of ``samples`` inputs of ``n`` tokens, in chunks whose
+    weights stay under :data:`CHUNK_VALUES` values per layer: each distance has the same number
+    of pairs in every sequence, so the mean over all is the mean of the chunks' means weighted
+    by their sizes."""
+    ids = run.inputs(n, samples)
+    heads = max((m.num_heads for m in _attention_layers(run.model)), default=1)
+    per = max(1, CHUNK_VALUES // (heads * n * n))
+    total: list[torch.Tensor] = []
+    for start in range(0, samples, per):
+        part = ids[start : start + per]
+        curves = attention_by_distance(run.model, part)
+        weighted = [c * part.shape[0] for c in curves]
+        total = weighted if not total else [t + w for t, w in zip(total, weighted)]
+    return [t / samples for t in total]
+
+
 def inspect_run(run_dir: str, out: str | None = None, *, samples: int = 8) -> str:
     """Write the plots and ``inspect.md`` of a run folder to ``out`` (default ``RUN/inspect``)
     and return the path of ``inspect.md``. See the module docstring."""
-    if samples < 1:
-        raise RunError(f"--samples must be at least 1, got {samples}")
+    if not 1 <= samples <= MAX_SAMPLES:
+        raise RunError(f"--samples must be 1 to {MAX_SAMPLES:,}, got {samples:,}")
     run = _load(run_dir, samples)
     path = out or os.path.join(run_dir, "inspect")
     created = not os.path.isdir(path)
@@ -434,7 +480,7 @@ def _inspect(run: _Run, run_dir: str, out: _Output, samples: int) -> None:
             if why is not None:
                 md += [f"- at {tag} = {n}: n/a ({why})", ""]
                 continue
-            curves = attention_by_distance(run.model, run.inputs(n, samples))
+            curves = _attention_in_chunks(run, n, samples)
             name = f"attention_{tag}.png"
             _plot_by_distance(curves, causal, f"attention at {tag} = {n}",
                               "mean attention weight", out, name)  # fmt: skip

@@ -246,6 +246,55 @@ def test_a_marker_that_names_other_files_is_refused_and_nothing_is_removed(
     assert sorted(os.listdir(out)) == [MARKER]
 
 
+def test_attention_in_chunks_equals_one_batch(classifier_run, monkeypatch):
+    import cplxnet.inspect as insp
+
+    run = insp._load(classifier_run, 5)
+    whole = attention_by_distance(run.model, run.inputs(run.length, 5))
+    monkeypatch.setattr(insp, "CHUNK_VALUES", 1)  # one sequence per chunk
+    chunked = insp._attention_in_chunks(run, run.length, 5)
+    assert len(chunked) == len(whole)
+    for a, b in zip(chunked, whole):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)  # float32 weights, other batches
+
+
+def test_too_many_samples_is_one_line(classifier_run, tmp_path, capsys):
+    out = tmp_path / "figures"
+    assert main(["inspect", classifier_run, "--out", str(out), "--samples", "100000"]) == 1
+    err = capsys.readouterr().err
+    assert "--samples must be 1 to 1,024, got 100,000" in err and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_a_classifier_is_inspected_at_its_longest_training_text(classifier_run, tmp_path):
+    from cplxnet.data.pipeline import load_splits
+    from cplxnet.tasks.classify.inference import load_run
+
+    loaded = load_run(classifier_run)
+    longest = max(len(loaded.tokenizer(ex.text)) for ex in load_splits(loaded.spec).train)
+    assert longest < loaded.max_len  # the model's limit (12) is not the training length
+    out = tmp_path / "figures"
+    assert main(["inspect", classifier_run, "--out", str(out), "--samples", "2"]) == 0
+    md = (out / "inspect.md").read_text(encoding="utf-8")
+    assert f"training length L = {longest}." in md
+
+
+def test_a_synthetic_run_is_inspected_on_its_symbols_at_its_longest_input(tmp_path):
+    import cplxnet.inspect as insp
+    from cplxnet.tasks.lm.synthetic import SyntheticTask
+
+    run = str(tmp_path / "copy")
+    assert main(["train", "--task", "lm", "--data", "synthetic:copy", "--context", "4",
+                 "--d-model", "8", "--steps", "2", "--eval-every", "2", "--batch-size", "4",
+                 "--quiet", "--run-dir", run]) == 0  # fmt: skip
+    task = SyntheticTask("copy", 4)
+    loaded = insp._load(run, 4)
+    assert loaded.length == task.longest_input > 4  # prompt, separator and answer
+    ids = loaded.inputs(40, 6)
+    assert ids.shape == (6, 40)
+    assert ids.min() >= task.first_symbol and ids.max() < task.first_symbol + task.alphabet
+
+
 def test_a_temporary_file_of_a_killed_inspect_is_cleared(classifier_run, tmp_path):
     out = tmp_path / "figures"
     assert main(["inspect", classifier_run, "--out", str(out), "--samples", "2"]) == 0
