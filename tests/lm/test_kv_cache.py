@@ -189,6 +189,37 @@ def test_banned_ids_are_never_produced_and_none_are_banned_by_default():
             generate(model, prompt, 2, banned_ids=banned)
 
 
+def test_bad_arguments_are_refused_before_any_forward(monkeypatch):
+    """Wrong types and a model without weights: a ValueError naming the argument, before the
+    model runs (a forward that raises would show otherwise)."""
+    from cplxnet.models import build_model
+
+    model = decoder("rotary", False)
+    prompt = torch.tensor([2, 5])
+
+    def no_forward(*args, **kwargs):
+        raise AssertionError("the model ran")
+
+    monkeypatch.setattr(model, "forward", no_forward)
+    cases = [
+        ((model, prompt, 2.5), {}, "num_tokens must be a whole number, got 2.5"),
+        ((model, prompt, True), {}, "num_tokens must be a whole number, got True"),
+        ((model, prompt, 2), {"temperature": True}, "temperature must be a finite number"),
+        ((model, prompt, 2), {"temperature": "1"}, "temperature must be a finite number"),
+        ((model, [[2, 5], [3]], 2), {}, "tensor of integer ids, got list"),
+        ((model, torch.tensor([2.0, 5.0]), 2), {}, "tensor of integer ids, got torch.float32"),
+        ((model, prompt, 2), {"banned_ids": [11]}, "banned_ids must be ids of the model's"),
+    ]
+    for args, kwargs, message in cases:
+        with pytest.raises(ValueError, match=message):
+            generate(*args, **kwargs)
+    with pytest.raises(ValueError, match="tensor of integer ids"):
+        next(stream(model, [2, 5], 2))
+    meta = build_model(model.config, device="meta")
+    with pytest.raises(ValueError, match="the model is on the meta device and has no weights"):
+        generate(meta, prompt, 3)
+
+
 def test_a_window_longer_than_the_model_reads_is_refused_before_the_first_token():
     model = decoder("trainable", False)  # a table of max_len = 16 positions
     prompt = torch.tensor([2, 5, 7])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -211,6 +212,15 @@ def _check_length(run: LoadedLM, prompt: int, num_tokens: int, context: int | No
 GREEDY_BELOW = 1e-6
 
 
+def _check_prompt(prompt: object) -> None:
+    if not isinstance(prompt, torch.Tensor) or prompt.is_floating_point() or prompt.is_complex():
+        what = type(prompt).__name__ if not isinstance(prompt, torch.Tensor) else prompt.dtype
+        raise ValueError(
+            f"generate: the prompt must be a tensor of integer ids, got {what} (a batch of "
+            "prompts: one (B, N) tensor of equal lengths)"
+        )
+
+
 def generate(
     model: nn.Module,
     prompt: torch.Tensor,
@@ -241,6 +251,7 @@ def generate(
         >>> generate(model, torch.tensor([[3, 4], [5, 6]]), 5).shape
         torch.Size([2, 5])
     """
+    _check_prompt(prompt)
     if prompt.dim() not in (1, 2) or prompt.numel() == 0:
         raise ValueError(
             "generate: the prompt must be non-empty ids, (N,) or a batch of one length (B, N), "
@@ -285,6 +296,7 @@ def stream(
     the first token; ``context`` within the model's limit avoids it. :func:`generate` takes a
     batch of prompts.
     """
+    _check_prompt(prompt)
     if prompt.dim() != 1 or len(prompt) == 0:
         raise ValueError("generate: the prompt must be a non-empty 1-d tensor of ids")
     for nxt in _steps(model, prompt[None], num_tokens, temperature=temperature, seed=seed,
@@ -308,8 +320,16 @@ def _steps(
 ) -> Iterator[torch.Tensor]:
     """The ``(B,)`` ids sampled at each of ``num_tokens`` steps after ``prompts`` ``(B, N)``, on
     the model's device (the sampling of :func:`stream`, one row per prompt)."""
-    if not 0 <= temperature < math.inf:  # also refuses nan
-        raise ValueError(f"generate: temperature must be a finite number >= 0, got {temperature}")
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, numbers.Real)
+        or not (
+            0 <= temperature < math.inf  # also refuses nan
+        )
+    ):
+        raise ValueError(f"generate: temperature must be a finite number >= 0, got {temperature!r}")
+    if isinstance(num_tokens, bool) or not isinstance(num_tokens, numbers.Integral):
+        raise ValueError(f"generate: num_tokens must be a whole number, got {num_tokens!r}")
     if num_tokens < 0:
         raise ValueError(f"generate: num_tokens must be >= 0, got {num_tokens}")
     if context is not None and context < 1:
@@ -317,13 +337,21 @@ def _steps(
     if top_k is not None and (isinstance(top_k, bool) or int(top_k) != top_k or top_k < 1):
         raise ValueError(f"generate: top_k must be a positive number of tokens, got {top_k!r}")
     banned = sorted({int(i) for i in banned_ids})
+    vocab_size = getattr(getattr(model, "config", None), "vocab_size", None)
+    if banned and (banned[0] < 0 or (vocab_size is not None and banned[-1] >= vocab_size)):
+        raise ValueError(f"generate: banned_ids must be ids of the model's tokens, got {banned}")
+    device = next(model.parameters()).device
+    if device.type == "meta":
+        raise ValueError(
+            "generate: the model is on the meta device and has no weights; materialise it "
+            "first (model.to_empty(device=...), then load or initialise its weights)"
+        )
     found = _unreadable(model, prompts.shape[1], num_tokens, context)
     if found is not None:
         raise ValueError(
             f"generate: the model cannot read {found[0]} tokens at once ({found[1]}); pass "
             "context=N with N within the model's limit (the window then slides)"
         )
-    device = next(model.parameters()).device
     g = torch.Generator(device=device).manual_seed(seed)
     seq = prompts.to(device)
     never = torch.tensor(banned, dtype=torch.long, device=device) if banned else None
