@@ -19,12 +19,12 @@ from __future__ import annotations
 import os
 import sys
 
-_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "1073741824", "MALLOC_TRIM_THRESHOLD_": "4294967296"}
-if __name__ == "__main__" and any(os.environ.get(k) != v for k, v in _MALLOC_ENV.items()):
-    os.environ.update(_MALLOC_ENV)
-    os.execv(sys.executable, [sys.executable, *sys.argv])
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from malloc_env import reexec_with_malloc_settings  # noqa: E402
+
+if __name__ == "__main__":
+    reexec_with_malloc_settings()
+
 import harness  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402

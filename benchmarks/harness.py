@@ -211,7 +211,8 @@ def run_rows(
 def one_thread_main(
     argv: list[str] | None, *, doc: str, rows: dict, section: str, shapes: str
 ) -> None:
-    """The command line of the one-thread scripts (``grid_layers.py``, ``signal_layers.py``):
+    """The command line of the scripts timed at one thread (``grid_layers.py``,
+    ``signal_layers.py``):
     ``--out``, ``--quick``, ``--rounds``, ``--channels``, ``--only``; ``shapes`` describes the
     inputs in the table's header."""
     p = argparse.ArgumentParser(description=doc.split("\n\n")[0])

@@ -43,12 +43,11 @@ import os
 import sys
 from collections.abc import Callable
 
-_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "1073741824", "MALLOC_TRIM_THRESHOLD_": "4294967296"}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from malloc_env import reexec_with_malloc_settings  # noqa: E402
 
-_NEEDS_ENV = any(os.environ.get(k) != v for k, v in _MALLOC_ENV.items())
-if __name__ == "__main__" and "--no-reexec" not in sys.argv and _NEEDS_ENV:
-    os.environ.update(_MALLOC_ENV)
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+if __name__ == "__main__":
+    reexec_with_malloc_settings()
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -66,7 +65,6 @@ except ImportError:  # pragma: no cover - benchmarks run without the tests folde
 finally:
     sys.path.pop(0)
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (  # noqa: E402
     Case,
     Config,

@@ -80,18 +80,16 @@ import sys
 import tempfile
 import time
 
-_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "1073741824", "MALLOC_TRIM_THRESHOLD_": "4294967296"}
-if (
-    __name__ == "__main__"
-    and "--no-reexec" not in sys.argv
-    and any(os.environ.get(k) != v for k, v in _MALLOC_ENV.items())
-):
-    os.environ.update(_MALLOC_ENV)
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from malloc_env import reexec_with_malloc_settings  # noqa: E402
+
+if __name__ == "__main__":
+    reexec_with_malloc_settings()
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+import harness  # noqa: E402  (benchmarks/ is on the path: see malloc_env above)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
@@ -101,9 +99,6 @@ import cplxnet.models as models  # noqa: E402
 from cplxnet.data import DataSpec, prepare_data  # noqa: E402
 from cplxnet.encodings import create_encoding  # noqa: E402
 from cplxnet.train import train_step  # noqa: E402
-
-sys.path.insert(0, _HERE)
-import harness  # noqa: E402
 
 Case, Config, cinput, rinput, fwd_bwd = (
     harness.Case, harness.Config, harness.cinput, harness.rinput, harness.fwd_bwd

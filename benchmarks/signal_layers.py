@@ -20,6 +20,11 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from malloc_env import reexec_with_malloc_settings  # noqa: E402
+
+if __name__ == "__main__":
+    reexec_with_malloc_settings()
+
 import harness  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
