@@ -9,9 +9,10 @@ markdown summary (``inspect.md``) in ``RUN/inspect/`` or the folder given with `
 * **Attention against relative distance** (any model with :class:`cplxnet.nn.MultiheadAttention`
   layers): the mean attention weight :math:`\bar a_h(d)` over all query/key pairs at distance
   ``d = i - j``, per layer and head, at ``L`` and ``4L`` for language models (on windows of the
-  test text; random token sequences for synthetic tasks) and at the model's length for
-  classifiers (random token sequences: the inputs a classifier's attention sees carry no
-  meaning, so its positional part shows).
+  test text; random sequences of the task's symbols for synthetic tasks, ``L`` the longest
+  training sequence) and at ``L`` for classifiers, ``L`` their longest training text (random
+  token sequences: the inputs a classifier's attention sees carry no meaning, so its positional
+  part shows).
 * **Position-only logits biases** (encodings acting on the ``"logits"`` site whose bias does not
   depend on the content, e.g. alibi, t5): the bias against distance, per head, at ``L`` and
   ``4L``. A bias computed from the queries and keys (shaw, xl, deberta) is zero for zero
@@ -130,8 +131,9 @@ def _classifier_length(run: Any) -> tuple[int, list[str]]:
                       default=0)  # fmt: skip
     except (DataError, OSError, ValueError) as err:
         length = limit if limit is not None else DEFAULT_CLASSIFIER_LENGTH
+        source = "the model's limit" if limit is not None else "the default for a model without one"
         return length, [f"the training data cannot be read ({str(err).splitlines()[0][:120]}): "
-                        f"L = {length}, the model's limit"]  # fmt: skip
+                        f"L = {length}, {source}"]  # fmt: skip
     longest = max(longest, 1)
     return (longest if limit is None else min(longest, limit)), []
 
@@ -414,10 +416,10 @@ def _mean_distance(curve: torch.Tensor, causal: bool) -> list[float]:
 
 
 def _attention_in_chunks(run: _Run, n: int, samples: int) -> list[torch.Tensor]:
-    """:func:`attention_by_distance` of ``samples`` inputs of ``n`` tokens, in chunks whose
-    weights stay under :data:`CHUNK_VALUES` values per layer: each distance has the same number
-    of pairs in every sequence, so the mean over all is the mean of the chunks' means weighted
-    by their sizes."""
+    """:func:`attention_by_distance` of ``samples`` inputs of ``n`` tokens, in chunks of as many
+    sequences as keep the weights of a layer under :data:`CHUNK_VALUES` values (one sequence at
+    least, whatever its size): each distance has the same number of pairs in every sequence, so
+    the mean over all is the mean of the chunks' means weighted by their sizes."""
     ids = run.inputs(n, samples)
     heads = max((m.num_heads for m in _attention_layers(run.model)), default=1)
     per = max(1, CHUNK_VALUES // (heads * n * n))

@@ -258,6 +258,17 @@ def test_attention_in_chunks_equals_one_batch(classifier_run, monkeypatch):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)  # float32 weights, other batches
 
 
+def test_the_most_samples_are_taken(classifier_run, tmp_path, monkeypatch):
+    import cplxnet.inspect as insp
+
+    def stop(path, samples):
+        raise RuntimeError(f"loading with {samples} samples")
+
+    monkeypatch.setattr(insp, "_load", stop)  # past the check: nothing is run
+    with pytest.raises(RuntimeError, match="loading with 1024 samples"):
+        insp.inspect_run(classifier_run, str(tmp_path / "o"), samples=insp.MAX_SAMPLES)
+
+
 def test_too_many_samples_is_one_line(classifier_run, tmp_path, capsys):
     out = tmp_path / "figures"
     assert main(["inspect", classifier_run, "--out", str(out), "--samples", "100000"]) == 1

@@ -207,8 +207,8 @@ def check_run_started(run_dir: str, first: str, *, to: str = "resume") -> None:
         holder = None if to == "resume" else run_holder(run_dir)  # a resume holds the lock
         if holder is not None:  # training now: the checkpoint comes with its first round
             raise RunError(
-                f"{run_dir} is still training ({holder}) and has no checkpoint yet; wait for "
-                f"its first {first}"
+                f"{run_dir} is still training ({holder}) and has no checkpoint yet; wait until "
+                "it writes its first one"
             )
         raise RunError(
             f"{run_dir} has no checkpoint: the run stopped before its first {first}, so there is "

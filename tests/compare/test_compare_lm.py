@@ -314,13 +314,15 @@ def test_lm_report_states_the_test_and_the_smallest_p(tmp_path):
     assert "the lengths are not pooled" in text and "`scipy.stats.wilcoxon`" in text
     assert "smallest attainable p is 2 / 2^n: 0.5 for the 2 seeds here" in text
     assert "mean ± sample std over seeds" in text
+    assert "than the grid's).\n" in text  # no training length known: one full stop
 
 
 def test_lm_table_leaves_out_a_score_that_is_not_finite():
-    rows = [*ROWS[:4], _row("alibi", "real", 2, [float("nan"), 2.0, 2.0, 2.0])]
+    rows = [*ROWS[:4], _row("alibi", "real", 2, [float("nan"), 2.0, float("nan"), 2.0])]
     table, notes = lm_table(rows, digits=2)
     line = next(x for x in table.splitlines() if x.startswith("| alibi"))
     assert line.split(" | ")[1] == "2.20 ± 0.14 (n=2) [1]"  # seeds 0 and 1; bold stays honest
+    assert line.split(" | ")[3].endswith("(n=2) [1]")  # the same footnote at 4L
     assert notes == ["not a finite number for seed 2; left out"]
     assert "nan" not in table
     text = lm_paired_table(rows, target="complex-order")

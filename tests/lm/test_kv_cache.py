@@ -209,12 +209,21 @@ def test_bad_arguments_are_refused_before_any_forward(monkeypatch):
         ((model, [[2, 5], [3]], 2), {}, "tensor of integer ids, got list"),
         ((model, torch.tensor([2.0, 5.0]), 2), {}, "tensor of integer ids, got torch.float32"),
         ((model, prompt, 2), {"banned_ids": [11]}, "banned_ids must be ids of the model's"),
+        ((model, prompt, 2), {"banned_ids": range(11)}, "and leave one allowed"),
+        ((model, prompt, 2), {"banned_ids": ["x"]}, "banned_ids must be token ids"),
+        ((model, prompt, 2), {"context": 2.5}, "context must be a positive number"),
+        ((model, prompt, 2), {"seed": 1.5}, "seed must be a whole number"),
+        ((model, prompt.bool(), 2), {}, "tensor of integer ids, got torch.bool"),
     ]
     for args, kwargs, message in cases:
         with pytest.raises(ValueError, match=message):
             generate(*args, **kwargs)
     with pytest.raises(ValueError, match="tensor of integer ids"):
         next(stream(model, [2, 5], 2))
+    monkeypatch.undo()  # the model runs again: other integer dtypes and a 0-d temperature
+    expected = generate(model, prompt, 3, temperature=0.5, seed=2)
+    assert torch.equal(generate(model, prompt.int(), 3, temperature=0.5, seed=2), expected)
+    assert torch.equal(generate(model, prompt, 3, temperature=torch.tensor(0.5), seed=2), expected)
     meta = build_model(model.config, device="meta")
     with pytest.raises(ValueError, match="the model is on the meta device and has no weights"):
         generate(meta, prompt, 3)

@@ -69,7 +69,14 @@ def test_the_length_check_computes_nothing_of_the_length(encoding):
 def test_no_tensor_of_the_length_is_real_not_even_a_position_table(encoding, complex_):
     """A position table grown for the check is built on the meta device too: a length of any
     size costs no memory (floater, whose ODE runs position by position, is left out)."""
-    model = build_model(tiny(encoding, complex_))
+    _check_nothing_real(build_model(tiny(encoding, complex_)))
+
+
+def test_the_half_layout_of_rotary_builds_its_tables_on_meta_too():
+    _check_nothing_real(build_model(tiny("rotary", False, encoding_options={"layout": "half"})))
+
+
+def _check_nothing_real(model) -> None:
     length = 10**5
     with RealShapes() as real:
         model.unsupported_length(length)

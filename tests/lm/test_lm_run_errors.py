@@ -139,7 +139,7 @@ def test_a_run_still_training_before_its_first_evaluation_says_so(run, capsys):
     with runs.run_lock(run):
         for argv in (["evaluate", run], ["generate", run, "a rose"], ["inspect", run]):
             err = error_of(capsys, argv)
-            assert "is still training (pid" in err and "wait for its first evaluation" in err, err
+            assert "is still training (pid" in err and "wait until it writes its first" in err, err
             assert "--force" not in err and "stopped" not in err, (argv, err)
     assert snapshot(run) == before
 

@@ -200,8 +200,10 @@ def lm_table(
             left_out = ""
             if g.nonfinite.get(length):
                 seeds_out = ", ".join(str(x) for x in sorted(g.nonfinite[length]))
-                notes.append(f"not a finite number for seed {seeds_out}; left out")
-                left_out = f" [{len(notes)}]"
+                text = f"not a finite number for seed {seeds_out}; left out"
+                if text not in notes:
+                    notes.append(text)
+                left_out = f" [{notes.index(text) + 1}]"
             if s is None:  # one footnote per configuration: its first reason
                 if left_out:
                     cells.append(f"n/a{left_out}")
@@ -465,8 +467,8 @@ def render_lm_report(
         parts.append(
             f"Test {metric} per evaluation {what}, mean ± sample std over seeds (one seed: the "
             f"mean alone; {better} is better; the best of each column in bold; n: the seeds "
-            "with a score where fewer than the grid's)."
-            + (f" Trained at L = {context}" if context else "")
+            "with a score where fewer than the grid's)"
+            + (f". Trained at L = {context}" if context else "")
             + (" (the longest training prompt)." if context and what != "length" else ".")
             + "\n"
         )

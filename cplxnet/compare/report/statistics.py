@@ -34,8 +34,9 @@ __all__ = [
 #: How :func:`paired_test` computes p (scipy's ``zero_method="wilcox"``, ``method="auto"``), as
 #: the reports state it.
 WILCOXON_METHOD = (
-    "`scipy.stats.wilcoxon`: zero differences dropped; exact without ties, else all sign "
-    "permutations up to 13 pairs and the normal approximation above"
+    "`scipy.stats.wilcoxon`: zero differences dropped; exact up to 50 pairs without ties or "
+    "zeros; with ties or zeros all sign permutations up to 13 pairs; the normal approximation "
+    "otherwise"
 )
 
 

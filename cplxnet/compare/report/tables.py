@@ -10,12 +10,13 @@ encoding (``complex-order`` in a complex model) with the best *real* baseline of
 column with the highest mean among all real-field columns of the row, whatever the encoding, so
 ``complex-order (real)`` of a ``--number both`` grid competes too) by a two-sided Wilcoxon
 signed-rank test over runs matched by (fold, seed) (:data:`~.statistics.WILCOXON_METHOD`: zero
-differences dropped; exact without ties, else all sign permutations up to 13 pairs and the normal
-approximation above). With ``n`` non-zero differences the
-smallest attainable two-sided p-value is ``2 / 2**n``: ``n <= 5`` can never reach ``p < 0.05``,
-and the table says so (``n=3, min p = 0.25``). The pooled table (:func:`pooled_table`) therefore
-also tests the target against each other column over the runs of every row matched by (dataset,
-model, fold, seed): with 4 models x 2 datasets x 3 seeds that is 24 pairs per comparison.
+differences dropped; exact up to 50 pairs without ties or zeros; with ties or zeros all sign
+permutations up to 13 pairs; the normal approximation otherwise). With ``n`` non-zero differences
+the smallest attainable two-sided p-value is ``2 / 2**n``: ``n <= 5`` can never reach
+``p < 0.05``, and the table says so (``n=3, min p = 0.25``). The pooled table
+(:func:`pooled_table`) therefore also tests the target against each other column over the runs of
+every row matched by (dataset, model, fold, seed): with 4 models x 2 datasets x 3 seeds that is
+24 pairs per comparison.
 
 Every header and legend names a column by encoding and number field (``none (real)``). The plots
 draw each column with one colour and marker for the whole report

@@ -212,8 +212,17 @@ def _check_length(run: LoadedLM, prompt: int, num_tokens: int, context: int | No
 GREEDY_BELOW = 1e-6
 
 
+def _not_whole(value: object) -> bool:
+    """Whether ``value`` is not a whole number (a bool is not one either)."""
+    return isinstance(value, bool) or not isinstance(value, numbers.Integral)
+
+
 def _check_prompt(prompt: object) -> None:
-    if not isinstance(prompt, torch.Tensor) or prompt.is_floating_point() or prompt.is_complex():
+    """Refuse a prompt that is not a tensor of integer ids (any integer dtype; bool is not)."""
+    ids = isinstance(prompt, torch.Tensor) and not (
+        prompt.is_floating_point() or prompt.is_complex() or prompt.dtype == torch.bool
+    )
+    if not ids:
         what = type(prompt).__name__ if not isinstance(prompt, torch.Tensor) else prompt.dtype
         raise ValueError(
             f"generate: the prompt must be a tensor of integer ids, got {what} (a batch of "
@@ -320,26 +329,32 @@ def _steps(
 ) -> Iterator[torch.Tensor]:
     """The ``(B,)`` ids sampled at each of ``num_tokens`` steps after ``prompts`` ``(B, N)``, on
     the model's device (the sampling of :func:`stream`, one row per prompt)."""
-    if (
-        isinstance(temperature, bool)
-        or not isinstance(temperature, numbers.Real)
-        or not (
-            0 <= temperature < math.inf  # also refuses nan
-        )
-    ):
+    if isinstance(temperature, torch.Tensor) and temperature.numel() == 1:
+        temperature = float(temperature)  # read once, before the first step
+    real = not isinstance(temperature, bool) and isinstance(temperature, numbers.Real)
+    if not real or not 0 <= temperature < math.inf:  # also refuses nan
         raise ValueError(f"generate: temperature must be a finite number >= 0, got {temperature!r}")
-    if isinstance(num_tokens, bool) or not isinstance(num_tokens, numbers.Integral):
+    if _not_whole(num_tokens):
         raise ValueError(f"generate: num_tokens must be a whole number, got {num_tokens!r}")
     if num_tokens < 0:
         raise ValueError(f"generate: num_tokens must be >= 0, got {num_tokens}")
-    if context is not None and context < 1:
-        raise ValueError(f"generate: context must be a positive number of tokens, got {context}")
+    if context is not None and (_not_whole(context) or context < 1):
+        raise ValueError(f"generate: context must be a positive number of tokens, got {context!r}")
+    if _not_whole(seed):
+        raise ValueError(f"generate: seed must be a whole number, got {seed!r}")
     if top_k is not None and (isinstance(top_k, bool) or int(top_k) != top_k or top_k < 1):
         raise ValueError(f"generate: top_k must be a positive number of tokens, got {top_k!r}")
+    if any(_not_whole(i) for i in banned_ids):
+        raise ValueError(f"generate: banned_ids must be token ids, got {list(banned_ids)!r}")
     banned = sorted({int(i) for i in banned_ids})
     vocab_size = getattr(getattr(model, "config", None), "vocab_size", None)
-    if banned and (banned[0] < 0 or (vocab_size is not None and banned[-1] >= vocab_size)):
-        raise ValueError(f"generate: banned_ids must be ids of the model's tokens, got {banned}")
+    outside = bool(banned) and vocab_size is not None and banned[-1] >= vocab_size
+    everything = vocab_size is not None and len(banned) >= vocab_size
+    if banned and (banned[0] < 0 or outside or everything):
+        raise ValueError(
+            f"generate: banned_ids must be ids of the model's tokens and leave one allowed, got "
+            f"{banned}"
+        )
     device = next(model.parameters()).device
     if device.type == "meta":
         raise ValueError(
@@ -353,7 +368,7 @@ def _steps(
             "context=N with N within the model's limit (the window then slides)"
         )
     g = torch.Generator(device=device).manual_seed(seed)
-    seq = prompts.to(device)
+    seq = prompts.to(device=device, dtype=torch.long)
     never = torch.tensor(banned, dtype=torch.long, device=device) if banned else None
     cached = cache and getattr(model, "supports_kv_cache", False)
     kv, fed = None, 0  # the cache and the number of tokens of seq it holds
