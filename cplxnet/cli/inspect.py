@@ -28,8 +28,8 @@ def add_inspect_command(sub: Any) -> None:
                    help="output folder (default RUN/inspect; only a folder inspect wrote is "
                    "reused)")  # fmt: skip
     p.add_argument("--samples", type=positive_int, default=8, metavar="N",
-                   help="input sequences for the attention plots (default 8, at most "
-                   "1024)")  # fmt: skip
+                   help="input sequences for the attention plots, at most 1024 (default "
+                   "8)")  # fmt: skip
     add_options(p, "inspect", ("--threads",))
     p.set_defaults(handler=cmd_inspect)
 

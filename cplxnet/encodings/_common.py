@@ -72,11 +72,13 @@ def sinusoid_frequencies(n: int, base: float = 10000.0) -> torch.Tensor:
 
 
 def table_positions(n: int, device: torch.device | str | None) -> torch.Tensor:
-    """Positions ``0 .. n-1`` of a fixed table built for ``device``: on the CPU, whose float64
-    angles every device then receives (some accelerators have no float64), or on the ``meta``
-    device, where the table is a shape and allocates nothing (a length check of any length)."""
-    meta = device is not None and torch.device(device).type == "meta"
-    return torch.arange(n, device="meta" if meta else "cpu")
+    """Positions ``0 .. n-1`` of a fixed table built for ``device``: on the ``meta`` device when
+    that is the target (the table is a shape and allocates nothing: a length check of any
+    length), else on torch's default device (the CPU, whose float64 angles every device then
+    receives, unless a ``with torch.device(...)`` block sets another)."""
+    if device is not None and torch.device(device).type == "meta":
+        return torch.arange(n, device="meta")
+    return torch.arange(n)
 
 
 def sinusoid_angles(positions: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
