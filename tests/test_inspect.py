@@ -258,6 +258,25 @@ def test_attention_in_chunks_equals_one_batch(classifier_run, monkeypatch):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)  # float32 weights, other batches
 
 
+def test_a_chunk_holds_as_many_sequences_as_fit(classifier_run, monkeypatch):
+    """CHUNK_VALUES counts the weights of a layer: sequences x heads x n x n."""
+    import cplxnet.inspect as insp
+
+    run = insp._load(classifier_run, 5)
+    heads = insp._attention_layers(run.model)[0].num_heads
+    sizes = []
+    real = insp.attention_by_distance
+
+    def record(model, ids):
+        sizes.append(ids.shape[0])
+        return real(model, ids)
+
+    monkeypatch.setattr(insp, "attention_by_distance", record)
+    monkeypatch.setattr(insp, "CHUNK_VALUES", 2 * heads * run.length**2)
+    insp._attention_in_chunks(run, run.length, 5)
+    assert sizes == [2, 2, 1]
+
+
 def test_the_most_samples_are_taken(classifier_run, tmp_path, monkeypatch):
     import cplxnet.inspect as insp
 
