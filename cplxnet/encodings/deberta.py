@@ -96,6 +96,7 @@ class DebertaEncoding(PositionalEncoding):
 
     name = "deberta"
     acts_on = frozenset({"logits"})
+    supports_kv_cache = True  # queries sit at the end of the keys (relative_index)
     logit_scale = 1.0 / math.sqrt(3.0)
 
     def __init__(

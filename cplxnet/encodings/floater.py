@@ -13,7 +13,7 @@ from torch import nn
 from torch.func import functional_call
 
 from .._utils import check_sizes, factory_kwargs, pack, real_dtype, unpack
-from ._common import check_sequence, normal_
+from ._common import check_offset, check_sequence, normal_
 from .base import PositionalEncoding
 from .registry import register_encoding
 
@@ -128,6 +128,7 @@ class FloaterEncoding(PositionalEncoding):
 
     name = "floater"
     acts_on = frozenset({"input"})
+    supports_kv_cache = True  # p(t_k) depends on k alone
 
     def __init__(
         self,
@@ -188,9 +189,12 @@ class FloaterEncoding(PositionalEncoding):
 
         return rk4_solve(h, self.p0.float(), length, self.delta, self.substeps).to(low)
 
-    def encode_input(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, D) -> (B, L, D)
+    def encode_input(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:  # (B, L, D)
+        """``x + p(t_k)`` at positions ``k = offset .. offset+L-1`` (the ODE is integrated from
+        ``t_0`` each call)."""
         check_sequence(x, self.d_model, self.complex_model, type(self).__name__)
-        return x + self.table(x.shape[1]).to(x.dtype)
+        check_offset(offset, type(self).__name__)
+        return x + self.table(offset + x.shape[1])[offset:].to(x.dtype)
 
     def extra_repr(self) -> str:
         return (
