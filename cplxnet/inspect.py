@@ -85,14 +85,9 @@ def _load(path: str, samples: int) -> _Run:
         task = lm.task()
         stream = task.data.test if task.data is not None else None
         # a synthetic task's symbols (not <pad>, <unk>, <sep>, <eos>); else every token
-        low, high = (
-            (2, len(lm.vocab))
-            if task.synthetic is None
-            else (
-                task.synthetic.first_symbol,
-                task.synthetic.first_symbol + task.synthetic.alphabet,
-            )
-        )
+        s = task.synthetic
+        low = 2 if s is None else s.first_symbol
+        high = len(lm.vocab) if s is None else low + s.alphabet
 
         def inputs(length: int, n: int) -> torch.Tensor:
             if stream is not None and len(stream) >= length:

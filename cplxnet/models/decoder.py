@@ -335,12 +335,9 @@ class Decoder(nn.Module):
         try:
             tensors = [*self.named_parameters(), *self.named_buffers()]  # tied ones once
             state = {name: t.detach().to("meta") for name, t in tensors}
-            try:
+            try:  # 2**63 tokens overflow torch.full itself: a size error like the others
                 ids = torch.full((1, length), self.config.padding_idx, dtype=torch.long,
                                  device="meta")  # fmt: skip
-            except (RuntimeError, TypeError) as err:  # past a tensor's size: 2**63 tokens
-                return _too_large(length, err), None, ()
-            try:
                 largest = _Largest()
                 with largest if measure else contextlib.nullcontext():
                     functional_call(self, state, (ids,), strict=False)

@@ -188,6 +188,18 @@ def test_banned_ids_are_never_produced_and_none_are_banned_by_default():
         with pytest.raises(ValueError, match="banned_ids"):
             generate(model, prompt, 2, banned_ids=banned)
 
+    class Bare(torch.nn.Module):  # no config: the size comes from the first logits
+        def __init__(self):
+            super().__init__()
+            self.inner = model
+
+        def forward(self, ids):
+            return self.inner(ids)
+
+    for banned in ([11], list(range(11))):
+        with pytest.raises(ValueError, match="ids of the model's 11 tokens and leave one"):
+            generate(Bare(), prompt, 2, banned_ids=banned)
+
 
 def test_bad_arguments_are_refused_before_any_forward(monkeypatch):
     """Wrong types and a model without weights: a ValueError naming the argument, before the

@@ -99,6 +99,8 @@ def test_a_length_that_cannot_be_allocated_is_a_reason_and_never_a_real_forward(
     reason = model.unsupported_length(10**9)
     assert reason.startswith("a sequence of 1,000,000,000 tokens does not fit in this machine")
     assert "can't allocate memory" in reason
+    monkeypatch.undo()  # past any tensor's size: torch.full itself refuses, on meta too
+    assert model.unsupported_length(2**63).startswith("a sequence of 9,223,372,036,854,775,808 ")
 
 
 @pytest.mark.parametrize("complex_", [True, False], ids=["complex", "real"])

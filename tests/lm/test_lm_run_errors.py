@@ -114,11 +114,16 @@ def test_task_lm_resume_of_a_classifier_run(tmp_path, capsys):
     assert snapshot(str(clf)) == before
 
 
+def _before_its_first_evaluation(run: str) -> None:
+    """The finished run as it was before its first evaluation: no checkpoint, no metrics."""
+    for name in ("checkpoint.pt", "best.pt", "metrics.jsonl", "results.json"):
+        os.remove(os.path.join(run, name))
+
+
 def test_a_run_killed_before_its_first_evaluation_names_force(run, capsys):
     """A run with no checkpoint at all (kill -9 before the first evaluation): resume, evaluate,
     generate and inspect name the fix that works (start it again with --force)."""
-    for name in ("checkpoint.pt", "best.pt", "metrics.jsonl", "results.json"):
-        os.remove(os.path.join(run, name))
+    _before_its_first_evaluation(run)
     before = snapshot(run)
     for argv in (["train", "--resume", run, "--quiet"], ["evaluate", run],
                  ["generate", run, "a rose"], ["inspect", run]):  # fmt: skip
@@ -132,9 +137,7 @@ def test_a_run_still_training_before_its_first_evaluation_says_so(run, capsys):
     """The same folder while a trainer holds its lock: not "stopped", but still training."""
     from cplxnet.engine import runs
 
-    for name in ("checkpoint.pt", "best.pt", "metrics.jsonl", "results.json"):
-        if os.path.exists(os.path.join(run, name)):
-            os.remove(os.path.join(run, name))
+    _before_its_first_evaluation(run)
     before = snapshot(run)
     with runs.run_lock(run):
         for argv in (["evaluate", run], ["generate", run, "a rose"], ["inspect", run]):

@@ -151,6 +151,11 @@ def lm_groups(
     return groups, sorted(lengths, key=_length_key), metric
 
 
+def _seed_count(groups: dict[tuple[str, str], LMGroup]) -> int:
+    """The most seeds a configuration has at one length (a seed that scored NaN counts)."""
+    return max((len(v) for g in groups.values() for v in g.values.values()), default=0)
+
+
 def _labels(keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
     """Row labels: the encoding, with its number field when both fields appear."""
     both = len({n for _, n in keys}) > 1
@@ -184,7 +189,7 @@ def lm_table(
         if means:
             best[length] = min(means) if lower else max(means)
     labels = _labels(list(groups))
-    seeds = max(len(v) for g in groups.values() for v in g.values.values())  # NaN seeds count
+    seeds = _seed_count(groups)
     header = (
         ["encoding"]
         + [_length_header(x, context) for x in lengths]
@@ -272,8 +277,7 @@ def lm_paired_table(
                 cells.append("–")
                 continue
             diff = -t.delta if lower else t.delta
-            p = "–" if t.p is None else fmt_p(t.p)
-            cells.append(f"{diff:+.{digits}f} ({t.wins}/{t.ties}/{t.losses}, p {p})")
+            cells.append(f"{diff:+.{digits}f} ({t.wins}/{t.ties}/{t.losses}, p {fmt_p(t.p)})")
         if any(c != "–" for c in cells):
             table.append([labels[tkey], labels[key], *cells])
     rule = "|---|---|" + "---:|" * len(lengths)
@@ -282,8 +286,7 @@ def lm_paired_table(
 
 def _paired_text(rows: Sequence[dict[str, Any]], target: str, metric: str, what: str) -> str:
     """The paragraph above :func:`lm_paired_table`."""
-    groups, _, _ = lm_groups(rows)
-    seeds = max((len(v) for g in groups.values() for v in g.values.values()), default=0)
+    seeds = _seed_count(lm_groups(rows)[0])
     sign = "negative" if LOWER_IS_BETTER.get(metric, True) else "positive"
     return (
         f"At each evaluation {what}, the seeds that both configurations scored, paired by seed "

@@ -217,6 +217,18 @@ def _not_whole(value: object) -> bool:
     return isinstance(value, bool) or not isinstance(value, numbers.Integral)
 
 
+def _check_banned(banned: list[int], vocab: int | None) -> None:
+    """Refuse sorted ``banned`` ids that are negative or, with the model's ``vocab`` size
+    known, past it or covering every token."""
+    past = vocab is not None and bool(banned) and (banned[-1] >= vocab or len(banned) >= vocab)
+    if banned and (banned[0] < 0 or past):
+        size = "" if vocab is None else f"{vocab} "
+        raise ValueError(
+            f"generate: banned_ids must be ids of the model's {size}tokens and leave one "
+            f"allowed, got {banned}"
+        )
+
+
 def _check_prompt(prompt: object) -> None:
     """Refuse a prompt that is not a tensor of integer ids (any integer dtype; bool is not)."""
     ids = isinstance(prompt, torch.Tensor) and not (
@@ -342,19 +354,12 @@ def _steps(
         raise ValueError(f"generate: context must be a positive number of tokens, got {context!r}")
     if _not_whole(seed):
         raise ValueError(f"generate: seed must be a whole number, got {seed!r}")
-    if top_k is not None and (isinstance(top_k, bool) or int(top_k) != top_k or top_k < 1):
+    if top_k is not None and (_not_whole(top_k) or top_k < 1):
         raise ValueError(f"generate: top_k must be a positive number of tokens, got {top_k!r}")
     if any(_not_whole(i) for i in banned_ids):
         raise ValueError(f"generate: banned_ids must be token ids, got {list(banned_ids)!r}")
     banned = sorted({int(i) for i in banned_ids})
-    vocab_size = getattr(getattr(model, "config", None), "vocab_size", None)
-    outside = bool(banned) and vocab_size is not None and banned[-1] >= vocab_size
-    everything = vocab_size is not None and len(banned) >= vocab_size
-    if banned and (banned[0] < 0 or outside or everything):
-        raise ValueError(
-            f"generate: banned_ids must be ids of the model's tokens and leave one allowed, got "
-            f"{banned}"
-        )
+    _check_banned(banned, getattr(getattr(model, "config", None), "vocab_size", None))
     device = next(model.parameters()).device
     if device.type == "meta":
         raise ValueError(
@@ -384,11 +389,7 @@ def _steps(
             logits = logits[:, -1].double()  # (B, V)
             vocab = logits.shape[-1]
             if never is not None:
-                if banned[0] < 0 or banned[-1] >= vocab or len(banned) == vocab:
-                    raise ValueError(
-                        f"generate: banned_ids must be ids of the model's {vocab} tokens "
-                        f"and leave one allowed, got {banned}"
-                    )
+                _check_banned(banned, vocab)  # a model without config.vocab_size: its logits
                 logits[:, never] = float("-inf")
             if top_k is not None and top_k < vocab:  # below the k-th largest: never
                 kth = logits.topk(int(top_k), dim=-1).values[:, -1:]
