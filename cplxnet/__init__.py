@@ -6,8 +6,12 @@
 swappable by name) and ``cplxnet.data`` (bundled MR/TREC data, tokenizer, splits).
 """
 
-from . import encodings, functional, init, nn, utils
-from ._utils import complex_dtype, real_dtype
+from ._distributed import import_distributed_nn_early
+
+import_distributed_nn_early()  # before any process group: see cplxnet._distributed
+
+from . import encodings, functional, init, nn, utils  # noqa: E402
+from ._utils import complex_dtype, real_dtype  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = [

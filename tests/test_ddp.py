@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -58,3 +59,37 @@ def test_two_processes_equal_one_after_one_step(tmp_path):
         ma, mb = a["history"][0], b["history"][0]
         assert ma["train_loss"] == pytest.approx(mb["train_loss"], abs=1e-6)
         assert ma["train_accuracy"] == mb["train_accuracy"]
+
+
+_GROUP_FREED = """
+import gc, os, sys
+import cplxnet  # as a user's script does, before joining the group
+import torch.distributed as dist
+from cplxnet.engine.runs import check_model_memory
+import cplxnet.models
+from cplxnet.models import make_config
+
+dist.init_process_group("gloo", init_method="file://" + sys.argv[1], rank=0, world_size=1)
+check_model_memory(make_config("transformer", vocab_size=10, num_classes=2, d_model=8),
+                   sys.modules["cplxnet.models"])  # a meta build: loads torch._dynamo
+import torch.distributed.nn.functional as F
+held = sorted(n for n, f in vars(F).items() if callable(f) and any(
+    isinstance(v, dist.ProcessGroup) for v in getattr(f, "__defaults__", None) or ()))
+dist.destroy_process_group()
+gc.collect()
+task = "/proc/self/task"  # Linux: the names of the process's threads
+names = os.listdir(task) if os.path.isdir(task) else []
+threads = [open(f"{task}/{t}/comm").read().strip() for t in names]
+print(held, [t for t in threads if "gloo" in t])
+"""
+
+
+def test_a_destroyed_process_group_is_freed_after_a_meta_build(tmp_path):
+    """``torch.distributed.nn`` binds ``group.WORLD`` as default arguments when imported; after
+    ``init_process_group`` (as a meta build's ``torch._dynamo`` import did) they held the group, its
+    gloo threads outlived ``destroy_process_group`` and the process aborted at exit now and then.
+    ``import cplxnet`` imports it first: nothing holds the group and its threads end."""
+    p = subprocess.run([sys.executable, "-c", _GROUP_FREED, str(tmp_path / "init")],
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip() == "[] []", p.stdout
