@@ -268,6 +268,19 @@ def test_resume_refuses_changed_training_data(tmp_path, capsys):
     assert "--allow-changed-data applies to --resume only" in err
 
 
+def test_a_run_whose_data_file_is_gone_says_so(tmp_path, capsys):
+    data = toy.write_toy_tsv(tmp_path / "toy.tsv", n=120)
+    run = finished_run(data, tmp_path / "run", "--epochs", "1")
+    os.remove(data)
+    before = snapshot(run)
+    gone = f"the data file {data} that {run} was trained on is gone; restore it"
+    err = error_of(capsys, ["evaluate", run])
+    assert gone + "; or score a file with --data FILE" in err, err
+    err = error_of(capsys, ["train", "--resume", run, "--epochs", "2", "--quiet"])
+    assert err.rstrip().endswith(gone), err
+    assert snapshot(run) == before
+
+
 # -- damaged or foreign checkpoints ---------------------------------------------------------------
 
 

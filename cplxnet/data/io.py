@@ -25,6 +25,7 @@ __all__ = [
     "read_examples",
     "read_text_lines",
     "infer_format",
+    "check_text_bytes",
     "clip",
 ]
 
@@ -35,6 +36,12 @@ BUNDLED: dict[str, dict[str, str]] = {
 }
 FORMATS = ("tsv", "csv", "jsonl")
 _EXTENSIONS = {".tsv": "tsv", ".tab": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+_UTF8_BOM = b"\xef\xbb\xbf"
+#: Byte-order marks of the UTF-16 and UTF-32 encodings (UTF-32 first: its LE mark starts with
+#: UTF-16's).
+_WIDE_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32",
+              b"\xff\xfe": "UTF-16", b"\xfe\xff": "UTF-16"}  # fmt: skip
+_SEPARATOR = {"tsv": "<TAB>", "csv": ","}
 
 
 class DataError(ValueError):
@@ -123,11 +130,31 @@ def _read_bytes(path: str, what: str = "a data file (TSV, CSV or JSONL)") -> byt
         raise DataError(f"{path}: cannot read the file ({err})") from None
 
 
+def check_text_bytes(raw: bytes, source: str) -> None:
+    """Refuse bytes that are not UTF-8 text in a way a decoder would not name: a UTF-16 or
+    UTF-32 byte-order mark, or a NUL byte (binary data, or UTF-16 without a mark)."""
+    for mark, encoding in _WIDE_BOMS.items():
+        if raw.startswith(mark):
+            raise DataError(
+                f"{source}: the file is {encoding} text (it starts with a {encoding} byte-order "
+                f"mark); re-save it as UTF-8 (e.g. iconv -f {encoding.lower()} -t utf-8 in > out)"
+            )
+    at = raw.find(b"\x00")
+    if at >= 0:
+        line = raw[:at].count(b"\n") + 1
+        raise DataError(
+            f"{source} line {line}: a NUL byte, so the file is binary or "
+            "UTF-16 without a byte-order mark; give UTF-8 text (iconv -f utf-16 -t utf-8 in > out "
+            "converts UTF-16)"
+        )
+
+
 def _decode_lines(raw: bytes, source: str) -> list[str]:
-    """Split into lines (``\\n`` or ``\\r\\n``) and decode each as UTF-8, naming the bad line."""
-    if raw.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark
-        raw = raw[3:]
-    lines = raw.split(b"\n")
+    """Split into lines (``\\n``, ``\\r\\n``, or ``\\r`` alone in a file without ``\\n``) and
+    decode each as UTF-8, naming the bad line."""
+    check_text_bytes(raw, source)
+    raw = raw.removeprefix(_UTF8_BOM)
+    lines = raw.split(b"\n" if b"\n" in raw or b"\r" not in raw else b"\r")
     if lines and lines[-1] == b"":
         lines.pop()
     out = []
@@ -154,14 +181,25 @@ def read_text_lines(path: str) -> list[tuple[int, str]]:
     return out
 
 
-def _check_header(columns: list[str], label_field: str, text_field: str, source: str) -> None:
+def _check_header(
+    columns: list[str], label_field: str, text_field: str, source: str, fmt: str
+) -> None:
     missing = [f for f in (label_field, text_field) if f not in columns]
     if missing:
         raise DataError(
             f"{source} line 1: the header {_show_columns(columns)} lacks the field(s) "
             f"{', '.join(map(repr, missing))}; the first line must name the columns, e.g. "
-            f"'{label_field}<TAB>{text_field}', or choose the fields with "
+            f"'{label_field}{_SEPARATOR[fmt]}{text_field}', or choose the fields with "
             "--label-field/--text-field"
+        )
+
+
+def _check_not_header(fields: list[str], columns: list[str], source: str, number: int) -> None:
+    """A record equal to the header is a second header (files joined with ``cat``)."""
+    if [f.strip() for f in fields] == [c.strip() for c in columns]:
+        raise DataError(
+            f"{source} line {number}: the header again (files joined with their headers?); "
+            "remove the line"
         )
 
 
@@ -196,12 +234,12 @@ def _iter_tsv(
     lines: list[str], source: str, label_field: str, text_field: str
 ) -> Iterator[Example]:
     columns = lines[0].split("\t")
-    _check_header(columns, label_field, text_field, source)
+    _check_header(columns, label_field, text_field, source, "tsv")
     li, ti = columns.index(label_field), columns.index(text_field)
     for number, line in enumerate(lines[1:], 2):
         if not line.strip():
             continue
-        # No quoting: split on tabs, the last column keeps any further tabs.
+        # No quoting: split on tabs; the last column keeps any further tabs when it is the text.
         fields = line.split("\t", len(columns) - 1)
         if len(fields) < len(columns):
             raise DataError(
@@ -209,18 +247,29 @@ def _iter_tsv(
                 f"{_show_columns(columns)}, found {len(fields)}; separate the label and the text "
                 "with a tab"
             )
+        if "\t" in fields[-1] and ti != len(columns) - 1:
+            raise DataError(
+                f"{source} line {number}: {line.count(chr(9)) + 1} tab-separated fields where "
+                f"the header {_show_columns(columns)} has {len(columns)}; a tab can be part of "
+                "the text only when the text is the last column: remove the tab, or use CSV or "
+                "JSONL"
+            )
+        _check_not_header(fields, columns, source, number)
         yield _make_example(fields[li], fields[ti], source, number, label_field, text_field)
 
 
 def _iter_csv(
     lines: list[str], source: str, label_field: str, text_field: str
 ) -> Iterator[Example]:
-    reader = csv.reader(io.StringIO("\n".join(lines) + "\n"), strict=True)
+    text = "\n".join(lines) + "\n"
+    reader = csv.reader(io.StringIO(text), strict=True)
     start = 1  # the line where the record being read begins
     rows: list[tuple[int, int, list[str]]] = []  # (first line, last line, fields)
+    limit = csv.field_size_limit()
     try:
+        csv.field_size_limit(max(limit, len(text)))  # a field as long as the file is legal
         columns = next(reader)
-        _check_header(columns, label_field, text_field, source)
+        _check_header(columns, label_field, text_field, source, "csv")
         li, ti = columns.index(label_field), columns.index(text_field)
         start = reader.line_num + 1
         for row in reader:
@@ -237,16 +286,19 @@ def _iter_csv(
             f"{source} line {reader.line_num}: malformed CSV ({err}); a quoted text must end "
             'with a quote followed by a comma or the line end (write "" for a quote inside it)'
         ) from None
+    finally:
+        csv.field_size_limit(limit)
     _check_swallowed(rows, source, li, ti, len(columns))
     for first, _, row in rows:
         if not row or not any(cell.strip() for cell in row):
             continue
-        if len(row) <= max(li, ti):
+        if len(row) <= max(li, ti) or len(row) > len(columns):
             raise DataError(
                 f"{source} line {first}: expected {len(columns)} comma-separated fields "
                 f"{_show_columns(columns)}, found {len(row)}; quote texts "
                 "that contain commas"
             )
+        _check_not_header(row, columns, source, first)
         yield _make_example(row[li], row[ti], source, first, label_field, text_field)
 
 
@@ -285,6 +337,12 @@ def _iter_jsonl(
                 f"{source} line {number}: not valid JSON ({err.msg} at column {err.colno}); "
                 "JSONL needs one JSON object per line"
             ) from None
+        except (ValueError, RecursionError) as err:  # an integer of >4300 digits, deep nesting
+            reason = "nested too deeply" if isinstance(err, RecursionError) else str(err)
+            raise DataError(
+                f"{source} line {number}: a JSON value cplxnet cannot read ({clip(reason)}); "
+                "give the label and the text as strings"
+            ) from None
         if not isinstance(record, dict):
             raise DataError(
                 f"{source} line {number}: expected a JSON object like "
@@ -299,7 +357,7 @@ _READERS = {"tsv": _iter_tsv, "csv": _iter_csv, "jsonl": _iter_jsonl}
 
 
 def read_examples(
-    path: str,
+    path: str | os.PathLike[str],
     label_field: str = "label",
     text_field: str = "text",
     fmt: str | None = None,
@@ -310,18 +368,28 @@ def read_examples(
     """Read one labelled file (TSV with a header, CSV with a header, or JSONL).
 
     TSV is read without quoting: each line is split on tabs into as many fields as the header has
-    (the last column keeps any further tabs), so texts may contain ``"`` and ``''``. Blank lines
+    (a text in the last column keeps any further tabs; elsewhere a further tab is an error), so
+    texts may contain ``"`` and ``''``. A CSV record with more fields than the header (an
+    unquoted comma) and a record equal to the header are errors. Blank lines
     are skipped. Raises :class:`DataError` naming the file and line for every problem.
     """
+    path = os.fspath(path)
     source = _source or path
     raw = _read_bytes(path) if _raw is None else _raw
-    if not raw.strip():
+    if not raw.removeprefix(_UTF8_BOM).strip():
         raise DataError(f"{source}: the file is empty; give a file of labelled examples")
     fmt = infer_format(path, fmt)
     lines = _decode_lines(raw, source)
     examples = list(_READERS[fmt](lines, source, label_field, text_field))
     if not examples:
-        raise DataError(f"{source}: no examples after the header; add lines '<label><TAB><text>'")
+        if fmt == "jsonl":
+            raise DataError(
+                f'{source}: no examples; add lines {{"{label_field}": ..., "{text_field}": ...}}'
+            )
+        raise DataError(
+            f"{source}: no examples after the header; add lines "
+            f"'<{label_field}>{_SEPARATOR[fmt]}<{text_field}>'"
+        )
     return examples
 
 
@@ -333,7 +401,7 @@ def _read_bundled(name: str, file: str) -> list[Example]:
 
 
 def load_dataset(
-    name_or_path: str,
+    name_or_path: str | os.PathLike[str],
     label_field: str = "label",
     text_field: str = "text",
     fmt: str | None = None,
@@ -343,6 +411,7 @@ def load_dataset(
     Bundled TREC has parts ``"train"`` (5,452) and ``"test"`` (500, the official test set); MR and
     user files have one part, ``"all"``. Labels are strings. See ``bundled/PROVENANCE.md``.
     """
+    name_or_path = os.fspath(name_or_path)
     if name_or_path in BUNDLED:
         parts = {part: _read_bundled(name_or_path, f) for part, f in BUNDLED[name_or_path].items()}
         return Dataset(name=name_or_path, parts=parts, bundled=True)

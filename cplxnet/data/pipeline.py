@@ -10,7 +10,7 @@ import os
 from dataclasses import asdict, dataclass, fields
 
 from .batching import EncodedSplit, encode_split
-from .io import BUNDLED, DataError, load_dataset, read_examples
+from .io import BUNDLED, DataError, _short_repr, load_dataset, read_examples
 from .splits import Splits, split_dataset, stratified_holdout
 from .text import LabelMap, Tokenizer, Vocab
 
@@ -55,6 +55,10 @@ class DataSpec:
     limit: int | None = None
 
     def __post_init__(self) -> None:
+        for name in ("data", "dev", "test"):
+            if isinstance(getattr(self, name), os.PathLike):
+                setattr(self, name, os.fspath(getattr(self, name)))
+        _check_types(self)
         # Store user files as absolute paths so a run can be evaluated from another directory.
         if self.data not in BUNDLED and os.path.exists(self.data):
             self.data = os.path.abspath(self.data)
@@ -73,6 +77,8 @@ class DataSpec:
             )
         if self.min_freq < 1:
             raise DataError(f"min_freq must be at least 1, got {self.min_freq}")
+        if self.split_seed < 0:
+            raise DataError(f"split_seed must be 0 or more, got {self.split_seed}")
         if self.label_field == self.text_field:
             raise DataError(
                 f"the label and the text are both the field {self.label_field!r}; give "
@@ -90,6 +96,26 @@ class DataSpec:
     @property
     def tokenizer(self) -> Tokenizer:
         return Tokenizer(lowercase=self.lowercase, clean=self.clean)
+
+
+_KINDS = {"str": "a string", "int": "an integer", "bool": "true or false"}
+
+
+def _check_types(spec: DataSpec) -> None:
+    """A :class:`DataError` naming the first field whose value is not of the field's type (a
+    hand-edited ``config.json``, a number given as a string)."""
+    for f in fields(spec):
+        value, kinds = getattr(spec, f.name), str(f.type).split(" | ")
+        if value is None and "None" in kinds:
+            continue
+        kind = kinds[0]
+        if kind == "bool":
+            ok = isinstance(value, bool)
+        else:
+            ok = isinstance(value, str if kind == "str" else int) and not isinstance(value, bool)
+        if not ok:
+            none = " or null" if "None" in kinds else ""
+            raise DataError(f"data.{f.name} is {_short_repr(value)}, not {_KINDS[kind]}{none}")
 
 
 @dataclass
@@ -186,6 +212,15 @@ def prepare_data(
             min_freq=spec.min_freq,
             max_size=spec.max_size,
         )
+        if len(vocab) <= 2:  # <pad> and <unk> alone: every text would be <unk>
+            causes = [f"--min-freq {spec.min_freq}"] * (spec.min_freq > 1) + [
+                "--clean (it keeps ASCII letters, digits and a few punctuation marks)"
+            ] * spec.clean
+            raise DataError(
+                f"{spec.data}: no word of the training split is left for the vocabulary"
+                f"{' after ' + ' and '.join(causes) if causes else ''}, so every text would be "
+                f"<unk>; {'drop or lower the option(s)' if causes else 'give texts with words'}"
+            )
     if labels is None:
         labels = LabelMap.build(splits.train)
     max_len = spec.max_len if spec.max_len is not None else model_max_len

@@ -12,7 +12,7 @@ The same ``seed`` always gives the same split, whatever the training seed.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -135,6 +135,14 @@ def split_dataset(
         official_test = list(test)
 
     if split == "cv":
+        counts = Counter(ex.label for ex in train)
+        rare = sorted(label for label, n in counts.items() if n < 2)
+        if rare:
+            raise DataError(
+                f"{dataset.name}: the label(s) {', '.join(map(repr, rare[:5]))} have a single "
+                "example, which the test fold can take from the training folds; cross-validation "
+                "needs at least 2 examples of each label: add examples or remove the label"
+            )
         folds = stratified_folds(train, num_folds, [seed, 1])
         test_part = [ex for ex, f in zip(train, folds) if f == fold]
         rest = [ex for ex, f in zip(train, folds) if f != fold]

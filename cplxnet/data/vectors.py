@@ -15,6 +15,14 @@ from .text import Vocab
 __all__ = ["WordVectors", "read_word_vectors"]
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 @dataclass
 class WordVectors:
     """Rows for the vocabulary: ``vectors (V, D)`` (zeros where not found), ``found (V,)`` bool."""
@@ -32,11 +40,14 @@ class WordVectors:
 def read_word_vectors(path: str, vocab: Vocab, dtype: torch.dtype = torch.float32) -> WordVectors:
     """Read a text file of word vectors and pick the rows of ``vocab``'s words.
 
-    Each line is a word and its ``D`` numbers separated by spaces; a first line of two integers
-    (``N D``) is a word2vec header. The whole file is scanned but only vocabulary words are kept.
+    Each line is a word and its ``D`` numbers separated by spaces (or tabs); a first line of two
+    integers (``N D``) is a word2vec header. A line with more fields whose second field is not a
+    number is a word holding spaces (glove.840B's ``. . .``): its last ``D`` fields are the
+    numbers. The whole file is scanned but only vocabulary words are kept.
     A word in the file matches a vocabulary token exactly or, failing that, lower-cased (the first
     such line wins). ``<pad>`` and ``<unk>`` are never set. Lines of inconsistent length, numbers
-    that do not parse and a used vector holding nan or inf are a :class:`DataError` naming the line.
+    that do not parse and a used vector holding nan, inf or a value beyond ``dtype``'s range are a
+    :class:`DataError` naming the line; so is a damaged ``.gz`` file.
     """
     if os.path.isdir(path):
         raise DataError(
@@ -49,10 +60,11 @@ def read_word_vectors(path: str, vocab: Vocab, dtype: torch.dtype = torch.float3
     exact: set[int] = set()
     dim = None
     number = 0
+    largest = torch.finfo(dtype).max
     try:
-        with opener(path, "rt", encoding="utf-8", errors="strict") as fh:
+        with opener(path, "rt", encoding="utf-8-sig", errors="strict") as fh:
             for number, line in enumerate(fh, 1):
-                parts = line.rstrip("\n").rstrip("\r").rstrip(" ").split(" ")
+                parts = line.rstrip("\n").rstrip("\r").replace("\t", " ").rstrip(" ").split(" ")
                 if number == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
                     dim = int(parts[1])  # word2vec header "N D"
                     continue
@@ -62,6 +74,8 @@ def read_word_vectors(path: str, vocab: Vocab, dtype: torch.dtype = torch.float3
                     raise DataError(f"{path} line {number}: expected a word and its numbers")
                 if dim is None:
                     dim = len(parts) - 1
+                if len(parts) - 1 > dim and not _is_number(parts[1]):
+                    parts = [" ".join(parts[:-dim]), *parts[-dim:]]  # a word holding spaces
                 if len(parts) - 1 != dim:
                     raise DataError(
                         f"{path} line {number}: {len(parts) - 1} numbers where the file's vectors "
@@ -91,12 +105,22 @@ def read_word_vectors(path: str, vocab: Vocab, dtype: torch.dtype = torch.float3
                         f"{path} line {number}: the vector of {clip(word)} holds nan or inf; fix "
                         "or remove the line"
                     )
+                if any(abs(v) > largest for v in vectors[index]):
+                    raise DataError(
+                        f"{path} line {number}: the vector of {clip(word)} holds a value beyond "
+                        f"{largest:.4g}, the largest {dtype} number; fix or remove the line"
+                    )
                 if is_exact:
                     exact.add(index)
     except UnicodeDecodeError:
         raise DataError(
             f"{path}: bytes that are not UTF-8 (line {number + 1}); word-vector files must be "
             "UTF-8 text (binary word2vec files are not supported: convert them to text first)"
+        ) from None
+    except (OSError, EOFError) as err:  # a truncated or not-gzip .gz, a read error
+        raise DataError(
+            f"{path}: cannot read the word-vector file after line {number} ({err}); give a "
+            "complete file (a .gz name must hold gzip data)"
         ) from None
     if dim is None:
         raise DataError(f"{path}: the word-vector file is empty")

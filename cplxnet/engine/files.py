@@ -262,9 +262,19 @@ def record_changed_data(config: dict[str, Any], key: str, now: Any) -> None:
         config[key] = now
 
 
-def check_data_unchanged(spec: Any, recorded: Mapping[str, str], run_dir: str, fix: str) -> None:
+def check_data_unchanged(
+    spec: Any, recorded: Mapping[str, str], run_dir: str, fix: str, gone: str = ""
+) -> None:
     """Raise :class:`RunError` if a data file of ``spec`` no longer has the SHA-256 recorded when
-    the run in ``run_dir`` was trained; the message names the file, both hashes and ``fix``."""
+    the run in ``run_dir`` was trained; the message names the file, both hashes and ``fix``. A
+    recorded file that is gone is named too, with ``gone`` as the alternative to restoring it."""
+    for name in recorded:
+        path = getattr(spec, name, None)
+        if isinstance(path, str) and not os.path.isfile(path):
+            raise RunError(
+                f"the {name} file {path} that {run_dir} was trained on is gone; restore it"
+                f"{'; or ' + gone if gone else ''}"
+            )
     for name, digest in data_hashes(spec).items():
         if name in recorded and recorded[name] != digest:
             raise RunError(

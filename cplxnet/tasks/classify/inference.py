@@ -228,6 +228,7 @@ def evaluate_run(
             run.run_config.get("data_sha256") or {},
             run.run_dir,
             "its test split cannot be rebuilt; score a file with --data FILE",
+            gone="score a file with --data FILE",
         )
         if max_len is not None:
             spec = dataclasses.replace(spec, max_len=limit)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from ...data import BUNDLED, DataError, load_dataset
+from ...data.io import check_text_bytes
 from ...engine.runs import file_sha256
 
 __all__ = [
@@ -61,11 +62,7 @@ def read_corpus(source: str) -> str:
         raise DataError(f"{source} is a folder; give a UTF-8 text file")
     with open(source, "rb") as fh:
         raw = fh.read()
-    if b"\x00" in raw:
-        raise DataError(
-            f"{source}: the file holds NUL bytes, so it is binary, not text; give a plain UTF-8 "
-            "text file"
-        )
+    check_text_bytes(raw, source)  # UTF-16/32, NUL bytes
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:

@@ -1,0 +1,199 @@
+"""Files as users really have them: joined with their headers, saved by Notepad or classic Mac
+tools, exported with unquoted commas, GloVe's 840B release. Each is read as meant or refused in
+one line naming the file, the line and the fix; none is silently misread."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+import torch
+
+from cplxnet.data import DataError, DataSpec, Vocab, load_dataset, prepare_data, read_examples
+from cplxnet.data.io import read_text_lines
+from cplxnet.data.vectors import read_word_vectors
+from cplxnet.tasks.lm.data import read_corpus
+
+
+def write(path: Path, content: str | bytes) -> str:
+    path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+    return str(path)
+
+
+def texts(path: str) -> list[tuple[str, str]]:
+    return [(ex.label, ex.text) for ex in read_examples(path)]
+
+
+# -- records that used to be misread without a word ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, content, pattern",
+    [
+        ("commas.csv", "label,text\nneg,was the actor, and is dull\n",
+         r"commas\.csv line 2: expected 2 comma-separated fields .*found 3; quote texts"),
+        ("mid.tsv", "id\ttext\tlabel\n5\tplot scene\tgreat film\tpos\n",
+         r"mid\.tsv line 2: 4 tab-separated fields where the header .* has 3; a tab can be part "
+         r"of the text only when the text is the last column"),
+        ("label_last.tsv", "text\tlabel\nfine film\tpos\textra\n",
+         r"label_last\.tsv line 2: 3 tab-separated fields"),
+        ("cat.tsv", "label\ttext\npos\tgood\nlabel\ttext\nneg\tbad\n",
+         r"cat\.tsv line 3: the header again .*remove the line"),
+        ("cat.csv", "label,text\npos,good\nlabel,text\nneg,bad\n",
+         r"cat\.csv line 3: the header again"),
+        ("u16.tsv", "label\ttext\npos\tgood\n".encode("utf-16"),
+         r"u16\.tsv: the file is UTF-16 text .*iconv -f utf-16 -t utf-8"),
+        ("u32.tsv", "label\ttext\npos\tgood\n".encode("utf-32"), r"u32\.tsv: the file is UTF-32"),
+        ("u16nobom.tsv", "label\ttext\npos\tgood\n".encode("utf-16-le"),
+         r"u16nobom\.tsv line 1: a NUL byte, so the file is binary or UTF-16"),
+        ("nul.tsv", b"label\ttext\npos\tgood\nneg\tb\x00d\n", r"nul\.tsv line 3: a NUL byte"),
+        ("bom.tsv", b"\xef\xbb\xbf", r"bom\.tsv: the file is empty"),
+        ("bomnl.tsv", b"\xef\xbb\xbf\n\n", r"bomnl\.tsv: the file is empty"),
+        ("bigint.jsonl", '{"label": ' + "9" * 5000 + ', "text": "a"}\n',
+         r"bigint\.jsonl line 1: a JSON value cplxnet cannot read .*as strings"),
+        ("deep.jsonl", '{"label": "a", "text": ' + "[" * 100000 + "]" * 100000 + "}\n",
+         r"deep\.jsonl line 1: a JSON value cplxnet cannot read \('nested too deeply'\)"),
+        ("header_only.csv", "label,text\n", r"no examples after the header; add lines "
+                                             r"'<label>,<text>'"),
+        ("bom.jsonl", b"\xef\xbb\xbf\n \n", r"bom\.jsonl: the file is empty"),
+    ],
+)  # fmt: skip
+def test_refused_in_one_line(tmp_path, name, content, pattern):
+    with pytest.raises(DataError, match=pattern) as info:
+        read_examples(write(tmp_path / name, content))
+    assert "\n" not in str(info.value)
+
+
+def test_legal_forms_still_read(tmp_path):
+    # A tab inside a text in the last column is part of the text; so is a comma inside quotes.
+    assert texts(write(tmp_path / "a.tsv", "label\ttext\npos\tgood\tfilm\n")) == [
+        ("pos", "good\tfilm")
+    ]
+    assert texts(write(tmp_path / "b.csv", 'label,text\npos,"good, fine"\n')) == [
+        ("pos", "good, fine")
+    ]
+    # A CSV row with fewer fields than the header but both wanted ones is read as before.
+    assert texts(write(tmp_path / "c.csv", "label,text,notes\npos,good\n")) == [("pos", "good")]
+    # Classic Mac line ends (CR alone), with and without a BOM, in every reader.
+    mac = "label\ttext\rpos\tgood\rneg\tbad\r"
+    assert texts(write(tmp_path / "mac.tsv", mac)) == [("pos", "good"), ("neg", "bad")]
+    assert texts(write(tmp_path / "mac.csv", mac.replace("\t", ","))) == [
+        ("pos", "good"),
+        ("neg", "bad"),
+    ]
+    jl = b'\xef\xbb\xbf{"label": "pos", "text": "a"}\r{"label": "neg", "text": "b"}\r'
+    assert texts(write(tmp_path / "mac.jsonl", jl)) == [("pos", "a"), ("neg", "b")]
+    assert read_text_lines(write(tmp_path / "mac.txt", "one\rtwo\r")) == [(1, "one"), (2, "two")]
+    # A CSV field longer than the csv module's default limit (131,072 characters).
+    long = "word " * 40_000
+    assert texts(write(tmp_path / "long.csv", f'label,text\npos,"{long}"\n'))[0][1] == long.strip()
+    # Paths as pathlib objects.
+    path = Path(write(tmp_path / "p.tsv", "label\ttext\npos\tgood\nneg\tbad\n"))
+    assert len(read_examples(path)) == len(load_dataset(path).examples) == 2
+    assert DataSpec(data=path).data == str(path)
+
+
+def test_the_csv_field_limit_is_restored(tmp_path):
+    import csv
+
+    before = csv.field_size_limit(131_072)  # the module's default, whatever ran before
+    try:
+        texts(write(tmp_path / "long.csv", f'label,text\npos,"{"w " * 100_000}"\n'))
+        assert csv.field_size_limit() == 131_072
+    finally:
+        csv.field_size_limit(before)
+
+
+def test_a_language_model_corpus_in_utf16_is_named(tmp_path):
+    with pytest.raises(DataError, match=r"u16\.txt: the file is UTF-16 text"):
+        read_corpus(write(tmp_path / "u16.txt", "some text\n".encode("utf-16")))
+
+
+# -- the vocabulary, the folds ------------------------------------------------------------------
+
+
+def _toy(tmp_path: Path, texts_: dict[str, list[str]]) -> str:
+    lines = [f"{label}\t{t}" for label, ts in texts_.items() for t in ts]
+    return write(tmp_path / "toy.tsv", "label\ttext\n" + "\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize(
+    "options, pattern",
+    [({"clean": True}, r"after --clean \(it keeps ASCII letters.*drop or lower the option"),
+     ({"min_freq": 1000}, r"after --min-freq 1000, so every text would be <unk>")],
+)  # fmt: skip
+def test_an_empty_vocabulary_is_refused(tmp_path, options, pattern):
+    data = _toy(tmp_path, {"pos": ["хороший фильм"] * 10, "neg": ["плохой фильм"] * 10})
+    with pytest.raises(DataError, match=pattern):
+        prepare_data(DataSpec(data=data, **options))
+    assert len(prepare_data(DataSpec(data=data)).vocab) > 2  # the same file without the option
+
+
+def test_cross_validation_refuses_a_label_with_one_example(tmp_path):
+    data = _toy(tmp_path, {"pos": ["good film"] * 12, "neg": ["bad film"] * 12, "mid": ["ok"]})
+    with pytest.raises(DataError, match=r"the label\(s\) 'mid' have a single example.*at least 2"):
+        prepare_data(DataSpec(data=data, fold=0))
+    data = _toy(tmp_path, {"pos": ["good film"] * 12, "neg": ["bad film"] * 12, "mid": ["ok"] * 2})
+    assert len(prepare_data(DataSpec(data=data, fold=0)).labels) == 3
+
+
+@pytest.mark.parametrize(
+    "field, value, pattern",
+    [("max_len", 2.5, r"data\.max_len is 2\.5, not an integer or null"),
+     ("min_freq", "2", r"data\.min_freq is '2', not an integer"),
+     ("data", None, r"data\.data is None, not a string"),
+     ("lowercase", 1, r"data\.lowercase is 1, not true or false"),
+     ("split_seed", -1, r"split_seed must be 0 or more")],
+)  # fmt: skip
+def test_a_data_spec_of_wrong_types_is_refused(field, value, pattern):
+    with pytest.raises(DataError, match=pattern):
+        DataSpec(**{field: value})
+
+
+# -- word vectors -------------------------------------------------------------------------------
+
+VOCAB = Vocab.build([["good", "film"]])
+
+
+def rows(wv, vocab: Vocab, *words: str) -> list[list[float]]:
+    return [wv.vectors[vocab.stoi[w]].tolist() for w in words]
+
+
+def test_glove_840b_words_holding_spaces(tmp_path):
+    glove = write(tmp_path / "g.txt", "good 1 2\n. . . 3 4\nfilm 5 6\n")
+    vocab = Vocab.build([["good", "film"]])
+    wv = read_word_vectors(glove, vocab)
+    assert wv.num_found == 2 and rows(wv, vocab, "good", "film") == [[1, 2], [5, 6]]
+    # A line with one number too many is still an error, not a word "film 5".
+    bad = write(tmp_path / "bad.txt", "good 1 2\nfilm 5 6 7\n")
+    with pytest.raises(DataError, match=r"bad\.txt line 2: 3 numbers where the file's vectors"):
+        read_word_vectors(bad, VOCAB)
+
+
+def test_vectors_with_a_bom_or_tabs(tmp_path):
+    vocab = Vocab.build([["good", "film"]])
+    bom = write(tmp_path / "b.txt", b"\xef\xbb\xbf2 2\ngood 1 2\nfilm 3 4\n")
+    wv = read_word_vectors(bom, vocab)
+    assert wv.dim == 2 and wv.num_found == 2
+    wv = read_word_vectors(write(tmp_path / "t.txt", "good\t1\t2\nfilm\t3\t4\n"), vocab)
+    assert wv.dim == 2 and rows(wv, vocab, "good", "film") == [[1, 2], [3, 4]]
+
+
+def test_vector_values_beyond_the_dtype(tmp_path):
+    path = write(tmp_path / "big.txt", "good 1e300 2\n")
+    with pytest.raises(DataError, match=r"big\.txt line 1: .*beyond 3\.403e\+38, the largest "
+                                        r"torch\.float32 number"):  # fmt: skip
+        read_word_vectors(path, VOCAB)
+    wv = read_word_vectors(path, VOCAB, dtype=torch.float64)
+    assert wv.vectors[VOCAB.stoi["good"]].tolist() == [1e300, 2]
+
+
+def test_a_damaged_gzip_vector_file(tmp_path):
+    whole = gzip.compress(b"good 1 2\n" * 2000)
+    cut = write(tmp_path / "cut.txt.gz", whole[: len(whole) // 2])
+    plain = write(tmp_path / "plain.txt.gz", "good 1 2\n")
+    for path in (cut, plain):
+        with pytest.raises(DataError, match=r"\.txt\.gz: cannot read the word-vector file after "
+                                            r"line \d+ \(.*\); give a complete file"):  # fmt: skip
+            read_word_vectors(path, VOCAB)
