@@ -76,7 +76,7 @@ def test_a_damaged_vocabulary_or_label_file(run, capsys, name, content, match):
      (lambda c: c.pop("train"), "it has no 'train' section"),
      (lambda c: c.__setitem__("data", []), "it has no 'data' section"),
      (lambda c: c["data"].__setitem__("limit", 1), "data: limit must be at least 2"),
-     (lambda c: c["data"].__setitem__("max_len", 2.5), "data.max_len is 2.5, not an integer or null"),
+     (lambda c: c["data"].__setitem__("max_len", 2.5), "data.max_len is 2.5, not an integer"),
      (lambda c: c["data"].__setitem__("split_seed", -1), "data: split_seed must be 0 or more"),
      (lambda c: c["data"].__setitem__("data", 5), "data.data is 5, not a string"),
      (lambda c: c["data"].__setitem__("clean", "no"), "data.clean is 'no', not true or false")],

@@ -27,6 +27,7 @@ __all__ = [
     "infer_format",
     "check_text_bytes",
     "clip",
+    "short_repr",
 ]
 
 #: Bundled datasets: name -> {part: file inside ``cplxnet/data/bundled``}.
@@ -56,7 +57,7 @@ def clip(text: str, limit: int = 80) -> str:
     return f"{quoted[: limit - 3]}... ({len(text)} characters)"
 
 
-def _short_repr(value: object, limit: int = 80) -> str:
+def short_repr(value: object, limit: int = 80) -> str:
     shown = repr(value)
     return shown if len(shown) <= limit else f"{shown[: limit - 3]}..."
 
@@ -225,7 +226,7 @@ def _make_example(label, text, source: str, number: int, label_field: str, text_
         )
     if isinstance(label, bool) or not isinstance(label, (str, int)):
         raise DataError(
-            f"{source} line {number}: the label {_short_repr(label)} must be a string or an integer"
+            f"{source} line {number}: the label {short_repr(label)} must be a string or an integer"
         )
     return Example(text=text.strip(), label=str(label).strip(), source=source, line=number)
 

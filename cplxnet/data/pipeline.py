@@ -10,7 +10,7 @@ import os
 from dataclasses import asdict, dataclass, fields
 
 from .batching import EncodedSplit, encode_split
-from .io import BUNDLED, DataError, _short_repr, load_dataset, read_examples
+from .io import BUNDLED, DataError, load_dataset, read_examples, short_repr
 from .splits import Splits, split_dataset, stratified_holdout
 from .text import LabelMap, Tokenizer, Vocab
 
@@ -115,7 +115,7 @@ def _check_types(spec: DataSpec) -> None:
             ok = isinstance(value, str if kind == "str" else int) and not isinstance(value, bool)
         if not ok:
             none = " or null" if "None" in kinds else ""
-            raise DataError(f"data.{f.name} is {_short_repr(value)}, not {_KINDS[kind]}{none}")
+            raise DataError(f"data.{f.name} is {short_repr(value)}, not {_KINDS[kind]}{none}")
 
 
 @dataclass

@@ -177,12 +177,15 @@ def test_an_option_given_at_its_default_is_the_same_budget(tmp_path):
 
     store = ResultStore(str(tmp_path))
     store.check_options(lm_grid_options(train={"steps": 4}))
+    (tmp_path / "runs" / "a-cell").mkdir(parents=True)  # a cell ran: the budget is fixed
     store.check_options(lm_grid_options(train={"steps": 4, "monitor": "loss", "warmup_steps": 0}))
     with pytest.raises(CompareError, match="lm.train.monitor: was 'loss', now 'accuracy'"):
         store.check_options(lm_grid_options(train={"steps": 4, "monitor": "accuracy"}))
 
     store = ResultStore(str(tmp_path / "classify"))
     store.check_options(tiny_options())
+    (tmp_path / "classify" / "cells").mkdir()
+    (tmp_path / "classify" / "cells" / "a-cell.json").write_text("{}", encoding="utf-8")
     store.check_options(
         tiny_options(
             train={"epochs": 1, "batch_size": 16, "lr": 1e-3}, data={"split_seed": 0, "limit": None}
@@ -200,6 +203,7 @@ def test_an_option_given_at_its_default_is_the_same_budget(tmp_path):
     presets = parse_presets(["cnn=kim-cnn"])  # the preset trains 20 epochs
     store = ResultStore(str(tmp_path / "preset"))
     store.check_options(tiny_options(train={}, presets=presets))
+    (tmp_path / "preset" / "runs" / "a-cell").mkdir(parents=True)
     with pytest.raises(CompareError, match="train.epochs: was not given, now 10"):  # 10 over 20
         store.check_options(tiny_options(train={"epochs": 10}, presets=presets))
     with pytest.raises(CompareError, match="train.patience: was not given, now None"):  # over 4

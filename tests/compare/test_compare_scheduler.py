@@ -4,6 +4,7 @@ result, and the run folder a failed cell keeps."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 
@@ -33,7 +34,9 @@ class _FakeWorker:
     started: list[list[str]] = []
     envs: list[dict] = []
 
-    def __init__(self, cmd, stdout=None, stderr=None, env=None):
+    def __init__(self, cmd, stdin=None, stdout=None, stderr=None, env=None):
+        assert stdin is subprocess.PIPE  # the worker's line to its parent (--watch-stdin)
+        self.stdin = io.BytesIO()
         type(self).started.append(cmd)
         type(self).envs.append(env)
         type(self).live.add(id(self))

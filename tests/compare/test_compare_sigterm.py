@@ -4,6 +4,7 @@ running are left to run again."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -77,6 +78,53 @@ def test_sigterm_ends_the_workers_and_removes_the_lock(tmp_path):
         assert not (out / ".lock").exists()
         cells = out / "cells"  # nothing recorded: both cells run again next time
         assert not cells.exists() or not os.listdir(cells)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        for pid in workers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+# a real grid whose cells train for minutes: the parent is killed while both workers train
+KILLED_PARENT = """
+import sys
+from cplxnet.cli import main
+sys.exit(main(["compare", "--task", "lm", "--data", "synthetic:copy", "--encodings", "none,rotary",
+               "--seeds", "1", "--steps", "100000", "--eval-every", "50000", "--context", "8",
+               "--batch-size", "4", "--set", "d_model=8", "--set", "num_heads=2", "--set",
+               "dim_feedforward=16", "--set", "num_layers=1", "--threads", "1", "--jobs", "2",
+               "--no-report", "--out", sys.argv[1]]))
+"""
+
+
+def _run_locks(out) -> list:
+    runs = out / "runs"
+    return sorted(runs.glob(".*.lock")) if runs.is_dir() else []
+
+
+@pytest.mark.slow
+def test_the_workers_end_when_their_parent_is_killed(tmp_path):
+    """``kill -9`` of ``compare --jobs 2`` cannot end its workers itself: each watches its stdin
+    (a pipe from the parent), ends as on Ctrl-C when the pipe closes, and lets its run go."""
+    from cplxnet.engine.runs import run_holder
+
+    out = tmp_path / "out"
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))  # fmt: skip
+    parent = subprocess.Popen([sys.executable, "-c", KILLED_PARENT, str(out)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    workers: list[int] = []
+    try:
+        assert _wait(lambda: len(_run_locks(out)) == 2, 180), "the workers did not start"
+        assert _wait(lambda: all(lock.stat().st_size for lock in _run_locks(out)), 30)
+        workers = [json.loads(lock.read_text())["pid"] for lock in _run_locks(out)]
+        runs = [str(out / "runs" / lock.name[1 : -len(".lock")]) for lock in _run_locks(out)]
+        assert all(_alive(pid) for pid in workers) and all(run_holder(r) for r in runs)
+        parent.kill()
+        parent.wait(timeout=30)
+        assert _wait(lambda: not any(_alive(pid) for pid in workers), 60), "orphaned workers"
+        assert all(run_holder(r) is None for r in runs)  # their runs are free to resume
     finally:
         if parent.poll() is None:
             parent.kill()

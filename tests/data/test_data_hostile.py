@@ -25,7 +25,7 @@ def texts(path: str) -> list[tuple[str, str]]:
     return [(ex.label, ex.text) for ex in read_examples(path)]
 
 
-# -- records that used to be misread without a word ------------------------------------------
+# -- records that are refused, not misread -----------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -95,7 +95,7 @@ def train_grid_cell(
 
     config = cell_config(cell.family, cell.encoding, cell.number, options, data=cell.data)
     topts = engine.TrainOptions(**cell_train(cell, options), seed=cell.seed)
-    resumed = False
+    resumed = read_back = False
     if not is_run_folder(run_dir):  # an empty leftover is removed, anything else refused
         clear_run_folder(run_dir)
     done = os.path.join(run_dir, "results.json")
@@ -103,7 +103,7 @@ def train_grid_cell(
     if same and os.path.exists(done):  # finished but not yet recorded (interrupted in between)
         with open(done, encoding="utf-8") as fh:
             results = json.load(fh)
-        resumed = True
+        resumed = read_back = True
     elif same and os.path.exists(os.path.join(run_dir, "checkpoint.pt")) and cell.data != SYNTHETIC:
         results = engine.resume(run_dir, quiet=True, callback=callback)
         resumed = True
@@ -119,6 +119,7 @@ def train_grid_cell(
         )
     out = result_fields(results)
     out["resumed"] = resumed
+    out["read_back"] = read_back  # not part of the row (run_cell pops it)
     out["history"] = read_history(run_dir)
     return out
 

@@ -24,9 +24,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .cells import SYNTHETIC, Cell, CompareError, GridOptions
+from .cells import Cell, CompareError, GridOptions
 from .runner import run_cell
-from .store import base_row
+from .store import base_row, by_name, sha256_file
 
 __all__ = [
     "DataFileError",
@@ -38,30 +38,8 @@ __all__ = [
 ]
 
 
-def by_name(data: str) -> bool:
-    from ...data import BUNDLED
-
-    return data in BUNDLED or data == SYNTHETIC
-
-
 def sha256_bytes(content: bytes) -> str:
     return hashlib.sha256(content).hexdigest()
-
-
-_SHA_CACHE: dict[tuple[str, int, int], str] = {}
-
-
-def sha256_file(path: str) -> str:
-    """SHA-256 of a file (cached by path, size and modification time within a process)."""
-    st = os.stat(path)
-    key = (path, st.st_size, st.st_mtime_ns)
-    if key not in _SHA_CACHE:
-        h = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-        _SHA_CACHE[key] = h.hexdigest()
-    return _SHA_CACHE[key]
 
 
 def data_refs(

@@ -353,7 +353,7 @@ def train_lm_cell(
     train = {**lm.get("train", {}), "seed": cell.seed}
     if "eval_multiples" in train:
         train["eval_multiples"] = list(train["eval_multiples"])
-    results, resumed, previous = None, False, 0.0
+    results, resumed, previous, read_back = None, False, 0.0, False
     if not is_run_folder(run_dir):  # an empty leftover is removed, anything else refused
         clear_run_folder(run_dir)
     if os.path.isdir(run_dir) and _same_run(run_dir, cell.data, config, train, options):
@@ -364,7 +364,7 @@ def train_lm_cell(
             previous = float(results.get("train_seconds", 0)) + float(
                 results.get("test_seconds", 0)
             )
-            resumed = True
+            resumed = read_back = True
         elif os.path.exists(os.path.join(run_dir, "checkpoint.pt")):
             results = resume_lm(run_dir, quiet=True, callback=callback)
             resumed = True
@@ -381,7 +381,8 @@ def train_lm_cell(
             quiet=True,
             callback=callback,
         )
-    return {**_row(results, run_dir), "resumed": resumed, "previous_seconds": previous}
+    return {**_row(results, run_dir), "resumed": resumed, "previous_seconds": previous,
+            "read_back": read_back}  # fmt: skip
 
 
 def _row(results: dict[str, Any], run_dir: str) -> dict[str, Any]:

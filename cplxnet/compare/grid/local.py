@@ -124,11 +124,14 @@ def run_parallel(
                     str(threads),
                     "--cell",
                     json.dumps(cell.to_dict()),
+                    "--watch-stdin",  # the worker ends when this process dies
                 ]
                 if keep_runs:
                     cmd.append("--keep-runs")
                 procs[cell.cell_id] = (
-                    subprocess.Popen(cmd, stdout=log_fh, stderr=subprocess.STDOUT, env=env),
+                    subprocess.Popen(
+                        cmd, stdin=subprocess.PIPE, stdout=log_fh, stderr=subprocess.STDOUT, env=env
+                    ),  # fmt: skip
                     log_fh,
                 )
                 running[cell.cell_id] = (cell, time.perf_counter())
@@ -140,6 +143,7 @@ def run_parallel(
                 proc, log_fh = procs[cid]
                 if proc.poll() is None:
                     continue
+                proc.stdin.close()
                 log_fh.close()
                 del procs[cid]
                 cell, start = running.pop(cid)
@@ -182,5 +186,6 @@ def run_parallel(
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+            proc.stdin.close()
             log_fh.close()
         raise

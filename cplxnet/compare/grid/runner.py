@@ -44,10 +44,11 @@ def run_cell(
         row["status"] = "error"
         row["error"] = f"{type(err).__name__}: {err}"
         row["traceback"] = traceback.format_exc(limit=8)
+    read_back = row.pop("read_back", False)
     row["seconds"] = round(time.perf_counter() - started + row.pop("previous_seconds", 0.0), 1)
     row["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
     row["machine"] = machine()
     atomic_json(os.path.join(out, "cells", cell.cell_id + ".json"), row)
-    if not keep_runs and row["status"] == "ok":
-        discard_run_files(run_dir)
+    if not keep_runs and row["status"] == "ok" and not read_back:
+        discard_run_files(run_dir)  # a run only read back stays: this command did not train it
     return row

@@ -30,6 +30,21 @@ def _lock(out: str) -> FolderLock:
     )
 
 
+def _check_runs_free(out: str, todo: Sequence[Cell]) -> None:
+    """Refuse to start while a cell's run folder is held: a worker of an earlier command (its
+    parent killed before it could end it) still trains that cell."""
+    from ...engine.runs import run_holder
+
+    for cell in todo:
+        holder = run_holder(os.path.join(out, "runs", cell.cell_id))
+        if holder is not None:
+            raise CompareError(
+                f"the run of {cell.describe()} in {os.path.join(out, 'runs')} is still in use "
+                f"({holder}): a worker of an earlier compare still trains it; wait for it to end "
+                "(or end it), then run the command again"
+            )
+
+
 def run_grid(
     cells: Sequence[Cell],
     out: str,
@@ -69,6 +84,7 @@ def run_grid(
         done = store.load()
         store.check_presets(cells, options, done)
         store.check_options(options)
+        store.check_data(cells, options)
         order = [c.cell_id for c in cells]
         if len(set(order)) != len(order):
             raise CompareError("the grid has duplicate cells (repeated data, family or seed?)")
@@ -78,6 +94,7 @@ def run_grid(
             for c in cells
             if c.cell_id not in done or (retry_errors and done[c.cell_id].get("status") == "error")
         ]
+        _check_runs_free(out, todo)
         n_done = len(cells) - len(todo)
         msg = f"grid: {len(cells)} cells, {n_done} already done"
         if errors:

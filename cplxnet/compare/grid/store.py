@@ -26,7 +26,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .cells import Cell, CompareError, GridOptions, cell_kind, cell_preset
+from .cells import SYNTHETIC, Cell, CompareError, GridOptions, cell_kind, cell_preset
 
 __all__ = [
     "FORMAT",
@@ -153,6 +153,27 @@ def stored_run_config(run_dir: str, config: Any) -> dict[str, Any] | None:
     return stored if model == mine else None
 
 
+def by_name(data: str) -> bool:
+    """Whether a cell's data is named (bundled or synthetic) rather than a user's file."""
+    from ...data import BUNDLED
+
+    return data in BUNDLED or data == SYNTHETIC
+
+
+_SHA_CACHE: dict[tuple[str, int, int], str] = {}
+
+
+def sha256_file(path: str) -> str:
+    """SHA-256 of a file (cached by path, size and modification time within a process)."""
+    from ...engine.files import file_sha256
+
+    st = os.stat(path)
+    key = (path, st.st_size, st.st_mtime_ns)
+    if key not in _SHA_CACHE:
+        _SHA_CACHE[key] = file_sha256(path)
+    return _SHA_CACHE[key]
+
+
 def is_comparison(folder: str) -> bool:
     """Whether ``folder`` holds a comparison: a ``grid.json`` of this :data:`FORMAT`."""
     try:
@@ -243,15 +264,21 @@ class ResultStore:
         for cells not run yet (another dataset); ``grid.json`` then lists every preset used."""
         path = os.path.join(self.out, "grid.json")
         current = options.to_dict()
-        if os.path.exists(path):
+        if os.path.exists(path) and self._holds_work():  # else: no cell ran, a new budget
             with open(path, encoding="utf-8") as fh:
                 stored = json.load(fh).get("options", {})
-            presets = stored.pop("presets", {})
-            with_presets = bool(presets or current.get("presets"))
-            diffs = _diff(
-                _effective(stored, with_presets),
-                _effective({k: v for k, v in current.items() if k != "presets"}, with_presets),
-            )
+            try:
+                presets = stored.pop("presets", {})
+                with_presets = bool(presets or current.get("presets"))
+                diffs = _diff(
+                    _effective(stored, with_presets),
+                    _effective({k: v for k, v in current.items() if k != "presets"}, with_presets),
+                )
+            except (AttributeError, TypeError, ValueError) as err:
+                raise CompareError(
+                    f"{path} is damaged (its options: {type(err).__name__}: {err}); restore it, "
+                    "or start the grid in another --out"
+                ) from None
             if diffs:
                 raise CompareError(
                     f"{self.out} holds a grid run with other options ({'; '.join(diffs[:5])}); "
@@ -264,6 +291,38 @@ class ResultStore:
             current = {**stored, "presets": merged}
         os.makedirs(self.out, exist_ok=True)
         atomic_json(path, {"format": FORMAT, "options": current})
+
+    def _holds_work(self) -> bool:
+        """Whether a cell ran here: a cell file, or anything in ``runs/``."""
+        cells = os.listdir(self.cells_dir) if os.path.isdir(self.cells_dir) else []
+        runs = os.path.join(self.out, "runs")
+        return any(n.endswith(".json") for n in cells) or (
+            os.path.isdir(runs) and bool(os.listdir(runs))
+        )
+
+    def check_data(self, cells: Sequence[Cell], options: GridOptions) -> None:
+        """Record in ``grid.json`` the SHA-256 of each user file the cells read (``--data``
+        files, ``--vectors``), or refuse to go on when a recorded file has changed: the grid's
+        cells would be trained on different data and pooled in one table."""
+        paths = [c.data for c in cells if not by_name(c.data)] + [options.vectors or ""]
+        now = {
+            os.path.abspath(p): sha256_file(os.path.abspath(p))
+            for p in dict.fromkeys(paths)
+            if p and os.path.isfile(p)
+        }
+        path = os.path.join(self.out, "grid.json")
+        with open(path, encoding="utf-8") as fh:
+            grid = json.load(fh)
+        recorded = grid.get("data_sha256") or {}
+        for file, digest in now.items():
+            if recorded.get(file, digest) != digest:
+                raise CompareError(
+                    f"{file} changed since {self.out} trained its first cells on it (recorded "
+                    f"sha256 {recorded[file][:12]}..., now {digest[:12]}...); restore the file, "
+                    "or compare on the changed one in another --out"
+                )
+        if not now.keys() <= recorded.keys():
+            atomic_json(path, {**grid, "data_sha256": {**recorded, **now}})
 
     def check_presets(self, cells: Sequence[Cell], options: GridOptions, done: dict) -> None:
         """Refuse to reuse a finished cell trained with other preset values than its preset has

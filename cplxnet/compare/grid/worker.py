@@ -2,17 +2,32 @@
 
 ``python -m cplxnet.compare.grid.worker --out OUT --threads T --cell '{...}'`` reads the budget from
 ``OUT/grid.json``, trains the cell and writes ``OUT/cells/<id>.json``. Exit status 0 when the
-cell was recorded (even as an error), 130 on interruption.
+cell was recorded (even as an error), 130 on interruption. With ``--watch-stdin`` (the local
+executor gives each worker a pipe) the worker ends as on Ctrl-C when its stdin reaches its end:
+the parent closed it or died (``kill -9``), so no worker trains on without the process that
+holds the output folder's lock.
 """
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import json
 import os
 import sys
+import threading
 
 __all__ = ["main"]
+
+
+def _end_with_parent() -> None:
+    """Read stdin to its end, then interrupt the main thread (a KeyboardInterrupt there)."""
+    try:
+        while sys.stdin.buffer.read(65536):
+            pass
+    except (OSError, ValueError):
+        pass
+    _thread.interrupt_main()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,7 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--cell", required=True, help="the cell as JSON (Cell.to_dict)")
     parser.add_argument("--keep-runs", action="store_true")
+    parser.add_argument("--watch-stdin", action="store_true", help="end when stdin is closed")
     args = parser.parse_args(argv)
+    if args.watch_stdin:
+        threading.Thread(target=_end_with_parent, daemon=True).start()
 
     import torch
 

@@ -453,7 +453,7 @@ def render_lm_report(
     """Write ``report.md`` (and ``lm.png``) into ``out_dir`` (default: the results folder, or
     the folder of the results file). Returns the markdown and the files written."""
     out_dir, options = report_place(results, out_dir, options)
-    check_report_folder(out_dir)
+    check_report_folder(out_dir, results if isinstance(results, str) else None)
     rows = load_lm_rows(results)
     context = ((options or {}).get("lm") or {}).get("context")
     if context is None:

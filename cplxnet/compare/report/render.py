@@ -238,9 +238,11 @@ def _listed(folder: str) -> set[str]:
         return set()
 
 
-def check_report_folder(out_dir: str) -> None:
+def check_report_folder(out_dir: str, source: str | None = None) -> None:
     """Refuse to replace a file of :data:`REPORT_FILES` in ``out_dir`` that this cplxnet did not
-    write: they are replaced in a comparison folder (its ``grid.json``) or when the folder's
+    write: they are replaced in the comparison folder of the results (its ``grid.json``; another
+    comparison's folder is refused when ``source``, the results folder or file, is given) or
+    when the folder's
     :data:`REPORT_MARKER` lists them. Outside a comparison folder the marker then lists every
     file of :data:`REPORT_FILES` before any is written, so a report that fails midway leaves
     files a rerun may replace. A run folder of ``cplxnet train`` and an output folder of
@@ -249,7 +251,15 @@ def check_report_folder(out_dir: str) -> None:
 
     if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
         raise ValueError(f"{out_dir} is a file, not a folder; give --out a folder")
-    if not os.path.isdir(out_dir) or _is_comparison(out_dir):
+    if not os.path.isdir(out_dir):
+        return
+    if _is_comparison(out_dir):
+        home = source if source is None or os.path.isdir(source) else os.path.dirname(source)
+        if home is not None and os.path.realpath(home or ".") != os.path.realpath(out_dir):
+            raise ValueError(
+                f"{out_dir} is the folder of another comparison, whose report it holds; give "
+                "--out a new folder"
+            )
         return
     if is_run_folder(out_dir):
         raise ValueError(f"{out_dir} is a run folder of cplxnet train; give --out another folder")
@@ -315,7 +325,7 @@ def render_report(
     the files written."""
     rows = load_results(results) if isinstance(results, str) else list(results)
     out_dir, options = report_place(results, out_dir, options)
-    check_report_folder(out_dir)
+    check_report_folder(out_dir, results if isinstance(results, str) else None)
     styles = column_styles(report_columns(rows))  # shared by every figure of the report
     grid_rows = [r for r in rows if not r.get("bins") and r.get("mode", "grid") != "extrapolate"]
     x_rows = [r for r in rows if r.get("bins") or r.get("mode") == "extrapolate"]
