@@ -65,6 +65,21 @@ def test_bad_data_is_refused_before_the_grid(files, tmp_path, capsys, dry, data,
     assert match in err and not out.exists()
 
 
+@pytest.mark.parametrize("dry", [[], ["--dry-run"]])
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [(["--train-len", "1"], "min_len must be in [2, train_len=1]"),
+     (["--train-len", "synthetic=0"], "min_len must be in [2, train_len=0]"),
+     (["--synthetic-size", "1"], "n_train must be at least 2, got 1")],
+)  # fmt: skip
+def test_a_synthetic_task_that_cannot_be_made_is_refused_before_the_grid(
+    tmp_path, capsys, dry, extra, match
+):
+    out = tmp_path / "out"
+    err = one_error(capsys, [*BASE, "--data", "synthetic", "--out", str(out), *extra, *dry], 1)
+    assert f"--data synthetic: the task cannot be made ({match}" in err and not out.exists(), err
+
+
 @pytest.mark.parametrize(
     ("extra", "match"),
     [

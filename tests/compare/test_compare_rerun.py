@@ -117,3 +117,26 @@ def test_report_refuses_another_comparison_s_folder(tmp_path, capsys):
     results = first / "results.json"
     assert main(["report", str(results), "--out", str(first), "--no-plot"]) == 0  # its own
     assert main(["report", str(first), "--out", str(first), "--no-plot"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [({}, "no 'mode'"), ({"encoding": ["none"]}, "'encoding' is ['none']"),
+     ({"status": 5}, "'status' is 5, not 'ok' or 'error'")],
+)  # fmt: skip
+def test_a_cell_file_edited_into_nonsense(tmp_path, capsys, content, problem):
+    """Valid JSON that is no longer a row: ``report`` names the file; ``compare`` trains the
+    cell again instead of counting it as done."""
+    out = tmp_path / "grid"
+    assert _compare(out) == 0
+    (name,) = os.listdir(out / "cells")
+    path = out / "cells" / name
+    row = json.loads(path.read_text(encoding="utf-8"))
+    damaged = {**row, **content} if content else {"cell_id": row["cell_id"]}
+    path.write_text(json.dumps(damaged), encoding="utf-8")
+    assert main(["report", str(out), "--no-plot"]) == 1
+    err = _err(capsys)
+    assert f"{path} is damaged ({problem}); restore it, or move it away" in err, err
+    assert _compare(out) == 0
+    assert "0 already done; 1 to run" in capsys.readouterr().out
+    assert json.loads(path.read_text(encoding="utf-8"))["status"] == "ok"

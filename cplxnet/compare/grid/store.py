@@ -87,6 +87,23 @@ def atomic_json(path: str, obj: Any) -> None:
     _readable(path)
 
 
+#: The fields of :func:`base_row` every reader of a row relies on, with their types.
+_ROW_FIELDS: dict[str, type] = {"mode": str, "data": str, "encoding": str, "number": str}
+
+
+def _row_problem(row: dict[str, Any]) -> str | None:
+    """What makes a cell file's row unusable (a field missing or of another type, a status
+    other than ``ok``/``error``), or None."""
+    for key, kind in _ROW_FIELDS.items():
+        if key not in row:
+            return f"no {key!r}"
+        if not isinstance(row[key], kind):
+            return f"{key!r} is {row[key]!r}"
+    if row.get("status") not in ("ok", "error"):
+        return f"'status' is {row.get('status')!r}, not 'ok' or 'error'"
+    return None
+
+
 def base_row(cell: Cell, options: GridOptions) -> dict[str, Any]:
     """The fields every row of a cell has, whatever its outcome: the cell's axes, its id, the
     budget (``options``), the cell itself and, for a classification cell with one, its preset."""
@@ -255,6 +272,15 @@ class ResultStore:
                     f"{os.path.join(self.cells_dir, name)} is not a cell file of cplxnet compare "
                     "(no matching cell_id); move it away and run the command again"
                 )
+            problem = _row_problem(row)
+            if problem is not None:
+                if strict:
+                    raise CompareError(
+                        f"{os.path.join(self.cells_dir, name)} is damaged ({problem}); restore "
+                        "it, or move it away and re-run the grid's command to train that cell "
+                        "again"
+                    )
+                continue  # the cell runs again
             rows[row["cell_id"]] = row
         return rows
 
