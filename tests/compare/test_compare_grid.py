@@ -347,14 +347,15 @@ def test_extrapolation_cell_reports_every_bin(tmp_path, options):
     assert [line["bin"] for line in lines] == ["2-6", "7-12", "13-24"]
 
 
-@pytest.mark.parametrize("code", [3, 130])
+@pytest.mark.parametrize("code, output", [(3, "worker output"), (3, ""), (130, "")])
 def test_dead_worker_is_recorded_and_interrupted_worker_is_not(
-    tmp_path, options, monkeypatch, code
+    tmp_path, options, monkeypatch, code, output
 ):
-    """A worker process that dies without writing its result is recorded as an error (the grid
-    goes on); one stopped by Ctrl-C / SIGTERM (status 130) is left to run again next time."""
+    """A worker process that dies without writing its result is recorded as an error with the
+    last line it printed, if any (the grid goes on); one stopped by Ctrl-C / SIGTERM (status
+    130) is left to run again next time."""
     fake = tmp_path / "fake-python"
-    fake.write_text(f"#!/bin/sh\necho 'worker output'\nexit {code}\n")
+    fake.write_text(f"#!/bin/sh\necho '{output}'\nexit {code}\n")
     fake.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(fake))
     cells = _grid(options, families=("fasttext",), encodings="none,complex-order")
@@ -365,7 +366,7 @@ def test_dead_worker_is_recorded_and_interrupted_worker_is_not(
         assert rows == [] and sum("interrupted; it runs again" in m for m in logs) == 2
     else:
         assert [r["status"] for r in rows] == ["error", "error"]
-        assert rows[0]["error"] == "worker exited with status 3: worker output"
+        assert rows[0]["error"] == "worker exited with status 3" + (f": {output}" if output else "")
         assert any("ERROR worker exited" in m for m in logs)
 
 

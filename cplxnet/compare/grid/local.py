@@ -162,6 +162,7 @@ def run_parallel(
                     ) as fh:
                         tail = fh.read()[-2000:]
                     row = base_row(cell, options)
+                    last = (tail.strip().splitlines() or [""])[-1]
                     row.update(
                         status="error",
                         error=f"worker exited with status {proc.returncode}"
@@ -170,8 +171,7 @@ def run_parallel(
                             if proc.returncode == -signal.SIGKILL
                             else ""
                         )
-                        + ": "
-                        + (tail.strip().splitlines() or [""])[-1],
+                        + (f": {last}" if last else ""),
                         traceback=tail,
                         seconds=round(time.perf_counter() - start, 1),
                         finished=datetime.datetime.now().isoformat(timespec="seconds"),
