@@ -407,6 +407,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         datas = _split_list(default if args.data is None else args.data)
         mode = "extrapolate" if args.extrapolate else "grid"
         seeds, folds = parse_seeds(args.seeds), parse_folds(args.folds)
+        from ..compare.grid.lm import INNER_FIELD
+
+        if INNER_FIELD.search(args.encodings):
+            return _fail(
+                "--encodings: a field suffix such as @both is for --task lm grids; in a "
+                "classification grid choose the fields with --number (e.g. --number both)"
+            )
         encodings, numbers = parse_encodings(args.encodings), parse_numbers(args.number)
         check_datas(datas, folds, options, mode=mode)  # as cplxnet train reads them
         cells, notes = expand_grid(

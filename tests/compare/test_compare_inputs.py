@@ -99,6 +99,14 @@ def test_bad_axes_are_usage_errors(tmp_path, capsys, extra, match):
     assert match in err and not out.exists()
 
 
+def test_a_field_suffix_in_a_classification_grid_points_at_number(tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = [*BASE, "--data", "mr", "--encodings", "none,complex-order@both", "--out", str(out)]
+    err = one_error(capsys, argv, 1)
+    assert "a field suffix such as @both is for --task lm grids" in err and "--number" in err
+    assert not out.exists()
+
+
 def test_a_huge_fold_range_is_bounded(tmp_path, capsys):
     argv = [*BASE, "--data", "mr", "--folds", "0-1000000", "--dry-run"]
     assert "more than the limit of 10" in one_error(capsys, argv, 1)
@@ -169,8 +177,10 @@ def test_a_billion_seeds_ends_at_once_with_bounded_memory(tmp_path, seeds):
         (["--data", "{files}/binary.tsv"], "UTF-8", 1),
         (["--data", ""], "--data: nothing given", 1),
         (["--seeds", str(MAX_SEEDS + 1)], "MAX_SEEDS", 2),
+        (["--encodings", "complex-order@both:phase=false"],
+         "the field suffix @both ends an encoding's item, after its options", 1),
     ],
-)
+)  # fmt: skip
 @pytest.mark.parametrize("dry", [[], ["--dry-run"]])
 def test_lm_grid_refuses_what_train_refuses(files, tmp_path, capsys, extra, match, status, dry):
     extra = [e.replace("{files}", str(files)) for e in extra]

@@ -68,6 +68,7 @@ LM_FAMILY = "decoder"
 MODE = "lm"
 DEFAULT_PRESET = LM_PRESET
 FIELD_SUFFIX = re.compile(r"@(real|complex|both|natural)$")
+INNER_FIELD = re.compile(r"@(real|complex|both|natural)\b")  # a suffix before an item's end
 LM_COLUMNS = (
     "data",
     "tokens",
@@ -163,6 +164,12 @@ def parse_lm_encodings(text: str, numbers: tuple[str, ...]) -> list[tuple[Encodi
         m = FIELD_SUFFIX.search(piece)
         if m:
             piece = piece[: m.start()]
+        inner = INNER_FIELD.search(piece)
+        if inner:
+            raise CompareError(
+                f"--encodings {piece}: the field suffix @{inner.group(1)} ends an encoding's item, "
+                f"after its options (e.g. complex-order:phase=false@both)"
+            )
         if items and "=" in piece and ":" not in piece:  # key=value continues the item before
             items[-1] += "," + piece
             fields[-1] = parse_numbers(m.group(1)) if m else fields[-1]
