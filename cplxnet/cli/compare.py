@@ -416,6 +416,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
             )
         encodings, numbers = parse_encodings(args.encodings), parse_numbers(args.number)
         check_datas(datas, folds, options, mode=mode)  # as cplxnet train reads them
+        if "synthetic" in datas:
+            from ..compare.grid.extrapolate import check_synthetic
+
+            check_synthetic(options)
         cells, notes = expand_grid(
             datas, _split_list(args.families), encodings, numbers, seeds, folds, options, mode=mode
         )

@@ -11,6 +11,7 @@ import gzip
 import io
 import json
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
@@ -43,6 +44,7 @@ _UTF8_BOM = b"\xef\xbb\xbf"
 _WIDE_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32",
               b"\xff\xfe": "UTF-16", b"\xfe\xff": "UTF-16"}  # fmt: skip
 _SEPARATOR = {"tsv": "<TAB>", "csv": ","}
+_CSV_LIMIT = threading.Lock()
 
 
 class DataError(ValueError):
@@ -142,7 +144,7 @@ def check_text_bytes(raw: bytes, source: str) -> None:
             )
     at = raw.find(b"\x00")
     if at >= 0:
-        line = raw[:at].count(b"\n") + 1
+        line = raw[:at].count(b"\n" if b"\n" in raw else b"\r") + 1
         raise DataError(
             f"{source} line {line}: a NUL byte, so the file is binary or "
             "UTF-16 without a byte-order mark; give UTF-8 text (iconv -f utf-16 -t utf-8 in > out "
@@ -197,7 +199,7 @@ def _check_header(
 
 def _check_not_header(fields: list[str], columns: list[str], source: str, number: int) -> None:
     """A record equal to the header is a second header (files joined with ``cat``)."""
-    if [f.strip() for f in fields] == [c.strip() for c in columns]:
+    if [f.strip().lstrip("\ufeff") for f in fields] == [c.strip() for c in columns]:
         raise DataError(
             f"{source} line {number}: the header again (files joined with their headers?); "
             "remove the line"
@@ -248,7 +250,10 @@ def _iter_tsv(
                 f"{_show_columns(columns)}, found {len(fields)}; separate the label and the text "
                 "with a tab"
             )
-        if "\t" in fields[-1] and ti != len(columns) - 1:
+        head, tab, extra = fields[-1].partition("\t")
+        if tab and ti != len(columns) - 1 and not extra.strip():
+            fields[-1] = head  # empty trailing fields (a padded export)
+        elif tab and ti != len(columns) - 1:
             raise DataError(
                 f"{source} line {number}: {line.count(chr(9)) + 1} tab-separated fields where "
                 f"the header {_show_columns(columns)} has {len(columns)}; a tab can be part of "
@@ -263,15 +268,37 @@ def _iter_csv(
     lines: list[str], source: str, label_field: str, text_field: str
 ) -> Iterator[Example]:
     text = "\n".join(lines) + "\n"
+    with _CSV_LIMIT:  # the field size limit is the process's: one reader changes it at a time
+        columns, rows = _read_csv_rows(text, source, label_field, text_field)
+    li, ti = columns.index(label_field), columns.index(text_field)
+    _check_swallowed(rows, source, li, ti, len(columns))
+    for first, _, row in rows:
+        if not row or not any(cell.strip() for cell in row):
+            continue
+        surplus = any(cell.strip() for cell in row[len(columns) :])  # empty ones: padding
+        if len(row) <= max(li, ti) or surplus:
+            raise DataError(
+                f"{source} line {first}: expected {len(columns)} comma-separated fields "
+                f"{_show_columns(columns)}, found {len(row)}; quote texts "
+                "that contain commas"
+            )
+        _check_not_header(row, columns, source, first)
+        yield _make_example(row[li], row[ti], source, first, label_field, text_field)
+
+
+def _read_csv_rows(
+    text: str, source: str, label_field: str, text_field: str
+) -> tuple[list[str], list[tuple[int, int, list[str]]]]:
+    """The header and the records ``(first line, last line, fields)`` of a CSV text; a field
+    may be as long as the text."""
     reader = csv.reader(io.StringIO(text), strict=True)
     start = 1  # the line where the record being read begins
-    rows: list[tuple[int, int, list[str]]] = []  # (first line, last line, fields)
+    rows: list[tuple[int, int, list[str]]] = []
     limit = csv.field_size_limit()
     try:
-        csv.field_size_limit(max(limit, len(text)))  # a field as long as the file is legal
+        csv.field_size_limit(max(limit, len(text)))
         columns = next(reader)
         _check_header(columns, label_field, text_field, source, "csv")
-        li, ti = columns.index(label_field), columns.index(text_field)
         start = reader.line_num + 1
         for row in reader:
             rows.append((start, reader.line_num, row))
@@ -289,18 +316,7 @@ def _iter_csv(
         ) from None
     finally:
         csv.field_size_limit(limit)
-    _check_swallowed(rows, source, li, ti, len(columns))
-    for first, _, row in rows:
-        if not row or not any(cell.strip() for cell in row):
-            continue
-        if len(row) <= max(li, ti) or len(row) > len(columns):
-            raise DataError(
-                f"{source} line {first}: expected {len(columns)} comma-separated fields "
-                f"{_show_columns(columns)}, found {len(row)}; quote texts "
-                "that contain commas"
-            )
-        _check_not_header(row, columns, source, first)
-        yield _make_example(row[li], row[ti], source, first, label_field, text_field)
+    return columns, rows
 
 
 def _check_swallowed(

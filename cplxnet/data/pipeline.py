@@ -6,6 +6,7 @@ run rebuilds exactly its splits from the same files and seed.
 
 from __future__ import annotations
 
+import numbers
 import os
 from dataclasses import asdict, dataclass, fields
 
@@ -111,8 +112,12 @@ def _check_types(spec: DataSpec) -> None:
         kind = kinds[0]
         if kind == "bool":
             ok = isinstance(value, bool)
+        elif kind == "int":
+            ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+            if ok:
+                setattr(spec, f.name, int(value))  # a NumPy integer is stored as an int
         else:
-            ok = isinstance(value, str if kind == "str" else int) and not isinstance(value, bool)
+            ok = isinstance(value, str)
         if not ok:
             none = " or null" if "None" in kinds else ""
             raise DataError(f"data.{f.name} is {short_repr(value)}, not {_KINDS[kind]}{none}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import math
 import os
+import zlib
 from dataclasses import dataclass
 
 import torch
@@ -117,7 +118,7 @@ def read_word_vectors(path: str, vocab: Vocab, dtype: torch.dtype = torch.float3
             f"{path}: bytes that are not UTF-8 (line {number + 1}); word-vector files must be "
             "UTF-8 text (binary word2vec files are not supported: convert them to text first)"
         ) from None
-    except (OSError, EOFError) as err:  # a truncated or not-gzip .gz, a read error
+    except (OSError, EOFError, zlib.error) as err:  # a damaged .gz, a read error
         raise DataError(
             f"{path}: cannot read the word-vector file after line {number} ({err}); give a "
             "complete file (a .gz name must hold gzip data)"

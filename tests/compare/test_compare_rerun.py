@@ -68,7 +68,7 @@ def test_a_data_file_changed_between_runs_is_refused(tmp_path, capsys, length_ts
     before = _snapshot(out)
     assert _compare(out, "--seeds", "2", data=length_tsv) == 1  # a new seed on the new file
     err = _err(capsys)
-    assert f"{length_tsv} changed since {out} trained its first cells on it" in err
+    assert f"{length_tsv} changed since {out} first read it" in err
     assert "restore the file, or compare on the changed one in another --out" in err
     assert _snapshot(out) == before
     with open(length_tsv, "wb") as fh:
@@ -140,3 +140,39 @@ def test_a_cell_file_edited_into_nonsense(tmp_path, capsys, content, problem):
     assert _compare(out) == 0
     assert "0 already done; 1 to run" in capsys.readouterr().out
     assert json.loads(path.read_text(encoding="utf-8"))["status"] == "ok"
+
+
+def test_the_recorded_data_hashes_outlive_a_new_preset(tmp_path, length_tsv):
+    """grid.json is rewritten when a later command adds a preset; the hashes stay in it, so a
+    file changed meanwhile is still refused."""
+    from compare_helpers import tiny_options
+
+    from cplxnet.compare.grid import parse_presets
+    from cplxnet.compare.grid.cells import Cell, CompareError
+    from cplxnet.compare.grid.store import ResultStore
+    from cplxnet.encodings.specs import parse_encoding
+
+    store = ResultStore(str(tmp_path / "grid"))
+    cells = [Cell(length_tsv, None, "cnn", parse_encoding("none"), "real", 0)]
+    store.check_options(
+        tiny_options(train={}, presets=parse_presets([f"{length_tsv}:cnn=kim-cnn"]))
+    )
+    store.check_data(cells, tiny_options())
+    (tmp_path / "grid" / "runs" / "a-cell").mkdir(parents=True)  # a cell ran
+    with open(length_tsv, "ab") as fh:
+        fh.write(b"a\tw1 w2\n")
+    both = parse_presets([f"{length_tsv}:cnn=kim-cnn", "trec:cnn=kim-cnn"])
+    store.check_options(tiny_options(train={}, presets=both))  # grid.json rewritten
+    assert "data_sha256" in json.loads((tmp_path / "grid" / "grid.json").read_text())
+    with pytest.raises(CompareError, match="changed since .* first read it"):
+        store.check_data(cells, tiny_options())
+
+
+@pytest.mark.parametrize("value", [["x"], {"f": 5}])
+def test_a_damaged_data_hash_record_is_one_line(tmp_path, capsys, value):
+    out = tmp_path / "grid"
+    assert _compare(out) == 0
+    grid = json.loads((out / "grid.json").read_text())
+    (out / "grid.json").write_text(json.dumps({**grid, "data_sha256": value}))
+    assert _compare(out) == 1
+    assert "is damaged (its data_sha256 is not a mapping of file to hash)" in _err(capsys)

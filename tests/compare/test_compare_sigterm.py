@@ -106,14 +106,18 @@ def _run_locks(out) -> list:
 @pytest.mark.slow
 def test_the_workers_end_when_their_parent_is_killed(tmp_path):
     """``kill -9`` of ``compare --jobs 2`` cannot end its workers itself: each watches its stdin
-    (a pipe from the parent), ends as on Ctrl-C when the pipe closes, and lets its run go."""
+    (a pipe from the parent), ends as on Ctrl-C when the pipe closes, and lets its run go. The
+    parent starts with SIGINT ignored, as a shell starts a background job (``compare ... &`` in
+    a script), and its workers inherit that."""
     from cplxnet.engine.runs import run_holder
 
     out = tmp_path / "out"
     env = dict(os.environ, OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))  # fmt: skip
+    ignore = lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)  # noqa: E731
     parent = subprocess.Popen([sys.executable, "-c", KILLED_PARENT, str(out)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              preexec_fn=ignore)  # fmt: skip
     workers: list[int] = []
     try:
         assert _wait(lambda: len(_run_locks(out)) == 2, 180), "the workers did not start"

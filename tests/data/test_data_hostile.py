@@ -48,6 +48,11 @@ def texts(path: str) -> list[tuple[str, str]]:
         ("u16nobom.tsv", "label\ttext\npos\tgood\n".encode("utf-16-le"),
          r"u16nobom\.tsv line 1: a NUL byte, so the file is binary or UTF-16"),
         ("nul.tsv", b"label\ttext\npos\tgood\nneg\tb\x00d\n", r"nul\.tsv line 3: a NUL byte"),
+        ("nulcr.tsv", b"label\ttext\rpos\tgood\rneg\tb\x00d\r", r"nulcr\.tsv line 3: a NUL byte"),
+        ("catbom.csv", b"\xef\xbb\xbflabel,text\npos,good\n\xef\xbb\xbflabel,text\nneg,bad\n",
+         r"catbom\.csv line 3: the header again"),
+        ("catbom.tsv", b"\xef\xbb\xbflabel\ttext\npos\tgood\n\xef\xbb\xbflabel\ttext\n",
+         r"catbom\.tsv line 3: the header again"),
         ("bom.tsv", b"\xef\xbb\xbf", r"bom\.tsv: the file is empty"),
         ("bomnl.tsv", b"\xef\xbb\xbf\n\n", r"bomnl\.tsv: the file is empty"),
         ("bigint.jsonl", '{"label": ' + "9" * 5000 + ', "text": "a"}\n',
@@ -75,6 +80,17 @@ def test_legal_forms_still_read(tmp_path):
     ]
     # A CSV row with fewer fields than the header but both wanted ones is read as before.
     assert texts(write(tmp_path / "c.csv", "label,text,notes\npos,good\n")) == [("pos", "good")]
+    # Empty fields past the header's (an export that pads its rows) are padding.
+    padded = "label,text\npos,good movie,\nneg,bad movie,,\n"
+    assert texts(write(tmp_path / "pad.csv", padded)) == [
+        ("pos", "good movie"),
+        ("neg", "bad movie"),
+    ]
+    padded = "text\tlabel\ngood movie\tpos\t\nbad movie\tneg\t \t\n"
+    assert texts(write(tmp_path / "pad.tsv", padded)) == [
+        ("pos", "good movie"),
+        ("neg", "bad movie"),
+    ]
     # Classic Mac line ends (CR alone), with and without a BOM, in every reader.
     mac = "label\ttext\rpos\tgood\rneg\tbad\r"
     assert texts(write(tmp_path / "mac.tsv", mac)) == [("pos", "good"), ("neg", "bad")]
@@ -103,6 +119,23 @@ def test_the_csv_field_limit_is_restored(tmp_path):
         assert csv.field_size_limit() == 131_072
     finally:
         csv.field_size_limit(before)
+
+
+def test_threads_reading_long_csv_fields_at_once(tmp_path):
+    """The csv module's field limit is the process's; readers in threads take turns with it
+    (without the turns, one thread restores the default limit while another parses)."""
+    import csv
+    from concurrent.futures import ThreadPoolExecutor
+
+    def body(i: int) -> str:
+        return "".join(f'pos,"{"w " * (150_000 + i)}"\n' for _ in range(8))
+
+    paths = [write(tmp_path / f"{i}.csv", "label,text\n" + body(i)) for i in range(4)]
+    before = csv.field_size_limit()
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda p: len(texts(p)), paths * 6))
+    assert got == [8] * 24
+    assert csv.field_size_limit() == before
 
 
 def test_a_language_model_corpus_in_utf16_is_named(tmp_path):
@@ -151,6 +184,13 @@ def test_a_data_spec_of_wrong_types_is_refused(field, value, pattern):
         DataSpec(**{field: value})
 
 
+def test_a_data_spec_takes_numpy_integers_as_ints():
+    import numpy as np
+
+    spec = DataSpec(data="mr", fold=np.int64(3), split_seed=np.int32(2))
+    assert spec.fold == 3 and type(spec.fold) is int and type(spec.split_seed) is int
+
+
 # -- word vectors -------------------------------------------------------------------------------
 
 VOCAB = Vocab.build([["good", "film"]])
@@ -190,10 +230,12 @@ def test_vector_values_beyond_the_dtype(tmp_path):
 
 
 def test_a_damaged_gzip_vector_file(tmp_path):
-    whole = gzip.compress(b"good 1 2\n" * 2000)
+    whole = gzip.compress(b"".join(b"w%d %d 2\n" % (i, i) for i in range(5000)))
     cut = write(tmp_path / "cut.txt.gz", whole[: len(whole) // 2])
     plain = write(tmp_path / "plain.txt.gz", "good 1 2\n")
-    for path in (cut, plain):
+    flipped = bytes(b ^ 0xFF for b in whole[12:76])  # the first block's code lengths
+    bad = write(tmp_path / "bad.txt.gz", whole[:12] + flipped + whole[76:])  # a zlib.error
+    for path in (cut, plain, bad):
         with pytest.raises(DataError, match=r"\.txt\.gz: cannot read the word-vector file after "
                                             r"line \d+ \(.*\); give a complete file"):  # fmt: skip
             read_word_vectors(path, VOCAB)

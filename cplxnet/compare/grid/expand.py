@@ -81,7 +81,7 @@ def check_datas(
     """Read and split every data file of the grid as ``cplxnet train`` does (the same
     :class:`~cplxnet.data.DataError` for a missing, empty, binary or too short file), before any
     cell runs; a language-model task (``synthetic:copy``) is an error saying to add ``--task lm``.
-    Bundled data is not read; the synthetic task is made once to check its options."""
+    Bundled data and the synthetic task are not read."""
     from ...data import BUNDLED, load_dataset, load_splits
 
     if not datas:
@@ -89,29 +89,13 @@ def check_datas(
     for data in dict.fromkeys(datas):
         if data.startswith(SYNTHETIC + ":"):
             raise CompareError(f"--data {data} is a language-model task; add --task lm")
-        if data == SYNTHETIC:
-            _check_synthetic(options)
-            continue
-        if data in BUNDLED:
+        if data == SYNTHETIC or data in BUNDLED:
             continue
         if mode != "grid":  # the extrapolation grid splits a file by length
             load_dataset(data)
             continue
         for fold in [None] if has_own_test(data) else dict.fromkeys(folds):
             load_splits(split_spec(data, fold, options))
-
-
-def _check_synthetic(options: GridOptions) -> None:
-    """The synthetic task of ``options`` can be made (its sizes and length checked)."""
-    from .extrapolate import synthetic_task
-
-    try:
-        synthetic_task(options)
-    except ValueError as err:
-        raise CompareError(
-            f"--data synthetic: the task cannot be made ({err}); --train-len must be at least 2 "
-            "(a text holds two markers) and --synthetic-size at least 2"
-        ) from None
 
 
 def _check_option_types(encoding: EncodingSpec) -> None:

@@ -33,7 +33,7 @@ from ...data import (
 )
 from ...engine.runs import clear_run_folder
 from ...tasks.classify.synthetic import LengthBin, SyntheticOrderTask, length_bins
-from .cells import data_spec
+from .cells import CompareError, data_spec
 from .expand import cell_config
 from .store import read_history, result_fields
 
@@ -71,6 +71,18 @@ def synthetic_task(options: Any) -> SyntheticOrderTask:
     return SyntheticOrderTask(
         train_len=train_len_for("synthetic", options), factors=_factors(options), **sizes
     )
+
+
+def check_synthetic(options: Any) -> None:
+    """The synthetic task of ``options`` can be made (its sizes and length checked); else a
+    :class:`CompareError` naming the options."""
+    try:
+        synthetic_task(options)
+    except ValueError as err:
+        raise CompareError(
+            f"--data synthetic: the task cannot be made ({err}); --train-len must be at least 2 "
+            "(a text holds two markers) and --synthetic-size at least 2"
+        ) from None
 
 
 def _prepared(

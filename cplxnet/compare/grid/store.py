@@ -290,9 +290,11 @@ class ResultStore:
         for cells not run yet (another dataset); ``grid.json`` then lists every preset used."""
         path = os.path.join(self.out, "grid.json")
         current = options.to_dict()
+        grid: dict[str, Any] = {}  # the other entries of grid.json (data_sha256) are kept
         if os.path.exists(path) and self._holds_work():  # else: no cell ran, a new budget
             with open(path, encoding="utf-8") as fh:
-                stored = json.load(fh).get("options", {})
+                grid = json.load(fh)
+            stored = grid.get("options", {})
             try:
                 presets = stored.pop("presets", {})
                 with_presets = bool(presets or current.get("presets"))
@@ -316,7 +318,7 @@ class ResultStore:
                 return
             current = {**stored, "presets": merged}
         os.makedirs(self.out, exist_ok=True)
-        atomic_json(path, {"format": FORMAT, "options": current})
+        atomic_json(path, {**grid, "format": FORMAT, "options": current})
 
     def _holds_work(self) -> bool:
         """Whether a cell ran here: a cell file, or anything in ``runs/``."""
@@ -340,12 +342,17 @@ class ResultStore:
         with open(path, encoding="utf-8") as fh:
             grid = json.load(fh)
         recorded = grid.get("data_sha256") or {}
+        if not isinstance(recorded, dict) or not all(isinstance(v, str) for v in recorded.values()):
+            raise CompareError(
+                f"{path} is damaged (its data_sha256 is not a mapping of file to hash); restore "
+                "it, or start the grid in another --out"
+            )
         for file, digest in now.items():
             if recorded.get(file, digest) != digest:
                 raise CompareError(
-                    f"{file} changed since {self.out} trained its first cells on it (recorded "
-                    f"sha256 {recorded[file][:12]}..., now {digest[:12]}...); restore the file, "
-                    "or compare on the changed one in another --out"
+                    f"{file} changed since {self.out} first read it (recorded sha256 "
+                    f"{recorded[file][:12]}..., now {digest[:12]}...); restore the file, or "
+                    "compare on the changed one in another --out"
                 )
         if not now.keys() <= recorded.keys():
             atomic_json(path, {**grid, "data_sha256": {**recorded, **now}})

@@ -14,6 +14,7 @@ import _thread
 import argparse
 import json
 import os
+import signal
 import sys
 import threading
 
@@ -39,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--watch-stdin", action="store_true", help="end when stdin is closed")
     args = parser.parse_args(argv)
     if args.watch_stdin:
+        # a shell's background job ("compare ... &" in a script) starts with SIGINT ignored,
+        # which would make interrupt_main a no-op
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         threading.Thread(target=_end_with_parent, daemon=True).start()
 
     import torch
