@@ -12,6 +12,7 @@ import io
 import json
 import os
 import threading
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
@@ -129,7 +130,7 @@ def _read_bytes(path: str, what: str = "a data file (TSV, CSV or JSONL)") -> byt
                 return fh.read()
         with open(path, "rb") as fh:
             return fh.read()
-    except (OSError, EOFError) as err:
+    except (OSError, EOFError, zlib.error) as err:  # a read error, a damaged .gz
         raise DataError(f"{path}: cannot read the file ({err})") from None
 
 
@@ -251,15 +252,15 @@ def _iter_tsv(
                 "with a tab"
             )
         head, tab, extra = fields[-1].partition("\t")
-        if tab and ti != len(columns) - 1 and not extra.strip():
+        if tab and ti != len(columns) - 1:
+            if extra.strip():
+                raise DataError(
+                    f"{source} line {number}: {line.count(chr(9)) + 1} tab-separated fields "
+                    f"where the header {_show_columns(columns)} has {len(columns)}; a tab can be "
+                    "part of the text only when the text is the last column: remove the tab, or "
+                    "use CSV or JSONL"
+                )
             fields[-1] = head  # empty trailing fields (a padded export)
-        elif tab and ti != len(columns) - 1:
-            raise DataError(
-                f"{source} line {number}: {line.count(chr(9)) + 1} tab-separated fields where "
-                f"the header {_show_columns(columns)} has {len(columns)}; a tab can be part of "
-                "the text only when the text is the last column: remove the tab, or use CSV or "
-                "JSONL"
-            )
         _check_not_header(fields, columns, source, number)
         yield _make_example(fields[li], fields[ti], source, number, label_field, text_field)
 

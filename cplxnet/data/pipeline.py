@@ -104,7 +104,8 @@ _KINDS = {"str": "a string", "int": "an integer", "bool": "true or false"}
 
 def _check_types(spec: DataSpec) -> None:
     """A :class:`DataError` naming the first field whose value is not of the field's type (a
-    hand-edited ``config.json``, a number given as a string)."""
+    hand-edited ``config.json``, a number given as a string); an integer of another type (NumPy)
+    is stored as an ``int``."""
     for f in fields(spec):
         value, kinds = getattr(spec, f.name), str(f.type).split(" | ")
         if value is None and "None" in kinds:
@@ -218,9 +219,11 @@ def prepare_data(
             max_size=spec.max_size,
         )
         if len(vocab) <= 2:  # <pad> and <unk> alone: every text would be <unk>
-            causes = [f"--min-freq {spec.min_freq}"] * (spec.min_freq > 1) + [
-                "--clean (it keeps ASCII letters, digits and a few punctuation marks)"
-            ] * spec.clean
+            causes = []
+            if spec.min_freq > 1:
+                causes.append(f"--min-freq {spec.min_freq}")
+            if spec.clean:
+                causes.append("--clean (it keeps ASCII letters, digits and a few punctuation)")
             raise DataError(
                 f"{spec.data}: no word of the training split is left for the vocabulary"
                 f"{' after ' + ' and '.join(causes) if causes else ''}, so every text would be "

@@ -36,6 +36,20 @@ def _alive(pid: int) -> bool:
         return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def _env() -> dict[str, str]:
+    return dict(os.environ, OMP_NUM_THREADS="1",
+                PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))  # fmt: skip
+
+
+def _end_all(parent: subprocess.Popen, workers: list[int]) -> None:
+    """Whatever a failed test left running: the parent and its workers."""
+    if parent.poll() is None:
+        parent.kill()
+    for pid in workers:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
 def _wait(condition, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -53,11 +67,9 @@ def test_sigterm_ends_the_workers_and_removes_the_lock(tmp_path):
     worker.write_text(f"#!/bin/sh\necho $$ > {pids}/$$\nexec sleep 120\n")
     worker.chmod(0o755)
     out = tmp_path / "out"
-    env = dict(os.environ, OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))  # fmt: skip
     parent = subprocess.Popen(
         [sys.executable, "-c", PARENT, str(worker), str(out)],
-        env=env,
+        env=_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -79,11 +91,7 @@ def test_sigterm_ends_the_workers_and_removes_the_lock(tmp_path):
         cells = out / "cells"  # nothing recorded: both cells run again next time
         assert not cells.exists() or not os.listdir(cells)
     finally:
-        if parent.poll() is None:
-            parent.kill()
-        for pid in workers:
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        _end_all(parent, workers)
 
 
 # a real grid whose cells train for minutes: the parent is killed while both workers train
@@ -112,10 +120,8 @@ def test_the_workers_end_when_their_parent_is_killed(tmp_path):
     from cplxnet.engine.runs import run_holder
 
     out = tmp_path / "out"
-    env = dict(os.environ, OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))  # fmt: skip
     ignore = lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)  # noqa: E731
-    parent = subprocess.Popen([sys.executable, "-c", KILLED_PARENT, str(out)], env=env,
+    parent = subprocess.Popen([sys.executable, "-c", KILLED_PARENT, str(out)], env=_env(),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               preexec_fn=ignore)  # fmt: skip
     workers: list[int] = []
@@ -130,8 +136,4 @@ def test_the_workers_end_when_their_parent_is_killed(tmp_path):
         assert _wait(lambda: not any(_alive(pid) for pid in workers), 60), "orphaned workers"
         assert all(run_holder(r) is None for r in runs)  # their runs are free to resume
     finally:
-        if parent.poll() is None:
-            parent.kill()
-        for pid in workers:
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        _end_all(parent, workers)

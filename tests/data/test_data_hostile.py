@@ -229,12 +229,25 @@ def test_vector_values_beyond_the_dtype(tmp_path):
     assert wv.vectors[VOCAB.stoi["good"]].tolist() == [1e300, 2]
 
 
+def _damaged_gzip(content: bytes) -> bytes:
+    """``content`` gzipped with the first block's code lengths flipped (a ``zlib.error``)."""
+    whole = gzip.compress(content)
+    return whole[:12] + bytes(b ^ 0xFF for b in whole[12:76]) + whole[76:]
+
+
+def test_a_damaged_gzip_data_file(tmp_path):
+    lines = b"label\ttext\n" + b"".join(b"pos\tgood film %d\n" % i for i in range(3000))
+    path = write(tmp_path / "bad.tsv.gz", _damaged_gzip(lines))
+    with pytest.raises(DataError, match=r"bad\.tsv\.gz: cannot read the file \(Error -3"):
+        read_examples(path)
+
+
 def test_a_damaged_gzip_vector_file(tmp_path):
-    whole = gzip.compress(b"".join(b"w%d %d 2\n" % (i, i) for i in range(5000)))
+    content = b"".join(b"w%d %d 2\n" % (i, i) for i in range(5000))
+    whole = gzip.compress(content)
     cut = write(tmp_path / "cut.txt.gz", whole[: len(whole) // 2])
     plain = write(tmp_path / "plain.txt.gz", "good 1 2\n")
-    flipped = bytes(b ^ 0xFF for b in whole[12:76])  # the first block's code lengths
-    bad = write(tmp_path / "bad.txt.gz", whole[:12] + flipped + whole[76:])  # a zlib.error
+    bad = write(tmp_path / "bad.txt.gz", _damaged_gzip(content))
     for path in (cut, plain, bad):
         with pytest.raises(DataError, match=r"\.txt\.gz: cannot read the word-vector file after "
                                             r"line \d+ \(.*\); give a complete file"):  # fmt: skip

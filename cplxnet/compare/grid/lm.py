@@ -67,8 +67,9 @@ __all__ = [
 LM_FAMILY = "decoder"
 MODE = "lm"
 DEFAULT_PRESET = LM_PRESET
-FIELD_SUFFIX = re.compile(r"@(real|complex|both|natural)$")
-INNER_FIELD = re.compile(r"@(real|complex|both|natural)\b")  # a suffix before an item's end
+_FIELDS = r"@(real|complex|both|natural)"
+FIELD_SUFFIX = re.compile(_FIELDS + "$")
+INNER_FIELD = re.compile(_FIELDS + r"\b")  # a field suffix anywhere (before an item's end)
 LM_COLUMNS = (
     "data",
     "tokens",

@@ -26,7 +26,14 @@ from typing import Any
 from ...tasks.lm.options import MONITORED
 from .lm_curves import plot_curves, training_table
 from .plots import add_legend, column_styles, pyplot, save_figure
-from .render import check_report_folder, failed_runs, load_results, report_place, write_report
+from .render import (
+    check_report_folder,
+    failed_runs,
+    load_results,
+    report_place,
+    results_folder,
+    write_report,
+)
 from .statistics import WILCOXON_METHOD, is_ok, mean_std, min_attainable_p, paired_test
 from .tables import fmt_p, markdown_table
 
@@ -453,7 +460,7 @@ def render_lm_report(
     """Write ``report.md`` (and ``lm.png``) into ``out_dir`` (default: the results folder, or
     the folder of the results file). Returns the markdown and the files written."""
     out_dir, options = report_place(results, out_dir, options)
-    check_report_folder(out_dir, results if isinstance(results, str) else None)
+    check_report_folder(out_dir, results_folder(results))
     rows = load_lm_rows(results)
     context = ((options or {}).get("lm") or {}).get("context")
     if context is None:

@@ -179,14 +179,22 @@ def _read_json(path: str) -> list[dict[str, Any]]:
 # the report
 
 
+def results_folder(results: str | Sequence[dict[str, Any]]) -> str | None:
+    """The folder of the results: the folder given, or the folder of the results file; ``None``
+    for rows given in memory."""
+    if not isinstance(results, str):
+        return None
+    return results if os.path.isdir(results) else os.path.dirname(results) or "."
+
+
 def report_place(
     results: str | Sequence[dict[str, Any]], out_dir: str | None, options: dict[str, Any] | None
 ) -> tuple[str, dict[str, Any] | None]:
     """The folder a report goes to (``out_dir``, else the results folder or the folder of the
     results file, else ``.``) and the budget it shows (``options``, else the ``options`` of the
     ``grid.json`` beside the results when ``results`` is a path, wherever the report goes)."""
-    if isinstance(results, str):
-        source = results if os.path.isdir(results) else os.path.dirname(results) or "."
+    source = results_folder(results)
+    if source is not None:
         out_dir = source if out_dir is None else out_dir
         if options is None:
             grid = os.path.join(source, "grid.json")
@@ -238,11 +246,11 @@ def _listed(folder: str) -> set[str]:
         return set()
 
 
-def check_report_folder(out_dir: str, source: str | None = None) -> None:
+def check_report_folder(out_dir: str, home: str | None = None) -> None:
     """Refuse to replace a file of :data:`REPORT_FILES` in ``out_dir`` that this cplxnet did not
     write: they are replaced in the comparison folder of the results (its ``grid.json``; another
-    comparison's folder is refused when ``source``, the results folder or file, is given) or
-    when the folder's
+    comparison's folder is refused when ``home``, the results' folder, is given) or when the
+    folder's
     :data:`REPORT_MARKER` lists them. Outside a comparison folder the marker then lists every
     file of :data:`REPORT_FILES` before any is written, so a report that fails midway leaves
     files a rerun may replace. A run folder of ``cplxnet train`` and an output folder of
@@ -254,8 +262,7 @@ def check_report_folder(out_dir: str, source: str | None = None) -> None:
     if not os.path.isdir(out_dir):
         return
     if _is_comparison(out_dir):
-        home = source if source is None or os.path.isdir(source) else os.path.dirname(source)
-        if home is not None and os.path.realpath(home or ".") != os.path.realpath(out_dir):
+        if home is not None and os.path.realpath(home) != os.path.realpath(out_dir):
             raise ValueError(
                 f"{out_dir} is the folder of another comparison, whose report it holds; give "
                 "--out a new folder"
@@ -325,7 +332,7 @@ def render_report(
     the files written."""
     rows = load_results(results) if isinstance(results, str) else list(results)
     out_dir, options = report_place(results, out_dir, options)
-    check_report_folder(out_dir, results if isinstance(results, str) else None)
+    check_report_folder(out_dir, results_folder(results))
     styles = column_styles(report_columns(rows))  # shared by every figure of the report
     grid_rows = [r for r in rows if not r.get("bins") and r.get("mode", "grid") != "extrapolate"]
     x_rows = [r for r in rows if r.get("bins") or r.get("mode") == "extrapolate"]
