@@ -258,13 +258,14 @@ def modrelu(z: torch.Tensor, bias: torch.Tensor | float) -> torch.Tensor:
 
 
 def zrelu(z: torch.Tensor) -> torch.Tensor:
-    r"""zReLU: :math:`z` if :math:`0 \le \arg z \le \pi/2` (both parts non-negative), else 0.
+    r"""zReLU: :math:`z` if :math:`0 \le \arg z \le \pi/2` (both parts non-negative), else 0;
+    a NaN in either part stays in the output, as :func:`torch.nn.functional.relu` keeps NaN.
 
     Guberman, "On Complex Valued Convolutional Neural Networks", 2016, Sec. 3.3.
     """
     if not z.is_complex():
         return F.relu(z)
-    keep = (z.real >= 0) & (z.imag >= 0)
+    keep = ((z.real >= 0) & (z.imag >= 0)) | z.isnan()  # NaN stays NaN, as in torch's relu
     return torch.where(keep, z, torch.zeros((), dtype=z.dtype, device=z.device))
 
 

@@ -93,6 +93,23 @@ def test_zrelu_keeps_first_quadrant_only():
     torch.testing.assert_close(CF.zrelu(x), F.relu(x))
 
 
+@pytest.mark.parametrize(
+    "fn",
+    [CF.crelu, CF.split_tanh, CF.split_sigmoid, CF.split_gelu, CF.zrelu, CF.cardioid,
+     lambda z: CF.modrelu(z, -0.2), CF.modtanh, CF.zleaky_relu],
+    ids=["crelu", "tanh", "sigmoid", "gelu", "zrelu", "cardioid", "modrelu", "modtanh",
+         "zleaky"],
+)  # fmt: skip
+def test_a_nan_stays_nan(fn):
+    """A NaN in either part (in any quadrant) gives NaN in the output, as torch's real
+    activations keep it: a diverged value is never silently turned into a finite one."""
+    nan = float("nan")
+    z = torch.tensor([complex(nan, 1), complex(1, nan), complex(nan, -1), complex(-1, nan),
+                      complex(nan, nan), 1 + 2j], dtype=DT)  # fmt: skip
+    out = fn(z)
+    assert out[:5].isnan().all() and not out[5].isnan()
+
+
 def test_cardioid_matches_angle_formula_and_relu_on_reals():
     z = _z(500)
     ref = 0.5 * (1 + torch.cos(torch.angle(z))) * z
