@@ -242,6 +242,19 @@ def _check_prompt(prompt: object) -> None:
         )
 
 
+def _check_prompt_ids(prompts: torch.Tensor, vocab: int | None) -> None:
+    """Refuse prompt ids outside the model's ``vocab`` tokens when the size is known (one read
+    of the prompt's smallest and largest id, before the first step)."""
+    if vocab is None:
+        return
+    low, high = int(prompts.min()), int(prompts.max())
+    if low < 0 or high >= vocab:
+        raise ValueError(
+            f"generate: prompt ids must be ids of the model's {vocab} tokens (0 to {vocab - 1}), "
+            f"got ids from {low} to {high}"
+        )
+
+
 def generate(
     model: nn.Module,
     prompt: torch.Tensor,
@@ -359,7 +372,9 @@ def _steps(
     if any(_not_whole(i) for i in banned_ids):
         raise ValueError(f"generate: banned_ids must be token ids, got {list(banned_ids)!r}")
     banned = sorted({int(i) for i in banned_ids})
-    _check_banned(banned, getattr(getattr(model, "config", None), "vocab_size", None))
+    vocab_size = getattr(getattr(model, "config", None), "vocab_size", None)
+    _check_banned(banned, vocab_size)
+    _check_prompt_ids(prompts, vocab_size)
     device = next(model.parameters()).device
     if device.type == "meta":
         raise ValueError(
