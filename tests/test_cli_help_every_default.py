@@ -221,7 +221,14 @@ def test_compare_help_prints_the_defaults_compare_uses(capsys):
     )
     assert parser_default("compare", "--data") is None  # cmd_compare reads DEFAULT_DATA
     assert (classify.real_width, text.real_width) == ("same", "flops")
-    assert args.factors == ",".join(map(str, DEFAULT_FACTORS))
+    assert args.factors is None  # options_from_args reads DEFAULT_FACTORS under --extrapolate
+    bins = build_parser().parse_args(["compare", "--extrapolate"])
+    assert options_from_args(bins).extrapolate["factors"] == list(DEFAULT_FACTORS)
+    bins.factors = "1,3"
+    assert options_from_args(bins).extrapolate["factors"] == [1, 3]
+    bins.factors = "1,x"
+    with pytest.raises(ValueError, match="--factors: expected integers like 1,2,4, got '1,x'"):
+        options_from_args(bins)
 
 
 def test_generate_evaluate_predict_report_inspect_help(capsys):

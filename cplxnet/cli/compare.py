@@ -279,7 +279,7 @@ def add_subcommands(sub: Any) -> None:
         help=f"L: one number, or per dataset (default {lens}; other files 16)",
     )
     x.add_argument(
-        "--factors", default=factors, help=f"bin ends as multiples of L (default {factors})"
+        "--factors", default=None, help=f"bin ends as multiples of L (default {factors})"
     )
     x.add_argument(
         "--synthetic-size",
@@ -333,12 +333,17 @@ def options_from_args(args: argparse.Namespace) -> Any:
     # --extrapolate
     extrapolate: dict[str, Any] = {}
     if args.extrapolate:
+        from ..compare.grid.extrapolate import DEFAULT_FACTORS
+
+        given = args.factors if args.factors is not None else ",".join(map(str, DEFAULT_FACTORS))
         try:
-            extrapolate["factors"] = [int(f) for f in _split_list(args.factors)]
+            extrapolate["factors"] = [int(f) for f in _split_list(given)]
         except ValueError:
-            raise ValueError(
-                f"--factors: expected integers like 1,2,4, got {args.factors!r}"
-            ) from None
+            raise ValueError(f"--factors: expected integers like 1,2,4, got {given!r}") from None
+    elif args.factors is not None:
+        raise ValueError(
+            "--factors sets the length bins of --extrapolate; add --extrapolate or drop --factors"
+        )
     tl = _train_len(args.train_len)
     if tl is not None:
         extrapolate["train_len"] = tl

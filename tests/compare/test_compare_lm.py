@@ -180,8 +180,20 @@ def test_lm_cli_errors(tmp_path, text_file, capsys):
             "--epochs applies to classification grids, not to --task lm; drop it ",
         ),
         (
+            _tiny_args(text_file, out) + ["--factors", "1,2", "--train-len", "8"],
+            "--factors, --train-len apply to classification grids, not to --task lm; drop them",
+        ),
+        (
+            _tiny_args(text_file, out) + ["--synthetic-size", "9", "--synthetic-vocab", "4"],
+            "--synthetic-size, --synthetic-vocab apply to classification grids",
+        ),
+        (
             ["compare", "--data", "mr", "--steps", "5", "--out", out],
             "--steps applies to --task lm; add --task lm or drop it",
+        ),
+        (
+            ["compare", "--data", "synthetic", "--factors", "1,2", "--out", out],
+            "--factors sets the length bins of --extrapolate; add --extrapolate or drop --factors",
         ),
         (
             _tiny_args("mr,synthetic:copy", out),
