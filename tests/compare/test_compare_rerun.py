@@ -176,3 +176,24 @@ def test_a_damaged_data_hash_record_is_one_line(tmp_path, capsys, value):
     (out / "grid.json").write_text(json.dumps({**grid, "data_sha256": value}))
     assert _compare(out) == 1
     assert "is damaged (its data_sha256 is not a mapping of file to hash)" in _err(capsys)
+
+
+def test_a_grid_of_the_other_task_in_the_folder_is_one_line(tmp_path, capsys):
+    """A language-model grid run into a classification grid's folder, and the other way round,
+    is refused naming both kinds (not a diff of every option), and the folder is unchanged."""
+    from test_compare_lm import TINY_MODEL
+
+    lm = ["compare", "--task", "lm", "--data", "synthetic:copy", "--encodings", "none",
+          "--seeds", "1", "--steps", "2", "--eval-every", "2", "--context", "8",
+          "--batch-size", "4", "--threads", "1", "--no-report", *TINY_MODEL]  # fmt: skip
+    classify, language = tmp_path / "classify", tmp_path / "lm"
+    assert _compare(classify) == 0 and main([*lm, "--out", str(language)]) == 0
+    for folder, kind, command in ((classify, "a classification grid", lm),
+                                  (language, "a language-model grid (--task lm)",
+                                   ["compare", *TINY]),):  # fmt: skip
+        before = _snapshot(folder)
+        assert main([*command, "--out", str(folder)]) == 1
+        err = _err(capsys)
+        assert f"{folder} holds {kind}, and this command runs a " in err, err
+        assert err.rstrip().endswith("; give it another --out") and "was " not in err
+        assert _snapshot(folder) == before

@@ -295,6 +295,12 @@ class ResultStore:
             with open(path, encoding="utf-8") as fh:
                 grid = json.load(fh)
             stored = grid.get("options", {})
+            if isinstance(stored, dict) and bool(stored.get("lm")) != bool(current.get("lm")):
+                kind = ("a language-model grid (--task lm)", "a classification grid")
+                raise CompareError(
+                    f"{self.out} holds {kind[not stored.get('lm')]}, and this command runs "
+                    f"{kind[not current.get('lm')]}; give it another --out"
+                )
             try:
                 presets = stored.pop("presets", {})
                 with_presets = bool(presets or current.get("presets"))
