@@ -88,6 +88,16 @@ def test_a_folder_with_only_results_csv_points_at_it(tmp_path, capsys):
     assert "or a results.json or results.csv" in err
 
 
+def test_a_comparison_with_no_finished_cell_says_so(tmp_path, capsys):
+    """A grid stopped before its first cell finished: its folder is named as a comparison."""
+    (tmp_path / "grid.json").write_text('{"format": "cplxnet-compare-1", "options": {}}')
+    (tmp_path / "cells").mkdir()
+    code, err = _report(tmp_path, capsys)
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert f"{tmp_path} is a comparison with no finished cell yet; run its compare command " in err
+    assert sorted(os.listdir(tmp_path)) == ["cells", "grid.json"]
+
+
 def test_a_report_it_cannot_write_names_the_fix(tmp_path, capsys, monkeypatch):
     import cplxnet.compare.report.lm_report as lm_report
 

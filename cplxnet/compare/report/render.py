@@ -138,6 +138,11 @@ def load_results(path: str) -> list[dict[str, Any]]:
         candidate = os.path.join(path, "results.json")
         listed = load_results(candidate) if os.path.exists(candidate) else []
         if not cells:
+            if not listed and os.path.exists(os.path.join(path, "grid.json")):
+                raise FileNotFoundError(
+                    f"{path} is a comparison with no finished cell yet; run its compare command "
+                    "again (it resumes) until a cell finishes, then report it"
+                )
             if not listed:
                 raise FileNotFoundError(
                     f"{path} has no results.json or cells/*.json; give a results folder of "
