@@ -149,6 +149,14 @@ class PreparedData:
         )
 
 
+def _same_file(a: str, b: str) -> bool:
+    """Whether the paths ``a`` and ``b`` name one existing file (a bundled name is no file)."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
 def load_splits(spec: DataSpec) -> Splits:
     """Read the files of ``spec`` and split them (no tokenization)."""
     file_options = {
@@ -162,6 +170,12 @@ def load_splits(spec: DataSpec) -> Splits:
             f"{', '.join(given)} describe(s) data files, but {spec.data!r} is bundled data with "
             "its own format; drop the option(s) or give --data FILE"
         )
+    for name, path in (("dev", spec.dev), ("test", spec.test)):
+        if path is not None and _same_file(spec.data, path):
+            raise DataError(
+                f"--{name} {path} is the --data file, so its examples would also be trained on; "
+                f"give a held-out {name} file, or drop --{name} (a part of --data is then held out)"
+            )
     ds = load_dataset(spec.data, spec.label_field, spec.text_field, spec.format)
     extra = {
         name: read_examples(path, spec.label_field, spec.text_field, spec.format)
@@ -178,6 +192,7 @@ def load_splits(spec: DataSpec) -> Splits:
         test=extra.get("test"),
     )
     if spec.limit is not None:
+        labels = {ex.label for ex in splits.train}
         for i, name in enumerate(("train", "dev", "test")):
             part = getattr(splits, name)
             if len(part) > spec.limit:
@@ -185,6 +200,12 @@ def load_splits(spec: DataSpec) -> Splits:
                     splits, name, stratified_holdout(part, spec.limit, [spec.split_seed, 9, i])[1]
                 )
         splits.description += f", at most {spec.limit} per split"
+        gone = sorted(labels - {ex.label for ex in splits.train})
+        if gone:  # the limit samples in the labels' proportions: a rare label can vanish
+            splits.description += (
+                f"; no training example of {', '.join(map(repr, gone))} is left (the model will "
+                "not predict it; a larger limit keeps it)"
+            )
     empty = [name for name, n in splits.sizes().items() if n == 0]
     if empty:
         sizes = ", ".join(f"{n} {name}" for name, n in splits.sizes().items())

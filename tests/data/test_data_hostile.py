@@ -5,6 +5,7 @@ one line naming the file, the line and the fix; none is silently misread."""
 from __future__ import annotations
 
 import gzip
+import os
 from pathlib import Path
 
 import pytest
@@ -169,6 +170,39 @@ def test_cross_validation_refuses_a_label_with_one_example(tmp_path):
         prepare_data(DataSpec(data=data, fold=0))
     data = _toy(tmp_path, {"pos": ["good film"] * 12, "neg": ["bad film"] * 12, "mid": ["ok"] * 2})
     assert len(prepare_data(DataSpec(data=data, fold=0)).labels) == 3
+
+
+def test_a_limit_that_drops_a_training_label_says_so(tmp_path):
+    """``--limit`` samples each split in its labels' proportions: a rare label can vanish from
+    training (the classifier never predicts it); the data's summary, logged at the start of a
+    run and kept in its config, names the label."""
+    data = _toy(tmp_path, {"pos": [f"good film {i}" for i in range(80)],
+                           "neg": [f"bad film {i}" for i in range(80)],
+                           "mid": [f"ok film {i}" for i in range(4)]})  # fmt: skip
+    prepared = prepare_data(DataSpec(data=data, limit=5))
+    assert len(prepared.labels) == 2
+    assert prepared.summary().endswith(", 2 labels") and (
+        "at most 5 per split; no training example of 'mid' is left (the model will not predict "
+        "it; a larger limit keeps it)); vocabulary " in prepared.summary()
+    ), prepared.summary()
+    prepared = prepare_data(DataSpec(data=data, limit=60))
+    assert len(prepared.labels) == 3 and "no training example" not in prepared.summary()
+
+
+@pytest.mark.parametrize("name", ["dev", "test"])
+def test_a_dev_or_test_file_that_is_the_data_file_is_refused(tmp_path, monkeypatch, name):
+    data = _toy(tmp_path, {"pos": ["good film"] * 10, "neg": ["bad film"] * 10})
+    monkeypatch.chdir(tmp_path)
+    link = tmp_path / "link.tsv"
+    link.symlink_to(data)
+    for same in (data, "./" + Path(data).name, str(link)):  # one file, three spellings
+        with pytest.raises(DataError, match=rf"--{name} {os.path.abspath(same)} is the --data "
+                           rf"file, so its "
+                           rf"examples would also be trained on; give a held-out {name} file"):
+            prepare_data(DataSpec(data=data, **{name: same}))
+    (tmp_path / "held").mkdir()
+    other = _toy(tmp_path / "held", {"pos": ["good"] * 3, "neg": ["bad"] * 3})
+    assert len(prepare_data(DataSpec(data=data, **{name: other})).train) > 0
 
 
 @pytest.mark.parametrize(
