@@ -164,10 +164,14 @@ def test_split_is_contiguous_90_5_5_with_a_training_vocabulary(tmp_path):
     assert data.vocab.decode(whole[: data.sizes()["train"]]) == list(text[: int(0.9 * n)])
     assert set(data.vocab.itos) == {"<pad>", "<unk>", "a", "b", "c"}
     assert data.unknown_test == int((data.test == 1).sum()) == len(data.test) == 108
+    assert data.summary().endswith(
+        "vocabulary 5; 108 test characters (100.0%) never occur in training and are scored as <unk>"
+    ), data.summary()
     path.write_text("the cat sat on the mat\n" * 100, encoding="utf-8")
     words = prepare_lm_data(str(path), "word", context=4)
     assert words.sizes() == {"train": 540, "dev": 30, "test": 30}
     assert words.vocab.decode(words.test[:4]) == ["the", "cat", "sat", "on"]
+    assert words.unknown_test == 0 and words.summary().endswith("contiguous 90/5/5), vocabulary 7")
 
 
 def test_vocab_round_trip(tmp_path):

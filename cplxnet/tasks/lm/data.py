@@ -159,9 +159,14 @@ class LMData:
     def summary(self) -> str:
         s = self.sizes()
         unit = "characters" if self.tokens == "char" else "words"
+        unknown = ""
+        if self.unknown_test:  # tokens the training split never had: scored as <unk>
+            share = 100 * self.unknown_test / max(s["test"], 1)
+            unknown = (f"; {self.unknown_test:,} test {unit} ({share:.1f}%) never occur in "
+                       "training and are scored as <unk>")  # fmt: skip
         return (
             f"corpus {self.source}: {s['train']:,} / {s['dev']:,} / {s['test']:,} {unit} "
-            f"(train / dev / test, contiguous 90/5/5), vocabulary {len(self.vocab)}"
+            f"(train / dev / test, contiguous 90/5/5), vocabulary {len(self.vocab)}{unknown}"
         )
 
 
