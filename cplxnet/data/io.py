@@ -119,11 +119,19 @@ def infer_format(path: str, fmt: str | None = None) -> str:
     )
 
 
+def not_found(path: str, flag: str = "the path") -> DataError:
+    """The error for a ``path`` that cannot be opened because nothing is there: a symbolic link
+    to nothing (broken, or a loop) is named as such, else the file is not found."""
+    if os.path.islink(path):
+        return DataError(f"{path}: a symbolic link to nothing (broken, or a loop); check {flag}")
+    return DataError(f"{path}: file not found; check {flag}")
+
+
 def _read_bytes(path: str, what: str = "a data file (TSV, CSV or JSONL)") -> bytes:
     if os.path.isdir(path):
         raise DataError(f"{path}: is a directory; give {what}")
     if not os.path.exists(path):
-        raise DataError(f"{path}: file not found; check the path")
+        raise not_found(path)
     try:
         if path.endswith(".gz"):
             with gzip.open(path, "rb") as fh:
@@ -433,7 +441,8 @@ def load_dataset(
     if name_or_path in BUNDLED:
         parts = {part: _read_bundled(name_or_path, f) for part, f in BUNDLED[name_or_path].items()}
         return Dataset(name=name_or_path, parts=parts, bundled=True)
-    if not os.path.exists(name_or_path) and os.sep not in name_or_path and "." not in name_or_path:
+    bare = os.sep not in name_or_path and "." not in name_or_path
+    if bare and not os.path.exists(name_or_path) and not os.path.islink(name_or_path):
         raise DataError(
             f"unknown dataset {name_or_path!r}: not a bundled dataset "
             f"({', '.join(BUNDLED)}) and no such file; give one of those names or a path"

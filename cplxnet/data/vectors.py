@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .io import DataError, clip
+from .io import DataError, clip, not_found
 from .text import Vocab
 
 __all__ = ["WordVectors", "read_word_vectors"]
@@ -54,8 +54,13 @@ def read_word_vectors(path: str, vocab: Vocab, dtype: torch.dtype = torch.float3
         raise DataError(
             f"{path}: is a directory; give --vectors a word-vector text file (GloVe or word2vec)"
         )
+    if not os.path.exists(path):
+        raise not_found(path, "the --vectors path")
     if not os.path.isfile(path):
-        raise DataError(f"{path}: word-vector file not found; check the --vectors path")
+        raise DataError(
+            f"{path}: not a regular file (a pipe, socket or device); give --vectors a "
+            "word-vector text file (GloVe or word2vec)"
+        )
     opener = gzip.open if path.endswith(".gz") else open
     vectors: dict[int, list[float]] = {}
     exact: set[int] = set()

@@ -122,5 +122,5 @@ def test_word_vector_errors(tmp_path):
     nan.write_text("good 1 x\n")
     with pytest.raises(DataError, match=r"nan\.txt line 1: numbers that do not parse"):
         read_word_vectors(str(nan), vocab)
-    with pytest.raises(DataError, match="word-vector file not found"):
+    with pytest.raises(DataError, match="file not found; check the --vectors path"):
         read_word_vectors(str(tmp_path / "none.txt"), vocab)

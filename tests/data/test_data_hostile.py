@@ -286,3 +286,26 @@ def test_a_damaged_gzip_vector_file(tmp_path):
         with pytest.raises(DataError, match=r"\.txt\.gz: cannot read the word-vector file after "
                                             r"line \d+ \(.*\); give a complete file"):  # fmt: skip
             read_word_vectors(path, VOCAB)
+
+
+def test_a_vectors_path_that_is_no_file_is_named(tmp_path, monkeypatch):
+    """A broken or looping symbolic link and a pipe are each named as what they are."""
+    broken, loop, fifo = tmp_path / "broken.txt", tmp_path / "loop.txt", tmp_path / "fifo.txt"
+    broken.symlink_to(tmp_path / "gone.txt")
+    loop.symlink_to(loop)
+    os.mkfifo(fifo)
+    for link in (broken, loop):
+        with pytest.raises(DataError, match=rf"{link}: a symbolic link to nothing \(broken, or a "
+                           r"loop\); check the --vectors path"):  # fmt: skip
+            read_word_vectors(str(link), VOCAB)
+        with pytest.raises(DataError, match=rf"{link}: a symbolic link to nothing"):
+            read_examples(str(link))
+    monkeypatch.chdir(tmp_path)  # a bare name that is a link to nothing: not "unknown dataset"
+    (tmp_path / "bare").symlink_to(tmp_path / "gone")
+    with pytest.raises(DataError, match=r"^bare: a symbolic link to nothing"):
+        load_dataset("bare")
+    with pytest.raises(DataError, match=rf"{fifo}: not a regular file \(a pipe, socket or device\)"
+                       r"; give --vectors a word-vector text file"):  # fmt: skip
+        read_word_vectors(str(fifo), VOCAB)
+    with pytest.raises(DataError, match=rf"{tmp_path / 'none.txt'}: file not found; check the "):
+        read_word_vectors(str(tmp_path / "none.txt"), VOCAB)
