@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +56,7 @@ __all__ = [
     "parse_sets",
     "is_complex_name",
     "check_option_values",
+    "check_distinct",
     "check_field_values",
     "field_defaults",
 ]
@@ -325,7 +326,45 @@ def parse_encodings(text: str | list[str]) -> list[EncodingSpec]:
                 out.append(spec)
     if not out:
         raise ValueError("no encodings given")
+    check_distinct((spec, None) for spec in out)
     return out
+
+
+def check_distinct(specs: Iterable[tuple[EncodingSpec, Hashable]]) -> None:
+    """A ValueError if two ``(spec, tag)`` pairs of one tag (a number field, or ``None``) differ
+    only in options given at their encoding's default (``rotary`` and ``rotary:base=10000``):
+    they are one encoding, and a grid would train it twice under two names. Two spellings of one
+    canonical spec (``sinusoidal:base=500``, ``base=5e2``) are one cell; the grid names those."""
+    first: dict[tuple[str, Hashable], EncodingSpec] = {}
+    for spec, tag in specs:
+        other = first.setdefault((_without_defaults(spec), tag), spec)
+        if other.canonical != spec.canonical:
+            raise ValueError(
+                f"{other.label} and {spec.label} are one encoding (the options they differ in "
+                "are at their defaults) and would train twice; give it once"
+            )
+
+
+def _without_defaults(spec: EncodingSpec) -> str:
+    """``spec`` as a string with the options at their encoding's default dropped."""
+    import inspect
+
+    from cplxnet.encodings import encoding_option_parameters
+
+    try:
+        params = encoding_option_parameters(spec.name)
+    except (KeyError, ValueError, TypeError):  # an unknown name: left to create_encoding
+        params = {}
+
+    def at_default(key: str, value: Any) -> bool:
+        p = params.get(key)
+        if p is None or p.default is inspect.Parameter.empty:
+            return False
+        return isinstance(value, bool) == isinstance(p.default, bool) and value == p.default
+
+    options = {k: v for k, v in spec.options.items() if not at_default(k, v)}
+    return repr((spec.name, sorted(options.items()), sorted(spec.model.items()),
+                 sorted(spec.evaluation.items())))  # fmt: skip
 
 
 def parse_sets(

@@ -192,6 +192,34 @@ def test_lm_grid_refuses_what_train_refuses(files, tmp_path, capsys, extra, matc
 @pytest.mark.parametrize(
     ("argv", "match"),
     [
+        ([*BASE, "--data", "trec", "--encodings", "sinusoidal,sinusoidal:base=10000"],
+         "sinusoidal and sinusoidal:base=10000 are one encoding"),
+        ([*LM, "--encodings", "rotary,rotary:base=10000"],
+         "rotary and rotary:base=10000 are one encoding"),
+        ([*LM, "--encodings", "complex-order:phase=true,complex-order"],
+         "complex-order:phase=true and complex-order are one encoding"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("dry", [[], ["--dry-run"]])
+def test_an_option_at_its_default_is_not_a_second_encoding(tmp_path, capsys, argv, match, dry):
+    """``rotary`` and ``rotary:base=10000`` (its default) would train one model twice under two
+    names: refused before --out is made."""
+    out = tmp_path / "out"
+    err = one_error(capsys, [*argv, "--seeds", "1", "--out", str(out), *dry], 1)
+    assert f"{match} (the options they differ in are at their defaults) and would train twice; " \
+        "give it once" in err and not out.exists()  # fmt: skip
+
+
+def test_one_encoding_in_two_number_fields_or_at_other_values_is_allowed(capsys):
+    for encodings in ("rotary@real,rotary:base=10000@complex", "rotary,rotary:base=500",
+                      "complex-order:phase=false,complex-order"):  # fmt: skip
+        assert main([*LM, "--encodings", encodings, "--seeds", "1", "--dry-run"]) == 0, encodings
+    assert "2 cells" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
         ([*BASE, "--data", "trec", "--encodings",
           "complex-order-freq-shared,complex-order:frequency=shared"],
          "trec fasttext complex-order-freq-shared complex seed 0 and trec fasttext "

@@ -30,6 +30,7 @@ from typing import Any
 
 from ...encodings.specs import (
     EncodingSpec,
+    check_distinct,
     check_field_values,
     check_option_values,
     field_defaults,
@@ -181,8 +182,10 @@ def parse_lm_encodings(text: str, numbers: tuple[str, ...]) -> list[tuple[Encodi
         parse_encodings(text)  # its error: no encodings given
     # each item parsed alone: a named group such as table4 expands with the item's fields, and
     # an encoding given twice keeps both items (expand_lm_grid drops a repeated configuration)
-    return [(s, numbers_for(s, f or numbers)) for item, f in zip(items, fields)
-            for s in parse_encodings(item)]  # fmt: skip
+    out = [(s, numbers_for(s, f or numbers)) for item, f in zip(items, fields)
+           for s in parse_encodings(item)]  # fmt: skip
+    check_distinct((s, n) for s, ns in out for n in ns)
+    return out
 
 
 def expand_lm_grid(
