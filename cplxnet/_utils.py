@@ -238,7 +238,7 @@ def as_shape(shape: int | Sequence[int], owner: str, name: str = "normalized_sha
     return shape
 
 
-__all__ += ["as_complex", "check_sizes", "HasDtype"]
+__all__ += ["as_complex", "check_sizes", "HasDtype", "function_output"]
 
 
 class HasDtype:
@@ -254,7 +254,9 @@ class HasDtype:
     ``.half()``, ``.bfloat16()`` and ``.type(dtype)`` raise a ``TypeError`` before any tensor is
     converted if they would change the dtype of a parameter or buffer (torch would convert the
     complex and the real parameters of a layer inconsistently, e.g. real norm gains to complex).
-    Moving between devices is unaffected. So ``dtype`` always matches the parameters.
+    ``.to(module.dtype)`` (and ``.to(device, module.dtype)``, as generic training code calls
+    it) changes no dtype: the real parameters of a complex module stay real. Moving between
+    devices is unaffected. So ``dtype`` always matches the parameters.
     """
 
     _dtype: torch.dtype
@@ -266,12 +268,16 @@ class HasDtype:
 
     def _apply(self, fn, recurse=True):  # noqa: ANN001 - torch's signature
         seen = set()
+        keep: dict[tuple, torch.device] = {}  # tensors .to(self.dtype) would make complex
         for name, t in [*self.named_parameters(), *self.named_buffers()]:
             if (t.dtype, t.device) in seen:
                 continue
             seen.add((t.dtype, t.device))
-            new = fn(torch.empty(0, dtype=t.dtype, device=t.device)).dtype
-            if new != t.dtype:
+            probe = fn(torch.empty(0, dtype=t.dtype, device=t.device))
+            new = probe.dtype
+            if new != t.dtype and new == self._dtype:  # the module's own dtype: keep, move only
+                keep[(t.dtype, t.device)] = probe.device
+            elif new != t.dtype:
                 owner = type(self).__name__
                 wanted = self._dtype.is_complex and (new.is_floating_point or new.is_complex)
                 target = complex_dtype(new) if wanted else new
@@ -285,6 +291,13 @@ class HasDtype:
                 raise TypeError(
                     f"{owner}: cannot change the precision of a cplxnet module ({what}); {fix}"
                 )
+        if keep:
+            convert = fn
+
+            def fn(t):  # noqa: ANN001, ANN202
+                device = keep.get((t.dtype, t.device))
+                return convert(t) if device is None else t.to(device=device)
+
         return super()._apply(fn, recurse)  # type: ignore[misc]
 
 
@@ -307,6 +320,23 @@ def as_complex(x: torch.Tensor) -> torch.Tensor:
     if x.stride(-1) != 1 or any(s % 2 for s in x.stride()[:-1]) or x.storage_offset() % 2:
         x = x.clone(memory_format=torch.contiguous_format)
     return torch.view_as_complex(x)
+
+
+def function_output(out: torch.Tensor, *inputs: object) -> torch.Tensor:
+    """``out``, returned by an ``autograd.Function``'s forward, as a tensor autograd does not
+    take for a view. Autograd refuses in-place ops on a Function's outputs that are views
+    ("Output 0 of ... is a view and is being modified inplace"), so ``y += identity`` after a
+    layer (a residual block) would fail where torch's layers allow it. A view of a tensor made in
+    the forward is detached from its base (no copy); a view of an input is copied, so that an
+    in-place op on the output cannot change the input behind autograd's back."""
+    if not out._is_view():
+        return out
+    base = out._base
+    of_input = any(
+        isinstance(t, torch.Tensor) and (t is base or (t._is_view() and t._base is base))
+        for t in inputs
+    )
+    return out.clone() if of_input else out.detach()
 
 
 class _RealView(torch.autograd.Function):

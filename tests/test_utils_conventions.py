@@ -128,3 +128,35 @@ def test_an_unknown_choice_lists_the_valid_ones_in_plain_english():
         with pytest.raises(ValueError, match=f"^X: unknown {what} 'z'; valid {plural} are 'a'"):
             check_choice("z", ("a", "b"), "X", what)
     assert check_choice("b", ("a", "b"), "X") == "b"
+
+
+def test_a_function_output_that_views_its_input_is_copied_and_others_are_not():
+    """:func:`cplxnet._utils.function_output`: a view of a tensor made in the forward is
+    detached (same memory, no copy); a view of an input is copied, so an in-place op on the
+    output leaves the input alone."""
+    from cplxnet._utils import function_output
+
+    class Reshaped(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, fresh):
+            y = (x * 2 if fresh else x).reshape(-1)
+            return function_output(y, x)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g.reshape(2, 3) * (2 if ctx.needs_input_grad else 1), None
+
+    for fresh in (False, True):
+        leaf = torch.arange(6.0).reshape(2, 3).requires_grad_()
+        x = leaf * 1
+        y = Reshaped.apply(x, fresh)
+        y += 1  # refused by autograd for a Function's view output
+        assert torch.equal(x, torch.arange(6.0).reshape(2, 3))  # the input is unchanged
+        assert y._base is None
+        y.sum().backward()
+        assert leaf.grad is not None
+    plain = torch.ones(3)
+    assert function_output(plain) is plain
+    internal = torch.ones(4)
+    view = internal[:2]
+    assert function_output(view).data_ptr() == view.data_ptr()  # detached, not copied

@@ -32,6 +32,7 @@ from .._utils import (
     as_complex,
     dense_order,
     eager_complex,
+    function_output,
     grad_via_composed,
     inverse_order,
     real_view,
@@ -211,7 +212,7 @@ class _ModReLUCompiled(torch.autograd.Function):
         w = _kernels.as_words(z)
         b = bias.detach().reshape(-1)
         out = _kernels.kernel("modrelu_forward")(w.reshape(-1, w.shape[-1]), b)
-        return _kernels.words_to_complex(out).reshape(z.shape)
+        return function_output(_kernels.words_to_complex(out).reshape(z.shape))
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102
@@ -409,7 +410,7 @@ class _CardioidCompiled(torch.autograd.Function):
     def forward(ctx, z):  # noqa: D102 (autograd.Function)
         ctx.save_for_backward(z)
         out = _kernels.kernel("cardioid_forward")(_kernels.as_words(z))
-        return _kernels.words_to_complex(out)
+        return function_output(_kernels.words_to_complex(out))
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .._utils import grad_via_composed, runs_composed
+from .._utils import function_output, grad_via_composed, runs_composed
 from . import compiled as _kernels
 from . import interleaved
 
@@ -152,7 +152,7 @@ class _ComplexOrderCompiled(torch.autograd.Function):
     def forward(ctx, r, w, theta, pos):  # noqa: D102 (autograd.Function)
         ctx.save_for_backward(r, w, theta, pos)
         out = _kernels.kernel("complex_order_forward")(*_detached(r, w, theta, pos))
-        return _kernels.words_to_complex(out)
+        return function_output(_kernels.words_to_complex(out))
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102

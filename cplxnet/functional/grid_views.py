@@ -14,6 +14,7 @@ import torch
 from .._utils import (
     as_complex,
     eager_complex,
+    function_output,
     grad_via_composed,
     is_transformed,
     join,
@@ -178,7 +179,8 @@ class _BlockMean(torch.autograd.Function):
         r = torch.view_as_real(x.resolve_conj()).reshape(-1, *x.shape[-nd:], 2)
         y = _block_sum(r, k)
         y = y / divisor if y is r else y.div_(divisor)
-        return torch.view_as_complex(y.contiguous()).reshape(*x.shape[:-nd], *y.shape[1:-1])
+        out = torch.view_as_complex(y.contiguous()).reshape(*x.shape[:-nd], *y.shape[1:-1])
+        return function_output(out, x)
 
     @staticmethod
     def backward(ctx, g):  # noqa: D102
@@ -333,7 +335,7 @@ class _BlockRepeat(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, k):  # noqa: D102 (autograd.Function)
         ctx.k, ctx.shape = k, x.shape
-        return _repeat_composed(x.resolve_conj(), k)
+        return function_output(_repeat_composed(x.resolve_conj(), k), x)
 
     @staticmethod
     def backward(ctx, g):  # noqa: D102

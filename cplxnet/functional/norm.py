@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from .._utils import (
     as_complex,
     eager_complex,
+    function_output,
     grad_via_composed,
     join,
     pack,
@@ -157,7 +158,7 @@ class _WhitenAffine(torch.autograd.Function):
         ctx.shape3, ctx.eps = shape3, eps
         ctx.save_for_backward(x, weight, bias, c, cov)
         ctx.mark_non_differentiable(mean, cov)
-        return _from_groups(y, x.shape), mean, cov
+        return function_output(_from_groups(y, x.shape), x), mean, cov
 
     @staticmethod
     def backward(ctx, grad, *_):  # noqa: D102
@@ -240,7 +241,7 @@ class _WhitenRowsCompiled(torch.autograd.Function):
         out, *stats = _kernels.kernel("whiten_rows_forward")(words, a, b, eps)
         ctx.save_for_backward(x, weight, bias, *stats)
         ctx.shape, ctx.eps = shape, eps
-        return _kernels.words_to_complex(out).reshape(x.shape)
+        return function_output(_kernels.words_to_complex(out).reshape(x.shape))
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102
@@ -341,7 +342,7 @@ class _LayerNormSplit(torch.autograd.Function):
         y1, m1, r1 = torch.native_layer_norm(p[1], (size,), w[1], b[1], eps)
         ctx.save_for_backward(x, weight, bias, p, m0, r0, m1, r1)
         ctx.shape, ctx.eps = shape, eps
-        return torch.complex(y0, y1).reshape(x.shape)
+        return function_output(torch.complex(y0, y1).reshape(x.shape), x)
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102
@@ -398,7 +399,7 @@ class _LayerNormSplitCompiled(torch.autograd.Function):
         )
         ctx.save_for_backward(x, weight, bias, *stats)
         ctx.shape, ctx.eps = shape, eps
-        return _kernels.words_to_complex(out).reshape(x.shape)
+        return function_output(_kernels.words_to_complex(out).reshape(x.shape))
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102

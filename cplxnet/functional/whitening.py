@@ -43,7 +43,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .._utils import grad_via_composed, is_tracing, runs_composed, without_autocast
+from .._utils import function_output, grad_via_composed, is_tracing, runs_composed, without_autocast
 from .cov2x2 import inv_sqrt_2x2_factors, inv_sqrt_2x2_from_factors, inv_sqrt_2x2_grad, xp
 
 __all__ = ["batch_norm", "instance_norm", "group_norm", "sync_batch_norm"]
@@ -331,7 +331,7 @@ class _WhitenChannels(torch.autograd.Function):
         saved = [_tensor(a) for a in (t, w, *factors)]
         ctx.save_for_backward(x3, weight, bias, c, *saved)
         ctx.mark_non_differentiable(mean, cov)
-        return y, mean, cov
+        return function_output(y, x3), mean, cov
 
     @staticmethod
     @np.errstate(all="ignore")

@@ -373,3 +373,53 @@ def test_conjugate_view_input_equals_its_resolved_copy(info):
             assert lazy is None
         else:
             torch.testing.assert_close(lazy, eager)
+
+
+#: entries whose backward reads their output, as torch's relu, tanh and sigmoid do: an in-place
+#: op on it is refused by autograd ("modified by an inplace operation"), for torch's layers too
+SAVES_OUTPUT = {"CReLU", "SplitTanh", "SplitSigmoid"}
+#: entries served by the compiled complex64 kernels when they are switched on
+COMPILED_KERNELS = {"LayerNorm", "LayerNorm_whiten", "ModReLU", "Cardioid"}
+
+
+@ALL
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled-kernels"])
+def test_in_place_ops_on_the_output_as_torch_layers_allow(info, compiled):
+    """A residual block's ``out = bn(conv(x)); out += identity; relu_(out)``: an in-place op on
+    a layer's output trains and gives the gradients of the out-of-place op (autograd refuses it
+    on a custom Function's output that is a view)."""
+    import cplxnet.functional as CF
+
+    if compiled and info.id not in COMPILED_KERNELS:
+        pytest.skip("no compiled kernel serves this entry")
+    grads = []
+    previous = CF.use_compiled_kernels(compiled)
+    try:
+        for in_place in (False, True):
+            torch.manual_seed(0)
+            m = make_module(info, torch.complex64 if info.takes_factory_kwargs else None)
+            m = m.eval() if info.is_random else m
+            args, kwargs = sample_input(info, torch.complex64)
+            leaves = list(m.parameters())
+            if info.complex_input:  # a non-leaf input, as inside a network
+                leaves.append(args[0].detach().requires_grad_())
+                args = (leaves[-1] * 1, *args[1:])
+            out = _flat(m(*args, **kwargs))[0]
+            if not out.requires_grad:
+                pytest.skip("no differentiable output")
+            if not in_place:
+                out = (out + 1) * 2
+            elif info.id in SAVES_OUTPUT:
+                out.add_(1)
+                with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                    (out.abs() ** 2).sum().backward()
+                return
+            else:
+                out.add_(1).mul_(2)
+            (out.abs() ** 2).sum().backward()
+            grads.append([t.grad for t in leaves])
+    finally:
+        CF.use_compiled_kernels(previous)
+    assert grads[0] and any(g is not None for g in grads[0])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(b, a)

@@ -75,8 +75,40 @@ def test_refusal_message_names_the_fix():
     ):
         norm.double()
     with pytest.raises(TypeError, match="already is torch.complex64: drop the dtype conversion"):
-        norm.to(torch.complex64)
+        norm.to(torch.float32)  # would make the complex bias real
     norm.to("cpu")  # moving between devices is unaffected
     twin = cnn.LayerNorm(4, dtype=torch.float32)  # a real twin keeps its precision too
     with pytest.raises(TypeError, match=r"dtype=torch\.float64"):
         twin.double()
+
+
+@pytest.mark.filterwarnings("ignore:Complex modules are a new feature")
+@pytest.mark.parametrize("info", MODULES, ids=[i.id for i in MODULES])
+def test_to_the_module_s_own_dtype_changes_nothing(info):
+    """``model.to(device, dtype)`` with the model's own dtype, as generic training code calls it:
+    no tensor changes dtype or value (the real gains of a norm stay real), inside a container
+    with torch's own complex layer too, and the output is the same."""
+    torch.manual_seed(0)
+    m = make_module(info, torch.complex64)
+    args, kwargs = sample_input(info, torch.complex64)
+    m.eval()
+    before, out = _state(m), m(*args, **kwargs)
+    for convert in (lambda mod: mod.to(torch.complex64), lambda mod: mod.to("cpu", torch.complex64),
+                    lambda mod: mod.to(device="cpu", dtype=torch.complex64)):  # fmt: skip
+        assert convert(m) is m
+        after = _state(m)
+        assert after.keys() == before.keys()
+        for k in before:
+            assert after[k].dtype == before[k].dtype and torch.equal(after[k], before[k]), k
+    again = m(*args, **kwargs)
+    for a, b in zip(_tensors(out), _tensors(again)):
+        torch.testing.assert_close(b, a, rtol=0, atol=0)
+    mixed = torch.nn.Sequential(torch.nn.Linear(2, 2, dtype=torch.complex64), m)
+    mixed.to(torch.complex64)
+    _consistent(m, torch.complex64)
+
+
+def _tensors(out):
+    if isinstance(out, torch.Tensor):
+        return [out]
+    return [t for o in (out or ()) for t in _tensors(o)] if isinstance(out, (tuple, list)) else []
