@@ -196,9 +196,11 @@ def test_a_dev_or_test_file_that_is_the_data_file_is_refused(tmp_path, monkeypat
     link = tmp_path / "link.tsv"
     link.symlink_to(data)
     for same in (data, "./" + Path(data).name, str(link)):  # one file, three spellings
-        with pytest.raises(DataError, match=rf"--{name} {os.path.abspath(same)} is the --data "
-                           rf"file, so its "
-                           rf"examples would also be trained on; give a held-out {name} file"):
+        with pytest.raises(
+            DataError,
+            match=rf"--{name} {os.path.abspath(same)} is the --data file, so its examples "
+            rf"would also be trained on; give a held-out {name} file",
+        ):
             prepare_data(DataSpec(data=data, **{name: same}))
     (tmp_path / "held").mkdir()
     other = _toy(tmp_path / "held", {"pos": ["good"] * 3, "neg": ["bad"] * 3})

@@ -112,3 +112,67 @@ def test_full_backward_hooks_see_autograd_gradients():
     for got, want in zip(seen["gin"], (q.grad, k.grad, v.grad)):
         torch.testing.assert_close(got, want)
     torch.testing.assert_close(seen["gout"][0], 2 * out.detach())  # d|z|^2 as torch: 2z
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_spectral_norm_scales_to_the_largest_singular_value(dtype):
+    """``parametrizations.spectral_norm`` on a complex weight: the largest singular value of the
+    normalised weight is 1; a transposed convolution takes ``dim=1``, as torch picks for its own
+    (the choice reads ``isinstance(m, nn.ConvTranspose*)``), and then equals torch's layer."""
+    torch.manual_seed(0)
+    lin = parametrizations.spectral_norm(cnn.Linear(5, 3, dtype=dtype), n_power_iterations=100)
+    sigma = torch.linalg.matrix_norm(lin.weight.detach(), ord=2)
+    torch.testing.assert_close(sigma, torch.ones((), dtype=sigma.dtype), rtol=1e-4, atol=0)
+    ours, theirs = (
+        cnn.ConvTranspose2d(3, 2, 3, dtype=dtype),
+        nn.ConvTranspose2d(3, 2, 3, dtype=dtype),
+    )
+    theirs.load_state_dict(ours.state_dict())
+    parametrizations.spectral_norm(ours, n_power_iterations=100, dim=1)
+    parametrizations.spectral_norm(theirs, n_power_iterations=100)
+    torch.testing.assert_close(ours.weight, theirs.weight, rtol=1e-4, atol=1e-6)
+
+
+def test_a_residual_block_adds_in_place_after_batch_norm():
+    """torchvision's BasicBlock, ``out = bn2(conv2(...)); out += identity; relu``, trains with
+    cplxnet's layers (``zrelu`` as the in-place-free nonlinearity) and gives the gradients of
+    the out-of-place sum."""
+
+    def run(in_place: bool):
+        torch.manual_seed(0)
+        conv, bn = cnn.Conv2d(2, 2, 3, padding=1), cnn.BatchNorm2d(2)
+        leaf = torch.randn(2, 2, 5, 5, dtype=torch.complex64, requires_grad=True)
+        x = leaf * 1
+        out = bn(conv(x))
+        if in_place:
+            out += x
+        else:
+            out = out + x
+        (cnn.ZReLU()(out).abs() ** 2).sum().backward()
+        return [leaf.grad, *(p.grad for p in [*conv.parameters(), *bn.parameters()])]
+
+    for a, b in zip(run(False), run(True)):
+        torch.testing.assert_close(b, a)
+
+
+def test_torch_utilities_that_refuse_complex_parameters():
+    """What the README says torch's utilities cannot do with complex parameters (torch's own
+    complex layers alike): ``weight_norm``, ``clip_grad_value_``, ``GradScaler``, and the legacy
+    ``nn.utils.spectral_norm`` normalises to the wrong scale. A test that starts failing means
+    torch added the support: update the README."""
+    torch.manual_seed(0)
+    with pytest.raises(RuntimeError):
+        parametrizations.weight_norm(cnn.Linear(4, 3))(torch.randn(2, 4, dtype=torch.complex64))
+    lin = cnn.Linear(4, 3)
+    lin(torch.randn(2, 4, dtype=torch.complex64)).abs().sum().backward()
+    with pytest.raises(RuntimeError, match="complex"):
+        nn.utils.clip_grad_value_(lin.parameters(), 0.1)
+    scaler, step = torch.amp.GradScaler("cpu"), torch.optim.SGD(lin.parameters(), lr=0.1)
+    lin.zero_grad()
+    scaler.scale(lin(torch.randn(2, 4, dtype=torch.complex64)).abs().sum()).backward()
+    with pytest.raises(RuntimeError, match="not implemented for 'Complex"):
+        scaler.step(step)
+    legacy = nn.utils.spectral_norm(cnn.Linear(5, 3, dtype=torch.complex128), n_power_iterations=50)
+    for _ in range(20):
+        legacy(torch.randn(2, 5, dtype=torch.complex128))
+    assert abs(torch.linalg.matrix_norm(legacy.weight.detach(), ord=2).item() - 1) > 0.01
