@@ -156,10 +156,10 @@ def test_a_residual_block_adds_in_place_after_batch_norm():
 
 
 def test_torch_utilities_that_refuse_complex_parameters():
-    """What the README says torch's utilities cannot do with complex parameters (torch's own
-    complex layers alike): ``weight_norm``, ``clip_grad_value_``, ``GradScaler``, and the legacy
-    ``nn.utils.spectral_norm`` normalises to the wrong scale. A test that starts failing means
-    torch added the support: update the README."""
+    """Torch's utilities that refuse complex parameters (its own complex layers alike), as the
+    README names them: ``weight_norm``, ``clip_grad_value_``, ``GradScaler``; and the hook-based
+    ``nn.utils.spectral_norm`` normalises to the wrong scale (``parametrizations`` is right). A
+    test that starts failing means torch added the support: update the README."""
     torch.manual_seed(0)
     with pytest.raises(RuntimeError):
         parametrizations.weight_norm(cnn.Linear(4, 3))(torch.randn(2, 4, dtype=torch.complex64))
@@ -172,7 +172,7 @@ def test_torch_utilities_that_refuse_complex_parameters():
     scaler.scale(lin(torch.randn(2, 4, dtype=torch.complex64)).abs().sum()).backward()
     with pytest.raises(RuntimeError, match="not implemented for 'Complex"):
         scaler.step(step)
-    legacy = nn.utils.spectral_norm(cnn.Linear(5, 3, dtype=torch.complex128), n_power_iterations=50)
+    hooked = nn.utils.spectral_norm(cnn.Linear(5, 3, dtype=torch.complex128), n_power_iterations=50)
     for _ in range(20):
-        legacy(torch.randn(2, 5, dtype=torch.complex128))
-    assert abs(torch.linalg.matrix_norm(legacy.weight.detach(), ord=2).item() - 1) > 0.01
+        hooked(torch.randn(2, 5, dtype=torch.complex128))
+    assert abs(torch.linalg.matrix_norm(hooked.weight.detach(), ord=2).item() - 1) > 0.01
