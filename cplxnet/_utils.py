@@ -323,20 +323,19 @@ def as_complex(x: torch.Tensor) -> torch.Tensor:
 
 
 def function_output(out: torch.Tensor, *inputs: object) -> torch.Tensor:
-    """``out``, returned by an ``autograd.Function``'s forward, as a tensor autograd does not
-    take for a view. Autograd refuses in-place ops on a Function's outputs that are views
-    ("Output 0 of ... is a view and is being modified inplace"), so ``y += identity`` after a
-    layer (a residual block) would fail where torch's layers allow it. A view of a tensor made in
-    the forward is detached from its base (no copy); a view of an input is copied, so that an
-    in-place op on the output cannot change the input behind autograd's back."""
-    if not out._is_view():
-        return out
-    base = out._base
-    of_input = any(
-        isinstance(t, torch.Tensor) and (t is base or (t._is_view() and t._base is base))
-        for t in inputs
-    )
-    return out.clone() if of_input else out.detach()
+    """``out``, returned by an ``autograd.Function``'s forward, as a tensor of its own memory
+    that autograd does not take for a view. Autograd refuses in-place ops on a Function's outputs
+    that are views ("Output 0 of ... is a view and is being modified inplace"), so ``y +=
+    identity`` after a layer (a residual block) would fail where torch's layers allow it. An
+    output in the memory of a tensor input (a view of it, or under ``torch.inference_mode``,
+    which records no views, the input reshaped) is copied, so that an in-place op on it cannot
+    change the input; a view of a tensor made in the forward is detached from its base (no
+    copy)."""
+    memory = out.untyped_storage().data_ptr()
+    if any(isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() == memory
+           for t in inputs):  # fmt: skip
+        return out.clone()
+    return out.detach() if out._is_view() else out
 
 
 class _RealView(torch.autograd.Function):

@@ -28,7 +28,7 @@ def spawn_ranks(fn: Callable[..., None], args: tuple[Any, ...], nprocs: int = 2,
     """``fn(rank, *args)`` in ``nprocs`` spawned processes; a rank's exception is raised as
     :func:`torch.multiprocessing.spawn` raises it, and after ``timeout`` seconds every rank is
     killed and the test fails with ``hang`` (each rank dumps its stacks a few seconds before)."""
-    dump_after = max(timeout - _DUMP_BEFORE_KILL, 1.0)
+    dump_after = timeout - min(_DUMP_BEFORE_KILL, timeout / 5)
     context = mp.start_processes(_with_stack_dump, args=(fn, dump_after, *args), nprocs=nprocs,
                                  join=False, start_method="spawn")  # fmt: skip
     deadline = time.monotonic() + timeout

@@ -160,3 +160,21 @@ def test_a_function_output_that_views_its_input_is_copied_and_others_are_not():
     internal = torch.ones(4)
     view = internal[:2]
     assert function_output(view).data_ptr() == view.data_ptr()  # detached, not copied
+
+
+def test_an_output_in_the_input_s_memory_leaves_the_input_alone_under_inference_mode():
+    """``Upsample(scale_factor=1)`` returns its input's values: an in-place op on the output
+    never changes the input, with gradients on and under ``torch.inference_mode`` (which records
+    no views)."""
+    import cplxnet.nn as cnn
+
+    x = torch.randn(1, 2, 4, dtype=torch.complex64)
+    with torch.inference_mode():
+        inner = x.clone()
+        cnn.Upsample(scale_factor=1)(inner).add_(1)
+        assert torch.equal(inner, x)
+    leaf = x.clone().requires_grad_()
+    out = cnn.Upsample(scale_factor=1)(leaf)
+    out.add_(1)
+    out.abs().sum().backward()
+    assert torch.equal(leaf.detach(), x) and leaf.grad is not None

@@ -215,6 +215,10 @@ def test_one_encoding_in_two_number_fields_or_at_other_values_is_allowed(capsys)
                       "complex-order:phase=false,complex-order"):  # fmt: skip
         assert main([*LM, "--encodings", encodings, "--seeds", "1", "--dry-run"]) == 0, encodings
     assert "2 cells" in capsys.readouterr().out
+    # phase=1 is not its default True (a bool): the option's own error, not "one encoding"
+    err = one_error(capsys, [*LM, "--encodings", "complex-order:phase=1,complex-order",
+                             "--dry-run"], 1)  # fmt: skip
+    assert "option phase must be true or false, got 1" in err
 
 
 @pytest.mark.parametrize(

@@ -165,13 +165,19 @@ def test_split_is_contiguous_90_5_5_with_a_training_vocabulary(tmp_path):
     assert set(data.vocab.itos) == {"<pad>", "<unk>", "a", "b", "c"}
     assert data.unknown_test == int((data.test == 1).sum()) == len(data.test) == 108
     assert data.summary().endswith(
-        "vocabulary 5; 108 test characters (100.0%) never occur in training and are scored as <unk>"
+        "vocabulary 5; 108 test characters (100.0%) are not in the training vocabulary and are "
+        "scored as <unk>"
     ), data.summary()
     path.write_text("the cat sat on the mat\n" * 100, encoding="utf-8")
     words = prepare_lm_data(str(path), "word", context=4)
     assert words.sizes() == {"train": 540, "dev": 30, "test": 30}
     assert words.vocab.decode(words.test[:4]) == ["the", "cat", "sat", "on"]
     assert words.unknown_test == 0 and words.summary().endswith("contiguous 90/5/5), vocabulary 7")
+    # a word corpus with its own <unk> (PTB, WikiText-2): the token, not a stranger
+    path.write_text("the <unk> sat on the mat\n" * 99 + "a <unk> zebra\n", encoding="utf-8")
+    ptb = prepare_lm_data(str(path), "word", context=4)
+    assert ptb.vocab.itos.count("<unk>") == 1 and int((ptb.train == 1).sum()) == 90
+    assert ptb.unknown_test == 2 and "2 test words (6.5%) are not in the training" in ptb.summary()
 
 
 def test_vocab_round_trip(tmp_path):

@@ -161,7 +161,7 @@ def test_torch_utilities_that_refuse_complex_parameters():
     ``nn.utils.spectral_norm`` normalises to the wrong scale (``parametrizations`` is right). A
     test that starts failing means torch added the support: update the README."""
     torch.manual_seed(0)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="not implemented for 'Complex"):
         parametrizations.weight_norm(cnn.Linear(4, 3))(torch.randn(2, 4, dtype=torch.complex64))
     lin = cnn.Linear(4, 3)
     lin(torch.randn(2, 4, dtype=torch.complex64)).abs().sum().backward()

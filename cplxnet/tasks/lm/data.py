@@ -104,7 +104,8 @@ class TokenVocab:
     def build(cls, pieces: Sequence[str], extra: Sequence[str] = ()) -> TokenVocab:
         counts = Counter(pieces)
         ordered = sorted(counts, key=lambda t: (-counts[t], t))
-        return cls([PAD, UNK, *extra, *[t for t in ordered if t not in extra]])
+        special = {PAD, UNK, *extra}  # a corpus's own "<unk>" (PTB, WikiText) is the token
+        return cls([PAD, UNK, *extra, *[t for t in ordered if t not in special]])
 
     def __len__(self) -> int:
         return len(self.itos)
@@ -162,8 +163,8 @@ class LMData:
         unknown = ""
         if self.unknown_test:  # tokens the training split never had: scored as <unk>
             share = 100 * self.unknown_test / max(s["test"], 1)
-            unknown = (f"; {self.unknown_test:,} test {unit} ({share:.1f}%) never occur in "
-                       "training and are scored as <unk>")  # fmt: skip
+            unknown = (f"; {self.unknown_test:,} test {unit} ({share:.1f}%) are not in the "
+                       "training vocabulary and are scored as <unk>")  # fmt: skip
         return (
             f"corpus {self.source}: {s['train']:,} / {s['dev']:,} / {s['test']:,} {unit} "
             f"(train / dev / test, contiguous 90/5/5), vocabulary {len(self.vocab)}{unknown}"
@@ -233,6 +234,7 @@ def prepare_lm_data(
     if vocab is None:
         vocab = TokenVocab.build(pieces[:a])
     test = vocab.encode(pieces[b:])
+    unknown = sum(t not in vocab.stoi for t in pieces[b:])  # a literal "<unk>" is no stranger
     return LMData(
         source=source,
         tokens=tokens,
@@ -240,7 +242,7 @@ def prepare_lm_data(
         train=vocab.encode(pieces[:a]),
         dev=vocab.encode(pieces[a:b]),
         test=test,
-        unknown_test=int((test == 1).sum()),
+        unknown_test=unknown,
     )
 
 
