@@ -81,7 +81,7 @@ def test_top_k_from_the_command_line(run, capsys):
 
 @pytest.mark.slow
 def test_ctrl_c_keeps_the_text_so_far(run):
-    env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "cplxnet", "generate", run, "the", "--max-new-tokens",
          "1000000000", "--threads", "1"],
@@ -94,7 +94,13 @@ def test_ctrl_c_keeps_the_text_so_far(run):
             got += os.read(proc.stdout.fileno(), 64)
         assert len(got) >= 20 and proc.poll() is None
         proc.send_signal(signal.SIGINT)
-        rest, err = proc.communicate(timeout=60)
+        try:
+            rest, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # show where it waits: faulthandler dumps on SIGABRT
+            proc.send_signal(signal.SIGABRT)
+            _, err = proc.communicate(timeout=30)
+            pytest.fail("generate did not end within 60 s of Ctrl-C; its stacks:\n"
+                        + err.decode(errors="replace")[-4000:])  # fmt: skip
     finally:
         if proc.poll() is None:
             proc.kill()
