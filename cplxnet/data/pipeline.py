@@ -150,7 +150,7 @@ class PreparedData:
 
 
 def _same_file(a: str, b: str) -> bool:
-    """Whether the paths ``a`` and ``b`` name one existing file (a bundled name is no file)."""
+    """Whether the paths ``a`` and ``b`` name one existing file."""
     try:
         return os.path.samefile(a, b)
     except (OSError, ValueError):
@@ -171,7 +171,7 @@ def load_splits(spec: DataSpec) -> Splits:
             "its own format; drop the option(s) or give --data FILE"
         )
     for name, path in (("dev", spec.dev), ("test", spec.test)):
-        if path is not None and _same_file(spec.data, path):
+        if path is not None and spec.data not in BUNDLED and _same_file(spec.data, path):
             raise DataError(
                 f"--{name} {path} is the --data file, so its examples would also be trained on; "
                 f"give a held-out {name} file, or drop --{name} (a part of --data is then held out)"

@@ -202,6 +202,9 @@ def test_a_dev_or_test_file_that_is_the_data_file_is_refused(tmp_path, monkeypat
             rf"would also be trained on; give a held-out {name} file",
         ):
             prepare_data(DataSpec(data=data, **{name: same}))
+    (tmp_path / "mr").write_bytes(Path(data).read_bytes())  # a file named as bundled MR
+    with pytest.raises(DataError, match="cannot tell the format"):  # read, not "is the --data"
+        prepare_data(DataSpec(data="mr", **{name: "mr"}))
     (tmp_path / "held").mkdir()
     other = _toy(tmp_path / "held", {"pos": ["good"] * 3, "neg": ["bad"] * 3})
     assert len(prepare_data(DataSpec(data=data, **{name: other})).train) > 0
