@@ -9,6 +9,9 @@
 * :func:`without_autocast`: the decorator that keeps cplxnet's layers out of autocast on complex
   input (as torch's complex ops), for a layer of your own computed on real kernels.
 * :func:`count_parameters`: complex and real parameters of a model, and their total in reals.
+* :func:`parameters_to_vector`, :func:`vector_to_parameters`: torch's utilities of those names
+  on one real vector, each complex parameter as its (re, im) pairs; torch's concatenate into
+  one complex vector and write it back, so they turn a model's real parameters complex.
 * :func:`update_bn`, :func:`replace_all_batch_norm_modules_`: torch's batch-norm utilities
   (``torch.optim.swa_utils.update_bn``, ``torch.func.replace_all_batch_norm_modules_``), which
   find only ``torch.nn``'s batch norms, for cplxnet's complex ``BatchNorm1d/2d/3d`` and
@@ -22,11 +25,13 @@ import torch
 from torch import nn
 
 from ._utils import (
+    as_complex,
     check_choice,
     check_indices,
     check_mask,
     is_tracing,
     pack,
+    real_dtype,
     unpack,
     without_autocast,
 )
@@ -41,6 +46,8 @@ __all__ = [
     "without_autocast",
     "count_parameters",
     "ParameterCount",
+    "parameters_to_vector",
+    "vector_to_parameters",
     "update_bn",
     "replace_all_batch_norm_modules_",
 ]
@@ -92,6 +99,58 @@ def count_parameters(model: nn.Module, trainable_only: bool = True) -> Parameter
         else:
             n_real += p.numel()
     return ParameterCount(n_complex, n_real, 2 * n_complex + n_real)
+
+
+def parameters_to_vector(parameters: Iterable[torch.Tensor]) -> torch.Tensor:
+    """One real 1-D vector of ``parameters``: a complex parameter contributes its interleaved
+    (re, im) pairs (``torch.view_as_real``), a real one its values, in order. Unlike
+    ``torch.nn.utils.parameters_to_vector`` (one complex vector when any parameter is complex),
+    it keeps a model's real and complex parameters apart; its length is
+    :func:`count_parameters`'s ``total_real`` for a model without packed tables.
+
+    Examples::
+
+        >>> import cplxnet.nn as cnn
+        >>> model = torch.nn.Sequential(cnn.Linear(3, 2), cnn.LayerNorm(2))
+        >>> vec = parameters_to_vector(model.parameters())
+        >>> vec.dtype, vec.numel()  # Linear: 2 x (6 + 2); LayerNorm: 2 x 2 real gains, 2 x 2
+        (torch.float32, 24)
+        >>> vector_to_parameters(vec * 0, model.parameters())
+        >>> [p.dtype for p in model.parameters()]
+        [torch.complex64, torch.complex64, torch.float32, torch.complex64]
+    """
+    parts = [(torch.view_as_real(p) if p.is_complex() else p).reshape(-1) for p in parameters]
+    if not parts:
+        raise ValueError("parameters_to_vector: no parameters given")
+    return torch.cat(parts)
+
+
+def vector_to_parameters(vec: torch.Tensor, parameters: Iterable[torch.Tensor]) -> None:
+    """Write the real 1-D ``vec`` of :func:`parameters_to_vector` back into ``parameters``: each
+    takes its slice (a complex one its (re, im) pairs) in its own dtype, so real parameters stay
+    real. As torch's ``vector_to_parameters``, a parameter's ``.data`` becomes a view of ``vec``
+    where the layout allows it (a complex one at an odd offset gets a copy)."""
+    if not isinstance(vec, torch.Tensor) or vec.dim() != 1 or vec.is_complex():
+        what = f"{vec.dtype} {tuple(vec.shape)}" if isinstance(vec, torch.Tensor) else type(vec)
+        raise ValueError(
+            f"vector_to_parameters: expected a real 1-D tensor, got {what}; pass the vector of "
+            "cplxnet.utils.parameters_to_vector"
+        )
+    params = list(parameters)
+    sizes = [p.numel() * (2 if p.is_complex() else 1) for p in params]
+    if sum(sizes) != vec.numel():
+        raise ValueError(
+            f"vector_to_parameters: the parameters hold {sum(sizes):,} reals, the vector "
+            f"{vec.numel():,}; pass the vector of parameters_to_vector over the same parameters"
+        )
+    start = 0
+    for p, size in zip(params, sizes):
+        part = vec[start : start + size]
+        start += size
+        if p.is_complex():
+            p.data = as_complex(part.to(real_dtype(p.dtype)).view(*p.shape, 2))
+        else:
+            p.data = part.to(p.dtype).view_as(p)
 
 
 def _batch_norms(model: nn.Module) -> list[nn.Module]:

@@ -176,3 +176,34 @@ def test_torch_utilities_that_refuse_complex_parameters():
     for _ in range(20):
         hooked(torch.randn(2, 5, dtype=torch.complex128))
     assert abs(torch.linalg.matrix_norm(hooked.weight.detach(), ord=2).item() - 1) > 0.01
+
+
+def test_parameters_to_vector_keeps_real_parameters_real():
+    """``cplxnet.utils.parameters_to_vector`` / ``vector_to_parameters``: one real vector
+    (complex parameters as (re, im) pairs, ``count_parameters``' total in reals) that writes
+    back in each parameter's dtype; torch's pair turns a norm's real gains complex."""
+    from cplxnet.utils import count_parameters, parameters_to_vector, vector_to_parameters
+
+    def model():
+        torch.manual_seed(0)
+        return nn.Sequential(cnn.Linear(3, 5), cnn.LayerNorm(5), cnn.Linear(5, 2, bias=False))
+
+    ours, theirs = model(), model()
+    scale = nn.Parameter(torch.ones(3))  # 3 reals first: the complex ones at odd offsets (copies)
+    params = [scale, *ours.parameters()]
+    x = torch.randn(4, 3, dtype=torch.complex64)
+    before = [p.detach().clone() for p in params]
+    vec = parameters_to_vector(params)
+    assert vec.dtype == torch.float32 and vec.numel() == count_parameters(ours).total_real + 3 == 83
+    vector_to_parameters(2 * vec, params)
+    for p, old in zip(params, before):
+        assert p.dtype == old.dtype and torch.equal(p, 2 * old)
+    ours(x)  # still runs
+    nn.utils.vector_to_parameters(nn.utils.parameters_to_vector(theirs.parameters()),
+                                  theirs.parameters())  # fmt: skip
+    assert theirs[1].weight.is_complex()  # torch's: the real gains became complex
+    for bad, message in [(vec[:-1], "the parameters hold 83 reals, the vector 82"),
+                         (vec.to(torch.complex64), "expected a real 1-D tensor"),
+                         (vec[None], "expected a real 1-D tensor")]:  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            vector_to_parameters(bad, params)
