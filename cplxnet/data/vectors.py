@@ -38,6 +38,17 @@ class WordVectors:
         return int(self.found.sum())
 
 
+def _gzip_damage(path: str) -> str | None:
+    """Why the gzip file ``path`` does not inflate to its end with a matching CRC, or ``None``."""
+    try:
+        with gzip.open(path, "rb") as fh:
+            while fh.read(1 << 20):
+                pass
+    except (OSError, EOFError, zlib.error) as err:
+        return str(err)
+    return None
+
+
 def read_word_vectors(path: str, vocab: Vocab, dtype: torch.dtype = torch.float32) -> WordVectors:
     """Read a text file of word vectors and pick the rows of ``vocab``'s words.
 
@@ -118,7 +129,15 @@ def read_word_vectors(path: str, vocab: Vocab, dtype: torch.dtype = torch.float3
                     )
                 if is_exact:
                     exact.add(index)
-    except UnicodeDecodeError:
+    except (DataError, UnicodeDecodeError) as err:
+        damage = _gzip_damage(path) if path.endswith(".gz") else None
+        if damage is not None:  # a damaged .gz can inflate to garbage before its CRC fails
+            raise DataError(
+                f"{path}: cannot read the word-vector file after line {number} ({damage}); "
+                "give a complete file (a .gz name must hold gzip data)"
+            ) from None
+        if isinstance(err, DataError):
+            raise
         raise DataError(
             f"{path}: bytes that are not UTF-8 (line {number + 1}); word-vector files must be "
             "UTF-8 text (binary word2vec files are not supported: convert them to text first)"

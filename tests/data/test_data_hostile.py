@@ -287,7 +287,13 @@ def test_a_damaged_gzip_vector_file(tmp_path):
     cut = write(tmp_path / "cut.txt.gz", whole[: len(whole) // 2])
     plain = write(tmp_path / "plain.txt.gz", "good 1 2\n")
     bad = write(tmp_path / "bad.txt.gz", _damaged_gzip(content))
-    for path in (cut, plain, bad):
+    stored = bytearray(gzip.compress(content, compresslevel=0))  # inflates to garbage: CRC last
+    stored[stored.index(b"w2500 2500") + 5] = ord("x")  # "w2500x2500 2": one number, not 2
+    garbled = write(tmp_path / "garbled.txt.gz", bytes(stored))
+    sound = write(tmp_path / "sound.txt.gz", gzip.compress(b"good 1 2\nfilm 1\n"))
+    with pytest.raises(DataError, match=r"sound\.txt\.gz line 2: 1 numbers where"):  # not damage
+        read_word_vectors(sound, VOCAB)
+    for path in (cut, plain, bad, garbled):
         with pytest.raises(DataError, match=r"\.txt\.gz: cannot read the word-vector file after "
                                             r"line \d+ \(.*\); give a complete file"):  # fmt: skip
             read_word_vectors(path, VOCAB)
