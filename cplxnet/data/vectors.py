@@ -130,23 +130,25 @@ def read_word_vectors(path: str, vocab: Vocab, dtype: torch.dtype = torch.float3
                 if is_exact:
                     exact.add(index)
     except (DataError, UnicodeDecodeError) as err:
+        # a damaged .gz can inflate to garbage before its CRC fails: the damage is the cause
         damage = _gzip_damage(path) if path.endswith(".gz") else None
-        if damage is not None:  # a damaged .gz can inflate to garbage before its CRC fails
-            raise DataError(
-                f"{path}: cannot read the word-vector file after line {number} ({damage}); "
-                "give a complete file (a .gz name must hold gzip data)"
-            ) from None
-        if isinstance(err, DataError):
+        if damage is None and isinstance(err, DataError):
             raise
-        raise DataError(
-            f"{path}: bytes that are not UTF-8 (line {number + 1}); word-vector files must be "
-            "UTF-8 text (binary word2vec files are not supported: convert them to text first)"
-        ) from None
+        if damage is None:
+            raise DataError(
+                f"{path}: bytes that are not UTF-8 (line {number + 1}); word-vector files must "
+                "be UTF-8 text (binary word2vec files are not supported: convert them to text "
+                "first)"
+            ) from None
     except (OSError, EOFError, zlib.error) as err:  # a damaged .gz, a read error
+        damage = str(err)
+    else:
+        damage = None
+    if damage is not None:
         raise DataError(
-            f"{path}: cannot read the word-vector file after line {number} ({err}); give a "
+            f"{path}: cannot read the word-vector file after line {number} ({damage}); give a "
             "complete file (a .gz name must hold gzip data)"
-        ) from None
+        )
     if dim is None:
         raise DataError(f"{path}: the word-vector file is empty")
     table = torch.zeros(len(vocab), dim, dtype=dtype)

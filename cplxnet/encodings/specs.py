@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .registry import kind_error, parse_value
@@ -346,7 +346,7 @@ def check_distinct(specs: Iterable[tuple[EncodingSpec, Hashable]]) -> None:
 
 
 def _without_defaults(spec: EncodingSpec) -> str:
-    """``spec`` as a string with the options at their encoding's default dropped."""
+    """:attr:`EncodingSpec.canonical` of ``spec`` without the options at their default."""
     import inspect
 
     from cplxnet.encodings import encoding_option_parameters
@@ -363,8 +363,7 @@ def _without_defaults(spec: EncodingSpec) -> str:
         return isinstance(value, bool) == isinstance(p.default, bool) and value == p.default
 
     options = {k: v for k, v in spec.options.items() if not at_default(k, v)}
-    return repr((spec.name, sorted(options.items()), sorted(spec.model.items()),
-                 sorted(spec.evaluation.items())))  # fmt: skip
+    return replace(spec, options=options).canonical
 
 
 def parse_sets(

@@ -234,7 +234,7 @@ def prepare_lm_data(
     if vocab is None:
         vocab = TokenVocab.build(pieces[:a])
     test = vocab.encode(pieces[b:])
-    unknown = sum(t not in vocab.stoi for t in pieces[b:])  # a literal "<unk>" is no stranger
+    unknown = int((test == 1).sum()) - pieces[b:].count(UNK)  # a literal "<unk>" is the token
     return LMData(
         source=source,
         tokens=tokens,

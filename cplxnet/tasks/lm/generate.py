@@ -247,7 +247,7 @@ def _check_prompt_ids(prompts: torch.Tensor, vocab: int | None) -> None:
     of the prompt's smallest and largest id, before the first step)."""
     if vocab is None:
         return
-    low, high = int(prompts.min()), int(prompts.max())
+    low, high = torch.stack(torch.aminmax(prompts)).tolist()
     if low < 0 or high >= vocab:
         raise ValueError(
             f"generate: prompt ids must be ids of the model's {vocab} tokens (0 to {vocab - 1}), "
