@@ -22,8 +22,14 @@ The output folder is only ever written by inspect: it holds a ``.cplxnet-inspect
 files inspect wrote, and a folder with any other file is refused (nothing else is overwritten).
 Each file is written atomically (a temporary file in the folder, then ``os.replace``) after its
 name is added to the list, so the folder never holds a half-written file or one the list lacks;
-a full disk is one line naming the folder, and an inspect that fails removes the folder if it
-created it.
+a full disk is one line naming the folder, and an inspect that fails removes the folder (and the
+folders above it) if it created them.
+
+Inspect owns its output folder while it runs (:func:`~cplxnet.engine.runs.run_lock`):
+the default ``RUN/inspect`` lies inside the run folder, so it takes the run's own lock and is
+refused while a ``train`` (new, ``--force`` or ``--resume``) or another inspect holds that run;
+a ``--out`` folder elsewhere takes the lock ``.NAME.lock`` beside it. Reading the run needs no
+lock, so ``--out`` elsewhere inspects a run whose training is still going.
 
 Examples::
 
@@ -45,8 +51,9 @@ import torch
 from torch import nn
 
 from .engine.files import disk_full, replace_atomically
+from .engine.folder_lock import FolderLock
 from .engine.metrics import evaluating
-from .engine.runs import INSPECT_MARKER, TEMP_PREFIX, RunError
+from .engine.runs import INSPECT_MARKER, TEMP_PREFIX, RunError, run_lock
 
 __all__ = ["inspect_run", "attention_by_distance", "bias_by_distance"]
 
@@ -433,24 +440,53 @@ def inspect_run(run_dir: str, out: str | None = None, *, samples: int = 8) -> st
     if not 1 <= samples <= MAX_SAMPLES:
         raise RunError(f"--samples must be 1 to {MAX_SAMPLES:,}, got {samples:,}")
     run = _load(run_dir, samples)
-    path = out or os.path.join(run_dir, "inspect")
-    created = not os.path.isdir(path)
+    path = os.path.normpath(out or os.path.join(run_dir, "inspect"))
+    made = _missing_folders(path)  # deepest first: what a failed inspect removes again
     output: _Output | None = None
     try:
-        output = _Output(path, _prepare_out(path))
-        _inspect(run, run_dir, output, samples)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with _output_lock(run_dir, path):
+            output = _Output(path, _prepare_out(path))
+            _inspect(run, run_dir, output, samples)
     except BaseException as err:
-        if created and output is not None:  # a failed inspect leaves no folder it made
-            output.remove_all()
+        if made:  # a failed inspect leaves no folder it made
+            if output is not None:
+                output.remove_all()
+            for folder in made:
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder)
         if isinstance(err, Exception) and disk_full(err):
             where = os.path.abspath(path)
-            what = f"writing {output.current} in {where}" if output else f"creating {where}"
+            what = (
+                f"writing {output.current} in {where}"
+                if output
+                else f"{'creating' if made else 'taking the lock of'} {where}"
+            )
             raise RunError(
                 f"no space left on device: {what} failed (nothing half-written is left there): "
                 "free space on that disk, then run cplxnet inspect again"
             ) from None
         raise
     return os.path.join(path, "inspect.md")
+
+
+def _missing_folders(path: str) -> list[str]:
+    """``path`` and the folders above it that do not exist yet, deepest first."""
+    missing, folder = [], os.path.abspath(path)
+    while not os.path.lexists(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    return missing
+
+
+def _output_lock(run_dir: str, path: str) -> FolderLock:
+    """The lock inspect holds while it writes ``path``: the run's own lock for a folder inside
+    the run (the default ``RUN/inspect``), else ``.NAME.lock`` beside ``path``."""
+    if os.path.dirname(os.path.realpath(path)) == os.path.realpath(run_dir):
+        folder, fix = run_dir, "wait for it to end, or write the plots elsewhere with --out"
+    else:
+        folder, fix = path, "wait for it to end, or choose another --out"
+    return run_lock(folder, fix)
 
 
 def _inspect(run: _Run, run_dir: str, out: _Output, samples: int) -> None:

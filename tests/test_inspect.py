@@ -160,10 +160,11 @@ def full_disk_error(capsys, argv, folder) -> str:
     return err
 
 
-# the writes of a classifier's inspect into a new folder: the list, complex_order.png, the list,
-# attention_L.png, the list, bias_L.png, the list, inspect.md, the final list
-@pytest.mark.parametrize("call", [2, pytest.param(1, marks=pytest.mark.slow),
-                                  pytest.param(9, marks=pytest.mark.slow)])  # fmt: skip
+# the writes of a classifier's inspect into a new folder: the lock file beside it, the list,
+# complex_order.png, the list, attention_L.png, the list, bias_L.png, the list, inspect.md, the
+# final list
+@pytest.mark.parametrize("call", [3, pytest.param(2, marks=pytest.mark.slow),
+                                  pytest.param(10, marks=pytest.mark.slow)])  # fmt: skip
 def test_a_full_disk_leaves_no_folder_it_made(classifier_run, tmp_path, capsys, monkeypatch,
                                               call):  # fmt: skip
     out = tmp_path / "figures"
@@ -174,10 +175,10 @@ def test_a_full_disk_leaves_no_folder_it_made(classifier_run, tmp_path, capsys, 
     assert main(["inspect", classifier_run, "--out", str(out), "--samples", "2"]) == 0
 
 
-# into a folder a previous inspect wrote, the names are listed already: complex_order.png,
-# attention_L.png, bias_L.png, inspect.md, the final list
-@pytest.mark.parametrize("call", [2, pytest.param(1, marks=pytest.mark.slow),
-                                  pytest.param(5, marks=pytest.mark.slow)])  # fmt: skip
+# into a folder a previous inspect wrote, the names are listed already: the lock file,
+# complex_order.png, attention_L.png, bias_L.png, inspect.md, the final list
+@pytest.mark.parametrize("call", [3, pytest.param(2, marks=pytest.mark.slow),
+                                  pytest.param(6, marks=pytest.mark.slow)])  # fmt: skip
 def test_a_full_disk_in_a_folder_inspect_wrote(classifier_run, tmp_path, capsys, monkeypatch,
                                                call):  # fmt: skip
     out = tmp_path / "figures"
@@ -195,6 +196,26 @@ def test_a_full_disk_in_a_folder_inspect_wrote(classifier_run, tmp_path, capsys,
         assert (out / failed).read_bytes() == before[failed]  # the failed file as it was
     assert main(["inspect", classifier_run, "--out", str(out)]) == 0  # space again: it goes on
     assert "on 8 random token sequences" in (out / "inspect.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("exists", [False, True])
+def test_a_full_disk_at_the_lock_leaves_no_file_or_folder(classifier_run, tmp_path, capsys,
+                                                          monkeypatch, exists):  # fmt: skip
+    """The lock file's write failing (the first write of an inspect) is one line; the lock file
+    and the folders inspect made (here two levels) are gone, and a folder that was there stays."""
+    out = tmp_path / "figures" / "trec"
+    if exists:
+        assert main(["inspect", classifier_run, "--out", str(out), "--samples", "2"]) == 0
+    before = sorted(os.listdir(out)) if exists else None
+    fsyncs_fail_from(monkeypatch, 1)
+    assert main(["inspect", classifier_run, "--out", str(out), "--samples", "2"]) == 1
+    err = capsys.readouterr().err
+    what = "taking the lock of" if exists else "creating"
+    assert f"no space left on device: {what} {out} failed" in err and err.count("\n") == 1
+    if exists:
+        assert sorted(os.listdir(out)) == before and os.listdir(out.parent) == ["trec"]
+    else:
+        assert os.listdir(tmp_path) == []
 
 
 def test_a_half_written_plot_is_never_left(classifier_run, tmp_path, capsys, monkeypatch):
@@ -339,3 +360,59 @@ def test_bias_by_distance_of_a_model_without_is_causal_keeps_both_sides():
     model = build_model(config)
     bias = bias_by_distance(model, 4)
     assert bias.shape == (2, 7) and not bias.isnan().any()
+
+
+def test_inspect_owns_its_folder_while_it_writes(classifier_run, tmp_path, capsys):
+    """The default RUN/inspect takes the run's own lock: refused while another command holds the
+    run (as a training does), with nothing made; --out elsewhere still reads the run. A --out
+    folder held by another inspect is refused too. No lock file is left after a run."""
+    from cplxnet.engine import runs
+    from cplxnet.engine.folder_lock import FolderLock
+    from cplxnet.engine.runs import RunError
+
+    run = tmp_path / "run"
+    shutil.copytree(classifier_run, run)
+    out = tmp_path / "figures" / "trec"
+    out.parent.mkdir()  # where the other inspect's lock file is
+    before = sorted(os.listdir(tmp_path))
+    with runs.run_lock(str(run)):
+        assert main(["inspect", str(run), "--samples", "2"]) == 1
+        err = capsys.readouterr().err
+        assert f"{run} is in use by another cplxnet process (pid {os.getpid()}" in err
+        assert err.rstrip().endswith("write the plots elsewhere with --out")
+        assert err.count("\n") == 1 and not (run / "inspect").exists()
+        with FolderLock(runs._lock_path(str(out)), str(out), "cplxnet process", "-", RunError):
+            assert main(["inspect", str(run), "--out", str(out), "--samples", "2"]) == 1
+            err = capsys.readouterr().err
+            assert f"{out} is in use by another cplxnet process" in err and err.count("\n") == 1
+            assert err.rstrip().endswith("choose another --out") and not out.exists()
+        assert sorted(os.listdir(tmp_path)) == sorted([*before, ".run.lock"])
+        assert main(["inspect", str(run), "--out", str(out), "--samples", "2"]) == 0
+    assert main(["inspect", str(run), "--samples", "2"]) == 0
+    assert sorted(os.listdir(tmp_path)) == ["figures", "run"]  # no lock file left
+    assert os.listdir(tmp_path / "figures") == ["trec"]
+
+
+def test_a_training_of_the_run_is_refused_while_inspect_writes_into_it(
+    classifier_run, tmp_path, capsys, monkeypatch
+):
+    """While inspect writes RUN/inspect, `train --resume` of that run is refused; after it, the
+    training resumes."""
+    import cplxnet.inspect as insp
+
+    run = tmp_path / "run"
+    shutil.copytree(classifier_run, run)
+    os.remove(run / "results.json")  # an unfinished run, so --resume has work
+    real, codes = insp._inspect, []
+
+    def train_then_inspect(*args):
+        codes.append(main(["train", "--resume", str(run), "--quiet"]))
+        return real(*args)
+
+    monkeypatch.setattr(insp, "_inspect", train_then_inspect)
+    assert main(["inspect", str(run), "--samples", "2"]) == 0
+    err = capsys.readouterr().err
+    assert codes == [1] and f"{run} is in use by another cplxnet process" in err
+    monkeypatch.undo()
+    assert main(["train", "--resume", str(run), "--quiet"]) == 0
+    assert (run / "results.json").exists() and (run / "inspect" / "inspect.md").exists()

@@ -182,9 +182,15 @@ class FolderLock:
             if info is not None and info.get("legacy") and _alive(info["pid"]):
                 os.close(fd)  # a bare-pid lock (no flock) of a live process
                 self._refuse(info)
-            os.ftruncate(fd, 0)
-            os.write(fd, (json.dumps(_describe_self(self.label)) + "\n").encode("utf-8"))
-            os.fsync(fd)
+            try:
+                os.ftruncate(fd, 0)
+                os.write(fd, (json.dumps(_describe_self(self.label)) + "\n").encode("utf-8"))
+                os.fsync(fd)
+            except BaseException:  # a full disk: the file goes, as on release
+                with contextlib.suppress(OSError):
+                    os.remove(self.path)
+                os.close(fd)
+                raise
             self._fd = fd
             return self
         raise self.error(f"cannot lock {self.folder}: {self.path} keeps changing")

@@ -333,13 +333,14 @@ def _lock_path(path: str) -> str:
     return os.path.join(parent, f".{name}.lock")
 
 
-def run_lock(path: str) -> FolderLock:
+def run_lock(path: str, fix: str = _IN_USE_FIX) -> FolderLock:
     """The lock of the run folder ``path``: the file ``.NAME.lock`` beside it (it outlives the
     folder's replacement by ``--force``, and it exists before the folder does). Every command
     that writes or removes a run folder (a new run, ``--force``, ``--resume``) holds it from
     before its first change to its end; reading (``evaluate``, ``predict``) needs no lock.
-    See :class:`cplxnet.engine.folder_lock.FolderLock`."""
-    return FolderLock(_lock_path(path), path, "cplxnet process", _IN_USE_FIX, RunError)
+    ``fix`` ends the message of a refused command. See
+    :class:`cplxnet.engine.folder_lock.FolderLock`."""
+    return FolderLock(_lock_path(path), path, "cplxnet process", fix, RunError)
 
 
 def remove_run_files(path: str) -> bool:
