@@ -26,9 +26,9 @@ a full disk is one line naming the folder, and an inspect that fails removes the
 folders above it) if it created them.
 
 Inspect owns its output folder while it runs (:func:`~cplxnet.engine.runs.run_lock`):
-the default ``RUN/inspect`` lies inside the run folder, so it takes the run's own lock and is
-refused while a ``train`` (new, ``--force`` or ``--resume``) or another inspect holds that run;
-a ``--out`` folder elsewhere takes the lock ``.NAME.lock`` beside it. Reading the run needs no
+a folder directly inside the run folder (the default ``RUN/inspect``) takes the run's own lock
+and is refused while a ``train`` (new, ``--force`` or ``--resume``) or another inspect holds that
+run; a ``--out`` folder elsewhere takes the lock ``.NAME.lock`` beside it. Reading the run needs no
 lock, so ``--out`` elsewhere inspects a run whose training is still going.
 
 Examples::
@@ -480,8 +480,8 @@ def _missing_folders(path: str) -> list[str]:
 
 
 def _output_lock(run_dir: str, path: str) -> FolderLock:
-    """The lock inspect holds while it writes ``path``: the run's own lock for a folder inside
-    the run (the default ``RUN/inspect``), else ``.NAME.lock`` beside ``path``."""
+    """The lock inspect holds while it writes ``path``: the run's own lock for a folder directly
+    inside the run (the default ``RUN/inspect``), else ``.NAME.lock`` beside ``path``."""
     if os.path.dirname(os.path.realpath(path)) == os.path.realpath(run_dir):
         folder, fix = run_dir, "wait for it to end, or write the plots elsewhere with --out"
     else:
