@@ -250,13 +250,15 @@ class HasDtype:
     module with ``dtype=`` rather than converting it with ``module.to(dtype)`` (see
     :func:`check_dtype`).
 
-    Precision changes are refused: ``module.to(dtype)``, ``.double()``, ``.float()``,
-    ``.half()``, ``.bfloat16()`` and ``.type(dtype)`` raise a ``TypeError`` before any tensor is
-    converted if they would change the dtype of a parameter or buffer (torch would convert the
-    complex and the real parameters of a layer inconsistently, e.g. real norm gains to complex).
-    ``.to(module.dtype)`` (and ``.to(device, module.dtype)``, as generic training code calls
-    it) changes no dtype: the real parameters of a complex module stay real. Moving between
-    devices is unaffected. So ``dtype`` always matches the parameters.
+    A complex module refuses precision changes: ``module.to(dtype)``, ``.double()``,
+    ``.float()``, ``.half()``, ``.bfloat16()`` and ``.type(dtype)`` raise a ``TypeError`` before
+    any tensor is converted if they would change the dtype of a parameter or buffer (torch would
+    convert the complex and the real parameters of a layer inconsistently, e.g. real norm gains to
+    complex). ``.to(module.dtype)`` (and ``.to(device, module.dtype)``, as generic training code
+    calls it) changes no dtype: the real parameters of a complex module stay real. A module built
+    with a real dtype converts to another real floating dtype as torch's layers do (``dtype``
+    follows); to a complex dtype it is refused. Moving between devices is unaffected. So
+    ``dtype`` always matches the parameters.
     """
 
     _dtype: torch.dtype
@@ -269,15 +271,20 @@ class HasDtype:
     def _apply(self, fn, recurse=True):  # noqa: ANN001 - torch's signature
         seen = set()
         keep: dict[tuple, torch.device] = {}  # tensors .to(self.dtype) would make complex
+        converted = self._dtype if self._dtype.is_complex else _real_target(fn, self._dtype)
         for name, t in [*self.named_parameters(), *self.named_buffers()]:
             if (t.dtype, t.device) in seen:
                 continue
             seen.add((t.dtype, t.device))
             probe = fn(torch.empty(0, dtype=t.dtype, device=t.device))
             new = probe.dtype
-            if new != t.dtype and new == self._dtype:  # the module's own dtype: keep, move only
+            if new == t.dtype:
+                continue
+            if not self._dtype.is_complex and t.is_floating_point() and new.is_floating_point:
+                continue  # a real module converts as torch's layers do
+            if new == self._dtype:  # a complex module's own dtype: keep, move only
                 keep[(t.dtype, t.device)] = probe.device
-            elif new != t.dtype:
+            else:
                 owner = type(self).__name__
                 wanted = self._dtype.is_complex and (new.is_floating_point or new.is_complex)
                 target = complex_dtype(new) if wanted else new
@@ -298,7 +305,20 @@ class HasDtype:
                 device = keep.get((t.dtype, t.device))
                 return convert(t) if device is None else t.to(device=device)
 
-        return super()._apply(fn, recurse)  # type: ignore[misc]
+        out = super()._apply(fn, recurse)  # type: ignore[misc]
+        self._dtype = converted
+        return out
+
+
+def _real_target(fn: Callable[[torch.Tensor], torch.Tensor], dtype: torch.dtype) -> torch.dtype:
+    """The real floating dtype ``fn`` (a ``Module._apply`` function) makes of ``dtype``, or
+    ``dtype`` if it makes another kind or cannot run here (``.cuda()`` on a machine without
+    one: a module without tensors then changes nothing, as torch's)."""
+    try:
+        new = fn(torch.empty(0, dtype=dtype)).dtype
+    except (RuntimeError, AssertionError, TypeError):
+        return dtype
+    return new if new.is_floating_point else dtype
 
 
 def check_sizes(owner: str, **sizes: int) -> None:

@@ -77,9 +77,10 @@ def test_refusal_message_names_the_fix():
     with pytest.raises(TypeError, match="already is torch.complex64: drop the dtype conversion"):
         norm.to(torch.float32)  # would make the complex bias real
     norm.to("cpu")  # moving between devices is unaffected
-    twin = cnn.LayerNorm(4, dtype=torch.float32)  # a real twin keeps its precision too
-    with pytest.raises(TypeError, match=r"dtype=torch\.float64"):
-        twin.double()
+    twin = cnn.LayerNorm(4, dtype=torch.float32)  # a real twin converts as torch's layers
+    with pytest.raises(TypeError, match=r"LayerNorm\(\.\.\., dtype=torch\.complex64\)"):
+        twin.to(torch.complex64)
+    assert twin.double().dtype == torch.float64 and twin.weight.dtype == torch.float64
 
 
 @pytest.mark.filterwarnings("ignore:Complex modules are a new feature")

@@ -163,6 +163,41 @@ def test_a_real_dtype_layer_is_torchs(ours, theirs, args, kwargs, shape):
             torch.testing.assert_close(a, b, msg=k)
 
 
+CONVERSIONS = {
+    "float": lambda m: m.float(),
+    "to-float32": lambda m: m.to(torch.float32),
+    "to-device-dtype": lambda m: m.to("cpu", torch.float32),
+    "type-float32": lambda m: m.type(torch.float32),
+}
+
+
+@pytest.mark.parametrize("conversion", list(CONVERSIONS))
+@pytest.mark.parametrize(("ours", "theirs", "args", "kwargs", "shape"), CASES, ids=map(_ids, CASES))
+def test_a_real_dtype_layer_converts_as_torchs(ours, theirs, args, kwargs, shape, conversion):
+    """``.float()``, ``.to(dtype)``, ``.type(dtype)`` of a layer built in float64 give torch's
+    layer's tensors (dtypes and values) and its float32 output; ``dtype`` follows."""
+    torch.manual_seed(0)
+    t = theirs(*args, **kwargs, dtype=DT)
+    m = ours(*args, **kwargs, dtype=DT)
+    _randomize(t)
+    m.load_state_dict(t.state_dict())
+    assert CONVERSIONS[conversion](m) is m
+    CONVERSIONS[conversion](t)
+    assert m.dtype == torch.float32
+    for (k, a), (_, b) in zip(m.state_dict().items(), t.state_dict().items()):
+        assert a.dtype == b.dtype, k
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=k)
+    m.eval()
+    t.eval()
+    x = _input(shape, t)
+    x = x if shape == "ids" else x.detach().float()
+    xs = (x, x, x) if theirs is nn.MultiheadAttention else (x,)
+    xs = (x, x) if theirs in _TWO_INPUTS else xs
+    for a, b in zip(_flat(m(*xs)), _flat(t(*xs))):
+        assert a.dtype == b.dtype
+        torch.testing.assert_close(a, b)
+
+
 def test_every_layer_with_a_torch_counterpart_has_a_row():
     covered = {case[0].__name__ for case in CASES}
     for name, cls in vars(cnn).items():
