@@ -364,6 +364,30 @@ def test_render_from_json_and_csv_agree_and_plot(tmp_path):
     assert "## Runs that failed (1)" in text_json and "rotary (real) seed 0" in text_json
 
 
+def test_each_dataset_of_a_grid_has_its_own_tables_and_figures(tmp_path):
+    """A grid over two corpora: each has its section, its runs only (no run of one stands in for
+    the other's seed) and its own figures; a file of that name cplxnet did not write is
+    refused."""
+    trec = [{**r, "data": "trec", "cell_id": "trec-" + r["cell_id"],
+             "test": {k: {"bpc": None if v["bpc"] is None else v["bpc"] + 1.0} for k, v in
+                      r["test"].items()}} for r in ROWS[:4]]  # fmt: skip
+    rows = [*ROWS[:4], *trec]
+    text, written = render_lm_report(rows, str(tmp_path))
+    assert text.startswith("# Language models: bpc against evaluation length (mr, trec)\n")
+    mr, tr = text.split("## mr\n")[1].split("## trec\n")
+    assert "| alibi (real) | 2.200 ± 0.141 |" in mr and "3.200" not in mr
+    assert "| alibi (real) | 3.200 ± 0.141 |" in tr and "2.200" not in tr
+    assert "### complex-order against each configuration" in mr and "(lm-mr.png)" in mr
+    assert "(lm-trec.png)" in tr
+    assert {os.path.basename(f) for f in written} == {"report.md", "lm-mr.png", "lm-trec.png"}
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "lm-trec.png").write_bytes(b"mine")
+    with pytest.raises(ValueError, match="lm-trec.png is not listed as written by cplxnet"):
+        render_lm_report(rows, str(other))
+    assert (other / "lm-trec.png").read_bytes() == b"mine"
+
+
 def test_plot_one_line_per_configuration_with_fixed_styles():
     """Every configuration with a score is one line in the colour and marker of
     ``column_styles`` over all configurations, and the legend names each of them."""

@@ -420,28 +420,86 @@ def _training_section(
     plots: bool,
     out_dir: str,
     written: list[str],
+    h: str = "##",
+    suffix: str = "",
 ) -> list[str]:
     """The section on training: plateau and budget per configuration
     (:func:`cplxnet.compare.report.lm_curves.training_table`) and the learning curves
-    (``curves.png``); empty when the rows have no histories (a results.csv)."""
+    (``curves{suffix}.png``); empty when the rows have no histories (a results.csv)."""
     groups, _, _ = lm_groups(rows)
     labels = _labels(list(groups))
     table, notes = training_table(rows, labels, options)
     if not table:
         return []
-    parts = ["## Training: plateau and budget per run\n", table, " ".join(notes) + "\n"]
+    parts = [f"{h} Training: plateau and budget per run\n", table, " ".join(notes) + "\n"]
     rescored = sorted({str(r["encoding"]) for r in rows if is_ok(r) and r.get("rescored")})
     if rescored:
         parts.append(f"{', '.join(rescored)}: no training of its own; it re-scores the runs of "
                      "the configuration it names (the same curve).\n")  # fmt: skip
     if plots:
-        png = plot_curves(rows, os.path.join(out_dir, "curves.png"), labels)
+        name = f"curves{suffix}.png"
+        png = plot_curves(rows, os.path.join(out_dir, name), labels)
         if png:
             written.append(png)
-            parts.append("Learning curves: [curves.png](curves.png) (the dev score at L against "
+            parts.append(f"Learning curves: [{name}]({name}) (the dev score at L against "
                          "the step, mean over the runs evaluated at that step).\n\n"
-                         "![dev score at L against the training step](curves.png)\n")  # fmt: skip
+                         f"![dev score at L against the training step]({name})\n")  # fmt: skip
     return parts
+
+
+def _dataset_sections(
+    rows: Sequence[dict[str, Any]],
+    options: dict[str, Any] | None,
+    target: str,
+    digits: int,
+    plots: bool,
+    out_dir: str,
+    written: list[str],
+    context: int | None,
+    h: str,
+    suffix: str,
+) -> list[str]:
+    """The score table, the paired tests, ``lm{suffix}.png`` and the training section of the
+    runs of one dataset, under headings of level ``h``."""
+    parts: list[str] = []
+    _, lengths, metric = lm_groups(rows)
+    table, notes = lm_table(rows, digits=digits, context=context)
+    if not table:
+        return parts
+    what = "prompt-length bin" if not all(x.isdigit() for x in lengths) else "length"
+    better = "lower" if LOWER_IS_BETTER.get(metric, True) else "higher"
+    parts.append(
+        f"Test {metric} per evaluation {what}, mean ± sample std over seeds (one seed: the "
+        f"mean alone; {better} is better; the best of each column in bold; n: the seeds "
+        "with a score where fewer than the grid's)"
+        + (f". Trained at L = {context}" if context else "")
+        + (" (the longest training prompt)." if context and what != "length" else ".")
+        + "\n"
+    )
+    parts.append(table)
+    if notes:
+        parts.append("\n".join(f"[{i + 1}] {n}" for i, n in enumerate(notes)) + "\n")
+    paired = lm_paired_table(rows, target=target, digits=digits, context=context)
+    if paired:
+        parts.append(f"{h} {target} against each configuration, per evaluation {what}\n")
+        parts.append(_paired_text(rows, target, metric, what))
+        parts.append(paired)
+    if plots:
+        png = plot_lm(rows, os.path.join(out_dir, f"lm{suffix}.png"), context=context)
+        if png:
+            written.append(png)
+            parts.append(f"![{metric} against evaluation length](lm{suffix}.png)\n")
+    return parts + _training_section(rows, options, plots, out_dir, written, h, suffix)
+
+
+def _suffixes(datasets: Sequence[str]) -> list[str]:
+    """The suffix of each dataset's figure names: none for one dataset, else ``-NAME`` (other
+    characters than letters, digits, ``.`` and ``_`` as ``_``), or ``-1``, ``-2``, ... where two
+    names would give one suffix."""
+    if len(datasets) <= 1:
+        return [""] * len(datasets)
+    names = ["-" + "".join(c if c.isalnum() or c in "._" else "_" for c in d) for d in datasets]
+    return names if len(set(names)) == len(names) else [f"-{i + 1}" for i in range(len(names))]
 
 
 def _describe(row: dict[str, Any]) -> str:
@@ -460,42 +518,25 @@ def render_lm_report(
     """Write ``report.md`` (and ``lm.png``) into ``out_dir`` (default: the results folder, or
     the folder of the results file). Returns the markdown and the files written."""
     out_dir, options = report_place(results, out_dir, options)
-    check_report_folder(out_dir, results_folder(results))
     rows = load_lm_rows(results)
+    datasets = list(dict.fromkeys(str(r["data"]) for r in rows if r.get("data"))) or [""]
+    suffixes = _suffixes(datasets)
+    figures = [f"{name}{x}.png" for x in suffixes for name in ("lm", "curves")]
+    check_report_folder(out_dir, results_folder(results), ("report.md", *figures))
     context = ((options or {}).get("lm") or {}).get("context")
     if context is None:
         context = next((int(r["context"]) for r in rows if r.get("context") not in (None, "")),
                        None)  # fmt: skip
-    groups, lengths, metric = lm_groups(rows)
-    data = ", ".join(dict.fromkeys(str(r["data"]) for r in rows if r.get("data")))
-    parts = [f"# Language models: {metric} against evaluation length ({data})\n"]
+    metric = lm_groups(rows)[2]
+    parts = [f"# Language models: {metric} against evaluation length ({', '.join(datasets)})\n"]
     written: list[str] = []
-    table, notes = lm_table(rows, digits=digits, context=context)
-    if table:
-        what = "prompt-length bin" if not all(x.isdigit() for x in lengths) else "length"
-        better = "lower" if LOWER_IS_BETTER.get(metric, True) else "higher"
-        parts.append(
-            f"Test {metric} per evaluation {what}, mean ± sample std over seeds (one seed: the "
-            f"mean alone; {better} is better; the best of each column in bold; n: the seeds "
-            "with a score where fewer than the grid's)"
-            + (f". Trained at L = {context}" if context else "")
-            + (" (the longest training prompt)." if context and what != "length" else ".")
-            + "\n"
-        )
-        parts.append(table)
-        if notes:
-            parts.append("\n".join(f"[{i + 1}] {n}" for i, n in enumerate(notes)) + "\n")
-        paired = lm_paired_table(rows, target=target, digits=digits, context=context)
-        if paired:
-            parts.append(f"## {target} against each configuration, per evaluation {what}\n")
-            parts.append(_paired_text(rows, target, metric, what))
-            parts.append(paired)
-        if plots:
-            png = plot_lm(rows, os.path.join(out_dir, "lm.png"), context=context)
-            if png:
-                written.append(png)
-                parts.append(f"![{metric} against evaluation length](lm.png)\n")
-        parts += _training_section(rows, options, plots, out_dir, written)
+    for data, suffix in zip(datasets, suffixes):  # each dataset its own tables and plots
+        part = rows if len(datasets) == 1 else [r for r in rows if str(r.get("data")) == data]
+        if len(datasets) > 1:
+            parts.append(f"## {data}\n")
+        h = "##" if len(datasets) == 1 else "###"
+        parts += _dataset_sections(part, options, target, digits, plots, out_dir, written,
+                                   context, h, suffix)  # fmt: skip
     parts += failed_runs(rows, _describe)
     parts.append("## Budget\n")
     parts.append(_budget(options, rows))

@@ -251,15 +251,17 @@ def _listed(folder: str) -> set[str]:
         return set()
 
 
-def check_report_folder(out_dir: str, home: str | None = None) -> None:
-    """Refuse to replace a file of :data:`REPORT_FILES` in ``out_dir`` that this cplxnet did not
-    write: they are replaced in the comparison folder of the results (its ``grid.json``; another
-    comparison's folder is refused when ``home``, the results' folder, is given) or when the
-    folder's
-    :data:`REPORT_MARKER` lists them. Outside a comparison folder the marker then lists every
-    file of :data:`REPORT_FILES` before any is written, so a report that fails midway leaves
-    files a rerun may replace. A run folder of ``cplxnet train`` and an output folder of
-    ``cplxnet inspect`` are refused: their owner replaces only its own files."""
+def check_report_folder(
+    out_dir: str, home: str | None = None, files: Sequence[str] = REPORT_FILES
+) -> None:
+    """Refuse to replace a file of ``files`` (:data:`REPORT_FILES`, or the names the report will
+    write) in ``out_dir`` that this cplxnet did not write: they are replaced in the comparison
+    folder of the results (its ``grid.json``; another comparison's folder is refused when
+    ``home``, the results' folder, is given) or when the folder's :data:`REPORT_MARKER` lists
+    them. Outside a comparison folder the marker then lists every file of ``files`` before any
+    is written, so a report that fails midway leaves files a rerun may replace. A run folder of
+    ``cplxnet train`` and an output folder of ``cplxnet inspect`` are refused: their owner
+    replaces only its own files."""
     from ...engine.runs import INSPECT_MARKER, is_run_folder
 
     if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
@@ -280,14 +282,14 @@ def check_report_folder(out_dir: str, home: str | None = None) -> None:
             f"{out_dir} is an output folder of cplxnet inspect; give --out another folder"
         )
     own = _listed(out_dir)
-    clash = [n for n in REPORT_FILES if os.path.lexists(os.path.join(out_dir, n)) and n not in own]
+    clash = [n for n in files if os.path.lexists(os.path.join(out_dir, n)) and n not in own]
     if clash:
         raise ValueError(
             f"{os.path.join(out_dir, clash[0])} is not listed as written by cplxnet report (not "
             "a cplxnet file, or written by an older version); move it away or give --out a new "
             "folder"
         )
-    _write_marker(out_dir, own | set(REPORT_FILES))
+    _write_marker(out_dir, own | set(files))
 
 
 def _write_marker(out_dir: str, names: set[str]) -> None:
