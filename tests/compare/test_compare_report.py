@@ -165,6 +165,33 @@ def test_report_command(tmp_path, results_csv, capsys):
     assert "not found" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("mix", ["same seed", "other options"])
+def test_results_of_two_grids_put_together_are_refused_where_they_collide(tmp_path, capsys, mix):
+    """Runs of one cell trained with different options (concatenated results files) are never
+    averaged, and a second run of one seed never hides the first: one line naming both cells.
+    Rows of different cells with their own options (real rows of one grid, complex rows of
+    another) still make one report."""
+    rows = [{**r, "cell_id": f"a{i}", "options": '{"train": {"epochs": 3}}'}
+            for i, r in enumerate(_rows())]  # fmt: skip
+    other = {**rows[0], "cell_id": "b0", "test_accuracy": 0.5}
+    if mix == "same seed":
+        extra = [other]
+    else:
+        extra = [{**other, "seed": 7, "options": '{"train": {"epochs": 1}}'}]
+    path = tmp_path / "results.csv"
+    path.write_text(rows_to_csv(rows + extra), encoding="utf-8")
+    assert main(["report", str(path), "--out", str(tmp_path / "r")]) == 1
+    err = capsys.readouterr().err
+    what = "hold two runs of mr cnn none (real) seed 0" if mix == "same seed" else \
+        "mix runs of mr cnn none (real) trained with different options"  # fmt: skip
+    assert what in err and "(a0 and b0" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "r").exists()
+    others = [{**r, "options": '{"train": {"epochs": 1}}'} if r["family"] == "cnn" else r
+              for r in rows]  # fmt: skip
+    path.write_text(rows_to_csv(others), encoding="utf-8")
+    assert main(["report", str(path), "--out", str(tmp_path / "r")]) == 0
+
+
 @pytest.mark.parametrize("text", ["[1, 2]", '{"rows": ["a"]}', "[{}, null]"])
 def test_report_on_json_that_holds_no_rows_is_one_line(tmp_path, capsys, text):
     """A JSON list whose items are not result rows (objects) is the same one line as a JSON

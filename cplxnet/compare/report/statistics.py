@@ -10,6 +10,7 @@ The p-value is :func:`scipy.stats.wilcoxon`'s with its defaults (:data:`WILCOXON
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -80,8 +81,11 @@ def summarize(
     rows: Sequence[dict[str, Any]], metric: str = "test_accuracy"
 ) -> tuple[dict[tuple, Summary], list[str], list[str], list[tuple[str, str]]]:
     """Group successful grid rows: ``{(data, family, encoding, number): Summary}`` and the data,
-    family and column orders (first appearance)."""
+    family and column orders (first appearance). Rows of one group trained with different
+    options, or two rows of one group, fold and seed (results of several grids put together),
+    are a ValueError: a mean over them would mix settings, and one would hide the other."""
     groups: dict[tuple, Summary] = {}
+    first: dict[tuple, tuple[str, dict[str, Any]]] = {}  # the options and first row of a group
     datas: list[str] = []
     families: list[str] = []
     columns: list[tuple[str, str]] = []
@@ -97,9 +101,36 @@ def summarize(
             if item not in seq:
                 seq.append(item)
         key = (data, family, *col)
-        groups.setdefault(key, Summary({}))
-        groups[key].values[(_fold_key(row), int(row["seed"]))] = float(value)
+        run = (_fold_key(row), int(row["seed"]))
+        options, (seen, other) = _options(row), first.setdefault(key, (_options(row), row))
+        what = f"{data} {family} {col[0]} ({col[1]})"
+        if seen != options:
+            raise ValueError(
+                f"the results mix runs of {what} trained with different options "
+                f"({other.get('cell_id')} and {row.get('cell_id')}); report each grid's results "
+                "separately"
+            )
+        values = groups.setdefault(key, Summary({})).values
+        if run in values:
+            raise ValueError(
+                f"the results hold two runs of {what} seed {run[1]}"
+                + (f" fold {run[0]}" if run[0] is not None else "")
+                + f" ({other.get('cell_id')} and {row.get('cell_id')}); report each grid's "
+                "results separately"
+            )
+        values[run] = float(value)
     return groups, datas, families, columns
+
+
+def _options(row: dict[str, Any]) -> str:
+    """A row's training options (a dict, or its JSON text in a results.csv) in one form."""
+    options = row.get("options")
+    if isinstance(options, str) and options:
+        try:
+            options = json.loads(options)
+        except ValueError:
+            return options
+    return json.dumps(options, sort_keys=True)
 
 
 def min_attainable_p(n: int) -> float:
