@@ -193,7 +193,7 @@ def test_compare_help_prints_the_defaults_compare_uses(capsys):
             f"--task lm: {lm_value('clip_norm', lm['clip_norm'], 'g')}",
         ],
         "--patience": ["default: no early stopping"],
-        "--real-width": ["default for classification", "default for --task lm"],
+        "--real-width": ["default"],
         "--split-seed": ["default 0"],
         "--min-freq": ["default 1"],
         "--max-vocab": ["default: all"],
@@ -220,7 +220,7 @@ def test_compare_help_prints_the_defaults_compare_uses(capsys):
         and "local: this machine, --jobs processes (default)" in (h["--executor"])
     )
     assert parser_default("compare", "--data") is None  # cmd_compare reads DEFAULT_DATA
-    assert (classify.real_width, text.real_width) == ("same", "flops")
+    assert (classify.real_width, text.real_width) == ("flops", "flops")
     assert args.factors is None  # options_from_args reads DEFAULT_FACTORS under --extrapolate
     bins = build_parser().parse_args(["compare", "--extrapolate"])
     assert options_from_args(bins).extrapolate["factors"] == list(DEFAULT_FACTORS)

@@ -240,8 +240,9 @@ def add_subcommands(sub: Any) -> None:
         "--real-width",
         default=None,
         choices=("same", "params", "flops"),
-        help="real models: same widths as the complex config (default for classification), "
-        "x sqrt2 (about equal dense parameters) or x2 (equal FLOPs; default for --task lm)",
+        help="real models: x2 the complex config's widths (equal FLOPs; the default), x sqrt2 "
+        "(about equal dense parameters) or the same widths (Wang et al.'s Table 2); a real "
+        "preset (kim-cnn) keeps its own",
     )
     add_options(o, "compare", DATA_FLAGS)
 
@@ -361,7 +362,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
     return GridOptions(
         train={k: v for k, v in train.items() if v is not None},
         sets=parse_sets(args.sets),
-        real_width=args.real_width or "same",
+        real_width=args.real_width or "flops",
         data={k: v for k, v in data.items() if v is not None},
         vectors=vectors,
         extrapolate=extrapolate,

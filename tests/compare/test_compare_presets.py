@@ -31,8 +31,9 @@ TABLE2 = [
 ]
 
 
-def _options(items, **train) -> GridOptions:
-    return GridOptions(train=train, presets=parse_presets(items))
+def _options(items, real_width="same", **train) -> GridOptions:
+    """The grid options of ``items`` (``same``: the widths ``table2-full`` ran with)."""
+    return GridOptions(train=train, presets=parse_presets(items), real_width=real_width)
 
 
 def _enc(name):
@@ -77,7 +78,22 @@ def test_table2_presets_give_each_cell_its_preset_config():
     assert trec.score == "modulus" and trec.embedding_dropout == 0.3
     # no preset for a dataset: the zoo's defaults
     plain = cell_config("transformer", _enc("none"), "real", options, data="synthetic")
-    assert plain == cell_config("transformer", _enc("none"), "real", GridOptions(), data="x")
+    assert plain == cell_config("transformer", _enc("none"), "real", _options([]), data="x")
+
+
+def test_a_real_preset_keeps_its_widths_at_every_real_width():
+    """Kim's CNN in the real column is Kim's CNN whatever ``--real-width``; a complex preset's
+    real column is its twin at that width (the default: equal FLOPs, x2)."""
+    assert GridOptions().real_width == "flops"
+    for width in ("flops", "params", "same"):
+        options = _options(TABLE2, real_width=width)
+        kim = cell_config("cnn", _enc("none"), "real", options, data="trec")
+        assert kim == models.preset_config("kim-cnn"), width
+    options = _options(TABLE2, real_width="flops")
+    real = cell_config("transformer", _enc("trainable"), "real", options, data="mr")
+    complex_ = models.preset_config("mr-transformer-complex-order")
+    assert (real.d_model, real.dim_feedforward) == (2 * complex_.d_model,
+                                                    2 * complex_.dim_feedforward)  # fmt: skip
 
 
 def test_the_most_specific_preset_wins_data_before_field():

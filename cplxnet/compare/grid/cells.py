@@ -272,9 +272,11 @@ class GridOptions:
         lr, ...).
         sets: model field overrides, ``{"*": {...}, "cnn": {...}}`` (``*``: every family that
             has the field).
-        real_width: widths of a real cell relative to the complex config: ``same`` (same
-            ``d_model`` and hidden widths, the config convention), ``params`` (x sqrt 2) or
-            ``flops`` (x 2), see :func:`models.real_twin`.
+        real_width: widths of a real cell relative to the complex config: ``flops`` (x 2, the
+            equal-FLOP twin; the default), ``params`` (x sqrt 2) or ``same`` (same ``d_model``
+            and hidden widths, the setting of Wang et al.'s Table 2), see
+            :func:`models.real_twin`. A real preset (``complex=False``, e.g. ``kim-cnn``) keeps
+            its own widths.
         data: :class:`cplxnet.data.DataSpec` options (split_seed, limit, max_len, min_freq,
             max_size, clean).
         vectors: pretrained word vectors file for every cell (``None``: none).
@@ -294,7 +296,7 @@ class GridOptions:
 
     train: dict[str, Any] = field(default_factory=dict)
     sets: dict[str, dict[str, Any]] = field(default_factory=dict)
-    real_width: str = "same"
+    real_width: str = "flops"
     data: dict[str, Any] = field(default_factory=dict)
     vectors: str | None = None
     extrapolate: dict[str, Any] = field(default_factory=dict)

@@ -54,12 +54,15 @@ def cell_config(
     cell's preset (:func:`cell_preset` for ``data``), the ``--set`` overrides, the model fields
     of a model variant (``encoding.model``, e.g. ``projection="real"``) and the encoding (with
     the preset's encoding options under the column's when it is the preset's own encoding); a
-    real cell is :func:`models.real_twin` of the complex config with ``options.real_width``."""
+    real cell is :func:`models.real_twin` of the complex config with ``options.real_width``, or
+    with the preset's own widths when its preset is a real model (``complex=False``, as
+    ``kim-cnn``: a tuned real baseline is not rescaled)."""
     import cplxnet.models as models
 
     names = {f.name for f in dataclasses.fields(models.CONFIG_CLASSES[family]) if f.init}
     entry = cell_preset(data, family, number, options)
     preset = dict(entry["model"]) if entry else {}
+    real_preset = preset.get("complex") is False
     own = preset.pop("encoding", None) == encoding.name
     enc_options = {**(preset.pop("encoding_options", {}) if own else {}), **encoding.options}
     preset.pop("encoding_options", None)
@@ -71,7 +74,8 @@ def cell_config(
     fields.update(encoding=encoding.name, encoding_options=enc_options, complex=True)
     config = models.make_config(family, **fields)
     if number == "real":
-        config = models.real_twin(config, match=REAL_WIDTHS[options.real_width])
+        match = "width" if real_preset else REAL_WIDTHS[options.real_width]
+        config = models.real_twin(config, match=match)
     return config
 
 
