@@ -163,3 +163,41 @@ def test_compare_readme_copy_24k_table_equals_both_reports():
             assert all(abs(g - w) <= 0.005 + 1e-9 for g, w in zip(got, want)), (label, budget)
         seen += 1
     assert seen == len(names)
+
+
+def _accuracy(target: str, folds: bool) -> float:
+    """The mean test accuracy over seeds of a target's committed records
+    (benchmarks/accuracy-runs); with ``folds``, each seed's mean over its 10 folds first."""
+    import glob
+    import json
+
+    per_seed: dict[int, list[float]] = {}
+    for path in glob.glob(os.path.join(ROOT, "benchmarks/accuracy-runs", f"{target}-seed*.json")):
+        with open(path, encoding="utf-8") as fh:
+            record = json.load(fh)
+        if record["target"] == target and (record["fold"] is not None) == folds:
+            per_seed.setdefault(record["seed"], []).append(record["test"])
+    assert per_seed and all(len(v) == (10 if folds else 1) for v in per_seed.values()), target
+    means = [sum(v) / len(v) for v in per_seed.values()]
+    return sum(means) / len(means)
+
+
+def test_readme_accuracy_line_equals_the_committed_records():
+    """README's accuracy bullet: each figure is its preset's mean test accuracy over seeds
+    (10-fold CV: the mean over seeds of each seed's 10-fold mean), to three decimals."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+        text = " ".join(fh.read().split())
+    start = text.index("- **Accuracy**")
+    bullet = text[start : text.index(" - ", start + 1)]
+    claims = {
+        r"TREC CNN (\.\d{3})": ("trec-cnn", False),
+        r"TREC Trf\. (\.\d{3})": ("trec-transformer", False),
+        r"MR CNN (\.\d{3}) \(10-fold CV\)": ("mr-cnn", True),
+        r"MR Trf\. (\.\d{3})": ("mr-transformer", False),
+        r"\(`kim-cnn`\) TREC (\.\d{3})": ("trec-kim-cnn", False),
+        r"MR (\.\d{3}) on 10-fold CV": ("mr-kim-cnn", True),
+    }
+    for pattern, (target, folds) in claims.items():
+        found = re.search(pattern, bullet)
+        assert found, pattern
+        assert found.group(1) == f"{_accuracy(target, folds):.3f}"[1:], (target, found.group(1))
