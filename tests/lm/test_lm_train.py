@@ -212,6 +212,9 @@ def test_training_batches_are_random_windows_and_their_next_tokens(text_file):
     again, _, _ = task.batch(step=5, seed=1, batch_size=6)
     assert torch.equal(again, ids)  # a function of (seed, step)
     assert not torch.equal(task.batch(step=6, seed=1, batch_size=6)[0], ids)
+    big = 2**63 - 1  # the largest seed --seeds takes
+    assert not torch.equal(task.batch(step=5, seed=big, batch_size=6)[0],
+                           task.batch(step=5, seed=big - 1, batch_size=6)[0])  # fmt: skip
 
 
 def test_the_decoder_builds_its_encoding_causal(monkeypatch):

@@ -163,7 +163,7 @@ class LMTask:
     def batch(
         self, step: int, seed: int, batch_size: int
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        g = torch.Generator().manual_seed(seed * 1_000_003 + step)
+        g = torch.Generator().manual_seed((seed * 1_000_003 + step) % 2**64)  # any --seeds seed
         if self.synthetic is not None:
             return self.synthetic.batch(g, batch_size)
         train, L = self.data.train, self.context
