@@ -414,3 +414,22 @@ def test_runs_are_kept_and_matched_by_fold_and_seed():
     assert _table_cells(results_table(rows))["cnn"][-1] == (
         "+0.025 vs none; p = 0.12 (n=4, min p = 0.12)"
     )
+
+
+def test_runs_at_different_thread_counts_are_noted(tmp_path):
+    """A grid resumed with other --jobs/--threads mixes thread counts (sums round differently):
+    both reports say so in their budget section; one count, or none recorded, says nothing."""
+    from cplxnet.compare.report.lm_report import render_lm_report
+
+    rows = [r for r in _rows() if r["status"] == "ok"]
+    mixed = [{**r, "machine": {"threads": 1 + (i % 2)}} for i, r in enumerate(rows)]
+    text, _ = render_report(mixed, str(tmp_path / "a"), plots=False)
+    assert "the runs trained with 1 and 2 torch threads" in text
+    for same in (rows, [{**r, "machine": {"threads": 2}} for r in rows]):
+        text, _ = render_report(same, str(tmp_path / "b"), plots=False)
+        assert "torch threads" not in text
+    lm = [{"mode": "lm", "data": "mr", "encoding": "rotary", "number": "real", "seed": s,
+           "metric": "bpc", "test": {"64": {"bpc": 2.0 + s}}, "status": "ok",
+           "cell_id": f"c{s}", "machine": {"threads": 4 - s}} for s in range(3)]  # fmt: skip
+    text, _ = render_lm_report(lm, str(tmp_path / "c"), plots=False)
+    assert "- note: the runs trained with 2, 3 and 4 torch threads" in text

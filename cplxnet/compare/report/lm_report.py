@@ -30,6 +30,7 @@ from .render import (
     check_report_folder,
     failed_runs,
     load_results,
+    mixed_threads,
     report_place,
     results_folder,
     write_report,
@@ -409,6 +410,9 @@ def _budget(options: dict[str, Any] | None, rows: Sequence[dict[str, Any]]) -> s
         if cpu:
             text += f", {sum(cpu) / len(cpu):.0f} s CPU" + _threads(ok)
         parts.append(text + (f", over {len(ok)} finished runs" if len(ok) > 1 else ", one run"))
+    note = mixed_threads(rows)
+    if note:
+        parts.append(f"- note: {note}")
     if options:
         parts.append("\n```json\n" + json.dumps(options, indent=1, sort_keys=True) + "\n```")
     return "\n".join(parts) + "\n"

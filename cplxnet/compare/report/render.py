@@ -221,6 +221,21 @@ def _grid_options(grid: str) -> dict[str, Any] | None:
     return stored.get("options")
 
 
+def mixed_threads(rows: Sequence[dict[str, Any]]) -> str | None:
+    """A note when the finished runs trained with different torch thread counts (a grid resumed
+    with another ``--jobs`` or ``--threads``), from each cell's ``machine`` record; ``None``
+    otherwise."""
+    counts = sorted({(r.get("machine") or {}).get("threads") for r in rows if is_ok(r)} - {None})
+    if len(counts) < 2:
+        return None
+    listed = ", ".join(map(str, counts[:-1])) + f" and {counts[-1]}"
+    return (
+        f"the runs trained with {listed} torch threads (a grid resumed with other --jobs or "
+        "--threads): a sum over threads rounds differently for each count, so runs of one "
+        "cell are reproducible only at their own count"
+    )
+
+
 def failed_runs(rows: Sequence[dict[str, Any]], describe: Callable[[dict], str]) -> list[str]:
     """The report section on the runs that ended in an error (empty when none did), each named by
     ``describe(row)`` with the start of its error."""
@@ -387,7 +402,11 @@ def render_report(
                 written.append(png)
                 parts.append("![accuracy per length bin](extrapolation.png)\n")
     parts += failed_runs(rows, _describe)
-    if options:
+    note = mixed_threads(rows)
+    if options or note:
         parts.append("## Budget\n")
+    if note:
+        parts.append(f"Note: {note}.\n")
+    if options:
         parts.append("```json\n" + json.dumps(options, indent=1, sort_keys=True) + "\n```\n")
     return write_report(out_dir, parts, written)
