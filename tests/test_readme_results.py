@@ -201,3 +201,31 @@ def test_readme_accuracy_line_equals_the_committed_records():
         found = re.search(pattern, bullet)
         assert found, pattern
         assert found.group(1) == f"{_accuracy(target, folds):.3f}"[1:], (target, found.group(1))
+
+
+def _report_rows(folder: str, cells: int) -> list[list[str]]:
+    with open(os.path.join(ROOT, folder, "report.md"), encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines if line[:2] == "| "]
+    return [r for r in rows if len(r) == cells]
+
+
+def test_readme_classification_grid_line_equals_the_reports():
+    """README's classification bullet: the pooled p of complex-order against sinusoidal in
+    table2-e3 (to three decimals) and each row's difference from the best real column in
+    table2-full."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+        text = " ".join(fh.read().split())
+    start = text.index("- **Classification grid:**")
+    bullet = text[start : text.index(" - ", start + 1)]
+    pooled = next(r for r in _report_rows("benchmarks/compare/table2-e3", 7)
+                  if r[:2] == ["complex-order (complex)", "sinusoidal (real)"])  # fmt: skip
+    claimed = re.search(r"beats sinusoidal on Table 2 \(p = (0\.\d+)\)", bullet)
+    assert claimed and claimed.group(1) == f"{float(pooled[6]):.3f}"
+    rows = _report_rows("benchmarks/compare/table2-full", 11)
+    names = {("TREC", "cnn"): "TREC CNN", ("TREC", "transformer"): "TREC Trf.",
+             ("MR", "cnn"): "MR CNN", ("MR", "transformer"): "MR Trf."}  # fmt: skip
+    for (data, model), label in names.items():
+        row = next(r for r in rows if r[:2] == [data, model])
+        diff = re.search(re.escape(label) + r" (-?\.\d{3})", bullet)
+        assert diff and float(diff.group(1)) == float(row[6]), label
