@@ -186,10 +186,60 @@ def test_results_of_two_grids_put_together_are_refused_where_they_collide(tmp_pa
         "mix runs of mr cnn none (real) trained with different options"  # fmt: skip
     assert what in err and "(a0 and b0" in err and err.count("\n") == 1, err
     assert not (tmp_path / "r").exists()
-    others = [{**r, "options": '{"train": {"epochs": 1}}'} if r["family"] == "cnn" else r
+    others = [{**r, "options": '{"train": {"epochs": 1}}'} if r["number"] == "complex" else r
               for r in rows]  # fmt: skip
     path.write_text(rows_to_csv(others), encoding="utf-8")
     assert main(["report", str(path), "--out", str(tmp_path / "r")]) == 0
+
+
+def test_the_duplicate_seed_message_names_the_row_that_holds_the_seed():
+    from cplxnet.compare.report.statistics import summarize
+
+    row = dict(mode="grid", data="mr", family="cnn", encoding="none", number="real", status="ok",
+               fold=None, options="{}", test_accuracy=0.7)  # fmt: skip
+    rows = [dict(row, seed=0, cell_id="a0"), dict(row, seed=1, cell_id="a1"),
+            dict(row, seed=1, cell_id="b1")]  # fmt: skip
+    with pytest.raises(ValueError, match=r"seed 1 \(a1 and b1\)"):
+        summarize(rows)
+
+
+def test_one_budget_in_its_spellings_is_one_budget():
+    """What ``check_options`` takes for one budget is one in the report too: an option given
+    at its default or left out, presets added for other cells, a dict or its JSON text."""
+    import json
+
+    from cplxnet.compare.report.statistics import summarize
+    from cplxnet.tasks.classify.task import TrainOptions
+
+    lr = TrainOptions().lr
+    rows = [r for r in _rows() if r["status"] == "ok"]
+    spellings = [{"train": {"epochs": 3}}, {"train": {"epochs": 3, "lr": lr}}]
+    mixed = [{**r, "cell_id": f"c{i}", "options": spellings[i % 2]} for i, r in enumerate(rows)]
+    mixed = [{**r, "options": json.dumps(r["options"])} if i % 3 else r
+             for i, r in enumerate(mixed)]  # fmt: skip
+    assert summarize(mixed)[0]
+    preset = {"model": {"family": "cnn"}, "train": {}}
+    presets = [{"presets": {"trec:cnn": preset}},
+               {"presets": {"trec:cnn": preset, "mr:cnn": preset}}]  # fmt: skip
+    grown = [{**r, "cell_id": f"c{i}", "options": {"train": {"epochs": 3}, **presets[i % 2]}}
+             for i, r in enumerate(rows)]  # fmt: skip
+    assert summarize(grown)[0]
+    changed = [dict(r, options={"train": {"epochs": 3, "lr": lr * 2}}) if i == 1 else r
+               for i, r in enumerate(mixed)]  # fmt: skip
+    with pytest.raises(ValueError, match="trained with different options"):
+        summarize(changed)
+
+
+def test_a_grid_run_again_with_an_option_at_its_default_still_reports(tmp_path, capsys):
+    """compare accepts a second run whose budget spells an option at its default; its report
+    (the end of that run) accepts it too."""
+    out = str(tmp_path / "g")
+    argv = ["compare", "--data", "synthetic", "--families", "fasttext", "--encodings", "none",
+            "--set", "d_model=8", "--epochs", "1", "--batch-size", "16", "--jobs", "1",
+            "--out", out]  # fmt: skip
+    assert main([*argv, "--seeds", "1"]) == 0
+    assert main([*argv, "--seeds", "2", "--split-seed", "0"]) == 0
+    assert "| fasttext |" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("text", ["[1, 2]", '{"rows": ["a"]}', "[{}, null]"])

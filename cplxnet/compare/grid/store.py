@@ -40,6 +40,7 @@ __all__ = [
     "ResultStore",
     "is_comparison",
     "rows_to_csv",
+    "effective_options",
 ]
 
 FORMAT = "cplxnet-compare-1"
@@ -305,8 +306,10 @@ class ResultStore:
                 presets = stored.pop("presets", {})
                 with_presets = bool(presets or current.get("presets"))
                 diffs = _diff(
-                    _effective(stored, with_presets),
-                    _effective({k: v for k, v in current.items() if k != "presets"}, with_presets),
+                    effective_options(stored, with_presets),
+                    effective_options(
+                        {k: v for k, v in current.items() if k != "presets"}, with_presets
+                    ),
                 )
             except (AttributeError, TypeError, ValueError) as err:
                 raise CompareError(
@@ -413,7 +416,7 @@ def slim_row(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if k not in ("cell", "traceback")}
 
 
-def _effective(options: dict[str, Any], with_presets: bool) -> dict[str, Any]:
+def effective_options(options: dict[str, Any], with_presets: bool) -> dict[str, Any]:
     """``options`` (a ``grid.json`` budget) with each option left out set to the default the
     cells use, so that an option given at its default is the same budget as one left out. The
     classification ``train`` options are filled only in a grid without presets (there a value

@@ -10,6 +10,7 @@ The p-value is :func:`scipy.stats.wilcoxon`'s with its defaults (:data:`WILCOXON
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Sequence
@@ -82,10 +83,13 @@ def summarize(
 ) -> tuple[dict[tuple, Summary], list[str], list[str], list[tuple[str, str]]]:
     """Group successful grid rows: ``{(data, family, encoding, number): Summary}`` and the data,
     family and column orders (first appearance). Rows of one group trained with different
-    options, or two rows of one group, fold and seed (results of several grids put together),
-    are a ValueError: a mean over them would mix settings, and one would hide the other."""
+    budgets (as :meth:`~cplxnet.compare.grid.store.ResultStore.check_options` compares them: an
+    option at its default equals one left out, and presets are the cells' own), or two rows of
+    one group, fold and seed, are a ValueError (results of several grids put together): a mean
+    over them would mix settings, and one would hide the other."""
     groups: dict[tuple, Summary] = {}
     first: dict[tuple, tuple[str, dict[str, Any]]] = {}  # the options and first row of a group
+    holders: dict[tuple, dict[str, Any]] = {}  # the row of each (group, fold, seed)
     datas: list[str] = []
     families: list[str] = []
     columns: list[tuple[str, str]] = []
@@ -111,11 +115,12 @@ def summarize(
                 "separately"
             )
         values = groups.setdefault(key, Summary({})).values
-        if run in values:
+        holder = holders.setdefault((*key, *run), row)
+        if holder is not row:
             raise ValueError(
                 f"the results hold two runs of {what} seed {run[1]}"
                 + (f" fold {run[0]}" if run[0] is not None else "")
-                + f" ({other.get('cell_id')} and {row.get('cell_id')}); report each grid's "
+                + f" ({holder.get('cell_id')} and {row.get('cell_id')}); report each grid's "
                 "results separately"
             )
         values[run] = float(value)
@@ -123,13 +128,22 @@ def summarize(
 
 
 def _options(row: dict[str, Any]) -> str:
-    """A row's training options (a dict, or its JSON text in a results.csv) in one form."""
+    """A row's budget (its ``options``: a dict, or its JSON text in a results.csv) in the form
+    ``check_options`` compares, without the grid's presets (a later run may add some for other
+    cells)."""
+    from ..grid.store import effective_options
+
     options = row.get("options")
     if isinstance(options, str) and options:
         try:
             options = json.loads(options)
         except ValueError:
             return options
+    if isinstance(options, dict):
+        options = dict(options)
+        presets = options.pop("presets", None)
+        with contextlib.suppress(AttributeError, TypeError, ValueError):  # damaged: as written
+            options = effective_options(options, bool(presets))
     return json.dumps(options, sort_keys=True)
 
 
