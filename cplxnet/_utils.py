@@ -252,13 +252,15 @@ class HasDtype:
 
     A complex module refuses precision changes: ``module.to(dtype)``, ``.double()``,
     ``.float()``, ``.half()``, ``.bfloat16()`` and ``.type(dtype)`` raise a ``TypeError`` before
-    any tensor is converted if they would change the dtype of a parameter or buffer (torch would
-    convert the complex and the real parameters of a layer inconsistently, e.g. real norm gains to
-    complex). ``.to(module.dtype)`` (and ``.to(device, module.dtype)``, as generic training code
-    calls it) changes no dtype: the real parameters of a complex module stay real. A module built
-    with a real dtype converts to another real floating dtype as torch's layers do (``dtype``
-    follows); to a complex dtype it is refused. Moving between devices is unaffected. So
-    ``dtype`` always matches the parameters.
+    any of its tensors is converted if they would change the dtype of a parameter or buffer (torch
+    would convert the complex and the real parameters of a layer inconsistently, e.g. real norm
+    gains to complex). ``.to(module.dtype)`` (and ``.to(device, module.dtype)``, as generic
+    training code calls it) changes no dtype: the real parameters of a complex module stay real.
+    A module built with a real dtype converts to another real floating dtype as torch's layers do
+    (``dtype`` follows); its complex tables (rotary's ``e^{i m theta}``) follow at the matching
+    complex precision and are rebuilt, as a fresh build in that dtype has them; to a complex dtype
+    it is refused. Moving between devices is unaffected. So ``dtype`` always matches the
+    parameters.
     """
 
     _dtype: torch.dtype
@@ -269,56 +271,72 @@ class HasDtype:
         return self._dtype
 
     def _apply(self, fn, recurse=True):  # noqa: ANN001 - torch's signature
+        real = not self._dtype.is_complex
+        target = _probe_dtype(fn, self._dtype) if real else None
+        if target is not None and target.is_complex:
+            raise TypeError(self._refusal(f"it would become {target}", target))
+        converted = target if target is not None and target.is_floating_point else self._dtype
+        moves: dict[tuple, tuple[torch.device, torch.dtype]] = {}  # instead of fn: (device, dtype)
         seen = set()
-        keep: dict[tuple, torch.device] = {}  # tensors .to(self.dtype) would make complex
-        converted = self._dtype if self._dtype.is_complex else _real_target(fn, self._dtype)
         for name, t in [*self.named_parameters(), *self.named_buffers()]:
-            if (t.dtype, t.device) in seen:
+            key = (t.dtype, t.device)
+            if key in seen:
                 continue
-            seen.add((t.dtype, t.device))
+            seen.add(key)
             probe = fn(torch.empty(0, dtype=t.dtype, device=t.device))
             new = probe.dtype
-            if new == t.dtype:
-                continue
-            if not self._dtype.is_complex and t.is_floating_point() and new.is_floating_point:
-                continue  # a real module converts as torch's layers do
-            if new == self._dtype:  # a complex module's own dtype: keep, move only
-                keep[(t.dtype, t.device)] = probe.device
+            changed = converted != self._dtype
+            if real and t.is_complex() and (changed or new != t.dtype):
+                # a real module's table: its precision follows the module's, and only that
+                moves[key] = (probe.device, complex_dtype(converted) if changed else t.dtype)
+            elif new == t.dtype or (real and t.is_floating_point() and new.is_floating_point):
+                continue  # unchanged, or a real module converting as torch's layers do
+            elif new == self._dtype:  # a complex module's own dtype: keep, move only
+                moves[key] = (probe.device, t.dtype)
             else:
-                owner = type(self).__name__
-                wanted = self._dtype.is_complex and (new.is_floating_point or new.is_complex)
-                target = complex_dtype(new) if wanted else new
-                what = f"{name} would become {new} from {t.dtype}; the module is {self._dtype}"
-                fix = (
-                    f"it already is {target}: drop the dtype conversion (.to(device) moves it)"
-                    if target == self._dtype
-                    else f"build it with {owner}(..., dtype={target}) instead and copy the "
-                    "weights with load_state_dict"
-                )
-                raise TypeError(
-                    f"{owner}: cannot change the precision of a cplxnet module ({what}); {fix}"
-                )
-        if keep:
+                raise TypeError(self._refusal(f"{name} would become {new} from {t.dtype}", new))
+        if moves:
             convert = fn
 
             def fn(t):  # noqa: ANN001, ANN202
-                device = keep.get((t.dtype, t.device))
-                return convert(t) if device is None else t.to(device=device)
+                move = moves.get((t.dtype, t.device))
+                return convert(t) if move is None else t.to(device=move[0], dtype=move[1])
 
         out = super()._apply(fn, recurse)  # type: ignore[misc]
-        self._dtype = converted
+        if converted != self._dtype:
+            self._dtype = converted
+            reset_tables = getattr(self, "reset_tables", None)
+            if callable(reset_tables):  # fixed tables, rebuilt at the new precision
+                reset_tables()
         return out
 
+    def _refusal(self, what: str, new: torch.dtype) -> str:
+        """The message of a refused precision change to ``new``."""
+        owner = type(self).__name__
+        wanted = self._dtype.is_complex and (new.is_floating_point or new.is_complex)
+        target = complex_dtype(new) if wanted else new
+        fix = (
+            f"it already is {target}: drop the dtype conversion (.to(device) moves it)"
+            if target == self._dtype
+            else f"build it with {owner}(..., dtype={target}) instead and copy the weights with "
+            "load_state_dict"
+        )
+        return (
+            f"{owner}: cannot change the precision of a cplxnet module ({what}; the module is "
+            f"{self._dtype}); {fix}"
+        )
 
-def _real_target(fn: Callable[[torch.Tensor], torch.Tensor], dtype: torch.dtype) -> torch.dtype:
-    """The real floating dtype ``fn`` (a ``Module._apply`` function) makes of ``dtype``, or
-    ``dtype`` if it makes another kind or cannot run here (``.cuda()`` on a machine without
-    one: a module without tensors then changes nothing, as torch's)."""
+
+def _probe_dtype(
+    fn: Callable[[torch.Tensor], torch.Tensor], dtype: torch.dtype
+) -> torch.dtype | None:
+    """The dtype ``fn`` (a ``Module._apply`` function) makes of ``dtype``, or ``None`` if it
+    cannot run here (``.cuda()`` on a machine without one: a module without tensors then changes
+    nothing, as torch's)."""
     try:
-        new = fn(torch.empty(0, dtype=dtype)).dtype
+        return fn(torch.empty(0, dtype=dtype)).dtype
     except (RuntimeError, AssertionError, TypeError):
-        return dtype
-    return new if new.is_floating_point else dtype
+        return None
 
 
 def check_sizes(owner: str, **sizes: int) -> None:

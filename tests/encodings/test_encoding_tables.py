@@ -182,3 +182,40 @@ def test_no_table_is_wider_than_the_model(name, dtype):
         pytest.skip(f"{name} has no {dtype} form")
     wide = (torch.float64, torch.complex128)
     assert not [n for n, t in [*enc.named_buffers(), *enc.named_parameters()] if t.dtype in wide]
+
+
+CONVERT = {
+    "double": lambda m: m.double(),
+    "to": lambda m: m.to(torch.float64),
+    "to-device": lambda m: m.to("cpu", torch.float64),
+}
+
+
+@pytest.mark.parametrize("convert", list(CONVERT))
+@pytest.mark.parametrize(("name", "opts"), CASES)
+def test_a_real_encoding_converted_to_float64_equals_a_float64_build(name, opts, convert):
+    """A real encoding converts as torch's layers do: its parameters become float64, its
+    complex tables (rotary's e^{i m theta}) complex128 with the values a float64 build has, and
+    a float64 build given its state computes the same."""
+    torch.manual_seed(0)
+    enc = create_encoding(name, dtype=torch.float32, **CTX, **opts)
+    assert CONVERT[convert](enc) is enc and enc.dtype == torch.float64
+    fresh = create_encoding(name, dtype=torch.float64, **CTX, **opts)
+    fresh.load_state_dict(enc.state_dict())
+    got, want = dict(enc.named_buffers()), dict(fresh.named_buffers())
+    assert got.keys() == want.keys()
+    for key, table in want.items():
+        assert got[key].dtype == table.dtype and torch.equal(got[key], table), key
+    for p, q in zip(enc.parameters(), fresh.parameters()):
+        assert p.dtype == q.dtype == torch.float64
+    enc.eval()
+    fresh.eval()
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    torch.testing.assert_close(_apply_every_hook(enc, x), _apply_every_hook(fresh, x), rtol=0,
+                               atol=0)  # fmt: skip
+
+
+def test_a_real_encoding_refuses_a_complex_dtype_with_or_without_tensors():
+    for name in ("none", "rotary", "t5"):
+        with pytest.raises(TypeError, match=r"dtype=torch\.complex64\) instead"):
+            create_encoding(name, dtype=torch.float32, **CTX).to(torch.complex64)
