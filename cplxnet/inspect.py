@@ -449,12 +449,11 @@ def inspect_run(run_dir: str, out: str | None = None, *, samples: int = 8) -> st
             output = _Output(path, _prepare_out(path))
             _inspect(run, run_dir, output, samples)
     except BaseException as err:
-        if made:  # a failed inspect leaves no folder it made
-            if output is not None:
-                output.remove_all()
-            for folder in made:
-                with contextlib.suppress(OSError):
-                    os.rmdir(folder)
+        if output is not None and made:  # a failed inspect leaves no folder it made
+            output.remove_all()  # the output folder: made only under the lock
+        for folder in made[1:]:  # the folders above it (an empty one only)
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
         if isinstance(err, Exception) and disk_full(err):
             where = os.path.abspath(path)
             what = (

@@ -416,3 +416,40 @@ def test_a_training_of_the_run_is_refused_while_inspect_writes_into_it(
     monkeypatch.undo()
     assert main(["train", "--resume", str(run), "--quiet"]) == 0
     assert (run / "results.json").exists() and (run / "inspect" / "inspect.md").exists()
+
+
+def test_a_run_reached_through_a_link_has_the_run_s_lock(classifier_run, tmp_path, capsys):
+    """Every spelling of one run folder (a symbolic link, a trailing slash) takes one lock."""
+    from cplxnet.engine import runs
+
+    run = tmp_path / "run"
+    shutil.copytree(classifier_run, run)
+    link = tmp_path / "link"
+    link.symlink_to(run)
+    with runs.run_lock(str(run)):
+        for spelling in (str(link), str(run) + "/"):
+            assert main(["inspect", spelling, "--samples", "2"]) == 1
+            assert "is in use by another cplxnet process" in capsys.readouterr().err
+    assert not (run / "inspect").exists()
+
+
+def test_an_inspect_refused_leaves_the_folder_another_made(classifier_run, tmp_path, capsys,
+                                                           monkeypatch):  # fmt: skip
+    """The output folder is made only under the lock: an inspect refused because another holds
+    the folder never removes it, even when the other made it after this one looked."""
+    import cplxnet.inspect as insp
+    from cplxnet.engine.runs import RunError
+
+    out = tmp_path / "figures" / "trec"
+
+    class Held:
+        def __enter__(self):
+            out.mkdir()  # the other inspect, which holds the lock, has just made it
+            raise RunError(f"{out} is in use by another cplxnet process")
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(insp, "_output_lock", lambda run_dir, path: Held())
+    assert main(["inspect", classifier_run, "--out", str(out), "--samples", "2"]) == 1
+    assert out.is_dir()

@@ -329,7 +329,9 @@ def _in_use_message(path: str, holder: str) -> str:
 
 
 def _lock_path(path: str) -> str:
-    parent, name = os.path.split(os.path.abspath(path))
+    """``.NAME.lock`` beside the folder ``path`` points to (symbolic links resolved, so that
+    every spelling of one folder has one lock)."""
+    parent, name = os.path.split(os.path.realpath(path))
     return os.path.join(parent, f".{name}.lock")
 
 

@@ -380,6 +380,15 @@ def test_each_dataset_of_a_grid_has_its_own_tables_and_figures(tmp_path):
     assert "### complex-order against each configuration" in mr and "(lm-mr.png)" in mr
     assert "(lm-trec.png)" in tr
     assert {os.path.basename(f) for f in written} == {"report.md", "lm-mr.png", "lm-trec.png"}
+    copy = [{**r, "data": "synthetic:copy", "metric": "accuracy", "cell_id": "c" + r["cell_id"]}
+            for r in ROWS[:2]]  # fmt: skip
+    nameless = [{**r, "cell_id": "n" + r["cell_id"]} for r in ROWS[:2]]
+    for r in nameless:
+        del r["data"]
+    text, _ = render_lm_report(rows + copy + nameless, str(tmp_path / "m"), plots=False)
+    assert text.startswith("# Language models: bpc / accuracy against evaluation length (mr, "
+                           "trec, synthetic:copy, no dataset named)\n")  # fmt: skip
+    assert "## no dataset named\n" in text
     other = tmp_path / "other"
     other.mkdir()
     (other / "lm-trec.png").write_bytes(b"mine")

@@ -523,7 +523,8 @@ def render_lm_report(
     the folder of the results file). Returns the markdown and the files written."""
     out_dir, options = report_place(results, out_dir, options)
     rows = load_lm_rows(results)
-    datasets = list(dict.fromkeys(str(r["data"]) for r in rows if r.get("data"))) or [""]
+    scored = [r for r in rows if is_ok(r)] or rows  # a failed run is listed, not a dataset
+    datasets = list(dict.fromkeys(str(r.get("data") or "") for r in scored)) or [""]
     suffixes = _suffixes(datasets)
     figures = [f"{name}{x}.png" for x in suffixes for name in ("lm", "curves")]
     check_report_folder(out_dir, results_folder(results), ("report.md", *figures))
@@ -531,13 +532,14 @@ def render_lm_report(
     if context is None:
         context = next((int(r["context"]) for r in rows if r.get("context") not in (None, "")),
                        None)  # fmt: skip
-    metric = lm_groups(rows)[2]
-    parts = [f"# Language models: {metric} against evaluation length ({', '.join(datasets)})\n"]
+    metrics = " / ".join(dict.fromkeys(str(r.get("metric") or "bpc") for r in scored))
+    names = ", ".join(d or "no dataset named" for d in datasets)
+    parts = [f"# Language models: {metrics} against evaluation length ({names})\n"]
     written: list[str] = []
     for data, suffix in zip(datasets, suffixes):  # each dataset its own tables and plots
-        part = rows if len(datasets) == 1 else [r for r in rows if str(r.get("data")) == data]
+        part = rows if len(datasets) == 1 else [r for r in rows if str(r.get("data") or "") == data]
         if len(datasets) > 1:
-            parts.append(f"## {data}\n")
+            parts.append(f"## {data or 'no dataset named'}\n")
         h = "##" if len(datasets) == 1 else "###"
         parts += _dataset_sections(part, options, target, digits, plots, out_dir, written,
                                    context, h, suffix)  # fmt: skip
