@@ -221,6 +221,7 @@ def test_compare_help_prints_the_defaults_compare_uses(capsys):
     )
     assert parser_default("compare", "--data") is None  # cmd_compare reads DEFAULT_DATA
     assert (classify.real_width, text.real_width) == ("flops", "flops")
+    assert "x2 the complex config's widths (equal FLOPs; the default)" in h["--real-width"]
     assert args.factors is None  # options_from_args reads DEFAULT_FACTORS under --extrapolate
     bins = build_parser().parse_args(["compare", "--extrapolate"])
     assert options_from_args(bins).extrapolate["factors"] == list(DEFAULT_FACTORS)

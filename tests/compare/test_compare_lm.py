@@ -397,6 +397,14 @@ def test_each_dataset_of_a_grid_has_its_own_tables_and_figures(tmp_path):
     assert (other / "lm-trec.png").read_bytes() == b"mine"
 
 
+def test_figure_names_of_datasets_are_plain_and_distinct():
+    from cplxnet.compare.report.lm_report import _suffixes
+
+    assert _suffixes(["mr"]) == [""]
+    assert _suffixes(["mr", "dir/x.txt"]) == ["-mr", "-dir_x.txt"]
+    assert _suffixes(["a b", "a_b", "c"]) == ["-1", "-2", "-3"]
+
+
 def test_plot_one_line_per_configuration_with_fixed_styles():
     """Every configuration with a score is one line in the colour and marker of
     ``column_styles`` over all configurations, and the legend names each of them."""

@@ -212,6 +212,9 @@ def test_training_batches_are_random_windows_and_their_next_tokens(text_file):
     again, _, _ = task.batch(step=5, seed=1, batch_size=6)
     assert torch.equal(again, ids)  # a function of (seed, step)
     assert not torch.equal(task.batch(step=6, seed=1, batch_size=6)[0], ids)
+    g = torch.Generator().manual_seed(1 * 1_000_003 + 5)  # the windows committed grids drew
+    assert torch.equal(ids[:, 0], task.data.train[torch.randint(0, len(stream) - 8, (6,),
+                                                                generator=g)])  # fmt: skip
     big = 2**63 - 1  # the largest seed --seeds takes
     assert not torch.equal(task.batch(step=5, seed=big, batch_size=6)[0],
                            task.batch(step=5, seed=big - 1, batch_size=6)[0])  # fmt: skip

@@ -498,8 +498,8 @@ def _dataset_sections(
 
 def _suffixes(datasets: Sequence[str]) -> list[str]:
     """The suffix of each dataset's figure names: none for one dataset, else ``-NAME`` (other
-    characters than letters, digits, ``.`` and ``_`` as ``_``), or ``-1``, ``-2``, ... where two
-    names would give one suffix."""
+    characters than letters, digits, ``.`` and ``_`` as ``_``); when two names would give one
+    suffix, every dataset is numbered instead (``-1``, ``-2``, ...)."""
     if len(datasets) <= 1:
         return [""] * len(datasets)
     names = ["-" + "".join(c if c.isalnum() or c in "._" else "_" for c in d) for d in datasets]
