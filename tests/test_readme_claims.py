@@ -12,7 +12,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
@@ -20,6 +19,7 @@ import torch.autograd.forward_ad as fw
 import torch.nn.functional as F
 from torch.export import Dim
 from torch.func import grad, jvp, vmap
+from waiting import wait_until
 
 import cplxnet
 import cplxnet.models as models
@@ -208,15 +208,6 @@ def test_cross_attention_refuses_relative_encodings_beside_xpos(spec):
 # -- SIGTERM on `cplxnet train` --------------------------------------------------------------------
 
 
-def _wait_for(condition, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
-
-
 @pytest.mark.slow  # a subprocess run, then its resume
 def test_sigterm_stops_cplxnet_train_as_ctrl_c_and_the_run_resumes(tmp_path):
     """README: "SIGTERM stops a command as Ctrl-C does": a language-model run ended by SIGTERM
@@ -238,7 +229,7 @@ def test_sigterm_stops_cplxnet_train_as_ctrl_c_and_the_run_resumes(tmp_path):
     proc = subprocess.Popen([*cli, *train], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        assert _wait_for(lambda: os.path.exists(checkpoint) or proc.poll() is not None, 120)
+        assert wait_until(lambda: os.path.exists(checkpoint) or proc.poll() is not None, 120)
         assert proc.poll() is None, "the run ended before its first checkpoint was seen"
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=60)

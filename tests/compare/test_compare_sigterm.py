@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+from waiting import wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -50,15 +51,6 @@ def _end_all(parent: subprocess.Popen, workers: list[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def _wait(condition, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
-
-
 @pytest.mark.slow
 def test_sigterm_ends_the_workers_and_removes_the_lock(tmp_path):
     pids = tmp_path / "pids"
@@ -76,7 +68,7 @@ def test_sigterm_ends_the_workers_and_removes_the_lock(tmp_path):
     )
     workers: list[int] = []
     try:
-        assert _wait(lambda: len(os.listdir(pids)) == 2, 120), "the workers did not start"
+        assert wait_until(lambda: len(os.listdir(pids)) == 2, 120), "the workers did not start"
         time.sleep(0.2)  # each has written its pid
         workers = [int(name) for name in os.listdir(pids)]
         assert all(_alive(pid) for pid in workers)
@@ -86,7 +78,7 @@ def test_sigterm_ends_the_workers_and_removes_the_lock(tmp_path):
         assert parent.returncode == 130, stderr
         assert stderr.strip().splitlines()[-1].startswith("cplxnet: error: interrupted"), stderr
         assert "Traceback" not in stderr
-        assert _wait(lambda: not any(_alive(pid) for pid in workers), 30), "orphaned workers"
+        assert wait_until(lambda: not any(_alive(pid) for pid in workers), 30), "orphaned workers"
         assert not (out / ".lock").exists()
         cells = out / "cells"  # nothing recorded: both cells run again next time
         assert not cells.exists() or not os.listdir(cells)
@@ -126,14 +118,14 @@ def test_the_workers_end_when_their_parent_is_killed(tmp_path):
                               preexec_fn=ignore)  # fmt: skip
     workers: list[int] = []
     try:
-        assert _wait(lambda: len(_run_locks(out)) == 2, 180), "the workers did not start"
-        assert _wait(lambda: all(lock.stat().st_size for lock in _run_locks(out)), 30)
+        assert wait_until(lambda: len(_run_locks(out)) == 2, 180), "the workers did not start"
+        assert wait_until(lambda: all(lock.stat().st_size for lock in _run_locks(out)), 30)
         workers = [json.loads(lock.read_text())["pid"] for lock in _run_locks(out)]
         runs = [str(out / "runs" / lock.name[1 : -len(".lock")]) for lock in _run_locks(out)]
         assert all(_alive(pid) for pid in workers) and all(run_holder(r) for r in runs)
         parent.kill()
         parent.wait(timeout=30)
-        assert _wait(lambda: not any(_alive(pid) for pid in workers), 60), "orphaned workers"
+        assert wait_until(lambda: not any(_alive(pid) for pid in workers), 60), "orphaned workers"
         assert all(run_holder(r) is None for r in runs)  # their runs are free to resume
     finally:
         _end_all(parent, workers)
