@@ -443,14 +443,16 @@ def inspect_run(run_dir: str, out: str | None = None, *, samples: int = 8) -> st
     path = os.path.normpath(out or os.path.join(run_dir, "inspect"))
     made = _missing_folders(path)  # deepest first: what a failed inspect removes again
     output: _Output | None = None
+    created = False
     try:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with _output_lock(run_dir, path):
+            created = not os.path.isdir(path)  # the output folder: made only under the lock
             output = _Output(path, _prepare_out(path))
             _inspect(run, run_dir, output, samples)
     except BaseException as err:
-        if output is not None and made:  # a failed inspect leaves no folder it made
-            output.remove_all()  # the output folder: made only under the lock
+        if output is not None and created:  # a failed inspect leaves no folder it made
+            output.remove_all()
         for folder in made[1:]:  # the folders above it (an empty one only)
             with contextlib.suppress(OSError):
                 os.rmdir(folder)
