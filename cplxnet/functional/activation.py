@@ -354,8 +354,10 @@ def mvn(z: torch.Tensor, sectors: int | None = None) -> torch.Tensor:
     """
     if not z.is_complex():
         raise TypeError(f"mvn: input must be complex, got {z.dtype}")
-    if sectors is None:
-        return z * _unit_phase_scale(z.abs(), torch.ones_like, 1.0)
+    if sectors is None:  # z / |z| as one division: its derivative needs 1/|z|, not 1/|z|^2
+        pos = z != 0
+        safe = torch.where(pos, z, torch.ones((), dtype=z.dtype, device=z.device))
+        return torch.where(pos, safe / safe.abs(), 0)
     if isinstance(sectors, bool) or not isinstance(sectors, int) or sectors < 2:
         raise ValueError(f"mvn: sectors must be an integer >= 2 (or None), got {sectors!r}")
     return _MVNStraightThrough.apply(z, sectors)
@@ -378,8 +380,11 @@ class _Cardioid(torch.autograd.Function):
     :math:`s = \tfrac12 (1 + x / r)`, :math:`\partial_x s = \tfrac12 y^2 / r^3`,
     :math:`\partial_y s = -\tfrac12 x y / r^3`, so with :math:`t = \tfrac12 \langle g, z\rangle
     y / r^3`: :math:`\partial_x = s g_x + t y`, :math:`\partial_y = s g_y - t x`, i.e.
-    :math:`\partial_z = s g + t \cdot (-i z)`; :math:`1/r` is replaced by 0 at :math:`z = 0`
-    (gradient :math:`g / 2` there, as ``sgn``'s backward gives). The modulus,
+    :math:`\partial_z = s g + t \cdot (-i z)`, computed as :math:`s g + t' \cdot (-i u)` with
+    :math:`u = z / r` and :math:`t' = \tfrac12 \langle g, u\rangle\, u_y`, so that no power of
+    :math:`1/r` beyond the first is formed (it would overflow complex64 at :math:`r \approx
+    10^{-13}`); :math:`1/r` is replaced by 0 at :math:`z = 0` (gradient :math:`g / 2` there, as
+    ``sgn``'s backward gives). The modulus,
     :math:`\langle g, z\rangle` and the products with the real gains run on the complex data
     (:mod:`cplxnet.functional.interleaved`), as in :class:`_ModReLU`.
     """
@@ -397,9 +402,9 @@ class _Cardioid(torch.autograd.Function):
         z, inv, s = ctx.saved_tensors
         if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
             return grad_via_composed(_cardioid_autograd, (z,), ctx, grad)
-        z = z.resolve_conj()
-        t = _il.real_dot(grad, z).mul_(inv.pow(3)).mul_(z.imag).mul_(0.5)
-        return _il.scale_add(grad, s, z * -1j, t)
+        u = z.resolve_conj() * inv
+        t = _il.real_dot(grad, u).mul_(u.imag).mul_(0.5)
+        return _il.scale_add(grad, s, u * -1j, t)
 
 
 class _CardioidCompiled(torch.autograd.Function):

@@ -118,9 +118,10 @@ def _cardioid_backward(w: torch.Tensor, gw: torch.Tensor) -> torch.Tensor:
     gx, gy = _unpack(gw)
     r = torch.sqrt(x * x + y * y)
     inv = 1.0 / torch.where(r > 0, r, torch.inf)
-    s = 0.5 + 0.5 * x * inv
-    t = 0.5 * (gx * x + gy * y) * (inv * inv * inv) * y
-    return _pack(gx * s + t * y, gy * s - t * x)
+    ux, uy = x * inv, y * inv  # z / r: no power of 1/r beyond the first
+    s = 0.5 + 0.5 * ux
+    t = 0.5 * (gx * ux + gy * uy) * uy
+    return _pack(gx * s + t * uy, gy * s - t * ux)
 
 
 def _layer_norm_split_forward(
