@@ -342,12 +342,14 @@ def mvn(z: torch.Tensor, sectors: int | None = None) -> torch.Tensor:
     Neural Networks with Multi-Valued Neurons", Springer 2011).
 
     ``sectors=None``: the continuous MVN :math:`P(z) = z / |z|` (the unit circle; 0 at the
-    origin, where the phase is undefined). ``sectors=k``: the discrete MVN
-    :math:`P(z) = \varepsilon^j`, :math:`\varepsilon = e^{2\pi i / k}`,
-    :math:`j = \lfloor k \arg(z) / 2\pi \rfloor` with :math:`\arg z \in [0, 2\pi)`: the k-th
-    root of unity opening the sector :math:`z` lies in (a point on a sector's lower edge belongs
-    to that sector, and so does one less than :math:`16 \epsilon k` sectors below it, the
-    rounding of a root's angle, so each root maps to itself; the origin to sector 0). The
+    origin, where the phase is undefined, and below a modulus of 1 / the largest float, where
+    :math:`1/|z|` and so the derivative overflow, as the modulus activations treat it).
+    ``sectors=k``: the discrete MVN :math:`P(z) = \varepsilon^j`,
+    :math:`\varepsilon = e^{2\pi i / k}`, :math:`j = \lfloor k \arg(z) / 2\pi \rfloor` with
+    :math:`\arg z \in [0, 2\pi)`: the k-th root of unity opening the sector :math:`z` lies in (a
+    point on a sector's lower edge belongs to that sector, and so does one less than
+    :math:`16 \epsilon k` sectors below it, the rounding of a root's angle, so each root maps to
+    itself; the origin to sector 0). The
     staircase has zero derivative almost everywhere, so its backward is the continuous MVN's
     (straight-through; Aizenberg trains the discrete neuron with an error-correction rule
     instead, which cplxnet does not provide).
@@ -355,7 +357,8 @@ def mvn(z: torch.Tensor, sectors: int | None = None) -> torch.Tensor:
     if not z.is_complex():
         raise TypeError(f"mvn: input must be complex, got {z.dtype}")
     if sectors is None:  # z / |z| as one division: its derivative needs 1/|z|, not 1/|z|^2
-        pos = z != 0
+        tiny = 1.0 / torch.finfo(z.real.dtype).max  # below it 1/|z| overflows: the origin
+        pos = z.abs() > tiny
         safe = torch.where(pos, z, torch.ones((), dtype=z.dtype, device=z.device))
         return torch.where(pos, safe / safe.abs(), 0)
     if isinstance(sectors, bool) or not isinstance(sectors, int) or sectors < 2:

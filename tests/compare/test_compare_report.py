@@ -224,6 +224,12 @@ def test_one_budget_in_its_spellings_is_one_budget():
     grown = [{**r, "cell_id": f"c{i}", "options": {"train": {"epochs": 3}, **presets[i % 2]}}
              for i, r in enumerate(rows)]  # fmt: skip
     assert summarize(grown)[0]
+    first_without = [{**r, "cell_id": f"c{i}",
+                      "options": {"train": {"epochs": 3}, **({} if i % 2 else presets[0])}}
+                     for i, r in enumerate(rows)]  # fmt: skip
+    assert summarize(first_without)[0]  # a re-run added presets for other cells
+    none = [{**r, "cell_id": f"c{i}", "options": [None, "", {}][i % 3]} for i, r in enumerate(rows)]
+    assert summarize(none)[0]
     changed = [dict(r, options={"train": {"epochs": 3, "lr": lr * 2}}) if i == 1 else r
                for i, r in enumerate(mixed)]  # fmt: skip
     with pytest.raises(ValueError, match="trained with different options"):

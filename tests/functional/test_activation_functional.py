@@ -238,3 +238,16 @@ def test_modrelu_gradients_where_the_modulus_is_clipped_match_the_reference():
     grads = torch.autograd.grad(out, leaves, g), torch.autograd.grad(want, want_leaves, g)
     for got, exp in zip(*grads):
         torch.testing.assert_close(got, exp)
+
+
+def test_mvn_below_the_reciprocal_of_the_largest_float_is_the_origin():
+    """Continuous MVN in complex64: a unit phase with a finite gradient down to moduli near
+    1e-38; below 1 / the largest float (subnormal moduli, where 1/|z| overflows) the origin's 0,
+    with a zero gradient, never inf or NaN."""
+    z = torch.tensor([1e-30 + 1e-30j, 3e-41 - 2e-41j, 0j], dtype=torch.complex64,
+                     requires_grad=True)  # fmt: skip
+    out = CF.mvn(z)
+    torch.testing.assert_close(out[0], torch.tensor(1 + 1j, dtype=torch.complex64) / 2**0.5)
+    assert out[1] == 0 and out[2] == 0
+    (g,) = torch.autograd.grad(torch.view_as_real(out).sum(), z)
+    assert torch.isfinite(torch.view_as_real(g)).all() and g[1] == 0 and g[2] == 0

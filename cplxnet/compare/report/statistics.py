@@ -10,7 +10,6 @@ The p-value is :func:`scipy.stats.wilcoxon`'s with its defaults (:data:`WILCOXON
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 from collections.abc import Sequence
@@ -88,7 +87,7 @@ def summarize(
     one group, fold and seed, are a ValueError (results of several grids put together): a mean
     over them would mix settings, and one would hide the other."""
     groups: dict[tuple, Summary] = {}
-    first: dict[tuple, tuple[str, dict[str, Any]]] = {}  # the options and first row of a group
+    first: dict[tuple, tuple[Any, dict[str, Any]]] = {}  # the options and first row of a group
     holders: dict[tuple, dict[str, Any]] = {}  # the row of each (group, fold, seed)
     datas: list[str] = []
     families: list[str] = []
@@ -106,9 +105,9 @@ def summarize(
                 seq.append(item)
         key = (data, family, *col)
         run = (_fold_key(row), int(row["seed"]))
-        options, (seen, other) = _options(row), first.setdefault(key, (_options(row), row))
+        seen, other = first.setdefault(key, (_options(row), row))
         what = f"{data} {family} {col[0]} ({col[1]})"
-        if seen != options:
+        if not _same_budget(seen, _options(row)):
             raise ValueError(
                 f"the results mix runs of {what} trained with different options "
                 f"({other.get('cell_id')} and {row.get('cell_id')}); report each grid's results "
@@ -127,24 +126,38 @@ def summarize(
     return groups, datas, families, columns
 
 
-def _options(row: dict[str, Any]) -> str:
-    """A row's budget (its ``options``: a dict, or its JSON text in a results.csv) in the form
-    ``check_options`` compares, without the grid's presets (a later run may add some for other
-    cells)."""
-    from ..grid.store import effective_options
-
+def _options(row: dict[str, Any]) -> tuple[Any, bool]:
+    """A row's budget (its ``options``: a dict, or its JSON text in a results.csv; none is
+    ``{}``) without the grid's presets (a later run may add some for other cells), and whether
+    the grid had presets."""
     options = row.get("options")
     if isinstance(options, str) and options:
         try:
             options = json.loads(options)
         except ValueError:
-            return options
-    if isinstance(options, dict):
-        options = dict(options)
-        presets = options.pop("presets", None)
-        with contextlib.suppress(AttributeError, TypeError, ValueError):  # damaged: as written
-            options = effective_options(options, bool(presets))
-    return json.dumps(options, sort_keys=True)
+            return options, False
+    if options in (None, ""):
+        options = {}
+    if not isinstance(options, dict):
+        return options, False
+    options = dict(options)
+    return options, bool(options.pop("presets", None))
+
+
+def _same_budget(a: tuple[Any, bool], b: tuple[Any, bool]) -> bool:
+    """Whether two budgets of :func:`_options` are one, as ``check_options`` compares a grid's
+    stored budget with a re-run's: options left out read as their defaults, the classification
+    ``train`` options only where neither side has presets."""
+    from ..grid.store import effective_options
+
+    (x, x_presets), (y, y_presets) = a, b
+    if not (isinstance(x, dict) and isinstance(y, dict)):
+        return x == y
+    with_presets = x_presets or y_presets
+    try:
+        return effective_options(x, with_presets) == effective_options(y, with_presets)
+    except (AttributeError, TypeError, ValueError):  # a damaged budget: compared as written
+        return x == y
 
 
 def min_attainable_p(n: int) -> float:
