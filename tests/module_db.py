@@ -40,7 +40,7 @@ import torch
 
 from cplxnet import nn as cnn
 
-__all__ = ["ModuleInfo", "MODULES", "make_module", "sample_input"]
+__all__ = ["ModuleInfo", "MODULES", "make_module", "sample_input", "output_tensors"]
 
 InputFn = Callable[[torch.dtype, torch.device | str | None], tuple[tuple, dict]]
 
@@ -76,6 +76,19 @@ def make_module(info: ModuleInfo, dtype: torch.dtype | None = None, device=None)
 
 def sample_input(info: ModuleInfo, dtype: torch.dtype, device=None) -> tuple[tuple, dict]:
     return info.make_input(dtype, device)
+
+
+def output_tensors(out, floating_only: bool = True) -> list[torch.Tensor]:
+    """The floating and complex tensors (every tensor without ``floating_only``) of a (possibly
+    nested) output or input, in order."""
+    if isinstance(out, torch.Tensor):
+        keep = not floating_only or out.is_complex() or out.is_floating_point()
+        return [out] if keep else []
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in output_tensors(o, floating_only)]
+    if isinstance(out, dict):
+        return [t for o in out.values() for t in output_tensors(o, floating_only)]
+    return []
 
 
 def _randn(shape, dtype, device=None):

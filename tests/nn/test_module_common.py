@@ -8,7 +8,7 @@ import module_db
 import pytest
 import torch
 from deferred_init import assert_deferred_init_restores, every_tensor
-from module_db import MODULES, ModuleInfo, make_module, sample_input
+from module_db import MODULES, ModuleInfo, make_module, output_tensors, sample_input
 
 from cplxnet._utils import real_dtype
 
@@ -54,17 +54,6 @@ def _run(m, info, dtype, device=None):
     return m(*args, **kwargs)
 
 
-def _flat(out):
-    """Floating/complex tensors of a (possibly nested) output, in order."""
-    if isinstance(out, torch.Tensor):
-        return [out] if (out.is_complex() or out.is_floating_point()) else []
-    if isinstance(out, (tuple, list)):
-        return [t for o in out for t in _flat(o)]
-    if isinstance(out, dict):
-        return [t for o in out.values() for t in _flat(o)]
-    return []
-
-
 def _assert_tensors_dtype(m, dtype):
     for name, t in list(m.named_parameters()) + list(m.named_buffers()):
         if t.is_complex() or t.is_floating_point():
@@ -89,7 +78,7 @@ def test_factory_kwargs_and_output_dtype(info, dtype, device):
     _assert_tensors_dtype(m, dtype)
     for name, t in [*m.named_parameters(), *m.named_buffers()]:
         assert t.device.type == device.type, (name, t.device)
-    for out in _flat(_run(m, info, dtype, device)):
+    for out in output_tensors(_run(m, info, dtype, device)):
         assert out.dtype in (dtype, real_dtype(dtype))
         assert out.device.type == device.type
         assert torch.isfinite(torch.view_as_real(out) if out.is_complex() else out).all()
@@ -100,7 +89,7 @@ def test_default_dtype_follows_torch_default(info):
     with _default_dtype(torch.float64):
         m = make_module(info)
         _assert_tensors_dtype(m, torch.complex128)
-        out = _flat(_run(m, info, torch.complex128))[0]
+        out = output_tensors(_run(m, info, torch.complex128))[0]
     assert out.dtype in (torch.complex128, torch.float64)
 
 
@@ -120,7 +109,7 @@ def test_state_dict_round_trip(info):
     src.eval(), dst.eval()
     torch.manual_seed(2)
     args, kwargs = sample_input(info, dtype)
-    for a, b in zip(_flat(src(*args, **kwargs)), _flat(dst(*args, **kwargs))):
+    for a, b in zip(output_tensors(src(*args, **kwargs)), output_tensors(dst(*args, **kwargs))):
         assert torch.equal(a, b)
 
 
@@ -188,7 +177,7 @@ def test_gradcheck_complex128_inputs_and_params(info):
         for i, t in zip(diff, tensors[: len(diff)]):
             call_args[i] = t
         p = dict(zip(names, tensors[len(diff) :]))
-        return tuple(_flat(torch.func.functional_call(m, p, tuple(call_args), kwargs)))
+        return tuple(output_tensors(torch.func.functional_call(m, p, tuple(call_args), kwargs)))
 
     assert torch.autograd.gradcheck(fn, tuple(leaves), fast_mode=info.id in FAST_MODE_GRADCHECK)
 
@@ -210,7 +199,7 @@ def test_real_input_rejected_or_handled(info):
     args, kwargs = sample_input(info, torch.complex64)
     real_args = (args[0].real.contiguous(),) + tuple(args[1:])
     if info.supports_real and not info.takes_factory_kwargs:
-        for out in _flat(m(*real_args, **kwargs)):
+        for out in output_tensors(m(*real_args, **kwargs)):
             assert not out.is_complex()
         return
     with pytest.raises(TypeError, match=type(m).__name__):
@@ -269,9 +258,9 @@ def test_real_twin(info):
         mc = make_module(info, dtype=torch.complex128).eval()
         _copy_real_into_complex(m, mc)
     args, kwargs = sample_input(info, torch.float64)
-    outs = _flat(m(*args, **kwargs))
+    outs = output_tensors(m(*args, **kwargs))
     cargs = tuple(_as_complex(a) for a in args)
-    couts = _flat(mc(*cargs, **{k: _as_complex(v) for k, v in kwargs.items()}))
+    couts = output_tensors(mc(*cargs, **{k: _as_complex(v) for k, v in kwargs.items()}))
     assert outs and len(outs) == len(couts)
     for out, cout in zip(outs, couts):
         assert out.dtype == torch.float64
@@ -307,8 +296,8 @@ def test_torch_compile_matches_eager(info):
         a.requires_grad_() if isinstance(a, torch.Tensor) and a.is_complex() else a for a in args
     )
     compiled = torch.compile(m, backend=info.compile_backend)
-    eager_out = _flat(m(*args, **kwargs))
-    comp_out = _flat(compiled(*args, **kwargs))
+    eager_out = output_tensors(m(*args, **kwargs))
+    comp_out = output_tensors(compiled(*args, **kwargs))
     for a, b in zip(eager_out, comp_out):
         torch.testing.assert_close(b, a)
     # gradients through the compiled module match eager
@@ -364,7 +353,7 @@ def test_conjugate_view_input_equals_its_resolved_copy(info):
         for i, leaf in zip(flip, leaves):
             call[i] = leaf.conj() if lazy else leaf.conj().resolve_conj()
         assert call[flip[0]].is_conj() == lazy
-        outs = _flat(m(*call, **kwargs))
+        outs = output_tensors(m(*call, **kwargs))
         m.zero_grad()
         sum(o.real.sum() + o.imag.sum() if o.is_complex() else o.sum() for o in outs).backward()
         results.append(outs + [leaf.grad for leaf in leaves] + [p.grad for p in m.parameters()])
@@ -406,7 +395,7 @@ def test_in_place_ops_on_the_output_as_torch_layers_allow(info, compiled):
             if info.complex_input:  # a non-leaf input, as inside a network
                 leaves.append(args[0].detach().requires_grad_())
                 args = (leaves[-1] * 1, *args[1:])
-            out = _flat(m(*args, **kwargs))[0]
+            out = output_tensors(m(*args, **kwargs))[0]
             if not out.requires_grad:
                 pytest.skip("no differentiable output")
             if not in_place:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from module_db import MODULES, make_module, sample_input
+from module_db import MODULES, make_module, output_tensors, sample_input
 
 from cplxnet._utils import real_dtype
 
@@ -102,14 +102,8 @@ def test_to_the_module_s_own_dtype_changes_nothing(info):
         for k in before:
             assert after[k].dtype == before[k].dtype and torch.equal(after[k], before[k]), k
     again = m(*args, **kwargs)
-    for a, b in zip(_tensors(out), _tensors(again)):
+    for a, b in zip(output_tensors(out, False), output_tensors(again, False)):
         torch.testing.assert_close(b, a, rtol=0, atol=0)
     mixed = torch.nn.Sequential(torch.nn.Linear(2, 2, dtype=torch.complex64), m)
     mixed.to(torch.complex64)
     _consistent(m, torch.complex64)
-
-
-def _tensors(out):
-    if isinstance(out, torch.Tensor):
-        return [out]
-    return [t for o in (out or ()) for t in _tensors(o)] if isinstance(out, (tuple, list)) else []

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from module_db import MODULES, ModuleInfo, make_module, sample_input
+from module_db import MODULES, ModuleInfo, make_module, output_tensors, sample_input
 
 C64, C128 = torch.complex64, torch.complex128
 CDTYPES = [C64, C128]
@@ -103,26 +103,6 @@ def _map_complex(obj, fn):
     return obj
 
 
-def _complex_leaves(obj) -> list[torch.Tensor]:
-    if isinstance(obj, torch.Tensor):
-        return [obj] if obj.is_complex() else []
-    if isinstance(obj, (tuple, list)):
-        return [t for o in obj for t in _complex_leaves(o)]
-    if isinstance(obj, dict):
-        return [t for o in obj.values() for t in _complex_leaves(o)]
-    return []
-
-
-def _flat(out) -> list[torch.Tensor]:
-    if isinstance(out, torch.Tensor):
-        return [out] if (out.is_complex() or out.is_floating_point()) else []
-    if isinstance(out, (tuple, list)):
-        return [t for o in out for t in _flat(o)]
-    if isinstance(out, dict):
-        return [t for o in out.values() for t in _flat(o)]
-    return []
-
-
 def _real(t: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(t.resolve_conj()) if t.is_complex() else t
 
@@ -153,9 +133,9 @@ def _run(m, info, dtype, fn):
     leaves; returns (outputs, input leaves)."""
     args, kwargs = sample_input(info, dtype)
     args, kwargs = _map_complex((args, kwargs), lambda t: fn(t).detach().requires_grad_())
-    leaves = _complex_leaves((args, kwargs))
+    leaves = [t for t in output_tensors((args, kwargs)) if t.is_complex()]
     assert leaves, f"{info.id}: no complex tensor in the sample input"
-    return _flat(m(*args, **kwargs)), leaves
+    return output_tensors(m(*args, **kwargs)), leaves
 
 
 def _grads(m, outs, leaves):
