@@ -276,6 +276,7 @@ class HasDtype:
         if target is not None and target.is_complex:
             raise TypeError(self._refusal(f"it would become {target}", target))
         converted = target if target is not None and target.is_floating_point else self._dtype
+        changed = converted != self._dtype
         moves: dict[tuple, tuple[torch.device, torch.dtype]] = {}  # instead of fn: (device, dtype)
         seen = set()
         for name, t in [*self.named_parameters(), *self.named_buffers()]:
@@ -285,7 +286,6 @@ class HasDtype:
             seen.add(key)
             probe = fn(torch.empty(0, dtype=t.dtype, device=t.device))
             new = probe.dtype
-            changed = converted != self._dtype
             if real and t.is_complex() and (changed or new != t.dtype):
                 # a real module's table: its precision follows the module's, and only that
                 moves[key] = (probe.device, complex_dtype(converted) if changed else t.dtype)
@@ -303,7 +303,7 @@ class HasDtype:
                 return convert(t) if move is None else t.to(device=move[0], dtype=move[1])
 
         out = super()._apply(fn, recurse)  # type: ignore[misc]
-        if converted != self._dtype:
+        if changed:
             self._dtype = converted
             reset_tables = getattr(self, "reset_tables", None)
             if callable(reset_tables):  # fixed tables, rebuilt at the new precision

@@ -53,7 +53,14 @@ from torch import nn
 from .engine.files import disk_full, replace_atomically
 from .engine.folder_lock import FolderLock
 from .engine.metrics import evaluating
-from .engine.runs import INSPECT_MARKER, TEMP_PREFIX, RunError, run_lock
+from .engine.runs import (
+    INSPECT_MARKER,
+    TEMP_PREFIX,
+    RunError,
+    missing_folders,
+    remove_empty_folders,
+    run_lock,
+)
 
 __all__ = ["inspect_run", "attention_by_distance", "bias_by_distance"]
 
@@ -441,7 +448,7 @@ def inspect_run(run_dir: str, out: str | None = None, *, samples: int = 8) -> st
         raise RunError(f"--samples must be 1 to {MAX_SAMPLES:,}, got {samples:,}")
     run = _load(run_dir, samples)
     path = os.path.normpath(out or os.path.join(run_dir, "inspect"))
-    made = _missing_folders(path)  # deepest first: what a failed inspect removes again
+    made = missing_folders(path)  # deepest first: what a failed inspect removes again
     output: _Output | None = None
     created = False
     try:
@@ -453,9 +460,7 @@ def inspect_run(run_dir: str, out: str | None = None, *, samples: int = 8) -> st
     except BaseException as err:
         if output is not None and created:  # a failed inspect leaves no folder it made
             output.remove_all()
-        for folder in made[1:]:  # the folders above it (an empty one only)
-            with contextlib.suppress(OSError):
-                os.rmdir(folder)
+        remove_empty_folders(made[1:])  # the folders above it
         if isinstance(err, Exception) and disk_full(err):
             where = os.path.abspath(path)
             what = (
@@ -469,15 +474,6 @@ def inspect_run(run_dir: str, out: str | None = None, *, samples: int = 8) -> st
             ) from None
         raise
     return os.path.join(path, "inspect.md")
-
-
-def _missing_folders(path: str) -> list[str]:
-    """``path`` and the folders above it that do not exist yet, deepest first."""
-    missing, folder = [], os.path.abspath(path)
-    while not os.path.lexists(folder):
-        missing.append(folder)
-        folder = os.path.dirname(folder)
-    return missing
 
 
 def _output_lock(run_dir: str, path: str) -> FolderLock:

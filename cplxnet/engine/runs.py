@@ -328,6 +328,26 @@ def _in_use_message(path: str, holder: str) -> str:
     return f"{path} is in use by another cplxnet process ({holder}); {_IN_USE_FIX}"
 
 
+def missing_folders(path: str) -> list[str]:
+    """``path`` and the folders above it that do not exist yet, deepest first: what a command
+    that creates ``path`` removes again (each only if empty) when it fails."""
+    missing, folder = [], os.path.abspath(path)
+    while not os.path.lexists(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    return missing
+
+
+def remove_empty_folders(folders: list[str]) -> None:
+    """Remove ``folders`` (deepest first, as :func:`missing_folders` lists them) up to the first
+    that is not empty: the folders above hold it too."""
+    for folder in folders:
+        try:
+            os.rmdir(folder)
+        except OSError:
+            break
+
+
 def _lock_path(path: str) -> str:
     """``.NAME.lock`` beside the folder ``path`` points to (symbolic links resolved, so that
     every spelling of one folder has one lock)."""
@@ -426,11 +446,8 @@ class RunFolder:
         self.final = final
         self.note = ""
         self._promoted = False
-        self._made_parents: list[str] = []  # folders above ``final`` this run created
-        parent = os.path.dirname(os.path.abspath(final))
-        while not os.path.lexists(parent):
-            self._made_parents.append(parent)
-            parent = os.path.dirname(parent)
+        # folders above ``final`` this run creates
+        self._made_parents = missing_folders(os.path.dirname(os.path.abspath(final)))
         os.makedirs(os.path.dirname(os.path.abspath(final)), exist_ok=True)
         lock = _lock_path(final)
         self._lock: FolderLock | None = run_lock(final)
@@ -494,11 +511,7 @@ class RunFolder:
             self._remove_made_parents()
 
     def _remove_made_parents(self) -> None:
-        for folder in self._made_parents:  # deepest first
-            try:
-                os.rmdir(folder)
-            except OSError:
-                break
+        remove_empty_folders(self._made_parents)
 
     def release(self) -> None:
         """Let the folder go (another command may write it from now on)."""

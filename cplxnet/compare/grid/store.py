@@ -40,7 +40,7 @@ __all__ = [
     "ResultStore",
     "is_comparison",
     "rows_to_csv",
-    "effective_options",
+    "budget_diffs",
 ]
 
 FORMAT = "cplxnet-compare-1"
@@ -304,13 +304,7 @@ class ResultStore:
                 )
             try:
                 presets = stored.pop("presets", {})
-                with_presets = bool(presets or current.get("presets"))
-                diffs = _diff(
-                    effective_options(stored, with_presets),
-                    effective_options(
-                        {k: v for k, v in current.items() if k != "presets"}, with_presets
-                    ),
-                )
+                diffs = budget_diffs({**stored, "presets": presets}, current)
             except (AttributeError, TypeError, ValueError) as err:
                 raise CompareError(
                     f"{path} is damaged (its options: {type(err).__name__}: {err}); restore it, "
@@ -416,7 +410,20 @@ def slim_row(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if k not in ("cell", "traceback")}
 
 
-def effective_options(options: dict[str, Any], with_presets: bool) -> dict[str, Any]:
+def budget_diffs(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """The differences of two grid budgets (``grid.json`` options), ``"name: was A, now B"``:
+    options left out read as the defaults the cells use, the presets apart (a later run may add
+    presets for other cells; each cell's own is checked by :meth:`ResultStore.check_presets`),
+    and the classification ``train`` options filled only where neither side has presets."""
+    with_presets = bool(a.get("presets") or b.get("presets"))
+
+    def effective(options: dict[str, Any]) -> dict[str, Any]:
+        return _effective({k: v for k, v in options.items() if k != "presets"}, with_presets)
+
+    return _diff(effective(a), effective(b))
+
+
+def _effective(options: dict[str, Any], with_presets: bool) -> dict[str, Any]:
     """``options`` (a ``grid.json`` budget) with each option left out set to the default the
     cells use, so that an option given at its default is the same budget as one left out. The
     classification ``train`` options are filled only in a grid without presets (there a value

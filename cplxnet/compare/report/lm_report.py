@@ -33,6 +33,7 @@ from .render import (
     mixed_threads,
     report_place,
     results_folder,
+    thread_counts,
     write_report,
 )
 from .statistics import WILCOXON_METHOD, is_ok, mean_std, min_attainable_p, paired_test
@@ -360,8 +361,8 @@ def plot_lm(rows: Sequence[dict[str, Any]], path: str, *, context: int | None = 
 
 
 def _threads(rows: Sequence[dict[str, Any]]) -> str:
-    """The torch threads the runs trained with, from each cell's ``machine`` record."""
-    threads = {(r.get("machine") or {}).get("threads") for r in rows}
+    """The one torch thread count the runs trained with, as words ("" if unknown or mixed)."""
+    threads = thread_counts(rows)
     if None in threads or len(threads) != 1:
         return ""
     (n,) = threads

@@ -221,11 +221,16 @@ def _grid_options(grid: str) -> dict[str, Any] | None:
     return stored.get("options")
 
 
+def thread_counts(rows: Sequence[dict[str, Any]]) -> set[int | None]:
+    """The torch threads the runs trained with, from each cell's ``machine`` record (``None``:
+    a run without one)."""
+    return {(r.get("machine") or {}).get("threads") for r in rows}
+
+
 def mixed_threads(rows: Sequence[dict[str, Any]]) -> str | None:
     """A note when the finished runs trained with different torch thread counts (a grid resumed
-    with another ``--jobs`` or ``--threads``), from each cell's ``machine`` record; ``None``
-    otherwise."""
-    counts = sorted({(r.get("machine") or {}).get("threads") for r in rows if is_ok(r)} - {None})
+    with another ``--jobs`` or ``--threads``); ``None`` otherwise."""
+    counts = sorted(thread_counts([r for r in rows if is_ok(r)]) - {None})
     if len(counts) < 2:
         return None
     listed = ", ".join(map(str, counts[:-1])) + f" and {counts[-1]}"

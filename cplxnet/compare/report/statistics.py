@@ -87,7 +87,7 @@ def summarize(
     one group, fold and seed, are a ValueError (results of several grids put together): a mean
     over them would mix settings, and one would hide the other."""
     groups: dict[tuple, Summary] = {}
-    first: dict[tuple, tuple[Any, dict[str, Any]]] = {}  # the options and first row of a group
+    first: dict[tuple, tuple[Any, dict[str, Any]]] = {}  # the budget and first row of a group
     holders: dict[tuple, dict[str, Any]] = {}  # the row of each (group, fold, seed)
     datas: list[str] = []
     families: list[str] = []
@@ -126,38 +126,29 @@ def summarize(
     return groups, datas, families, columns
 
 
-def _options(row: dict[str, Any]) -> tuple[Any, bool]:
-    """A row's budget (its ``options``: a dict, or its JSON text in a results.csv; none is
-    ``{}``) without the grid's presets (a later run may add some for other cells), and whether
-    the grid had presets."""
+def _options(row: dict[str, Any]) -> Any:
+    """A row's budget: its ``options`` (a dict, or its JSON text in a results.csv; none is
+    ``{}``)."""
     options = row.get("options")
     if isinstance(options, str) and options:
         try:
-            options = json.loads(options)
+            return json.loads(options)
         except ValueError:
-            return options, False
-    if options in (None, ""):
-        options = {}
-    if not isinstance(options, dict):
-        return options, False
-    options = dict(options)
-    return options, bool(options.pop("presets", None))
+            return options
+    return {} if options in (None, "") else options
 
 
-def _same_budget(a: tuple[Any, bool], b: tuple[Any, bool]) -> bool:
-    """Whether two budgets of :func:`_options` are one, as ``check_options`` compares a grid's
-    stored budget with a re-run's: options left out read as their defaults, the classification
-    ``train`` options only where neither side has presets."""
-    from ..grid.store import effective_options
+def _same_budget(a: Any, b: Any) -> bool:
+    """Whether two budgets of :func:`_options` are one, as ``compare`` compares a grid's stored
+    budget with a re-run's (:func:`~cplxnet.compare.grid.store.budget_diffs`)."""
+    from ..grid.store import budget_diffs
 
-    (x, x_presets), (y, y_presets) = a, b
-    if not (isinstance(x, dict) and isinstance(y, dict)):
-        return x == y
-    with_presets = x_presets or y_presets
+    if not (isinstance(a, dict) and isinstance(b, dict)):
+        return a == b
     try:
-        return effective_options(x, with_presets) == effective_options(y, with_presets)
+        return not budget_diffs(a, b)
     except (AttributeError, TypeError, ValueError):  # a damaged budget: compared as written
-        return x == y
+        return a == b
 
 
 def min_attainable_p(n: int) -> float:
