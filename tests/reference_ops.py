@@ -277,3 +277,25 @@ def reference_complex_order(
     if theta is not None:
         angle = angle + theta
     return torch.complex(r * torch.cos(angle), r * torch.sin(angle))
+
+
+#: moduli at which a complex64 modulus activation must still be right: squares of the parts
+#: underflow (1e-20, 1e-30) or overflow (1e20, 1e30) float32 there, while |z| and 1/|z| do not
+EXTREME_MODULI = (1e-30, 1e-20, 1.0, 1e20, 1e30)
+
+
+def assert_close_to_complex128(fn, ref, z: torch.Tensor, *reals: torch.Tensor, rtol=1e-6) -> None:
+    """``fn`` on complex64 ``z`` (and real ``reals``) against ``ref`` on complex128/float64
+    copies, in values and the gradients of a fixed random projection, each relative to its
+    largest entry (so a wrong or non-finite entry fails at any scale)."""
+    leaves = [t.detach().requires_grad_() for t in (z, *reals)]
+    wide = [t.detach().to(torch.complex128 if t.is_complex() else torch.float64) for t in leaves]
+    wide = [t.requires_grad_() for t in wide]
+    out, want = fn(*leaves), ref(*wide)
+    g = torch.randn(out.shape, dtype=out.dtype, generator=torch.Generator().manual_seed(0))
+    got = (out, *torch.autograd.grad(out, leaves, g))
+    exp = (want, *torch.autograd.grad(want, wide, g.to(want.dtype)))
+    for a, b in zip(got, exp, strict=True):
+        scale = b.abs().max().clamp_min(torch.finfo(torch.float64).tiny)
+        assert torch.isfinite(torch.view_as_real(a) if a.is_complex() else a).all()
+        assert ((a.to(b.dtype) - b).abs().max() / scale).item() < rtol

@@ -175,11 +175,14 @@ class _ModReLU(torch.autograd.Function):
     :math:`g` (torch's convention), :math:`\partial_z = s\, g + z\, (\mathbb 1[r + b > 0] - s)
     \langle g, z\rangle / r^2` and :math:`\partial_b = \mathbb 1[r + b > 0] \langle g, z\rangle / r`
     (:math:`\langle g, z\rangle = \mathrm{Re}(g \bar z)`); at :math:`z = 0`, :math:`r` is replaced
-    by 1 in the denominators, as in the forward. The modulus, :math:`\langle g, z\rangle` and the
-    products with the real gains run on the complex data itself
+    by 1 in the denominators, as in the forward. The backward computes
+    :math:`s\, g + u\, (\mathbb 1[r + b > 0] - s) \langle g, u\rangle` with :math:`u = z / r`, so
+    that no power of :math:`1/r` beyond the first is formed (:math:`s / r` would overflow
+    complex64 at :math:`r \approx 10^{-19}` when :math:`b > 0`). The modulus, the inner product and
+    the products with the real gains run on the complex data itself
     (:mod:`cplxnet.functional.interleaved`: NumPy's SIMD loops on CPU), the gains on real tensors
     of half the size: forward one modulus, five real half-size passes and one product; backward
-    one inner product, five real passes and one sum of two products.
+    one product for :math:`u`, one inner product, four real passes and one sum of two products.
     """
 
     @staticmethod
@@ -195,11 +198,12 @@ class _ModReLU(torch.autograd.Function):
         z, bias, inv, s = ctx.saved_tensors
         if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
             return grad_via_composed(_modrelu_autograd, (z, bias), ctx, grad)
-        q = _il.real_dot(grad, z).mul_(inv)  # <g, z> / r
+        u = _il.scale_add(z.resolve_conj(), inv)  # z / r
+        q = _il.real_dot(grad, u)  # <g, z> / r
         on = torch.sign(s)  # 1[r + b > 0] as 0./1. (s >= 0): no boolean mask
         grad_bias = (q * on).sum_to_size(bias.shape) if ctx.needs_input_grad[1] else None
-        k = on.sub_(s).mul_(inv).mul_(q)
-        return _il.scale_add(grad, s, z, k), grad_bias
+        k = on.sub_(s).mul_(q)
+        return _il.scale_add(grad, s, u, k), grad_bias
 
 
 class _ModReLUCompiled(torch.autograd.Function):
@@ -405,7 +409,7 @@ class _Cardioid(torch.autograd.Function):
         z, inv, s = ctx.saved_tensors
         if torch.is_grad_enabled():  # create_graph=True: differentiate the composed form
             return grad_via_composed(_cardioid_autograd, (z,), ctx, grad)
-        u = z.resolve_conj() * inv
+        u = _il.scale_add(z.resolve_conj(), inv)  # z / r
         t = _il.real_dot(grad, u).mul_(u.imag).mul_(0.5)
         return _il.scale_add(grad, s, u * -1j, t)
 

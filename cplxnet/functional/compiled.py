@@ -80,11 +80,27 @@ def _pack(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
     )
 
 
+_TINY = torch.finfo(torch.float32).tiny
+
+
+def _polar(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Modulus ``r`` and unit vector ``(ux, uy)`` of ``x + iy`` (``(0, 0, 0)`` at the origin),
+    as :func:`torch.hypot` computes it: the parts are divided by ``m = max(|x|, |y|)`` (at least
+    the smallest normal float) before squaring, so no square over- or underflows and ``r`` and
+    ``u`` are right over the whole float32 range, as ``abs`` is in eager mode."""
+    m = torch.clamp_min(torch.maximum(x.abs(), y.abs()), _TINY)
+    inv_m = 1.0 / m
+    a, b = x * inv_m, y * inv_m
+    h = torch.sqrt(a * a + b * b)  # in [1, sqrt 2], or 0 at the origin
+    inv_h = torch.where(h > 0, 1.0 / h, 0.0)
+    return m * h, a * inv_h, b * inv_h
+
+
 def _modrelu_forward(w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     x, y = _unpack(w)
-    r = torch.sqrt(x * x + y * y)
-    s = F.relu(r + b) / torch.where(r > 0, r, 1.0)
-    return _pack(x * s, y * s)
+    r, ux, uy = _polar(x, y)
+    m = F.relu(r + b)
+    return _pack(ux * m, uy * m)
 
 
 def _modrelu_backward(
@@ -95,20 +111,19 @@ def _modrelu_backward(
     slower than a separate eager sum)."""
     x, y = _unpack(w)
     gx, gy = _unpack(gw)
-    r = torch.sqrt(x * x + y * y)
-    rs = torch.where(r > 0, r, 1.0)
+    r, ux, uy = _polar(x, y)
     shifted = r + b
     on = shifted > 0
-    s = F.relu(shifted) / rs
-    q = (gx * x + gy * y) / rs
-    k = (on.to(s.dtype) - s) / rs * q
-    return _pack(gx * s + x * k, gy * s + y * k), torch.where(on, q, 0.0)
+    s = F.relu(shifted) / torch.where(r > 0, r, 1.0)
+    q = gx * ux + gy * uy  # <g, z> / r
+    k = (on.to(s.dtype) - s) * q
+    return _pack(gx * s + ux * k, gy * s + uy * k), torch.where(on, q, 0.0)
 
 
 def _cardioid_forward(w: torch.Tensor) -> torch.Tensor:
     x, y = _unpack(w)
-    r = torch.sqrt(x * x + y * y)
-    s = 0.5 + 0.5 * x / torch.where(r > 0, r, torch.inf)
+    _, ux, _ = _polar(x, y)
+    s = 0.5 + 0.5 * ux
     return _pack(x * s, y * s)
 
 
@@ -116,9 +131,7 @@ def _cardioid_backward(w: torch.Tensor, gw: torch.Tensor) -> torch.Tensor:
     """Gradient words of ``z`` (formulas of :class:`cplxnet.functional.activation._Cardioid`)."""
     x, y = _unpack(w)
     gx, gy = _unpack(gw)
-    r = torch.sqrt(x * x + y * y)
-    inv = 1.0 / torch.where(r > 0, r, torch.inf)
-    ux, uy = x * inv, y * inv  # z / r: no power of 1/r beyond the first
+    _, ux, uy = _polar(x, y)
     s = 0.5 + 0.5 * ux
     t = 0.5 * (gx * ux + gy * uy) * uy
     return _pack(gx * s + t * uy, gy * s - t * ux)

@@ -6,6 +6,12 @@ import complextorch.nn as ctnn
 import pytest
 import torch
 import torch.nn.functional as F
+from reference_ops import (
+    EXTREME_MODULI,
+    assert_close_to_complex128,
+    reference_cardioid,
+    reference_modrelu,
+)
 
 from cplxnet import functional as CF
 from cplxnet.functional import interleaved as _il
@@ -238,6 +244,20 @@ def test_modrelu_gradients_where_the_modulus_is_clipped_match_the_reference():
     grads = torch.autograd.grad(out, leaves, g), torch.autograd.grad(want, want_leaves, g)
     for got, exp in zip(*grads):
         torch.testing.assert_close(got, exp)
+
+
+@pytest.mark.parametrize("scale", EXTREME_MODULI)
+@pytest.mark.parametrize("bias", [0.5, -0.3, 0.0])
+def test_modulus_activations_at_extreme_moduli_equal_a_complex128_reference(scale, bias):
+    """modReLU (a positive bias included: its gradient is about b / |z|, 5e19 at 1e-20) and
+    cardioid on complex64 inputs whose parts' squares under- or overflow float32, with exact
+    zeros, against the references in complex128: values and gradients."""
+    g = torch.Generator().manual_seed(3)
+    z = torch.randn(5, 4, dtype=torch.complex128, generator=g).mul(scale).to(torch.complex64)
+    z[0, :2] = 0
+    b = torch.full((4,), bias * (scale if bias < 0 else 1.0))  # a negative one clips some
+    assert_close_to_complex128(CF.modrelu, reference_modrelu, z, b)
+    assert_close_to_complex128(CF.cardioid, reference_cardioid, z)
 
 
 def test_mvn_below_the_reciprocal_of_the_largest_float_is_the_origin():

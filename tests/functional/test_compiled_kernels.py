@@ -12,6 +12,8 @@ import pytest
 import torch
 from reference_ops import (
     COMPLEX_ORDER_SHAPES,
+    EXTREME_MODULI,
+    assert_close_to_complex128,
     reference_cardioid,
     reference_complex_order,
     reference_layer_norm,
@@ -121,6 +123,22 @@ def test_cardioid_kernels_equal_reference(compiled):
     z = _z(6, 16)
     assert type(CF.cardioid(z).grad_fn).__name__ == "_CardioidCompiledBackward"
     _assert_same(CF.cardioid, reference_cardioid, (z,))
+
+
+def test_modulus_kernels_at_extreme_moduli_equal_a_complex128_reference(compiled):
+    """The kernels' modulus is scaled as ``hypot``'s: at moduli whose parts' squares under- or
+    overflow float32 (1e-30 .. 1e30), modReLU (a positive bias included) and cardioid equal the
+    complex128 references in values and gradients."""
+    for scale in EXTREME_MODULI:
+        g = torch.Generator().manual_seed(3)
+        z = torch.randn(5, 4, dtype=torch.complex128, generator=g).mul(scale).to(C64)
+        z[0, :2] = 0
+        out = CF.cardioid(z.requires_grad_())
+        assert type(out.grad_fn).__name__ == "_CardioidCompiledBackward"
+        for bias in (0.5, -0.3 * scale, 0.0):
+            b = torch.full((4,), bias)
+            assert_close_to_complex128(CF.modrelu, reference_modrelu, z, b)
+        assert_close_to_complex128(CF.cardioid, reference_cardioid, z)
 
 
 # a transposed input takes the same path as a strided one (``as_words`` views any strides as
