@@ -53,6 +53,17 @@ def test_encoding_option_values_in_train_lm_and_compare(tmp_path, capsys, spec, 
     assert match in one_error(capsys, ["compare", "--task", "lm", "--encodings", spec, "--dry-run"])
 
 
+def test_inf_only_where_the_encoding_takes_it(capsys):
+    """``xpos:scale_base=inf`` (rotary, the limit xpos documents) is a valid spec, alone and as
+    a member; ``inf`` for another number option is one clear error."""
+    for spec in ("xpos:scale_base=inf", "xpos+t5:xpos.scale_base=Infinity"):
+        assert main(["compare", "--task", "lm", "--encodings", spec, "--dry-run"]) == 0
+    capsys.readouterr()
+    for spec, name in (("rotary:base=inf", "base"), ("xpos+t5:t5.std=inf", "t5.std")):
+        err = one_error(capsys, ["compare", "--task", "lm", "--encodings", spec, "--dry-run"])
+        assert f"option {name} must be a finite number, got inf" in err
+
+
 @pytest.mark.parametrize(
     ("item", "match"),
     [

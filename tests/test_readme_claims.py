@@ -24,7 +24,7 @@ from waiting import wait_until
 import cplxnet
 import cplxnet.models as models
 import cplxnet.nn as cnn
-from cplxnet.encodings import XPosEncoding, create_encoding
+from cplxnet.encodings import create_encoding
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 C = torch.complex128
@@ -186,7 +186,7 @@ def test_cross_attention_takes_xpos():
     rotary = create_encoding("rotary", d_model=D, num_heads=H, dtype=C)
     want = layer(tgt, mem, tgt_is_causal=True, memory_encoding=rotary)
     assert not torch.allclose(got, want)  # the decay acts
-    flat_xpos = XPosEncoding(D, H, scale_base=float("inf"), dtype=C)  # create_encoding: finite
+    flat_xpos = create_encoding("xpos", d_model=D, num_heads=H, scale_base=float("inf"), dtype=C)
     flat = layer(tgt, mem, tgt_is_causal=True, memory_encoding=flat_xpos)
     torch.testing.assert_close(flat, want)
     stack = cnn.TransformerDecoder(layer, 2)

@@ -110,6 +110,9 @@ class PositionalEncoding(HasDtype, nn.Module):
     complex_model: bool = True
     #: True when the hooks implement the cached call of incremental decoding (module docstring).
     supports_kv_cache: bool = False
+    #: number options that also take ``inf`` (a limit the class documents, e.g. xpos's
+    #: ``scale_base=inf``: rotary); the others must be finite in ``create_encoding`` and specs.
+    infinite_options: ClassVar[frozenset[str]] = frozenset()
 
     def content_scale(self, packed_width: int) -> float:
         """``logit_scale / sqrt(Dh)``: the scale the kernel applies to the content score.

@@ -18,7 +18,6 @@ encoding; an option that names no member is an error.
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -295,12 +294,11 @@ def create_combined(
     return CombinedEncoding(built)
 
 
-def combined_option_parameters(
-    spec: str | Sequence[Any], parameters_of: Any
-) -> dict[str, inspect.Parameter]:
+def combined_option_parameters(spec: str | Sequence[Any], parameters_of: Any) -> dict[str, Any]:
     """The user options of a combination as ``member.option`` keys (the command-line form),
-    each with the member's ``inspect.Parameter``."""
-    out: dict[str, inspect.Parameter] = {}
+    each with what ``parameters_of(member)`` gives for it (the member's ``inspect.Parameter``,
+    or whether it takes ``inf``)."""
+    out: dict[str, Any] = {}
     for member in split_members(spec):
         label = _member_label(member)
         for name, param in parameters_of(member).items():

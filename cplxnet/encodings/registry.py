@@ -113,13 +113,15 @@ def _did_you_mean(name: object, names: Iterable[str] | None = None) -> str:
 
 
 def parse_value(text: str) -> Any:
-    """``"true"`` -> True, ``"3"`` -> 3, ``"0.5"`` -> 0.5, ``"[3,4]"`` -> [3, 4]; else the
-    string itself."""
+    """``"true"`` -> True, ``"3"`` -> 3, ``"0.5"`` -> 0.5, ``"inf"`` -> ``math.inf``,
+    ``"[3,4]"`` -> [3, 4]; else the string itself."""
     lowered = text.strip()
     if lowered.lower() in ("true", "false"):
         return lowered.lower() == "true"
     if lowered.lower() in ("none", "null"):
         return None
+    if lowered.lower() in ("inf", "infinity"):
+        return math.inf
     try:
         return json.loads(lowered)
     except json.JSONDecodeError:
@@ -191,10 +193,26 @@ def _options_of(cls: type) -> dict[str, inspect.Parameter]:
     }
 
 
-def kind_error(default: Any, value: Any) -> str | None:
+def infinite_option_flags(
+    spec: str | Sequence[Any] | type[PositionalEncoding],
+) -> dict[str, bool]:
+    """Whether each user option of ``spec`` (keyed as :func:`encoding_option_parameters` keys
+    them) takes ``inf`` (the class's ``infinite_options``)."""
+    if _is_combination(spec):
+        from .combined import combined_option_parameters
+
+        return combined_option_parameters(spec, infinite_option_flags)
+    cls = get_encoding_class(spec) if isinstance(spec, str) else spec
+    if isinstance(cls, PositionalEncoding):
+        cls = type(cls)
+    return {n: n in cls.infinite_options for n in encoding_option_parameters(cls)}
+
+
+def kind_error(default: Any, value: Any, infinite: bool = False) -> str | None:
     """What ``value`` should be for a field or option whose default is ``default`` (``None``:
-    it fits): true/false for a flag, an integer for an integer, a finite number for a number,
-    integers for a tuple of integers (the types the command line can spell)."""
+    it fits): true/false for a flag, an integer for an integer, a finite number (or ``inf``,
+    when ``infinite``) for a number, integers for a tuple of integers (the types the command
+    line can spell)."""
     if isinstance(default, bool):
         return None if isinstance(value, bool) else "true or false"
     if isinstance(default, int):
@@ -202,7 +220,9 @@ def kind_error(default: Any, value: Any) -> str | None:
     if isinstance(default, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return "a number"
-        return None if math.isfinite(value) else "a finite number"
+        if math.isfinite(value) or (infinite and value == math.inf):
+            return None
+        return "a finite number or inf" if infinite else "a finite number"
     if (
         isinstance(default, (tuple, list))
         and default
@@ -322,7 +342,7 @@ def create_encoding(
     for name, value in options.items():
         default = accepted[name].default
         if default is not inspect.Parameter.empty and default is not None:
-            kind = kind_error(default, value)
+            kind = kind_error(default, value, name in cls.infinite_options)
             if kind is not None:
                 raise ValueError(f"encoding {label!r}: option {name} must be {kind}, got {value!r}")
     kwargs.update({n: v for n, v in defaults.items() if n in user_options})

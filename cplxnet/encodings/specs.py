@@ -402,7 +402,7 @@ def check_option_values(spec: EncodingSpec, set_by: Mapping[str, str] | None = N
     import inspect
 
     from cplxnet.encodings import encoding_option_parameters
-    from cplxnet.encodings.registry import CONTEXT
+    from cplxnet.encodings.registry import CONTEXT, infinite_option_flags
 
     for key, value in spec.options.items():
         name = key.rsplit(".", 1)[-1]  # a combination's member.option
@@ -413,11 +413,12 @@ def check_option_values(spec: EncodingSpec, set_by: Mapping[str, str] | None = N
                 f"own {name} to the encoding{source}; drop {key}={value}"
             )
     params = encoding_option_parameters(spec.name)
+    infinite = infinite_option_flags(spec.name)
     for key, value in spec.options.items():
         p = params.get(key)
         if p is None or p.default is inspect.Parameter.empty or p.default is None:
             continue
-        kind = kind_error(p.default, value)
+        kind = kind_error(p.default, value, infinite[key])
         if kind is not None:
             raise ValueError(f"encoding {spec.label}: option {key} must be {kind}, got {value!r}")
 

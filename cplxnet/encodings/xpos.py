@@ -89,6 +89,7 @@ class XPosEncoding(RotaryEncoding):
     """
 
     name = "xpos"
+    infinite_options = frozenset({"scale_base"})
     #: the scale is centred on the window, so a grown window changes every logit
     supports_kv_cache = False
     acts_on = frozenset({"qk"})

@@ -1,6 +1,7 @@
 """The registry: names, classes, instances, strict options and the site check."""
 
 import inspect
+import math
 import re
 
 import numpy as np
@@ -68,6 +69,11 @@ BAD_OPTIONS = [
     ("floater", {"delta": "x"}, ValueError, "option delta must be a number, got 'x'"),
     ("hierarchical", {"alpha": "0.4"}, ValueError, "option alpha must be a number"),
     ("xpos", {"scale_base": True}, ValueError, "option scale_base must be a number, got True"),
+    ("xpos", {"scale_base": math.nan}, ValueError, "scale_base must be a finite number or inf"),
+    ("xpos", {"scale_base": -math.inf}, ValueError, "scale_base must be a finite number or inf"),
+    ("xpos", {"gamma": math.inf}, ValueError, "option gamma must be a finite number, got inf"),
+    ("rotary", {"base": math.inf}, ValueError, "option base must be a finite number, got inf"),
+    ("xpos+t5", {"t5.std": math.inf}, ValueError, "option std must be a finite number, got inf"),
     ("rotary", {"max_len": -5}, ValueError, "RotaryEncoding: max_len must be a positive int"),
     ("multiplicative", {"max_len": 0}, ValueError, "max_len must be a positive int, got 0"),
     ("rotary", {"num_heads": True}, ValueError, "num_heads must be a positive int, got True"),
@@ -83,6 +89,19 @@ def test_bad_option_values_through_the_python_api_are_one_clear_error(name, opti
     ctx = {**CONTEXT, **options}
     with pytest.raises(error, match=re.escape(match)):
         create_encoding(name, **ctx)
+
+
+def test_inf_where_the_class_documents_it():
+    """xpos's ``scale_base=inf`` (no decay: rotary) through ``create_encoding``, alone and as a
+    combination's member, as the class takes it; other number options stay finite (above)."""
+    flat = create_encoding("xpos", scale_base=math.inf, dtype=torch.complex128, **CONTEXT)
+    rotary = create_encoding("rotary", dtype=torch.complex128, **CONTEXT)
+    q = torch.randn(2, 2, 5, 4, dtype=torch.complex128)
+    for got, want in zip(flat.rotate(q, q, q), rotary.rotate(q, q, q), strict=True):
+        torch.testing.assert_close(got, want)
+    both = create_encoding("xpos+t5", **{"xpos.scale_base": math.inf}, **CONTEXT)
+    assert [m.scale_base for m in both.members.values() if m.name == "xpos"] == [math.inf]
+    assert E.PositionalEncoding.infinite_options == frozenset()
 
 
 def test_create_by_class_and_instance():
