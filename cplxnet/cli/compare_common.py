@@ -66,8 +66,9 @@ def run_and_report(
     """The end of ``cplxnet compare`` (both tasks): print the notes on the expanded grid; with
     ``--dry-run`` list the cells (``describe(cell)``, default ``cell.describe()``) and stop;
     otherwise run the grid into ``out`` (:func:`~cplxnet.compare.grid.run_grid`), print where the
-    results are and, unless ``--no-report`` or no run succeeded, print and write the report
-    ``render(out, target=args.target)``."""
+    results are and, unless ``--no-report`` or no run succeeded, write the report
+    ``render(out, target=args.target)`` (while the grid still holds the folder's lock) and print
+    it."""
     from ..compare.grid.scheduler import run_grid
 
     labels = sorted({cell.encoding.label for cell in cells})
@@ -86,7 +87,16 @@ def run_and_report(
             print(f"{cell.cell_id}\t{describe(cell) if describe else cell.describe()}")
         print(f"{len(cells)} cells")
         return 0
-    rows = run_grid(
+
+    def finish(rows: list[dict[str, Any]]) -> None:
+        n_err = sum(r.get("status") == "error" for r in rows)
+        print(f"results: {os.path.join(out, 'results.csv')} ({len(rows)} runs, {n_err} errors)")
+        if not args.no_report and any(r.get("status") == "ok" for r in rows):
+            text, written = render(out, target=args.target)
+            print(text)
+            print("wrote " + ", ".join(written), flush=True)
+
+    run_grid(
         cells,
         out,
         options,
@@ -94,13 +104,8 @@ def run_and_report(
         retry_errors=args.retry_errors,
         keep_runs=args.keep_runs,
         log=lambda m: print(m, flush=True),
+        finish=finish,
     )
-    n_err = sum(r.get("status") == "error" for r in rows)
-    print(f"results: {os.path.join(out, 'results.csv')} ({len(rows)} runs, {n_err} errors)")
-    if not args.no_report and any(r.get("status") == "ok" for r in rows):
-        text, written = render(out, target=args.target)
-        print(text)
-        print("wrote " + ", ".join(written))
     return 0
 
 

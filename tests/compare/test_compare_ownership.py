@@ -216,3 +216,28 @@ def test_report_refuses_a_run_folder_or_an_inspect_folder_untouched(
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1, err
     assert sorted(os.listdir(target)) == sorted(setup)
+
+
+def test_compare_writes_its_report_while_it_holds_the_folder(tmp_path, monkeypatch, capsys):
+    """The report of ``compare`` is written before the folder's lock is released, so that another
+    ``compare`` of the folder cannot start between the last cell and the report; the results
+    line and the report are printed as before."""
+    from cplxnet.compare.report import render as render_module
+    from cplxnet.engine.folder_lock import lock_holder
+
+    real_render = render_module.render_report
+    holders = []
+
+    def render(out, **kwargs):
+        holders.append(lock_holder(os.path.join(out, ".lock")))
+        return real_render(out, **kwargs)
+
+    monkeypatch.setattr(render_module, "render_report", render)
+    out = tmp_path / "grid"
+    args = [a for a in TINY if a != "--no-report"]
+    assert main(["compare", *args, "--out", str(out)]) == 0
+    assert len(holders) == 1 and holders[0] is not None and str(os.getpid()) in holders[0]
+    assert lock_holder(str(out / ".lock")) is None  # released at the end
+    printed = capsys.readouterr().out
+    assert printed.index("results: ") < printed.index("wrote ")
+    assert (out / "report.md").is_file()

@@ -57,8 +57,13 @@ def run_grid(
     log: Callable[[str], None] = print,
     heartbeat: float = 600.0,
     executor: Any = None,
+    finish: Callable[[list[dict[str, Any]]], Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Run every cell not yet done; returns all rows of the folder (in grid order).
+
+    ``finish(rows)``, when given, runs after the last tables are written and before the folder's
+    lock is released (``cplxnet compare`` writes its report there, so that no other command
+    writes the folder meanwhile).
 
     ``executor`` runs the cells (:mod:`cplxnet.compare.grid.executors`); the default,
     ``LocalExecutor(jobs, threads)``, trains in this process with ``jobs == 1`` and otherwise runs
@@ -132,4 +137,6 @@ def run_grid(
 
         executor.run(todo, RunContext(out, options, keep_runs, finished, log, heartbeat, eta))
         rows = store.write_tables(order)
+        if finish is not None:
+            finish(rows)
     return rows
