@@ -196,9 +196,9 @@ def load_splits(spec: DataSpec) -> Splits:
         for i, name in enumerate(("train", "dev", "test")):
             part = getattr(splits, name)
             if len(part) > spec.limit:
-                setattr(
-                    splits, name, stratified_holdout(part, spec.limit, [spec.split_seed, 9, i])[1]
-                )
+                seed = [spec.split_seed, 9, i]
+                sample = stratified_holdout(part, spec.limit, seed, keep_each_label=False)[1]
+                setattr(splits, name, sample)
         splits.description += f", at most {spec.limit} per split"
         gone = sorted(labels - {ex.label for ex in splits.train})
         if gone:  # the limit samples in the labels' proportions: a rare label can vanish

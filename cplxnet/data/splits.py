@@ -50,11 +50,18 @@ def _by_label(examples: Sequence[Example], rng: np.random.Generator) -> dict[str
 
 
 def stratified_holdout(
-    examples: Sequence[Example], n: int, seed: int | Sequence[int]
+    examples: Sequence[Example],
+    n: int,
+    seed: int | Sequence[int],
+    *,
+    keep_each_label: bool = True,
 ) -> tuple[list[Example], list[Example]]:
     """Split off ``n`` examples with the label proportions of ``examples`` (largest remainder).
 
-    Returns ``(rest, held_out)``; both keep the original order of ``examples``.
+    Returns ``(rest, held_out)``; both keep the original order of ``examples``. With
+    ``keep_each_label`` (a held-out split) the rest keeps at least one example of every label,
+    so that training sees each; a ``DataError`` says so when ``n`` leaves no room for that.
+    Without it (a sample of ``n``) any example may be taken.
     """
     total = len(examples)
     if not 0 < n < total:
@@ -62,15 +69,21 @@ def stratified_holdout(
     rng = np.random.default_rng(seed)
     groups = _by_label(examples, rng)
     quota = {label: n * len(idx) / total for label, idx in groups.items()}
-    # Never hold out every example of a label: training must see each label.
-    take = {label: min(int(q), len(groups[label]) - 1) for label, q in quota.items()}
+    kept = 1 if keep_each_label else 0  # examples of each label the rest keeps
+    room = {label: len(idx) - kept for label, idx in groups.items()}
+    if n > sum(room.values()):
+        raise DataError(
+            f"cannot hold out {n} of {total} examples and keep an example of each of the "
+            f"{len(groups)} labels for training; hold out at most {sum(room.values())}"
+        )
+    take = {label: min(int(q), room[label]) for label, q in quota.items()}
     left = n - sum(take.values())
-    for label in sorted(quota, key=lambda lab: (-(quota[lab] - take[lab]), lab)):
-        if left == 0:
-            break
-        if take[label] < len(groups[label]) - 1:
-            take[label] += 1
-            left -= 1
+    order = sorted(quota, key=lambda lab: (-(quota[lab] - take[lab]), lab))
+    while left:  # the leftover slots by largest remainder, again where a label has no room
+        for label in order:
+            if left and take[label] < room[label]:
+                take[label] += 1
+                left -= 1
     held = sorted(i for label, idx in groups.items() for i in idx[: take[label]])
     held_set = set(held)
     rest = [ex for i, ex in enumerate(examples) if i not in held_set]

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from cplxnet import functional as CF
+from cplxnet import nn as cnn
 
 DT = torch.complex128
 
@@ -209,3 +210,30 @@ def test_whitening_norms_on_channels_last_inputs(name, nd, gram, monkeypatch):
     for g, r in zip(torch.autograd.grad(got, leaves_cl, gz), torch.autograd.grad(want, leaves, gz)):
         torch.testing.assert_close(g, r)
     assert torch.autograd.gradcheck(fn, leaves_cl, fast_mode=True)
+
+
+# rms_norm adds ``eps`` to the mean squared modulus exactly once (the packed real view needs
+# ``eps / 2``); an ``eps`` of the order of the data makes the factor visible, which ``eps=1e-6``
+# on order-one data does not.
+
+
+@pytest.mark.parametrize("eps", [0.25, 1.0, 4.0])
+def test_rms_norm_eps_of_the_order_of_the_data_matches_the_formula(eps):
+    torch.manual_seed(0)
+    x = 0.5 * torch.randn(3, 5, 8, dtype=DT)
+    w = torch.rand(8, dtype=torch.float64) + 0.5
+    ref = x / torch.sqrt((x.abs() ** 2).mean(-1, keepdim=True) + eps) * w
+    torch.testing.assert_close(CF.rms_norm(x, (8,), w, eps), ref)
+    # without a gain, and over two trailing dims
+    ref2 = x / torch.sqrt((x.abs() ** 2).mean((-2, -1), keepdim=True) + eps)
+    torch.testing.assert_close(CF.rms_norm(x, (5, 8), None, eps), ref2)
+
+
+def test_rms_norm_module_with_a_large_eps_on_a_real_valued_input_is_torchs():
+    torch.manual_seed(0)
+    # a purely real complex input: the complex layer is torch's real RMSNorm of the real part
+    eps = 0.5
+    xr = 0.3 * torch.randn(4, 6, dtype=torch.float64)
+    ours = cnn.RMSNorm(6, eps=eps, dtype=DT)
+    ref = F.rms_norm(xr, (6,), None, eps)
+    torch.testing.assert_close(ours(xr.to(DT)).real, ref)

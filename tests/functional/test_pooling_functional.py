@@ -148,3 +148,27 @@ def test_a_window_entirely_in_the_padding_is_one_error_exactly_where_torch_gives
         else:
             torch.testing.assert_close(CF.max_pool1d(z, k, s, p, d, c).real, want)
     assert refused > 10
+
+
+# masked_max_magnitude never selects a padded entry, also when every real entry of a row is an
+# exact zero and the padding comes first (left padding): the tie between a real zero and a
+# padded entry must go to the real one (the padded score must rank below 0).
+@pytest.mark.parametrize("dtype", [torch.complex128, torch.float64])
+def test_left_padding_before_zero_entries_is_never_selected(dtype):
+    x = torch.zeros(2, 4, 3, dtype=dtype)
+    mask = torch.tensor([[True, True, False, False], [True, False, False, False]])
+    x[mask] = 5.0  # padding with a large modulus, before the (zero) real entries
+    x = x.requires_grad_()
+    out = CF.masked_max_magnitude(x, mask)
+    assert torch.all(out == 0)
+    (torch.view_as_real(out) if out.is_complex() else out).sum().backward()
+    assert torch.all(x.grad[mask] == 0)  # no gradient reaches the padding
+
+
+def test_left_padding_tie_goes_to_the_real_entry_per_feature():
+    x = torch.zeros(1, 3, 2, dtype=torch.complex128)
+    x[0, 0] = 3 - 4j  # padding
+    x[0, 2, 1] = 1j  # one real entry that is not zero, in the second feature
+    mask = torch.tensor([[True, False, False]])
+    out = CF.masked_max_magnitude(x, mask)
+    torch.testing.assert_close(out, torch.tensor([[0, 1j]], dtype=torch.complex128))

@@ -250,3 +250,22 @@ def test_a_run_killed_as_it_stops_early_resumes_to_the_same_stop(text_file, tmp_
     results = resume_lm(run, quiet=True)
     assert results["steps"] == 10 and results["best_step"] == 4
     assert [m["step"] for m in metrics(run)] == [2, 4, 6, 8, 10]
+
+
+# lr_at at the edges of the warm-up: a warm-up that ends on the last step
+# (``warmup_steps = steps - 1``, which LMOptions accepts) leaves no decay steps, so the last
+# step takes the peak rate instead of dividing by a zero-length decay.
+@pytest.mark.parametrize("schedule", ["cosine", "constant"])
+@pytest.mark.parametrize("total", [1, 2, 7])
+def test_a_warmup_ending_on_the_last_step_peaks_there(schedule, total):
+    lr, warm = 3.0, total - 1
+    curve = [lr_at(t, lr, total, schedule=schedule, warmup_steps=warm) for t in range(total)]
+    assert curve == pytest.approx([lr * (t + 1) / total for t in range(warm)] + [lr])
+
+
+def test_options_with_the_longest_accepted_warmups_give_a_rate_at_every_step():
+    for warm in (9, 10):  # steps - 1 and steps: both accepted by the options
+        options = LMOptions(steps=10, schedule="cosine", warmup_steps=warm)
+        curve = [options.lr_at(t) for t in range(10)]
+        assert all(0 < r <= options.lr for r in curve)
+        assert curve == sorted(curve)  # still warming up or at the peak: never decaying

@@ -5,11 +5,13 @@ function with torch's forward arguments."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from torch import nn
 
-import cplxnet.nn as cnn
+from cplxnet import nn as cnn
 
 CONV_FIELDS = (
     "in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups",
@@ -128,3 +130,32 @@ def test_max_unpool_takes_torchs_arguments(nd):
     size = [n + 1 for n in x.shape[-nd:]]
     torch.testing.assert_close(ours(y, idx, size), theirs(y, idx, size))
     torch.testing.assert_close(ours(y.to(torch.complex128), idx).real, theirs(y, idx))
+
+
+# The complex convolutions' extra_repr names every non-default option torch's names, with the
+# same values (dilation, output_padding, groups, padding_mode, ...).
+REPR_CASES = [
+    ("Conv1d", (2, 4, 3), {"dilation": 2}),
+    ("Conv2d", (3, 4, 3), {"dilation": (2, 1), "padding": 1, "stride": 2}),
+    ("Conv3d", (2, 4, 2), {"groups": 2, "bias": False, "dilation": 3}),
+    ("Conv1d", (2, 4, 3), {"padding": "same", "dilation": 2, "padding_mode": "reflect"}),
+    ("Conv2d", (2, 4, (3, 1)), {"stride": (2, 1), "padding": (1, 0), "padding_mode": "circular"}),
+    ("ConvTranspose1d", (2, 4, 3), {"stride": 2, "output_padding": 1, "dilation": 2}),
+    ("ConvTranspose2d", (2, 4, 2), {"stride": 2, "groups": 2, "dilation": (1, 2)}),
+    ("ConvTranspose3d", (2, 4, 2), {"stride": 2, "output_padding": 1, "dilation": 3}),
+]
+
+
+def _fields(text):
+    """``{key: value}`` of the ``key=value`` entries of an extra_repr (quotes dropped)."""
+    return {k: v.replace("'", "") for k, v in re.findall(r"(\w+)=(\([^)]*\)|[^,]+)", text)}
+
+
+@pytest.mark.parametrize(("name", "args", "kwargs"), REPR_CASES)
+def test_conv_extra_repr_names_torchs_options(name, args, kwargs):
+    ours = getattr(cnn, name)(*args, **kwargs)
+    theirs = getattr(nn, name)(*args, **kwargs)
+    got, want = _fields(ours.extra_repr()), _fields(theirs.extra_repr())
+    assert got.pop("dtype") == str(torch.complex64)
+    assert got == want
+    assert ours.extra_repr().startswith(f"{args[0]}, {args[1]}, ")

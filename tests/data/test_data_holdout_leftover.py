@@ -1,0 +1,43 @@
+"""stratified_holdout's leftover slots (largest remainder): never a label's last example, and
+every requested slot held out when the labels can give it."""
+
+from collections import Counter
+
+import pytest
+
+from cplxnet.data import DataError, Example, stratified_holdout
+
+
+def _examples(counts):
+    return [Example(f"{lab}{i}", lab) for lab, k in counts.items() for i in range(k)]
+
+
+@pytest.mark.parametrize("counts, n", [({"z": 1, "y": 9}, 7), ({"a": 1, "b": 19}, 10)])
+def test_the_leftover_slot_never_takes_a_labels_last_example(counts, n):
+    ex = _examples(counts)
+    for seed in range(3):
+        rest, held = stratified_holdout(ex, n, seed=seed)
+        assert len(held) == n and len(rest) == len(ex) - n
+        assert set(Counter(e.label for e in rest)) == set(counts)  # every label still trains
+
+
+def test_the_requested_size_is_held_out_when_the_labels_can_give_it():
+    """A leftover slot a one-example label cannot take goes to a label that can: c gives up to
+    7, a and b none, so 6 are held out with every label left in the rest."""
+    ex = _examples({"a": 1, "b": 1, "c": 8})
+    for seed in range(3):
+        rest, held = stratified_holdout(ex, 6, seed=seed)
+        assert len(held) == 6 and Counter(e.label for e in rest) == {"a": 1, "b": 1, "c": 2}
+
+
+def test_more_than_the_labels_can_give_is_one_clear_error():
+    with pytest.raises(DataError, match="keep an example of each of the 3 labels for training; "
+                       "hold out at most 7"):  # fmt: skip
+        stratified_holdout(_examples({"a": 1, "b": 1, "c": 8}), 8, seed=0)
+
+
+def test_a_sample_may_take_a_labels_last_example():
+    """``keep_each_label=False`` (the ``--limit`` sample): n of the examples, any label."""
+    ex = _examples({"a": 1, "b": 1, "c": 8})
+    rest, held = stratified_holdout(ex, 9, seed=0, keep_each_label=False)
+    assert len(held) == 9 and len(rest) == 1
