@@ -4,7 +4,9 @@ complex and real) with outputs and gradients matching eager.
 The tests use ``backend="aot_eager"`` (dynamo graph capture + AOTAutograd, the part where complex
 tensors and graph breaks can fail) because inductor's code generation takes 10-60 s per tiny
 model on 2 cores, too long for the suite; inductor itself is exercised by
-``benchmarks/models.py`` (its compile rows) and by ``cplxnet train --compile``.
+``benchmarks/models.py`` (its compile rows) and by ``cplxnet train --compile``, and here by one
+training step of the modulus activations between convolutions (the opaque operators of
+:mod:`cplxnet.functional.opaque`; the others of that test are ``slow``).
 Embedding tables use dense gradients, as ``cplxnet train --compile`` does (the sparse backward of
 packed complex tables does not compile in torch 2.13).
 """
@@ -109,3 +111,77 @@ def test_split_gate_rnns_compile_in_training_on_data_without_grad(name, with_len
     grads = [torch.autograd.grad(o.abs().sum(), list(rnn.parameters())) for o in outs]
     for a, b in zip(*grads):
         torch.testing.assert_close(b, a)
+
+
+def _train_step_matches_eager(make, x: torch.Tensor, backend: str = "inductor") -> None:
+    """A compiled training step (``fullgraph=True``) gives eager's outputs and gradients."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    eager, model = make(), make()
+    model.load_state_dict(eager.state_dict())
+    outs = [m(x) for m in (eager, torch.compile(model, backend=backend, fullgraph=True))]
+    for out in outs:
+        out.abs().sum().backward()
+    torch.testing.assert_close(outs[1], outs[0], rtol=1e-4, atol=1e-5)
+    for (name, p), q in zip(model.named_parameters(), eager.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-4, msg=name)
+
+
+MODULUS_ACTIVATIONS = {
+    "ModReLU": lambda: cnn.ModReLU((3, 1, 1), bias_init=-0.1),
+    "Cardioid": cnn.Cardioid,
+    "ModTanh": cnn.ModTanh,
+    "ZLeakyReLU": cnn.ZLeakyReLU,
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=[pytest.mark.slow] * (n != "ModReLU")) for n in MODULUS_ACTIVATIONS],
+)
+def test_modulus_activations_between_convolutions_train_under_inductor(name):
+    """With inductor (the default back end) the gradient reaches an activation from a
+    convolution in a channels-last layout, where inductor's own lowering of these activations'
+    complex backward fails in torch 2.13; compiled, they run as the opaque operators of
+    :mod:`cplxnet.functional.opaque`, and a training step equals eager (about 15 s each)."""
+    activation = MODULUS_ACTIVATIONS[name]
+    x = torch.randn(2, 3, 8, 8, dtype=torch.complex64)
+    _train_step_matches_eager(
+        lambda: torch.nn.Sequential(
+            cnn.Conv2d(3, 3, 3, padding=1), activation(), cnn.Conv2d(3, 4, 3, padding=1)
+        ),
+        x,
+    )
+
+
+@pytest.mark.slow
+def test_zoo_unet_with_modrelu_trains_under_inductor():
+    x = torch.randn(2, 1, 8, 8, dtype=torch.complex64)
+    _train_step_matches_eager(lambda: models.UNet(1, 1, 4, 1, activation="modrelu"), x)
+
+
+def test_opaque_activations_only_while_compiling_for_autograd():
+    """Compiled, the activations appear as ``cplxnet::activation`` calls; exported, as aten ops
+    only (an exported program runs without cplxnet); eager and inside ``torch.func`` they never
+    call the operator."""
+    from cplxnet.functional import opaque
+
+    m = torch.nn.Sequential(cnn.ModReLU(3, bias_init=-0.1), cnn.Cardioid(), cnn.ModTanh())
+    x = torch.randn(2, 3, dtype=torch.complex64)
+    calls = []
+
+    def count(gm, example_inputs):
+        calls.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm
+
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(m, backend=count, fullgraph=True)(x), m(x))
+    assert sum("cplxnet.activation" in c for c in calls) == 3, calls
+    exported = torch.export.export(m, (x,))
+    targets = {str(n.target) for n in exported.graph.nodes if n.op == "call_function"}
+    assert targets and not any("cplxnet" in t for t in targets), targets
+    assert not opaque.applies(x)
+    seen = []
+    out = torch.func.vmap(lambda t: (seen.append(opaque.applies(t)), m(t))[1])(x)
+    assert seen == [False]
+    torch.testing.assert_close(out, m(x))

@@ -40,6 +40,7 @@ from .._utils import (
 )
 from . import compiled as _kernels
 from . import interleaved as _il
+from . import opaque as _opaque
 
 __all__ = [
     "crelu",
@@ -240,14 +241,17 @@ def modrelu(z: torch.Tensor, bias: torch.Tensor | float) -> torch.Tensor:
     Computed as :math:`z \cdot \mathrm{ReLU}(|z| + b) / |z|` with the denominator replaced by 1
     where :math:`z = 0`, so output (0) and gradient (at most :math:`\max(b, 0)`) are finite at the
     origin. For complex eager inputs the backward is written by hand (:class:`_ModReLU`: one
-    modulus, no ``abs``/``where`` backward passes); real inputs, tracing and double backward use
-    the composed form.
+    modulus, no ``abs``/``where`` backward passes); real inputs, ``torch.export``, ``torch.func``
+    and double backward use the composed form; compiled, it runs as an opaque operator
+    (:mod:`cplxnet.functional.opaque`).
     After :func:`cplxnet.functional.use_compiled_kernels`, complex64 inputs with a bias of one
     entry or one per last-dim feature run as compiled kernels (:class:`_ModReLUCompiled`).
     """
+    b = torch.as_tensor(bias, dtype=z.real.dtype, device=z.device)
+    if _opaque.applies(z):
+        return _opaque.call("modrelu", z, b)
     if not eager_complex(z):
         return _modrelu_autograd(z, bias)
-    b = torch.as_tensor(bias, dtype=z.real.dtype, device=z.device)
     shape = torch.broadcast_shapes(z.shape, b.shape)
     if shape != z.shape:  # a bias of more dims than z: the output takes the broadcast shape
         z = z.expand(shape).contiguous()
@@ -280,9 +284,12 @@ def zleaky_relu(
     r"""zLeakyReLU: :math:`z` if :math:`0 \le \arg z \le \pi/2` (both parts non-negative), else
     :math:`a z` with :math:`a` = ``negative_slope`` (zReLU of Guberman 2016 with a leak, as
     torchcvnn's ``zLeakyReLU``; :math:`a = 0` is :func:`zrelu`). On real input: leaky ReLU.
-    ``inplace=True`` writes the result into ``z`` and returns it."""
+    ``inplace=True`` writes the result into ``z`` and returns it. Compiled, complex input runs as
+    an opaque operator (:mod:`cplxnet.functional.opaque`)."""
     if not z.is_complex():
         return F.leaky_relu(z, negative_slope, inplace)
+    if _opaque.applies(z) and not inplace:
+        return _opaque.call("zleaky_relu", z, None, negative_slope)
     keep = (z.real >= 0) & (z.imag >= 0)
     out = torch.where(keep, z, z * negative_slope)
     return z.copy_(out) if inplace else out
@@ -299,9 +306,12 @@ def modtanh(z: torch.Tensor) -> torch.Tensor:
     r"""Amplitude-phase tanh :math:`\tanh(|z|)\, e^{i \arg z}` (Hirose, "Continuous complex-valued
     back-propagation learning", Electronics Letters 28(20), 1992): the phase is kept and the
     modulus squashed into [0, 1). Computed as :math:`z \tanh(|z|)/|z|` (1 at the origin, its
-    limit), so output and gradient are finite everywhere. On real input: :math:`\tanh`."""
+    limit), so output and gradient are finite everywhere. On real input: :math:`\tanh`. Compiled,
+    complex input runs as an opaque operator (:mod:`cplxnet.functional.opaque`)."""
     if not z.is_complex():
         return torch.tanh(z)
+    if _opaque.applies(z):
+        return _opaque.call("modtanh", z)
     return z * _unit_phase_scale(z.abs(), torch.tanh, 1.0)
 
 
@@ -441,14 +451,23 @@ def cardioid(z: torch.Tensor) -> torch.Tensor:
     :math:`\cos \arg z = \mathrm{Re}(z) / |z|` (0 at the origin); output and gradient are finite
     everywhere (the gradient at ``z = 0`` is 0.5, the average over directions). On real inputs it
     equals ReLU. Complex eager inputs use the hand-written backward of :class:`_Cardioid`;
-    tracing and double backward the composed form (finite derivatives of every order at 0). After
+    ``torch.export``, ``torch.func`` and double backward the composed form (finite derivatives of
+    every order at 0); compiled, an opaque operator (:mod:`cplxnet.functional.opaque`). After
     :func:`cplxnet.functional.use_compiled_kernels`, complex64 inputs run as compiled kernels
     (:class:`_CardioidCompiled`).
     """
     if not z.is_complex():
         return F.relu(z)
+    if _opaque.applies(z):
+        return _opaque.call("cardioid", z)
     if not eager_complex(z):
         return _cardioid_autograd(z)
     if _kernels.applies(z) and z.numel() > 0:
         return _CardioidCompiled.apply(z)
     return _Cardioid.apply(z)
+
+
+_opaque.register("modrelu", lambda z, bias, _: modrelu(z, bias))
+_opaque.register("cardioid", lambda z, _, __: cardioid(z))
+_opaque.register("modtanh", lambda z, _, __: modtanh(z))
+_opaque.register("zleaky_relu", lambda z, _, slope: zleaky_relu(z, slope))
