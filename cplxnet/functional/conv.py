@@ -150,7 +150,33 @@ def _pad_widths(padding, kernel_size, dilation, nd: int) -> list[int]:
     return [p for p in reversed(pad) for _ in range(2)]
 
 
+def _check_operands(x, weight, bias, groups, nd: int, transposed: bool) -> None:
+    """torch's checks of a convolution's operands, worded for the complex sizes (the kernels see
+    twice the channels of the real parts): ``weight`` and ``bias`` of ``x``'s complex dtype,
+    ``x`` of ``nd + 1`` or ``nd + 2`` dims with the channels the weight expects."""
+    name = f"conv{'_transpose' if transposed else ''}{nd}d"
+    for what, t in (("weight", weight), ("bias", bias)):
+        if t is not None and t.dtype != x.dtype:
+            raise RuntimeError(
+                f"{name}: input is {x.dtype} but {what} is {t.dtype}; give both one complex dtype"
+            )
+    if x.dim() not in (nd + 1, nd + 2):
+        raise RuntimeError(
+            f"{name}: expected {nd + 1}-D (unbatched) or {nd + 2}-D (batched) input, got input "
+            f"of size {list(x.shape)}"
+        )
+    channels = x.shape[-nd - 1]
+    expected = weight.shape[0] if transposed else weight.shape[1] * groups
+    if channels != expected:
+        raise RuntimeError(
+            f"{name}: given groups={groups}, weight of size {list(weight.shape)}, expected input "
+            f"{list(x.shape)} to have {expected} channels, but got {channels} channels instead"
+        )
+
+
 def _conv(x, weight, bias, stride, padding, dilation, groups, padding_mode, nd):
+    if x.is_complex():
+        _check_operands(x, weight, bias, groups, nd, False)
     if padding_mode != "zeros":
         x = F.pad(x, _pad_widths(padding, weight.shape[2:], dilation, nd), mode=padding_mode)
         padding = 0
@@ -207,6 +233,7 @@ def _conv_transpose(x, weight, bias, stride, padding, output_padding, groups, di
     fn = _REAL_CONV_T[nd]
     if not x.is_complex():
         return fn(x, weight, bias, stride, padding, output_padding, groups, dilation)
+    _check_operands(x, weight, bias, groups, nd, True)
     unbatched = x.dim() == nd + 1
     xb = x.unsqueeze(0) if unbatched else x
     weight_cl = nd > 1 and _strides_like_channels_last(weight)

@@ -1,5 +1,7 @@
 """Complex convolution equals four real convolutions."""
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -180,3 +182,30 @@ def test_conjugate_views_of_input_weight_and_bias_equal_their_resolved_copies(fn
     torch.testing.assert_close(lazy, plain)
     for g, h in zip(grads, torch.autograd.grad(plain.abs().sum(), leaves)):
         torch.testing.assert_close(g, h)
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_bad_operands_are_torchs_errors_in_complex_sizes(nd, transposed):
+    """A weight or bias of another dtype, an input of the wrong rank or channel count: one
+    RuntimeError naming the complex sizes (the real kernels see twice the channels), as torch's
+    complex convolutions word it, never an error from the internal real view."""
+    fn = getattr(CF, f"conv_transpose{nd}d" if transposed else f"conv{nd}d")
+    name = fn.__name__
+    x = torch.randn(2, 4, *[5] * nd, dtype=torch.complex64)
+    shape = (4, 3, *[3] * nd) if transposed else (3, 4, *[3] * nd)
+    w = torch.randn(shape, dtype=torch.complex64)
+    bias = torch.zeros(3, dtype=torch.complex64)
+    cases = [
+        ((x, w.real), "weight is torch.float32; give both one complex dtype"),
+        ((x, w.to(torch.complex128)), "weight is torch.complex128"),
+        ((x, w, bias.real), "bias is torch.float32"),
+        ((x[:, :3], w), "expected input [2, 3, " if not transposed else "to have 4 channels"),
+        ((x[:, :3], w), "but got 3 channels instead"),
+        ((x[0, 0, 0], w), f"expected {nd + 1}-D (unbatched) or {nd + 2}-D (batched) input"),
+    ]
+    for args, match in cases:
+        with pytest.raises(RuntimeError, match=re.escape(f"{name}: ")) as info:
+            fn(*args)
+        assert match in str(info.value)
+    assert fn(x, w, bias).shape[:2] == (2, 3)  # the good operands still run
