@@ -5,10 +5,14 @@ suggestions name only options that exist, and a mistyped encoding name gets the 
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from cplxnet.cli import main
 from cplxnet.encodings import create_encoding
+from cplxnet.encodings.registry import parse_value
+from cplxnet.encodings.specs import check_option_values, parse_encodings
 
 
 def one_error(capsys, argv) -> str:
@@ -25,7 +29,7 @@ def one_error(capsys, argv) -> str:
 CASES = [
     ("rotary:base=-5", "base must be a finite number > 0, got -5"),
     ("rotary:base=0", "base must be a finite number > 0, got 0"),
-    ("rotary:base=nan", "option base must be a number, got 'nan'"),
+    ("rotary:base=nan", "option base must be a finite number, got nan"),
     ("rotary:base=NaN", "option base must be a finite number"),
     ("rotary:base=abc", "option base must be a number, got 'abc'"),
     ("sinusoidal:base=-1", "base must be a finite number > 0"),
@@ -71,7 +75,7 @@ def test_inf_only_where_the_encoding_takes_it(capsys):
         ("num_filters=2.5", "--set num_filters=2.5: expected an integer"),
         ("kernel_sizes=3,x", "--set kernel_sizes=3,x: expected integers like 3,4,5"),
         ("kernel_sizes=3,4.5", "expected integers"),
-        ("dropout=nan", "--set dropout=nan: expected a number"),
+        ("dropout=nan", "--set dropout=nan: expected a finite number"),
         ("dropout=NaN", "--set dropout=nan: expected a finite number"),
     ],
 )
@@ -112,3 +116,22 @@ def test_create_encoding_suggests_the_closest_name(name, closest):
         create_encoding(f"none+{name}", d_model=8, num_heads=2)
     with pytest.raises(TypeError, match="did you mean 'base'"):
         create_encoding("rotary", d_model=8, num_heads=2, bse=3)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("inf", math.inf), ("INF", math.inf), (" Infinity ", math.inf), ("+inf", math.inf),
+     ("-inf", -math.inf), ("-Infinity", -math.inf)],
+)  # fmt: skip
+def test_every_spelling_of_inf_is_a_number(text, value):
+    assert parse_value(text) == value
+    assert math.isnan(parse_value("nan")) and math.isnan(parse_value("NaN"))
+
+
+@pytest.mark.parametrize("text", ["xpos:scale_base=INF", "xpos:scale_base=infinity"])
+def test_xpos_spec_takes_inf_in_any_case(text):
+    spec = parse_encodings(text)[0]
+    assert spec.options == {"scale_base": math.inf}
+    check_option_values(spec)  # no error
+    with pytest.raises(ValueError, match="scale_base must be a finite number or inf, got -inf"):
+        check_option_values(parse_encodings("xpos:scale_base=-inf")[0])

@@ -104,6 +104,18 @@ def stratified_folds(examples: Sequence[Example], k: int, seed: int | Sequence[i
     return fold
 
 
+def _holdout(dataset: Dataset, split: str, examples: list, n: int, seed: int) -> tuple:
+    """:func:`stratified_holdout` of the ``split`` (``"test"`` or ``"dev"``), its error naming
+    the dataset, the split and what to do."""
+    try:
+        return stratified_holdout(examples, n, [seed, 2 if split == "test" else 3])
+    except DataError as err:
+        raise DataError(
+            f"{dataset.name}: the {split} split: {err}; give a {split} file (--{split} FILE) or "
+            "more examples of the labels that have only one or two"
+        ) from None
+
+
 def split_dataset(
     dataset: Dataset,
     *,
@@ -164,7 +176,7 @@ def split_dataset(
         test_part, rest = official_test, train
         how = "given test set"
     else:
-        rest, test_part = stratified_holdout(train, _count(len(train), test_fraction), [seed, 2])
+        rest, test_part = _holdout(dataset, "test", train, _count(len(train), test_fraction), seed)
         how = f"stratified {round(100 * test_fraction)}% test held out"
     if dev is not None:
         dev_part, train_part = list(dev), rest
@@ -175,7 +187,7 @@ def split_dataset(
             if dataset.name == "trec" and dataset.bundled
             else _count(len(train), dev_fraction)
         )
-        train_part, dev_part = stratified_holdout(rest, n_dev, [seed, 3])
+        train_part, dev_part = _holdout(dataset, "dev", rest, n_dev, seed)
         how += f", stratified dev of {n_dev} held out of train"
     return Splits(train_part, dev_part, test_part, f"{how} (split seed {seed})")
 

@@ -113,15 +113,15 @@ def _did_you_mean(name: object, names: Iterable[str] | None = None) -> str:
 
 
 def parse_value(text: str) -> Any:
-    """``"true"`` -> True, ``"3"`` -> 3, ``"0.5"`` -> 0.5, ``"inf"`` -> ``math.inf``,
-    ``"[3,4]"`` -> [3, 4]; else the string itself."""
+    """``"true"`` -> True, ``"3"`` -> 3, ``"0.5"`` -> 0.5, ``"inf"``/``"-inf"``/``"nan"`` (any
+    case, ``"infinity"`` too) -> the float, ``"[3,4]"`` -> [3, 4]; else the string itself."""
     lowered = text.strip()
     if lowered.lower() in ("true", "false"):
         return lowered.lower() == "true"
     if lowered.lower() in ("none", "null"):
         return None
-    if lowered.lower() in ("inf", "infinity"):
-        return math.inf
+    if lowered.lower().lstrip("+-") in ("inf", "infinity", "nan"):
+        return float(lowered)
     try:
         return json.loads(lowered)
     except json.JSONDecodeError:

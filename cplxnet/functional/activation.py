@@ -156,9 +156,15 @@ def split_celu(z: torch.Tensor, alpha: float = 1.0, inplace: bool = False) -> to
 
 
 def _modrelu_autograd(z: torch.Tensor, bias: torch.Tensor | float) -> torch.Tensor:
-    """modReLU composed of differentiable torch ops (real inputs, tracing, double backward)."""
+    """modReLU composed of differentiable torch ops (real inputs, tracing, double backward):
+    the unit phase ``z / |z|`` times ``relu(|z| + b)``, and ``z relu(b)`` at the origin, so that
+    the first derivative needs only ``1 / |z|`` (``relu(|z| + b) / |z|^2`` would overflow
+    complex64 at ``|z| ~ 1e-19`` when ``b > 0``)."""
     mag = z.abs()
-    return z * (F.relu(mag + bias) / torch.where(mag > 0, mag, 1.0))
+    pos = mag > 0
+    safe = torch.where(pos, z, torch.ones((), dtype=z.dtype, device=z.device))
+    unit = torch.where(pos, safe / safe.abs(), torch.zeros((), dtype=z.dtype, device=z.device))
+    return torch.where(pos, unit * F.relu(mag + bias), z * F.relu(bias))
 
 
 def _inverse_modulus(r: torch.Tensor, at0: float) -> torch.Tensor:
@@ -240,7 +246,9 @@ def modrelu(z: torch.Tensor, bias: torch.Tensor | float) -> torch.Tensor:
     entries with :math:`|z| < -b` are zeroed. ``bias`` is real and broadcasts against ``z``.
     Computed as :math:`z \cdot \mathrm{ReLU}(|z| + b) / |z|` with the denominator replaced by 1
     where :math:`z = 0`, so output (0) and gradient (at most :math:`\max(b, 0)`) are finite at the
-    origin. For complex eager inputs the backward is written by hand (:class:`_ModReLU`: one
+    origin; in eager mode moduli below 1 / the largest float (subnormal ones, about 3e-39 in
+    complex64) count as the origin, where the compiled kernels compute them exactly. For complex
+    eager inputs the backward is written by hand (:class:`_ModReLU`: one
     modulus, no ``abs``/``where`` backward passes); real inputs, ``torch.export``, ``torch.func``
     and double backward use the composed form; compiled, it runs as an opaque operator
     (:mod:`cplxnet.functional.opaque`).
@@ -448,8 +456,10 @@ def cardioid(z: torch.Tensor) -> torch.Tensor:
     r"""Complex cardioid :math:`\tfrac12 (1 + \cos \arg z)\, z` (Virtue, Yu & Lustig, "Better than
     Real: Complex-valued Neural Nets for MRI Fingerprinting", ICIP 2017, Eq. 3).
 
-    :math:`\cos \arg z = \mathrm{Re}(z) / |z|` (0 at the origin); output and gradient are finite
-    everywhere (the gradient at ``z = 0`` is 0.5, the average over directions). On real inputs it
+    :math:`\cos \arg z = \mathrm{Re}(z) / |z|` (0 at the origin; in eager mode also below 1 / the
+    largest float, subnormal moduli, which the compiled kernels compute exactly); output and
+    gradient are finite everywhere (the gradient at ``z = 0`` is 0.5, the average over
+    directions). On real inputs it
     equals ReLU. Complex eager inputs use the hand-written backward of :class:`_Cardioid`;
     ``torch.export``, ``torch.func`` and double backward the composed form (finite derivatives of
     every order at 0); compiled, an opaque operator (:mod:`cplxnet.functional.opaque`). After

@@ -241,3 +241,23 @@ def test_compare_writes_its_report_while_it_holds_the_folder(tmp_path, monkeypat
     printed = capsys.readouterr().out
     assert printed.index("results: ") < printed.index("wrote ")
     assert (out / "report.md").is_file()
+
+
+def test_no_report_when_every_run_ended_in_an_error(tmp_path, capsys):
+    """No report when no run of the folder succeeded; the results line is still printed and
+    the lock released."""
+    out = tmp_path / "grid"
+    assert _compare(out, "--keep-runs") == 0
+    (name,) = os.listdir(out / "cells")
+    run = out / "runs" / name[: -len(".json")]
+    (run / "NOTES.md").write_text("mine", encoding="utf-8")  # the cell now ends in an error
+    (run / "results.json").unlink()
+    (out / "cells" / name).unlink()
+    capsys.readouterr()
+    args = [a for a in TINY if a != "--no-report"]
+    assert main(["compare", *args, "--out", str(out)]) == 0
+    row = json.loads((out / "cells" / name).read_text(encoding="utf-8"))
+    assert row["status"] == "error"
+    printed = capsys.readouterr().out
+    assert "(1 runs, 1 errors)" in printed and "wrote " not in printed
+    assert not (out / "report.md").exists() and not (out / ".lock").exists()

@@ -5,7 +5,8 @@ from collections import Counter
 
 import pytest
 
-from cplxnet.data import DataError, Example, stratified_holdout
+from cplxnet.data import DataError, DataSpec, Example, stratified_holdout
+from cplxnet.data.pipeline import load_splits
 
 
 def _examples(counts):
@@ -41,3 +42,36 @@ def test_a_sample_may_take_a_labels_last_example():
     ex = _examples({"a": 1, "b": 1, "c": 8})
     rest, held = stratified_holdout(ex, 9, seed=0, keep_each_label=False)
     assert len(held) == 9 and len(rest) == 1
+
+
+def test_holding_out_exactly_what_the_labels_can_give():
+    """a, b: 1 each (none to give), c: 8 (7 to give): 7 is allowed, every label keeps one."""
+    ex = _examples({"a": 1, "b": 1, "c": 8})
+    for seed in range(3):
+        rest, held = stratified_holdout(ex, 7, seed=seed)
+        assert len(held) == 7 and Counter(e.label for e in rest) == {"a": 1, "b": 1, "c": 1}
+
+
+def test_limit_samples_a_dev_file_of_one_example_per_label(tmp_path):
+    """A dev file with one example of each of 6 labels and --limit 4: 4 dev examples (the
+    held-out rule, keep one of each label, would refuse: nothing to give)."""
+    labels = "abcdef"
+    data = tmp_path / "all.tsv"
+    data.write_text(
+        "label\ttext\n" + "".join(f"{lab}\ttext {lab} {i}\n" for lab in labels for i in range(10))
+    )
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("label\ttext\n" + "".join(f"{lab}\tdev {lab}\n" for lab in labels))
+    s = load_splits(DataSpec(str(data), dev=str(dev), limit=4))
+    assert len(s.dev) == 4 and len({ex.label for ex in s.dev}) == 4
+
+
+def test_a_split_the_labels_cannot_give_names_the_split_and_the_fix(tmp_path):
+    """12 labels of one example and 4 of a third: the dev split cannot keep each label in
+    training; one DataError naming the split and the --dev option."""
+    data = tmp_path / "sparse.tsv"
+    rows = [f"l{i}\tonly {i}" for i in range(12)] + [f"a\tmany {i}" for i in range(4)]
+    data.write_text("label\ttext\n" + "\n".join(rows) + "\n")
+    with pytest.raises(DataError, match=r"the dev split: cannot hold out 2 of 14 .* give a dev "
+                       r"file \(--dev FILE\)"):  # fmt: skip
+        load_splits(DataSpec(str(data)))

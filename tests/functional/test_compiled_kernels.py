@@ -321,3 +321,34 @@ def test_zero_dim_input_takes_the_eager_path_under_the_switch(compiled):
     z = torch.tensor(1 + 1j, dtype=C64)
     torch.testing.assert_close(CF.modrelu(z, -0.5), CF.modrelu(z.reshape(1), -0.5)[0])
     torch.testing.assert_close(CF.cardioid(z), CF.cardioid(z.reshape(1))[0])
+
+
+@pytest.mark.parametrize("scale", [1e-38, 1e-41, 1e-44])
+def test_kernels_at_subnormal_moduli_equal_a_complex128_reference(compiled, scale):
+    """The kernels' ``_polar`` clamps max(|x|, |y|) at the smallest normal float, so subnormal
+    moduli stay right: values to 1e-6 of the largest plus 4 of the smallest subnormal (such a
+    value has few bits), gradients to 1e-5 of the largest."""
+    g = torch.Generator().manual_seed(3)
+    z = torch.randn(5, 4, dtype=torch.complex128, generator=g).mul(scale).to(C64)
+    z[0, :2] = 0
+    assert type(CF.modrelu(z.requires_grad_(), torch.zeros(4)).grad_fn).__name__ == (
+        "_ModReLUCompiledBackward"
+    )
+    # at subnormal |z| only biases 0 and a clipping one: (|z| + b) / |z| has as few bits
+    biases = (0.0, -0.3 * scale, 0.5 * scale) if scale >= 1e-38 else (0.0, -1.0)
+    cases = [(CF.modrelu, reference_modrelu, torch.full((4,), b)) for b in biases]
+    for fn, ref, *reals in [*cases, (CF.cardioid, reference_cardioid)]:
+        leaves = [t.detach().requires_grad_() for t in (z, *reals)]
+        wide = [
+            t.detach().to(torch.complex128 if t.is_complex() else torch.float64) for t in leaves
+        ]
+        wide = [t.requires_grad_() for t in wide]
+        out, want = fn(*leaves), ref(*wide)
+        gz = torch.randn(out.shape, dtype=out.dtype, generator=torch.Generator().manual_seed(0))
+        tol = 1e-6 * want.detach().abs().max().item() + 4 * 2.0**-149
+        assert (out.detach().to(want.dtype) - want.detach()).abs().max().item() <= tol
+        got = torch.autograd.grad(out, leaves, gz)
+        exp = torch.autograd.grad(want, wide, gz.to(want.dtype))
+        for a, b in zip(got, exp, strict=True):
+            assert torch.isfinite(torch.view_as_real(a) if a.is_complex() else a).all()
+            assert ((a.to(b.dtype) - b).abs().max() / b.abs().max().clamp_min(1e-300)) < 1e-5

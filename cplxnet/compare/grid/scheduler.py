@@ -62,8 +62,8 @@ def run_grid(
     """Run every cell not yet done; returns all rows of the folder (in grid order).
 
     ``finish(rows)``, when given, runs after the last tables are written and before the folder's
-    lock is released (``cplxnet compare`` writes its report there, so that no other command
-    writes the folder meanwhile).
+    lock is released (``cplxnet compare`` writes its report there, so that no other
+    ``cplxnet compare`` writes the folder meanwhile).
 
     ``executor`` runs the cells (:mod:`cplxnet.compare.grid.executors`); the default,
     ``LocalExecutor(jobs, threads)``, trains in this process with ``jobs == 1`` and otherwise runs
