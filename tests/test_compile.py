@@ -16,8 +16,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+import cplxnet.functional as CF
 import cplxnet.models as models
 import cplxnet.nn as cnn
+from cplxnet.functional.activation import _modrelu_autograd
 
 V, B, L = 40, 3, 7
 WIDTHS = {
@@ -185,3 +187,59 @@ def test_opaque_activations_only_while_compiling_for_autograd():
     out = torch.func.vmap(lambda t: (seen.append(opaque.applies(t)), m(t))[1])(x)
     assert seen == [False]
     torch.testing.assert_close(out, m(x))
+
+
+@pytest.mark.parametrize("zs,bs", [((2, 3), (3,)), ((3,), (2, 3)), ((), ()), ((0, 3), (3,))])
+def test_opaque_operator_fake_matches_real(zs, bs):
+    """torch.library.opcheck: the fake implementation gives the real one's shape, dtype and
+    strides (a bias of more dims than z, 0-dim, empty, transposed input)."""
+    z = torch.randn(zs, dtype=torch.complex64, requires_grad=True)
+    b = torch.randn(bs, requires_grad=True)
+    torch.library.opcheck(torch.ops.cplxnet.activation.default, ("modrelu", z, b, 0.0))
+    zt = torch.randn(4, 3, dtype=torch.complex64).t().requires_grad_()
+    torch.library.opcheck(torch.ops.cplxnet.activation.default, ("cardioid", zt, None, 0.0))
+
+
+def test_compiled_modrelu_bias_gradient_and_broadcast():
+    torch._dynamo.reset()
+    z = torch.randn(3, dtype=torch.complex64, requires_grad=True)
+    b = torch.randn(2, 3, requires_grad=True)
+    out = torch.compile(CF.modrelu, backend="aot_eager", fullgraph=True)(z, b)
+    ref = CF.modrelu(z, b)
+    assert out.shape == ref.shape == (2, 3)
+    torch.testing.assert_close(out, ref)
+    got = torch.autograd.grad(out.abs().sum(), (z, b))
+    exp = torch.autograd.grad(ref.abs().sum(), (z, b))
+    for a, e in zip(got, exp, strict=True):
+        torch.testing.assert_close(a, e)
+
+
+def test_compiled_zleaky_relu_inplace_writes_input():
+    torch._dynamo.reset()
+
+    def f(t):
+        u = t.clone()
+        out = CF.zleaky_relu(u, 0.2, inplace=True)
+        return out, u
+
+    z = torch.randn(2, 3, dtype=torch.complex64)
+    out, u = torch.compile(f, backend="aot_eager", fullgraph=True)(z)
+    torch.testing.assert_close(u, CF.zleaky_relu(z, 0.2))
+    torch.testing.assert_close(out, u)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex128, torch.float64])
+def test_composed_modrelu_gradient_at_origin_is_relu_bias(dtype):
+    z = torch.zeros(4, dtype=dtype, requires_grad=True)
+    b = torch.tensor([0.5, -0.5, 0.0, 2.0], dtype=torch.float64, requires_grad=True)
+    g = torch.autograd.grad(_modrelu_autograd(z, b).real.sum(), z)[0]
+    torch.testing.assert_close(g, torch.tensor([0.5, 0.0, 0.0, 2.0], dtype=torch.float64).to(dtype))
+
+
+def test_modrelu_float_bias_outside_the_eager_complex_path():
+    """A float bias on real input and inside torch.func (the composed form)."""
+    x = torch.tensor([0.0, 1.0, -2.0])
+    torch.testing.assert_close(CF.modrelu(x, 0.5), torch.tensor([0.0, 1.5, -2.5]))
+    z = torch.ones(2, 3, dtype=torch.complex64)
+    out = torch.func.vmap(lambda t: CF.modrelu(t, 0.5))(z)
+    torch.testing.assert_close(out, CF.modrelu(z, 0.5))

@@ -104,16 +104,14 @@ def stratified_folds(examples: Sequence[Example], k: int, seed: int | Sequence[i
     return fold
 
 
-def _holdout(dataset: Dataset, split: str, examples: list, n: int, seed: int) -> tuple:
-    """:func:`stratified_holdout` of the ``split`` (``"test"`` or ``"dev"``), its error naming
-    the dataset, the split and what to do."""
-    try:
-        return stratified_holdout(examples, n, [seed, 2 if split == "test" else 3])
-    except DataError as err:
-        raise DataError(
-            f"{dataset.name}: the {split} split: {err}; give a {split} file (--{split} FILE) or "
-            "more examples of the labels that have only one or two"
-        ) from None
+def _holdout(examples: list, n: int, seed: int, salt: int) -> tuple[list, list]:
+    """:func:`stratified_holdout` of ``n`` examples, or of as many as the labels can give while
+    each keeps one for training (none: every example stays, and the empty split is refused by
+    the caller's check)."""
+    room = len(examples) - len({ex.label for ex in examples})
+    if min(n, room) < 1:
+        return list(examples), []
+    return stratified_holdout(examples, min(n, room), [seed, salt])
 
 
 def split_dataset(
@@ -176,7 +174,7 @@ def split_dataset(
         test_part, rest = official_test, train
         how = "given test set"
     else:
-        rest, test_part = _holdout(dataset, "test", train, _count(len(train), test_fraction), seed)
+        rest, test_part = _holdout(train, _count(len(train), test_fraction), seed, 2)
         how = f"stratified {round(100 * test_fraction)}% test held out"
     if dev is not None:
         dev_part, train_part = list(dev), rest
@@ -187,8 +185,8 @@ def split_dataset(
             if dataset.name == "trec" and dataset.bundled
             else _count(len(train), dev_fraction)
         )
-        train_part, dev_part = _holdout(dataset, "dev", rest, n_dev, seed)
-        how += f", stratified dev of {n_dev} held out of train"
+        train_part, dev_part = _holdout(rest, n_dev, seed, 3)
+        how += f", stratified dev of {len(dev_part)} held out of train"
     return Splits(train_part, dev_part, test_part, f"{how} (split seed {seed})")
 
 

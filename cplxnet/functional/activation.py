@@ -161,7 +161,7 @@ def _modrelu_autograd(z: torch.Tensor, bias: torch.Tensor | float) -> torch.Tens
     the first derivative needs only ``1 / |z|`` (``relu(|z| + b) / |z|^2`` would overflow
     complex64 at ``|z| ~ 1e-19`` when ``b > 0``)."""
     mag = z.abs()
-    pos = mag > 0
+    pos = mag >= torch.finfo(mag.dtype).tiny  # subnormal moduli count as the origin, as in eager
     safe = torch.where(pos, z, torch.ones((), dtype=z.dtype, device=z.device))
     unit = torch.where(pos, safe / safe.abs(), torch.zeros((), dtype=z.dtype, device=z.device))
     return torch.where(pos, unit * F.relu(mag + bias), z * F.relu(bias))
@@ -259,7 +259,7 @@ def modrelu(z: torch.Tensor, bias: torch.Tensor | float) -> torch.Tensor:
     if _opaque.applies(z):
         return _opaque.call("modrelu", z, b)
     if not eager_complex(z):
-        return _modrelu_autograd(z, bias)
+        return _modrelu_autograd(z, b)
     shape = torch.broadcast_shapes(z.shape, b.shape)
     if shape != z.shape:  # a bias of more dims than z: the output takes the broadcast shape
         z = z.expand(shape).contiguous()

@@ -23,6 +23,8 @@ Examples::
     True
 """
 
+import contextlib
+import threading
 from collections.abc import Callable
 
 import torch
@@ -31,8 +33,10 @@ from .._utils import is_transformed
 
 __all__ = ["applies", "call", "register"]
 
-#: kind -> eager implementation ``fn(z, param, scalar)``
-_EAGER: dict[str, Callable] = {}
+#: kind -> eager implementation ``fn(z, param, scalar)`` (kept across a reload of this module)
+_EAGER: dict[str, Callable] = globals().get("_EAGER", {})
+#: set while an operator's implementation runs: the activation inside is never the operator
+_INSIDE = threading.local()
 
 
 def register(kind: str, fn: Callable) -> None:
@@ -47,10 +51,20 @@ def applies(z: torch.Tensor) -> bool:
     not inside ``torch.func`` transforms, not under ``create_graph``-style double backward)."""
     return (
         z.is_complex()
+        and not getattr(_INSIDE, "on", False)
         and torch.compiler.is_compiling()
         and not torch.compiler.is_exporting()
         and not is_transformed()
     )
+
+
+@contextlib.contextmanager
+def _inside():
+    previous, _INSIDE.on = getattr(_INSIDE, "on", False), True
+    try:
+        yield
+    finally:
+        _INSIDE.on = previous
 
 
 def _no_param(z: torch.Tensor) -> torch.Tensor:
@@ -64,7 +78,7 @@ def _out_shape(z: torch.Tensor, param: torch.Tensor | None) -> torch.Size:
 
 @torch.library.custom_op("cplxnet::activation", mutates_args=())
 def _forward(kind: str, z: torch.Tensor, param: torch.Tensor | None, scalar: float) -> torch.Tensor:
-    with torch.no_grad():
+    with torch.no_grad(), _inside():
         return _EAGER[kind](z, param, scalar).contiguous()
 
 
@@ -79,6 +93,11 @@ def _backward(
 ) -> list[torch.Tensor]:
     # autograd does not record below a custom operator; torch.func's vjp does (the activations
     # then run their composed form, as inside any torch.func transform)
+    with _inside():
+        return _vjp(kind, grad, z, param, scalar)
+
+
+def _vjp(kind, grad, z, param, scalar) -> list[torch.Tensor]:  # noqa: ANN001
     if param is None:
         _, vjp = torch.func.vjp(lambda t: _EAGER[kind](t, None, scalar), z)
         gz, gp = vjp(grad)[0], _no_param(z)

@@ -66,12 +66,13 @@ def test_limit_samples_a_dev_file_of_one_example_per_label(tmp_path):
     assert len(s.dev) == 4 and len({ex.label for ex in s.dev}) == 4
 
 
-def test_a_split_the_labels_cannot_give_names_the_split_and_the_fix(tmp_path):
-    """12 labels of one example and 4 of a third: the dev split cannot keep each label in
-    training; one DataError naming the split and the --dev option."""
+def test_a_split_holds_out_what_the_labels_can_give_and_says_how_many(tmp_path):
+    """12 labels of one example and 4 of a third: the dev split holds out the one example the
+    labels can give while each keeps one for training, and the description says 1."""
     data = tmp_path / "sparse.tsv"
     rows = [f"l{i}\tonly {i}" for i in range(12)] + [f"a\tmany {i}" for i in range(4)]
     data.write_text("label\ttext\n" + "\n".join(rows) + "\n")
-    with pytest.raises(DataError, match=r"the dev split: cannot hold out 2 of 14 .* give a dev "
-                       r"file \(--dev FILE\)"):  # fmt: skip
-        load_splits(DataSpec(str(data)))
+    splits = load_splits(DataSpec(str(data)))
+    assert splits.sizes() == {"train": 13, "dev": 1, "test": 2}
+    assert "stratified dev of 1 held out of train" in splits.description
+    assert {ex.label for ex in splits.train} == {f"l{i}" for i in range(12)} | {"a"}
