@@ -153,7 +153,8 @@ def _pad_widths(padding, kernel_size, dilation, nd: int) -> list[int]:
 def _check_operands(x, weight, bias, groups, nd: int, transposed: bool) -> None:
     """torch's checks of a convolution's operands, worded for the complex sizes (the kernels see
     twice the channels of the real parts): ``weight`` and ``bias`` of ``x``'s complex dtype,
-    ``x`` of ``nd + 1`` or ``nd + 2`` dims with the channels the weight expects."""
+    ``x`` of ``nd + 1`` or ``nd + 2`` dims with the channels the weight expects, ``bias`` of one
+    entry per output channel."""
     name = f"conv{'_transpose' if transposed else ''}{nd}d"
     for what, t in (("weight", weight), ("bias", bias)):
         if t is not None and t.dtype != x.dtype:
@@ -171,6 +172,12 @@ def _check_operands(x, weight, bias, groups, nd: int, transposed: bool) -> None:
         raise RuntimeError(
             f"{name}: given groups={groups}, weight of size {list(weight.shape)}, expected input "
             f"{list(x.shape)} to have {expected} channels, but got {channels} channels instead"
+        )
+    out_channels = weight.shape[1] * groups if transposed else weight.shape[0]
+    if bias is not None and tuple(bias.shape) != (out_channels,):
+        raise RuntimeError(
+            f"{name}: given weight of size {list(weight.shape)}, expected bias to be 1-D with "
+            f"{out_channels} elements, but got bias of size {list(bias.shape)} instead"
         )
 
 

@@ -203,6 +203,7 @@ def test_bad_operands_are_torchs_errors_in_complex_sizes(nd, transposed):
         ((x[:, :3], w), "expected input [2, 3, " if not transposed else "to have 4 channels"),
         ((x[:, :3], w), "but got 3 channels instead"),
         ((x[0, 0, 0], w), f"expected {nd + 1}-D (unbatched) or {nd + 2}-D (batched) input"),
+        ((x, w, bias[:2]), "expected bias to be 1-D with 3 elements, but got bias of size [2]"),
     ]
     for args, match in cases:
         with pytest.raises(RuntimeError, match=re.escape(f"{name}: ")) as info:
