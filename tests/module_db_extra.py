@@ -38,6 +38,7 @@ MODULES: list[ModuleInfo] = [
     ),
     ModuleInfo(cnn.ELU, _x(3, 5), compile_backend="aot_eager", **_ACT),
     ModuleInfo(cnn.CELU, _x(3, 5), kwargs={"alpha": 0.7}, **_ACT),
+    ModuleInfo(cnn.LeakyReLU, _x(3, 5), kwargs={"negative_slope": 0.2}, **_ACT),
     ModuleInfo(cnn.ZLeakyReLU, _x(3, 5), kwargs={"negative_slope": 0.2}, **_ACT),
     ModuleInfo(cnn.ModTanh, _x(3, 5), compile_backend="aot_eager", **_ACT),
     ModuleInfo(cnn.GeorgiouKoutsougeras, _x(3, 5), kwargs={"c": 0.5, "r": 2.0}, **_ACT),

@@ -5,7 +5,7 @@ Two families (Barrachina et al., "Theory and Implementation of Complex-Valued Ne
 
 * split ("type A"): a real function applied to the real and imaginary parts separately,
   :math:`f(x + iy) = g(x) + i g(y)` -- :func:`crelu`, :func:`split_tanh`, :func:`split_sigmoid`,
-  :func:`split_gelu`;
+  :func:`split_gelu`, :func:`split_leaky_relu`;
 * phase-aware: :func:`modrelu` (keeps the phase, thresholds the modulus), :func:`zrelu` (keeps
   the first quadrant), :func:`cardioid` (phase-dependent gain);
 * split with a parameter: :func:`split_prelu`, :func:`split_elu`, :func:`split_celu`,
@@ -47,6 +47,7 @@ __all__ = [
     "split_tanh",
     "split_sigmoid",
     "split_gelu",
+    "split_leaky_relu",
     "split_prelu",
     "split_elu",
     "split_celu",
@@ -129,17 +130,24 @@ def split_prelu(z: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return as_complex(F.prelu(real_view(z), weight))  # dim 1 stays the channel dim
 
 
+def _split_with_inplace(fn: Callable, z: torch.Tensor, inplace: bool) -> torch.Tensor:
+    """``fn(t, inplace=...)`` (a real element-wise function with torch's ``inplace``) on both
+    parts of ``z``; with ``inplace=True`` ``z`` is overwritten through its real view (a lazy
+    conjugate, which has no real view, gets the result written back) and returned."""
+    if inplace and z.is_complex() and not z.is_conj():
+        fn(torch.view_as_real(z), inplace=True)
+        return z
+    if inplace and z.is_complex():
+        return z.copy_(_split(fn, z))
+    return _split(lambda t: fn(t, inplace=inplace), z)
+
+
 def split_elu(z: torch.Tensor, alpha: float = 1.0, inplace: bool = False) -> torch.Tensor:
     r"""Split ELU :math:`\mathrm{ELU}(x) + i\,\mathrm{ELU}(y)`,
     :math:`\mathrm{ELU}(t) = t` for :math:`t > 0`, else :math:`\alpha (e^t - 1)` (Clevert et al.,
     "Fast and Accurate Deep Network Learning by Exponential Linear Units", ICLR 2016). With
     ``inplace=True`` ``z`` is overwritten through its real view and returned."""
-    if inplace and z.is_complex() and not z.is_conj():
-        F.elu(torch.view_as_real(z), alpha, inplace=True)
-        return z
-    if inplace and z.is_complex():  # a lazy conjugate has no real view: write the result back
-        return z.copy_(_split(lambda t: F.elu(t, alpha), z))
-    return _split(lambda t: F.elu(t, alpha, inplace=inplace), z)
+    return _split_with_inplace(lambda t, inplace=False: F.elu(t, alpha, inplace), z, inplace)
 
 
 def split_celu(z: torch.Tensor, alpha: float = 1.0, inplace: bool = False) -> torch.Tensor:
@@ -147,12 +155,20 @@ def split_celu(z: torch.Tensor, alpha: float = 1.0, inplace: bool = False) -> to
     :math:`\mathrm{CELU}(t) = \max(0, t) + \min(0, \alpha (e^{t/\alpha} - 1))` (Barron,
     "Continuously Differentiable Exponential Linear Units", 2017). ``inplace`` as
     :func:`split_elu`."""
-    if inplace and z.is_complex() and not z.is_conj():
-        F.celu(torch.view_as_real(z), alpha, inplace=True)
-        return z
-    if inplace and z.is_complex():  # as split_elu
-        return z.copy_(_split(lambda t: F.celu(t, alpha), z))
-    return _split(lambda t: F.celu(t, alpha, inplace=inplace), z)
+    return _split_with_inplace(lambda t, inplace=False: F.celu(t, alpha, inplace), z, inplace)
+
+
+def split_leaky_relu(
+    z: torch.Tensor, negative_slope: float = 0.01, inplace: bool = False
+) -> torch.Tensor:
+    r"""Split leaky ReLU :math:`\mathrm{LReLU}(x) + i\,\mathrm{LReLU}(y)`,
+    :math:`\mathrm{LReLU}(t) = t` for :math:`t \ge 0`, else :math:`a t` with :math:`a` =
+    ``negative_slope`` (Maas et al., "Rectifier Nonlinearities Improve Neural Network Acoustic
+    Models", ICML 2013; on each part as complex MRI U-Nets use it). ``inplace`` as
+    :func:`split_elu`; real input gives torch's leaky ReLU."""
+    return _split_with_inplace(
+        lambda t, inplace=False: F.leaky_relu(t, negative_slope, inplace), z, inplace
+    )
 
 
 def _modrelu_autograd(z: torch.Tensor, bias: torch.Tensor | float) -> torch.Tensor:

@@ -33,6 +33,7 @@ __all__ = [
     "PReLU",
     "ELU",
     "CELU",
+    "LeakyReLU",
     "ZLeakyReLU",
     "ModTanh",
     "GeorgiouKoutsougeras",
@@ -341,6 +342,31 @@ class CELU(_AlphaSplit):
     """
 
     _fn = staticmethod(CF.split_celu)
+
+
+class LeakyReLU(nn.Module):
+    r"""Split leaky ReLU :math:`\mathrm{LReLU}(x) + i\,\mathrm{LReLU}(y)` with
+    ``torch.nn.LeakyReLU``'s arguments ``(negative_slope=0.01, inplace=False)``; real input gives
+    torch's LeakyReLU (Maas et al., ICML 2013; see :func:`cplxnet.functional.split_leaky_relu`).
+
+    Examples::
+
+        >>> cplxnet.nn.LeakyReLU(0.2)(torch.tensor([-1.0 + 2.0j]))
+        tensor([-0.2000+2.j])
+    """
+
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
+        super().__init__()
+        self.negative_slope = float(negative_slope)
+        self.inplace = inplace
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """``input`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise on each part."""
+        _check_tensor(input, type(self).__name__)
+        return CF.split_leaky_relu(input, self.negative_slope, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
 
 
 class ZLeakyReLU(nn.Module):

@@ -33,6 +33,10 @@ CASES = {
         lambda z: CF.split_celu(z, 2.0),
         _split_ref(lambda t: t.clamp(min=0) + (2.0 * ((t / 2.0).exp() - 1)).clamp(max=0)),
     ),
+    "leaky_relu": (
+        lambda z: CF.split_leaky_relu(z, 0.2),
+        _split_ref(lambda t: torch.where(t >= 0, t, 0.2 * t)),
+    ),
     "zleaky": (
         lambda z: CF.zleaky_relu(z, 0.2),
         lambda z: torch.where((z.real >= 0) & (z.imag >= 0), z, 0.2 * z),
@@ -101,8 +105,16 @@ def test_discrete_mvn_backward_is_the_continuous_mvn_gradient():
     torch.testing.assert_close(g_discrete, g_continuous)
 
 
+INPLACE_SPLIT = [(CF.split_elu, F.elu), (CF.split_celu, F.celu)]
+INPLACE_SPLIT += [(CF.split_leaky_relu, F.leaky_relu)]
+
+
 def test_inplace_elu_and_celu_overwrite_and_return_the_input():
-    for fn, ref in ((CF.split_elu, F.elu), (CF.split_celu, F.celu)):
+    for fn, ref in (
+        (CF.split_elu, F.elu),
+        (CF.split_celu, F.celu),
+        (CF.split_leaky_relu, F.leaky_relu),
+    ):
         z = _z(4, 3)
         expected = torch.complex(ref(z.real, 0.6), ref(z.imag, 0.6))
         out = fn(z, 0.6, inplace=True)
@@ -110,10 +122,20 @@ def test_inplace_elu_and_celu_overwrite_and_return_the_input():
         torch.testing.assert_close(z, expected)
     m = cnn.ELU(inplace=True)
     assert "inplace=True" in repr(m)
+    m = cnn.LeakyReLU(0.2, True)
+    assert (
+        repr(m)
+        == "LeakyReLU(negative_slope=0.2, inplace=True)"
+        == repr(torch.nn.LeakyReLU(0.2, True))
+    )
 
 
 def test_inplace_elu_and_celu_on_a_lazy_conjugate_write_through_it():
-    for fn, ref in ((CF.split_elu, F.elu), (CF.split_celu, F.celu)):
+    for fn, ref in (
+        (CF.split_elu, F.elu),
+        (CF.split_celu, F.celu),
+        (CF.split_leaky_relu, F.leaky_relu),
+    ):
         base = _z(4, 3)
         z = base.conj()
         expected = torch.complex(ref(base.real, 0.6), ref(-base.imag, 0.6))
