@@ -128,6 +128,9 @@ def test_inplace_elu_and_celu_overwrite_and_return_the_input():
         == "LeakyReLU(negative_slope=0.2, inplace=True)"
         == repr(torch.nn.LeakyReLU(0.2, True))
     )
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(cnn.LeakyReLU(0.2)(x), torch.nn.LeakyReLU(0.2)(x))  # real input
+    assert cnn.LeakyReLU().negative_slope == torch.nn.LeakyReLU().negative_slope
 
 
 def test_inplace_elu_and_celu_on_a_lazy_conjugate_write_through_it():

@@ -78,6 +78,7 @@ NO_DTYPE = {
     "TransformerDecoder": "built from a TransformerDecoderLayer, which has rows",
     "ELU": "no parameters; real input gives torch's ELU (tests/nn/test_activation.py)",
     "CELU": "no parameters; real input gives torch's CELU (tests/nn/test_activation.py)",
+    "LeakyReLU": "no parameters; real input gives torch's (tests/nn/test_activation_extra.py)",
     "Dropout1d": "no parameters; whole channels dropped as torch's",
     "Dropout2d": "no parameters; whole channels dropped as torch's",
     "Dropout3d": "no parameters; whole channels dropped as torch's",
