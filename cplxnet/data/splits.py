@@ -76,7 +76,7 @@ def stratified_holdout(
             f"cannot hold out {n} of {total} examples and keep an example of each of the "
             f"{len(groups)} labels for training; hold out at most {sum(room.values())}"
         )
-    take = {label: min(int(q), room[label]) for label, q in quota.items()}
+    take = {label: int(q) for label, q in quota.items()}  # n < total: int(q) <= room
     left = n - sum(take.values())
     order = sorted(quota, key=lambda lab: (-(quota[lab] - take[lab]), lab))
     while left:  # the leftover slots by largest remainder, again where a label has no room

@@ -178,10 +178,7 @@ def encoding_option_parameters(
         from .combined import combined_option_parameters
 
         return combined_option_parameters(spec, encoding_option_parameters)
-    cls = get_encoding_class(spec) if isinstance(spec, str) else spec
-    if isinstance(cls, PositionalEncoding):
-        cls = type(cls)
-    return {n: p for n, p in _options_of(cls).items() if n not in CONTEXT}
+    return {n: p for n, p in _options_of(_encoding_class(spec)).items() if n not in CONTEXT}
 
 
 def _options_of(cls: type) -> dict[str, inspect.Parameter]:
@@ -202,10 +199,14 @@ def infinite_option_flags(
         from .combined import combined_option_parameters
 
         return combined_option_parameters(spec, infinite_option_flags)
-    cls = get_encoding_class(spec) if isinstance(spec, str) else spec
-    if isinstance(cls, PositionalEncoding):
-        cls = type(cls)
+    cls = _encoding_class(spec)
     return {n: n in cls.infinite_options for n in encoding_option_parameters(cls)}
+
+
+def _encoding_class(spec: str | type[PositionalEncoding] | PositionalEncoding) -> type:
+    """The encoding class of a single (not combined) ``spec``: a name, a class or an instance."""
+    cls = get_encoding_class(spec) if isinstance(spec, str) else spec
+    return type(cls) if isinstance(cls, PositionalEncoding) else cls
 
 
 def kind_error(default: Any, value: Any, infinite: bool = False) -> str | None:

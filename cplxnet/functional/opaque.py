@@ -9,9 +9,9 @@ as Float"), the same with torch's own complex ``conv2d``. Compiled, these activa
 call one custom operator ``cplxnet::activation`` (forward, the eager implementation) and
 ``cplxnet::activation_backward`` (its gradient, the vector-Jacobian product of the composed form
 by :func:`torch.func.vjp`), which run eagerly at run time; the compiled graph treats them as
-calls with contiguous outputs. ``torch.export``, ``torch.func``
-transforms and double backward keep the composed ops (:func:`applies`), so an exported program
-holds only aten ops.
+calls with contiguous outputs. ``torch.export`` and ``torch.func`` transforms keep the composed
+ops (:func:`applies`), so an exported program holds only aten ops; torch refuses double backward
+through a compiled graph.
 
 Examples::
 
@@ -41,14 +41,14 @@ _INSIDE = threading.local()
 
 def register(kind: str, fn: Callable) -> None:
     """Make ``fn(z, param, scalar)`` (``param`` a real tensor or ``None``, ``scalar`` a float)
-        callable as the opaque activation ``kind``; ``fn`` must also run inside ``torch.func``
+    callable as the opaque activation ``kind``; ``fn`` must also run inside ``torch.func``
     transforms (its gradient is taken with :func:`torch.func.vjp`)."""
     _EAGER[kind] = fn
 
 
 def applies(z: torch.Tensor) -> bool:
-    """True while ``torch.compile`` traces a complex ``z`` for autograd (not ``torch.export``,
-    not inside ``torch.func`` transforms, not under ``create_graph``-style double backward)."""
+    """True while ``torch.compile`` traces a complex ``z`` (not ``torch.export``, not inside
+    ``torch.func`` transforms, not inside the operators' own implementations)."""
     return (
         z.is_complex()
         and not getattr(_INSIDE, "on", False)
@@ -104,8 +104,7 @@ def _vjp(kind, grad, z, param, scalar) -> list[torch.Tensor]:  # noqa: ANN001
     else:
         _, vjp = torch.func.vjp(lambda t, p: _EAGER[kind](t, p, scalar), z, param)
         gz, gp = vjp(grad)
-    gz, gp = gz.contiguous(), gp.contiguous()
-    return [gz, gp]
+    return [gz.contiguous(), gp.contiguous()]
 
 
 @_backward.register_fake

@@ -344,40 +344,11 @@ class CELU(_AlphaSplit):
     _fn = staticmethod(CF.split_celu)
 
 
-class LeakyReLU(nn.Module):
-    r"""Split leaky ReLU :math:`\mathrm{LReLU}(x) + i\,\mathrm{LReLU}(y)` with
-    ``torch.nn.LeakyReLU``'s arguments ``(negative_slope=0.01, inplace=False)``; real input gives
-    torch's LeakyReLU (Maas et al., ICML 2013; see :func:`cplxnet.functional.split_leaky_relu`).
+class _SlopeActivation(nn.Module):
+    """Shared ``(negative_slope, inplace)`` arguments of the leaky rectifiers (torch's
+    ``nn.LeakyReLU``'s)."""
 
-    Examples::
-
-        >>> cplxnet.nn.LeakyReLU(0.2)(torch.tensor([-1.0 + 2.0j]))
-        tensor([-0.2000+2.j])
-    """
-
-    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
-        super().__init__()
-        self.negative_slope = float(negative_slope)
-        self.inplace = inplace
-
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
-        """``input`` any shape ``(*)``, complex (or real) -> ``(*)``, element-wise on each part."""
-        _check_tensor(input, type(self).__name__)
-        return CF.split_leaky_relu(input, self.negative_slope, self.inplace)
-
-    def extra_repr(self) -> str:
-        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
-
-
-class ZLeakyReLU(nn.Module):
-    r"""zLeakyReLU: :math:`z` if :math:`0 \le \arg z \le \pi/2`, else ``negative_slope`` times
-    :math:`z` (Guberman's zReLU with a leak, as torchcvnn's ``zLeakyReLU``).
-
-    Examples::
-
-        >>> cplxnet.nn.ZLeakyReLU(0.1)(torch.tensor([1.0 + 1.0j, -1.0 + 1.0j]))
-        tensor([ 1.0000+1.0000j, -0.1000+0.1000j])
-    """
+    _fn = staticmethod(CF.split_leaky_relu)
 
     def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
         super().__init__()
@@ -388,10 +359,37 @@ class ZLeakyReLU(nn.Module):
         """``input`` any shape ``(*)``, complex (or real: leaky ReLU) -> ``(*)`` (``inplace``:
         into ``input``)."""
         _check_tensor(input, type(self).__name__)
-        return CF.zleaky_relu(input, self.negative_slope, self.inplace)
+        return self._fn(input, self.negative_slope, self.inplace)
 
     def extra_repr(self) -> str:
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
+
+
+class LeakyReLU(_SlopeActivation):
+    r"""Split leaky ReLU :math:`\mathrm{LReLU}(x) + i\,\mathrm{LReLU}(y)` with
+    ``torch.nn.LeakyReLU``'s arguments ``(negative_slope=0.01, inplace=False)``; real input gives
+    torch's LeakyReLU (Maas et al., ICML 2013; see :func:`cplxnet.functional.split_leaky_relu`).
+
+    Examples::
+
+        >>> cplxnet.nn.LeakyReLU(0.2)(torch.tensor([-1.0 + 2.0j]))
+        tensor([-0.2000+2.j])
+    """
+
+    _fn = staticmethod(CF.split_leaky_relu)
+
+
+class ZLeakyReLU(_SlopeActivation):
+    r"""zLeakyReLU: :math:`z` if :math:`0 \le \arg z \le \pi/2`, else ``negative_slope`` times
+    :math:`z` (Guberman's zReLU with a leak, as torchcvnn's ``zLeakyReLU``).
+
+    Examples::
+
+        >>> cplxnet.nn.ZLeakyReLU(0.1)(torch.tensor([1.0 + 1.0j, -1.0 + 1.0j]))
+        tensor([ 1.0000+1.0000j, -0.1000+0.1000j])
+    """
+
+    _fn = staticmethod(CF.zleaky_relu)
 
 
 class ModTanh(nn.Module):
