@@ -10,6 +10,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import contextlib
 from typing import Any
 
 from .argtypes import positive_int
@@ -53,42 +54,63 @@ def _encodings(results: str) -> list[str]:
     return sorted({str(r.get("encoding")) for r in load_results(results) if r.get("encoding")})
 
 
+def _folder_lock(args: argparse.Namespace) -> Any:
+    """The comparison folder's own lock when the report goes into one (a ``compare`` writing it
+    refuses the report, and the report refuses a ``compare``); no lock for any other folder."""
+    from ..compare.grid.scheduler import grid_lock
+    from ..compare.grid.store import is_comparison
+    from ..compare.report.render import results_folder
+
+    folder = args.out or results_folder(args.results)
+    if folder is None or not is_comparison(folder):
+        return contextlib.nullcontext()
+    fix = (
+        "wait for it to end (a compare writes report.md when its cells are done), or give --out "
+        "another folder to see the results so far"
+    )
+    return grid_lock(folder, "cplxnet report", fix)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """``cplxnet report RESULTS``: the report of a language-model or a classification grid."""
-    from ..compare.report.lm_report import is_lm_results, render_lm_report
-    from ..compare.report.render import render_report
+    from ..compare.grid.cells import CompareError
 
     try:
-        if args.target != DEFAULT_TARGET:
-            labels = _encodings(args.results)
-            if args.target not in labels:
-                return fail(
-                    f"--target {args.target} is not an encoding of these results; give one of "
-                    f"{', '.join(labels)}"
-                )
-        if is_lm_results(args.results):
-            text, written = render_lm_report(
-                args.results,
-                args.out,
-                target=args.target,
-                digits=args.digits,
-                plots=not args.no_plot,
-            )
-            print(text)
-            print("wrote " + ", ".join(written))
-            return 0
-        text, written = render_report(
-            args.results,
-            args.out,
-            target=args.target,
-            metric=args.metric,
-            digits=args.digits,
-            plots=not args.no_plot,
-        )
+        with _folder_lock(args):
+            text, written = _render(args)
     except PermissionError as err:
         return fail(f"{err.filename}: permission denied; give --out a folder you can write to")
-    except (FileNotFoundError, ValueError, KeyError) as err:
-        return fail(str(err) if not isinstance(err, KeyError) else f"missing column {err}")
+    except (CompareError, FileNotFoundError, ValueError) as err:
+        return fail(str(err))
+    except KeyError as err:
+        return fail(f"missing column {err}")
     print(text)
     print("wrote " + ", ".join(written))
     return 0
+
+
+def _render(args: argparse.Namespace) -> tuple[str, list[str]]:
+    """The markdown and the files written of ``args``'s report (the folder's lock held)."""
+    from ..compare.report.lm_report import is_lm_results, render_lm_report
+    from ..compare.report.render import render_report
+
+    if args.target != DEFAULT_TARGET:
+        labels = _encodings(args.results)
+        if args.target not in labels:
+            raise ValueError(
+                f"--target {args.target} is not an encoding of these results; give one of "
+                f"{', '.join(labels)}"
+            )
+    if is_lm_results(args.results):
+        return render_lm_report(
+            args.results, args.out, target=args.target, digits=args.digits,
+            plots=not args.no_plot,
+        )  # fmt: skip
+    return render_report(
+        args.results,
+        args.out,
+        target=args.target,
+        metric=args.metric,
+        digits=args.digits,
+        plots=not args.no_plot,
+    )

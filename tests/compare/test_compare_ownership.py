@@ -162,11 +162,11 @@ def test_report_on_a_folder_with_a_foreign_cell_file_is_one_line(tmp_path, capsy
 
 
 def test_a_train_into_a_folder_a_comparison_holds_names_it(tmp_path, capsys):
-    from cplxnet.compare.grid.scheduler import _lock
+    from cplxnet.compare.grid.scheduler import grid_lock
 
     out = tmp_path / "grid"
     out.mkdir()
-    with _lock(str(out)):
+    with grid_lock(str(out)):
         argv = ["train", "--model", "fasttext", "--epochs", "1", "--run-dir", str(out)]
         assert main(argv) == 1
     err = capsys.readouterr().err
@@ -261,3 +261,43 @@ def test_no_report_when_every_run_ended_in_an_error(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "(1 runs, 1 errors)" in printed and "wrote " not in printed
     assert not (out / "report.md").exists() and not (out / ".lock").exists()
+
+
+def test_report_into_a_comparison_a_compare_holds_is_refused(tmp_path, capsys):
+    """``cplxnet report`` into a comparison folder takes the folder's lock: refused while a
+    ``compare`` holds it (the compare writes its own report at the end), with ``--out`` elsewhere
+    still possible; a ``compare`` is refused while a report writes."""
+    from cplxnet.compare.grid.scheduler import grid_lock
+
+    grid = tmp_path / "grid"
+    assert _compare(grid) == 0
+    capsys.readouterr()
+    before = sorted(os.listdir(grid))
+    with grid_lock(str(grid)):
+        for source in (grid, grid / "results.json"):
+            assert main(["report", str(source), "--no-plot"]) == 1
+            err = capsys.readouterr().err
+            assert "is in use by another cplxnet compare" in err and "give --out" in err
+            assert "Traceback" not in err and err.count("\n") == 1
+        assert sorted(os.listdir(grid)) == sorted([*before, ".lock"])
+        assert main(["report", str(grid), "--out", str(tmp_path / "now"), "--no-plot"]) == 0
+    assert (tmp_path / "now" / "report.md").exists()
+    assert main(["report", str(grid), "--no-plot"]) == 0
+    assert not (grid / ".lock").exists()  # released
+
+    held = []
+
+    def render(*args, **kwargs):  # a compare started while the report writes
+        held.append(_compare(grid))
+        return "", []
+
+    import cplxnet.compare.report.render as render_module
+
+    original = render_module.render_report
+    render_module.render_report = render
+    try:
+        assert main(["report", str(grid), "--no-plot"]) == 0
+    finally:
+        render_module.render_report = original
+    assert held == [1]
+    assert "is in use by another cplxnet report" in capsys.readouterr().err

@@ -15,19 +15,17 @@ from .progress import Eta, fmt_duration
 from .store import ResultStore
 
 __all__ = [
+    "grid_lock",
     "run_grid",
 ]
 
 
-def _lock(out: str) -> FolderLock:
-    """``out/.lock``: two comparisons never write one folder at once."""
-    return FolderLock(
-        os.path.join(out, ".lock"),
-        out,
-        "cplxnet compare",
-        "wait for it or choose another --out",
-        CompareError,
-    )
+def grid_lock(
+    out: str, label: str = "cplxnet compare", fix: str = "wait for it or choose another --out"
+) -> FolderLock:
+    """``out/.lock``: one command at a time writes a comparison folder (a ``compare`` running
+    its cells and writing its report, or a ``report`` re-rendering it)."""
+    return FolderLock(os.path.join(out, ".lock"), out, label, fix, CompareError)
 
 
 def _check_runs_free(out: str, todo: Sequence[Cell]) -> None:
@@ -84,7 +82,7 @@ def run_grid(
     store = ResultStore(out)
     store.check_out()
     os.makedirs(out, exist_ok=True)
-    with _lock(out):
+    with grid_lock(out):
         store.check_out()  # again, as the owner: another command may have written meanwhile
         done = store.load()
         store.check_presets(cells, options, done)
