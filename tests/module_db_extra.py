@@ -26,6 +26,19 @@ def _logits_grid_and_classes(dtype, device):
     return (_randn((2, 3, 2, 2), dtype, device), classes), {}
 
 
+def _kspace(coils):
+    """(image, kspace, mask, sensitivity) of an MRI data-consistency step with ``coils`` maps
+    (``None`` without maps); columns 0, 2, 3 sampled."""
+
+    def make(dtype, device):
+        mask = torch.tensor([True, False, True, True, False], device=device).view(1, 1, 1, 5)
+        n = coils or 1
+        args = (_randn((2, 1, 4, 5), dtype, device), _randn((2, n, 4, 5), dtype, device), mask)
+        return (*args, _randn((2, n, 4, 5), dtype, device)) if coils else args, {}
+
+    return make
+
+
 MODULES: list[ModuleInfo] = [
     ModuleInfo(cnn.PReLU, _x(2, 3, 4), args=(3,), supports_real=True, compile_backend="aot_eager"),
     ModuleInfo(
@@ -66,5 +79,14 @@ MODULES: list[ModuleInfo] = [
         kwargs={"score": "magnitude", "label_smoothing": 0.1},
         name="CrossEntropyLoss_magnitude_grid",
         **_LOSS,
+    ),
+    ModuleInfo(cnn.DataConsistency, _kspace(None), has_params=False),
+    ModuleInfo(
+        cnn.DataConsistency,
+        _kspace(3),
+        args=(0.7,),
+        kwargs={"learnable": True, "centered": True, "norm": "backward"},
+        name="DataConsistency_learnable_coils",
+        compile_backend="aot_eager",
     ),
 ]

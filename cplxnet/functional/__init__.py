@@ -6,6 +6,7 @@ from .compiled import *  # noqa: F403
 from .conv import *  # noqa: F403
 from .dropout import *  # noqa: F403
 from .embedding import *  # noqa: F403
+from .kspace import *  # noqa: F403
 from .linear import *  # noqa: F403
 from .loss import *  # noqa: F403
 from .norm import *  # noqa: F403

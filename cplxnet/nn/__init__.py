@@ -5,6 +5,7 @@ from .attention import *  # noqa: F403
 from .conv import *  # noqa: F403
 from .dropout import *  # noqa: F403
 from .embedding import *  # noqa: F403
+from .kspace import *  # noqa: F403
 from .kv_cache import *  # noqa: F403
 from .linear import *  # noqa: F403
 from .loss import *  # noqa: F403

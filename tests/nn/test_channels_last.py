@@ -52,7 +52,23 @@ def _layers():
         ("ZReLU", 2, cnn.ZReLU),
         ("SplitTanh", 2, cnn.SplitTanh),
         ("ModTanh", 2, cnn.ModTanh),
+        ("DataConsistency", 2, lambda: _Measured(cnn.DataConsistency(0.5, centered=True, **kw))),
+        ("DataConsistency-3d", 3, lambda: _Measured(cnn.DataConsistency(dim=(-3, -2, -1), **kw))),
     ]
+
+
+class _Measured(torch.nn.Module):
+    """A data-consistency step with fixed measurements of the input's size (every other column
+    sampled)."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        k0 = torch.randn(x.shape, dtype=x.dtype, generator=torch.Generator().manual_seed(0))
+        mask = torch.arange(x.shape[-1]) % 2 == 0
+        return self.m(x, k0, mask)
 
 
 class _PoolUnpool(torch.nn.Module):
