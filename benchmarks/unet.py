@@ -2,14 +2,18 @@
 
     python benchmarks/unet.py                        # 600 steps each, writes benchmarks/UNET.md
     python benchmarks/unet.py --steps 20 --out /tmp/unet.md   # a quick check that it runs
+    python benchmarks/unet.py --data-consistency     # each net's output through k-space DC
 
 Task (:func:`cplxnet.models.undersampled_fourier_pairs`): random complex 32 x 32 images (Gaussian
 blobs with linear phase ramps, unit RMS), 4x undersampled in k-space (8% central columns kept),
 zero-filled inverse FFT as input; the target is the full image. Both networks are trained on the
 same batches in the same order from the same data seed, with Adam (lr 1e-3) and the complex MSE
 (:class:`cplxnet.nn.MSELoss`; the twin's MSE on the real channels, times 2, is the same number).
-The steps of the two models alternate (complex, real, real, complex, ...), one thread, and the
-step-time ratio is the median over steps of complex / real. Test error is the normalised MSE
+With ``--data-consistency`` each net's output goes through :class:`cplxnet.nn.DataConsistency`
+(the measured k-space samples replace the predicted ones, as in an unrolled reconstruction
+network's last step); the same step serves both nets. The steps of the two models alternate
+(complex, real, real, complex, ...), one thread, and the step-time ratio is the median over
+steps of complex / real. Test error is the normalised MSE
 :math:`\\sum |\\hat y - y|^2 / \\sum |y|^2` on 256 held-out images, next to the zero-filled input's.
 """
 
@@ -59,14 +63,28 @@ def _nets(args: argparse.Namespace, norm: bool = True) -> dict:
     return nets
 
 
+def _pairs(n: int, g: torch.Generator, args: argparse.Namespace) -> tuple:
+    """``(zero_filled, image, measured)``: ``measured`` is ``(kspace, mask)`` with
+    ``--data-consistency``, else ``None``."""
+    x, y, *measured = undersampled_fourier_pairs(
+        n, args.size, generator=g, return_kspace=args.data_consistency
+    )
+    return x, y, measured or None
+
+
 def _train(nets: dict, steps: int, g: torch.Generator, args: argparse.Namespace):
     """``steps`` interleaved Adam steps of both nets on the same batches: per-step times and
     losses."""
     fmt = torch.channels_last if args.memory_format == "channels_last" else torch.contiguous_format
+    dc = cplxnet.nn.DataConsistency()
+
+    def consistent(out: torch.Tensor, measured: list | None) -> torch.Tensor:
+        return out if measured is None else dc(out.contiguous(), *measured)
+
     feed = {
-        "complex": lambda z: nets["complex"](z.contiguous(memory_format=fmt)),
-        "real twin": lambda z: from_channels(
-            nets["real twin"](as_channels(z).contiguous(memory_format=fmt))
+        "complex": lambda z, m: consistent(nets["complex"](z.contiguous(memory_format=fmt)), m),
+        "real twin": lambda z, m: consistent(
+            from_channels(nets["real twin"](as_channels(z).contiguous(memory_format=fmt))), m
         ),
     }
     opts = {k: torch.optim.Adam(m.parameters(), lr=args.lr) for k, m in nets.items()}
@@ -75,11 +93,11 @@ def _train(nets: dict, steps: int, g: torch.Generator, args: argparse.Namespace)
     curve: dict[str, list[float]] = {k: [] for k in nets}
     order = list(nets)
     for step in range(steps):
-        x, y = undersampled_fourier_pairs(args.batch, args.size, generator=g)
+        x, y, measured = _pairs(args.batch, g, args)
         for k in order if step % 2 == 0 else order[::-1]:
             nets[k].train()
             t0 = time.perf_counter()
-            loss = loss_fn(feed[k](x), y)
+            loss = loss_fn(feed[k](x, measured), y)
             opts[k].zero_grad(set_to_none=True)
             loss.backward()
             opts[k].step()
@@ -95,7 +113,7 @@ def _median_ratio(times: dict) -> float:
 def run(args: argparse.Namespace) -> str:
     torch.set_num_threads(1)
     g = torch.Generator().manual_seed(args.data_seed)
-    test_x, test_y = undersampled_fourier_pairs(256, args.size, generator=g)
+    test_x, test_y, test_measured = _pairs(256, g, args)
     torch.manual_seed(args.seed)
     nets = _nets(args)
     feed, times, curve = _train(nets, args.steps, g, args)
@@ -103,7 +121,7 @@ def run(args: argparse.Namespace) -> str:
     with torch.no_grad():
         for k, m in nets.items():
             m.eval()
-            results[k] = nmse(feed[k](test_x), test_y)
+            results[k] = nmse(feed[k](test_x, test_measured), test_y)
     ratio = _median_ratio(times)
     plain = _train(_nets(args, norm=False), args.norm_steps, g, args)[1]
     plain_ratio = _median_ratio(plain)
@@ -122,12 +140,14 @@ def run(args: argparse.Namespace) -> str:
         "# Complex U-Net against its equal-FLOP real twin",
         "",
         f"`python benchmarks/unet.py --steps {args.steps} --memory-format "
-        f"{args.memory_format}` on {time.strftime('%Y-%m-%d')}, "
+        f"{args.memory_format}{' --data-consistency' if args.data_consistency else ''}` on "
+        f"{time.strftime('%Y-%m-%d')}, "
         f"torch {torch.__version__}, 1 thread, load {load}. Undersampled-Fourier reconstruction "
         f"of {args.size} x {args.size} complex images (4x, zero-filled input), batch {args.batch}, "
         f"Adam lr {args.lr}, U-Net depth {args.depth}, base {args.base} complex channels "
         f"(twin: {2 * args.base} real), upsampling by `{args.upsample}`, seed {args.seed}, "
-        f"memory format `{args.memory_format}` (both nets' weights and inputs).",
+        f"memory format `{args.memory_format}` (both nets' weights and inputs)"
+        + ("; each net's output through `DataConsistency()`." if args.data_consistency else "."),
         "",
         "| model | real parameters | train loss (mean of last fifth) | test NMSE | "
         "ms per training step |",
@@ -177,7 +197,14 @@ def main(argv: list[str] | None = None) -> None:
         help="memory format of both nets and their inputs",
     )
     p.add_argument(
-        "--out", help="default: benchmarks/UNET.md (contiguous) or UNET_CHANNELS_LAST.md"
+        "--data-consistency",
+        action="store_true",
+        help="put each net's output through cplxnet.nn.DataConsistency",
+    )
+    p.add_argument(
+        "--out",
+        help="default: benchmarks/UNET.md (contiguous), UNET_CHANNELS_LAST.md or "
+        "UNET_DATA_CONSISTENCY.md (with --data-consistency)",
     )
     p.add_argument("--no-reexec", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -185,6 +212,7 @@ def main(argv: list[str] | None = None) -> None:
         p.error("--steps and --norm-steps must be at least 10")
     if args.out is None:
         name = "UNET.md" if args.memory_format == "contiguous" else "UNET_CHANNELS_LAST.md"
+        name = "UNET_DATA_CONSISTENCY.md" if args.data_consistency else name
         args.out = os.path.join(HERE, name)
     text = run(args)
     with open(args.out, "w") as f:

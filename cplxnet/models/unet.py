@@ -159,10 +159,15 @@ def undersampled_fourier_pairs(
     blobs: int = 6,
     generator: torch.Generator | None = None,
     dtype: torch.dtype = torch.complex64,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    return_kspace: bool = False,
+) -> tuple[torch.Tensor, ...]:
     """``n`` synthetic complex images ``(n, 1, size, size)`` and their zero-filled
     reconstructions from undersampled Fourier data (the MRI setting of Zbontar et al.'s fastMRI
-    masks): ``(zero_filled, image)``.
+    masks): ``(zero_filled, image)``; with ``return_kspace=True`` also the measurements and the
+    mask, ``(zero_filled, image, kspace, mask)``, as :class:`cplxnet.nn.DataConsistency` takes
+    them with its defaults: ``kspace`` ``(n, 1, size, size)`` is ``fft2(image, norm="ortho")``
+    where sampled and zero elsewhere, ``mask`` ``(n, 1, 1, size)`` bool (both with the zero
+    frequency first, torch's FFT layout).
 
     Each image is a sum of ``blobs`` Gaussian blobs with random centres, widths and magnitudes,
     each carrying a linear phase ramp of random slope (so the phase varies smoothly and a model
@@ -191,6 +196,9 @@ def undersampled_fourier_pairs(
     half = max(1, round(size * center_fraction / 2))
     mid = size // 2
     keep[..., mid - half : mid + half] = True
-    masked = kspace * keep
-    zero_filled = torch.fft.ifft2(torch.fft.ifftshift(masked, dim=(-2, -1)), norm="ortho")
-    return zero_filled.to(dtype), image.to(dtype)
+    masked = torch.fft.ifftshift(kspace * keep, dim=(-2, -1))
+    zero_filled = torch.fft.ifft2(masked, norm="ortho")
+    if not return_kspace:
+        return zero_filled.to(dtype), image.to(dtype)
+    mask = torch.fft.ifftshift(keep, dim=-1)
+    return zero_filled.to(dtype), image.to(dtype), masked.to(dtype), mask

@@ -29,6 +29,25 @@ def test_the_task_is_undersampled_fourier_data_of_unit_rms_complex_images():
     assert torch.equal(x, x2) and torch.equal(y, y2)  # seeded
 
 
+def test_the_measurements_are_what_data_consistency_takes():
+    """``return_kspace=True``: the same pairs (the same draws), the masked k-space of the image and
+    its mask; both the zero-filled input and the true image are consistent with them."""
+    x, y = _data(3, 16)
+    x2, y2, k0, mask = undersampled_fourier_pairs(
+        3, 16, generator=torch.Generator().manual_seed(0), return_kspace=True
+    )
+    assert torch.equal(x, x2) and torch.equal(y, y2)
+    assert k0.shape == (3, 1, 16, 16) and k0.dtype == torch.complex64
+    assert mask.shape == (3, 1, 1, 16) and mask.dtype == torch.bool
+    assert mask[..., 0].all() and 0 < mask.float().mean() < 0.6  # the centre, first in FFT order
+    k = torch.fft.fft2(y, norm="ortho")
+    torch.testing.assert_close(k0, k * mask)
+    dc = cplxnet.nn.DataConsistency()
+    torch.testing.assert_close(dc(x, k0, mask), x, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(dc(y, k0, mask), y, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(dc(torch.zeros_like(x), k0, mask), x, atol=1e-5, rtol=1e-5)
+
+
 def test_channels_round_trip():
     z = torch.randn(2, 3, 4, 4, dtype=torch.cfloat)
     r = as_channels(z)
