@@ -189,6 +189,22 @@ def test_opaque_activations_only_while_compiling_for_autograd():
     torch.testing.assert_close(out, m(x))
 
 
+def test_opaque_activations_do_not_recompile_on_the_second_step():
+    """The first run of the operator sets its re-entry flag; a compiled model must not read that
+    as a changed global and compile again on the next step (a second compile of a U-Net takes
+    seconds to minutes)."""
+    from cplxnet.functional import opaque
+
+    m = torch.nn.Sequential(cnn.Conv2d(2, 2, 3, padding=1), cnn.ModReLU((2, 1, 1)))
+    x = torch.randn(2, 2, 6, 6, dtype=torch.complex64)
+    torch._dynamo.reset()
+    vars(opaque._INSIDE).clear()  # a fresh thread's flag, as in a new process
+    compiled = torch.compile(m, backend="aot_eager")
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for _ in range(3):
+            compiled(x).abs().sum().backward()
+
+
 @pytest.mark.parametrize("zs,bs", [((2, 3), (3,)), ((3,), (2, 3)), ((), ()), ((0, 3), (3,))])
 def test_opaque_operator_fake_matches_real(zs, bs):
     """torch.library.opcheck: the fake implementation gives the real one's shape, dtype and

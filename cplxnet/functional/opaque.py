@@ -35,8 +35,18 @@ __all__ = ["applies", "call", "register"]
 
 #: kind -> eager implementation ``fn(z, param, scalar)`` (kept across a reload of this module)
 _EAGER: dict[str, Callable] = globals().get("_EAGER", {})
+
+
+class _Flag(threading.local):
+    """A per-thread flag, ``False`` until set. The class default means the attribute always
+    exists: a compiled graph guards on its value, which stays ``False`` between calls, so the
+    first call that sets and restores it does not make the graph compile again."""
+
+    on = False
+
+
 #: set while an operator's implementation runs: the activation inside is never the operator
-_INSIDE = threading.local()
+_INSIDE = _Flag()
 
 
 def register(kind: str, fn: Callable) -> None:
@@ -51,7 +61,7 @@ def applies(z: torch.Tensor) -> bool:
     ``torch.func`` transforms, not inside the operators' own implementations)."""
     return (
         z.is_complex()
-        and not getattr(_INSIDE, "on", False)
+        and not _INSIDE.on
         and torch.compiler.is_compiling()
         and not torch.compiler.is_exporting()
         and not is_transformed()
@@ -60,7 +70,7 @@ def applies(z: torch.Tensor) -> bool:
 
 @contextlib.contextmanager
 def _inside():
-    previous, _INSIDE.on = getattr(_INSIDE, "on", False), True
+    previous, _INSIDE.on = _INSIDE.on, True
     try:
         yield
     finally:
