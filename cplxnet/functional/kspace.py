@@ -22,11 +22,16 @@ The weight chooses the scheme:
   Dynamic MR Image Reconstruction", IEEE TMI 2018, :math:`\lambda \to \infty`). It is a
   projection: applying it twice gives the same image.
 - :math:`w = \lambda / (1 + \lambda)` is their noisy form,
-  :math:`\tilde{k} = (\hat{k} + \lambda k_0) / (1 + \lambda)` on the sampled entries.
-- A learned :math:`w` is the soft data-consistency step :math:`\hat{k} - \eta\, m (\hat{k} -
-  k_0)` of the end-to-end variational network (Sriram et al., MICCAI 2020), :math:`w = \eta`,
-  whose sensitivity-weighted coil combination (``sens_reduce``) is the sum above; with maps
-  normalised to :math:`\sum_c |S_c|^2 = 1` an all-zero mask returns :math:`x`.
+  :math:`\tilde{k} = (\hat{k} + \lambda k_0) / (1 + \lambda)` on the sampled entries (their
+  code's ``noise_lvl`` is :math:`\lambda`, and its ``None`` or 0 means noiseless, here
+  :math:`w = 1`; :math:`w = 0` here leaves the image unchanged).
+- A learned :math:`w = \eta` is the soft data-consistency term
+  :math:`\hat{k} - \eta\, m (\hat{k} - k_0)` of the end-to-end variational network (Sriram et
+  al., MICCAI 2020) applied to an image: its coil expansion and sensitivity-weighted
+  combination (``sens_expand``, ``sens_reduce``) are :math:`S_c x` and the sum above. VarNet
+  itself keeps multi-coil k-space as its state and subtracts this term and its regulariser's
+  in parallel; with maps normalised to :math:`\sum_c |S_c|^2 = 1` an all-zero mask returns
+  :math:`x`.
 """
 
 from __future__ import annotations
@@ -46,20 +51,30 @@ _NORMS = ("backward", "ortho", "forward")
 
 
 def check_options(
-    weight: float | torch.Tensor, dim: int | Sequence[int], norm: str, owner: str
+    weight: float | torch.Tensor,
+    dim: int | Sequence[int],
+    norm: str,
+    centered: bool,
+    coil_dim: int,
+    owner: str,
 ) -> tuple[int, ...]:
-    """One-line errors for a weight, ``dim`` or ``norm`` of the wrong kind; ``dim`` as a tuple
-    (its range is checked against the k-space at the call)."""
+    """One-line errors for options of the wrong kind; ``dim`` as a tuple (its range is checked
+    against the k-space at the call)."""
     if not isinstance(weight, torch.Tensor):
-        if isinstance(weight, bool) or not isinstance(weight, numbers.Real):
+        number = (numbers.Real, torch.SymFloat, torch.SymInt)  # symbolic under torch.compile
+        if isinstance(weight, bool) or not isinstance(weight, number):
             raise TypeError(f"{owner}: weight must be a real number or tensor, got {weight!r}")
-        if not math.isfinite(weight):
+        if not -math.inf < weight < math.inf:
             raise ValueError(f"{owner}: weight must be finite, got {weight}")
     given = (dim,) if isinstance(dim, int) else tuple(dim) if isinstance(dim, Sequence) else None
     if not given or any(isinstance(d, bool) or not isinstance(d, int) for d in given):
         raise TypeError(f"{owner}: dim must be an int or a sequence of ints, got {dim!r}")
     if norm not in _NORMS:
         raise ValueError(f"{owner}: norm must be one of {', '.join(_NORMS)}, got {norm!r}")
+    if not isinstance(centered, bool):
+        raise TypeError(f"{owner}: centered must be True or False, got {centered!r}")
+    if isinstance(coil_dim, bool) or not isinstance(coil_dim, int):
+        raise TypeError(f"{owner}: coil_dim must be an int, got {coil_dim!r}")
     return given
 
 
@@ -119,8 +134,15 @@ def _check_operands(
             f"{owner}: input is {input.dtype} but kspace is {kspace.dtype}; convert one so both "
             "have one dtype"
         )
-    coils = input.shape
-    if sensitivity is not None:
+    if kspace.dtype == torch.complex32 and kspace.device.type == "cpu":
+        raise TypeError(f"{owner}: torch has no complex32 FFT on the CPU; convert to complex64")
+    if sensitivity is None:
+        if input.shape != kspace.shape:
+            raise ValueError(
+                f"{owner}: input has size {list(input.shape)} but kspace has size "
+                f"{list(kspace.shape)}; give them one size (or pass the coil sensitivity maps)"
+            )
+    else:
         check_complex(sensitivity, owner, "sensitivity")
         if sensitivity.dtype != kspace.dtype:
             raise TypeError(
@@ -133,22 +155,14 @@ def _check_operands(
             )
         if coil_dim % kspace.dim() in dims:
             raise ValueError(f"{owner}: coil_dim {coil_dim} is one of the transformed dims {given}")
-        if input.dim() != kspace.dim() or input.shape[coil_dim] != 1:
+        want = list(kspace.shape)
+        want[coil_dim] = 1
+        if list(input.shape) != want:
             raise ValueError(
-                f"{owner}: with sensitivity maps the input needs k-space's {kspace.dim()} dims "
-                f"with size 1 on coil_dim {coil_dim}, got input of size {list(input.shape)}"
+                f"{owner}: with sensitivity maps the input needs kspace's size with size 1 on "
+                f"coil_dim {coil_dim} ({want}), got input of size {list(input.shape)}"
             )
-        try:
-            coils = torch.broadcast_shapes(sensitivity.shape, input.shape)
-        except RuntimeError:
-            coils = None
-    if coils != kspace.shape:
-        what = "sensitivity * input" if sensitivity is not None else "input"
-        have = list(coils) if coils is not None else "no common size"
-        raise ValueError(
-            f"{owner}: {what} has size {have} but kspace has size {list(kspace.shape)}; give "
-            "them one size"
-        )
+        _check_broadcast(sensitivity, kspace.shape, owner, "sensitivity")
     if not isinstance(mask, torch.Tensor) or mask.is_complex():
         got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
         raise TypeError(f"{owner}: mask must be a bool or real tensor (1 = sampled), got {got}")
@@ -178,16 +192,17 @@ def data_consistency(
     r"""Bring the image ``input`` to the measured k-space samples (module docstring for the math).
 
     Args:
-        input: the current image, complex; with ``sensitivity``, of k-space's dims with size 1
-            on ``coil_dim`` (``(N, 1, H, W)``), else of k-space's size.
+        input: the current image, complex; with ``sensitivity``, of k-space's size but 1 on
+            ``coil_dim`` (``(N, 1, H, W)``), else of k-space's size.
         kspace: the measured k-space :math:`k_0`, complex, same dtype (zero where not sampled).
         mask: the sampling mask, bool or real (1 = sampled; values in between weight the
             entries), broadcasting to k-space (``(H, W)``, or ``(1, 1, 1, W)`` for lines).
         weight: :math:`w`: 1 replaces the sampled entries, :math:`\lambda/(1+\lambda)` is the
             noisy form; a float, or a real tensor of the parts' dtype (a learned step)
             broadcasting to k-space.
-        sensitivity: coil sensitivity maps :math:`S_c` broadcasting with ``input`` to k-space's
-            size (``(N, C, H, W)``); the result is combined over ``coil_dim``.
+        sensitivity: coil sensitivity maps :math:`S_c` broadcasting to k-space's size
+            (``(N, C, H, W)``, or ``(1, C, H, W)`` for one set of maps); the result is combined
+            over ``coil_dim``.
         dim: the spatial dims transformed (default the last two).
         norm: torch's FFT normalisation, ``"ortho"`` (default), ``"backward"`` or ``"forward"``.
         centered: k-space stored with the zero frequency in the middle (fastMRI's layout).
@@ -208,7 +223,7 @@ def data_consistency(
         True
     """
     owner = "data_consistency"
-    given = check_options(weight, dim, norm, owner)
+    given = check_options(weight, dim, norm, centered, coil_dim, owner)
     dims = _check_operands(input, kspace, mask, weight, sensitivity, given, coil_dim, owner)
     if kspace.numel() == 0:  # torch's FFT refuses empty tensors; no entry, or a sum of no coils
         return input.clone() if sensitivity is None else torch.zeros_like(input)

@@ -65,13 +65,13 @@ class DataConsistency(HasDtype, nn.Module):
         super().__init__()
         if isinstance(weight, torch.Tensor):
             raise TypeError(f"{owner}: weight must be a real number, got a tensor")
-        self.dim = check_options(weight, dim, norm, owner)
+        self.dim = check_options(weight, dim, norm, centered, coil_dim, owner)
         if len(set(self.dim)) != len(self.dim):
             raise ValueError(f"{owner}: dim {self.dim} names a dim twice")
         self._dtype = fk["dtype"]
         self.init = float(weight)
         self.learnable = bool(learnable)
-        self.norm, self.centered, self.coil_dim = norm, bool(centered), int(coil_dim)
+        self.norm, self.centered, self.coil_dim = norm, centered, coil_dim
         if self.learnable:
             part = real_dtype(fk["dtype"])
             self.weight = nn.Parameter(torch.empty((), device=device, dtype=part))

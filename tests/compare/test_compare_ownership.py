@@ -301,3 +301,41 @@ def test_report_into_a_comparison_a_compare_holds_is_refused(tmp_path, capsys):
         render_module.render_report = original
     assert held == [1]
     assert "is in use by another cplxnet report" in capsys.readouterr().err
+
+
+def test_report_of_other_results_into_a_held_comparison_is_refused(tmp_path, capsys):
+    """``--out`` naming a comparison folder a compare holds is refused as the folder itself is,
+    whatever results the report reads; nothing is written into it."""
+    from cplxnet.compare.grid.scheduler import grid_lock
+
+    grid, other = tmp_path / "grid", tmp_path / "other"
+    assert _compare(grid) == 0
+    other.mkdir()
+    text = (grid / "results.json").read_text(encoding="utf-8")
+    (other / "results.json").write_text(text, encoding="utf-8")
+    capsys.readouterr()
+    before = sorted(os.listdir(grid))
+    with grid_lock(str(grid)):
+        assert main(["report", str(other), "--out", str(grid), "--no-plot"]) == 1
+        err = capsys.readouterr().err
+        assert "is in use by another cplxnet compare" in err and err.count("\n") == 1
+        assert sorted(os.listdir(grid)) == sorted([*before, ".lock"])
+
+
+def test_cmd_report_itself_refuses_a_held_folder_in_one_line(tmp_path, capsys):
+    """``cmd_report`` (not only ``main``) turns the lock's refusal into its one-line failure."""
+    import argparse
+
+    from cplxnet.cli.report import add_report_command, cmd_report
+    from cplxnet.compare.grid.scheduler import grid_lock
+
+    grid = tmp_path / "grid"
+    assert _compare(grid) == 0
+    capsys.readouterr()
+    parser = argparse.ArgumentParser()
+    add_report_command(parser.add_subparsers())
+    args = parser.parse_args(["report", str(grid), "--no-plot"])
+    with grid_lock(str(grid)):
+        assert cmd_report(args) == 1
+    err = capsys.readouterr().err
+    assert "is in use by another cplxnet compare" in err and err.count("\n") == 1

@@ -220,8 +220,34 @@ BAD = {
     ),  # fmt: skip
     "maps size": (
         _bad(sensitivity=torch.zeros(2, 3, 4, 4, dtype=torch.cfloat)),
-        "sensitivity * input has size [2, 3, 4, 4] but kspace has size [2, 1, 4, 4]",
+        "sensitivity of size [2, 3, 4, 4] does not broadcast to the k-space size [2, 1, 4, 4]",
     ),
+    "input broadcast by the maps": (
+        _bad(
+            image=torch.zeros(1, 1, 4, 4, dtype=torch.cfloat),
+            kspace=torch.zeros(2, 3, 4, 4, dtype=torch.cfloat),
+            sensitivity=torch.zeros(2, 3, 4, 4, dtype=torch.cfloat),
+        ),
+        "with size 1 on coil_dim 1 ([2, 1, 4, 4]), got input of size [1, 1, 4, 4]",
+    ),  # fmt: skip
+    "input of width 1 with maps": (
+        _bad(
+            image=torch.zeros(2, 1, 4, 1, dtype=torch.cfloat),
+            kspace=torch.zeros(2, 3, 4, 4, dtype=torch.cfloat),
+            sensitivity=torch.zeros(2, 3, 4, 4, dtype=torch.cfloat),
+        ),
+        "got input of size [2, 1, 4, 1]",
+    ),  # fmt: skip
+    "complex32 on the CPU": (
+        _bad(
+            image=torch.zeros(2, 1, 4, 4, dtype=torch.complex32),
+            kspace=torch.zeros(2, 1, 4, 4, dtype=torch.complex32),
+        ),
+        "no complex32 FFT on the CPU; convert to complex64",
+    ),  # fmt: skip
+    "coil_dim str": (_bad(coil_dim="1"), "coil_dim must be an int, got '1'"),
+    "coil_dim bool": (_bad(coil_dim=True), "coil_dim must be an int, got True"),
+    "centered str": (_bad(centered="no"), "centered must be True or False, got 'no'"),
     "coil dim transformed": (
         _bad(sensitivity=torch.zeros(2, 1, 4, 4, dtype=torch.cfloat), coil_dim=-1),
         "coil_dim -1 is one of the transformed dims",
@@ -229,6 +255,25 @@ BAD = {
     "coil dim range": (
         _bad(sensitivity=torch.zeros(2, 1, 4, 4, dtype=torch.cfloat), coil_dim=4),
         "coil_dim 4 is out of range",
+    ),
+    "mask more dims": (
+        _bad(mask=torch.ones(3, 1, 1, 1, 4)),
+        "mask of size [3, 1, 1, 1, 4] does not",
+    ),
+    "mask more coils": (_bad(mask=torch.ones(2, 2, 4, 4)), "mask of size [2, 2, 4, 4] does not"),
+    "weight more dims": (
+        _bad(weight=torch.ones(2, 1, 1, 1, 1)),
+        "weight of size [2, 1, 1, 1, 1] does",
+    ),
+    "weight bool": (_bad(weight=True), "weight must be a real number or tensor, got True"),
+    "dim empty": (_bad(dim=()), "dim must be an int or a sequence of ints, got ()"),
+    "image with the coils, maps": (
+        _bad(
+            image=torch.zeros(2, 3, 4, 4, dtype=torch.cfloat),
+            kspace=torch.zeros(2, 3, 4, 4, dtype=torch.cfloat),
+            sensitivity=torch.zeros(2, 3, 4, 4, dtype=torch.cfloat),
+        ),
+        "with size 1 on coil_dim 1",
     ),
 }
 
@@ -271,6 +316,8 @@ def test_the_module_learns_its_weight_and_checks_its_options():
         (dict(weight=math.inf), "weight must be finite"),
         (dict(weight=torch.tensor(1.0)), "weight must be a real number, got a tensor"),
         (dict(dtype=torch.float32), "complex"),
+        (dict(coil_dim=1.7), "coil_dim must be an int, got 1.7"),
+        (dict(centered=1), "centered must be True or False, got 1"),
     ]:
         with pytest.raises((TypeError, ValueError), match=message):
             cplxnet.nn.DataConsistency(**bad)
@@ -305,3 +352,31 @@ def test_empty_inputs_give_empty_or_zero_images():
     x, k0, maps = _c(2, 1, 4, 4), torch.zeros(2, 0, 4, 4, dtype=C128), torch.zeros(2, 0, 4, 4)
     got = CF.data_consistency(x, k0, torch.ones(4), sensitivity=maps.to(C128))
     assert torch.equal(got, torch.zeros_like(x))
+
+
+def test_maps_shared_over_the_batch_broadcast():
+    """Maps of one subject for a whole batch, ``(1, C, H, W)``, are the expanded maps."""
+    x, k0, maps = _c(2, 1, 4, 5, seed=1), _c(2, 3, 4, 5, seed=2), _c(1, 3, 4, 5, seed=3)
+    mask = torch.rand(4, 5, generator=torch.Generator().manual_seed(0)) < 0.5
+    got = CF.data_consistency(x, k0, mask, 0.6, sensitivity=maps, centered=True)
+    want = reference(x, k0, mask, 0.6, maps.expand(2, 3, 4, 5), centered=True)
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+
+
+def test_an_empty_batch_gives_a_new_tensor():
+    """The empty-input shortcut returns a copy, as the non-empty path does, never ``input``."""
+    x = torch.zeros(0, 1, 4, 4, dtype=C128)
+    y = CF.data_consistency(x, x, torch.ones(4))
+    assert y is not x and y.shape == x.shape
+
+
+@pytest.mark.parametrize("learnable", [False, True])
+def test_compiles_with_dynamic_shapes_in_one_graph(learnable):
+    """A fixed float weight is a symbolic float under ``dynamic=True``: checked without leaving
+    the graph."""
+    dc = cplxnet.nn.DataConsistency(0.5, learnable=learnable, dtype=C128)
+    x, k0, maps = _c(2, 1, 4, 5, seed=1), _c(2, 3, 4, 5, seed=2), _c(2, 3, 4, 5, seed=3)
+    mask = torch.rand(4, 5, generator=torch.Generator().manual_seed(0)) < 0.5
+    torch._dynamo.reset()
+    compiled = torch.compile(dc, backend="aot_eager", fullgraph=True, dynamic=True)
+    torch.testing.assert_close(compiled(x, k0, mask, maps), dc(x, k0, mask, maps))
