@@ -189,6 +189,14 @@ def _bad(**over):
     return kw
 
 
+def _with_maps(*image):
+    """Bad arguments with 3-coil k-space and maps ``(2, 3, 4, 4)`` and an image of size
+    ``image``."""
+    coils = dict(kspace=torch.zeros(2, 3, 4, 4, dtype=torch.cfloat),
+                 sensitivity=torch.zeros(2, 3, 4, 4, dtype=torch.cfloat))  # fmt: skip
+    return _bad(image=torch.zeros(*image, dtype=torch.cfloat), **coils)
+
+
 BAD = {
     "real image": (_bad(image=torch.zeros(2, 1, 4, 4)), "input must be a complex tensor"),
     "dtypes differ": (
@@ -223,28 +231,17 @@ BAD = {
         "sensitivity of size [2, 3, 4, 4] does not broadcast to the k-space size [2, 1, 4, 4]",
     ),
     "input broadcast by the maps": (
-        _bad(
-            image=torch.zeros(1, 1, 4, 4, dtype=torch.cfloat),
-            kspace=torch.zeros(2, 3, 4, 4, dtype=torch.cfloat),
-            sensitivity=torch.zeros(2, 3, 4, 4, dtype=torch.cfloat),
-        ),
+        _with_maps(1, 1, 4, 4),
         "with size 1 on coil_dim 1 ([2, 1, 4, 4]), got input of size [1, 1, 4, 4]",
-    ),  # fmt: skip
-    "input of width 1 with maps": (
-        _bad(
-            image=torch.zeros(2, 1, 4, 1, dtype=torch.cfloat),
-            kspace=torch.zeros(2, 3, 4, 4, dtype=torch.cfloat),
-            sensitivity=torch.zeros(2, 3, 4, 4, dtype=torch.cfloat),
-        ),
-        "got input of size [2, 1, 4, 1]",
-    ),  # fmt: skip
+    ),
+    "input of width 1 with maps": (_with_maps(2, 1, 4, 1), "got input of size [2, 1, 4, 1]"),
     "complex32 on the CPU": (
         _bad(
             image=torch.zeros(2, 1, 4, 4, dtype=torch.complex32),
             kspace=torch.zeros(2, 1, 4, 4, dtype=torch.complex32),
         ),
         "no complex32 FFT on the CPU; convert to complex64",
-    ),  # fmt: skip
+    ),
     "coil_dim str": (_bad(coil_dim="1"), "coil_dim must be an int, got '1'"),
     "coil_dim bool": (_bad(coil_dim=True), "coil_dim must be an int, got True"),
     "centered str": (_bad(centered="no"), "centered must be True or False, got 'no'"),
@@ -267,14 +264,7 @@ BAD = {
     ),
     "weight bool": (_bad(weight=True), "weight must be a real number or tensor, got True"),
     "dim empty": (_bad(dim=()), "dim must be an int or a sequence of ints, got ()"),
-    "image with the coils, maps": (
-        _bad(
-            image=torch.zeros(2, 3, 4, 4, dtype=torch.cfloat),
-            kspace=torch.zeros(2, 3, 4, 4, dtype=torch.cfloat),
-            sensitivity=torch.zeros(2, 3, 4, 4, dtype=torch.cfloat),
-        ),
-        "with size 1 on coil_dim 1",
-    ),
+    "image with the coils, maps": (_with_maps(2, 3, 4, 4), "with size 1 on coil_dim 1"),
 }
 
 
