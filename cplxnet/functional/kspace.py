@@ -194,7 +194,8 @@ def data_consistency(
     Args:
         input: the current image, complex; with ``sensitivity``, of k-space's size but 1 on
             ``coil_dim`` (``(N, 1, H, W)``), else of k-space's size.
-        kspace: the measured k-space :math:`k_0`, complex, same dtype (zero where not sampled).
+        kspace: the measured k-space :math:`k_0`, complex, same dtype (zero where not sampled;
+            with a bool mask its entries outside the mask are never read).
         mask: the sampling mask, bool or real (1 = sampled; values in between weight the
             entries), broadcasting to k-space (``(H, W)``, or ``(1, 1, 1, W)`` for lines).
         weight: :math:`w`: 1 replaces the sampled entries, :math:`\lambda/(1+\lambda)` is the
@@ -229,10 +230,13 @@ def data_consistency(
         return input.clone() if sensitivity is None else torch.zeros_like(input)
     coils = input if sensitivity is None else sensitivity * input
     k = _fft(coils, dims, norm, centered, inverse=False)
-    step = mask.to(real_dtype(k.dtype))
+    if mask.dtype == torch.bool:  # k-space outside the mask is never read (NaN there stays out)
+        residual = torch.where(mask, kspace - k, 0)
+    else:
+        residual = mask.to(real_dtype(k.dtype)) * (kspace - k)
     if isinstance(weight, torch.Tensor) or weight != 1:
-        step = step * weight
-    out = _fft(k + step * (kspace - k), dims, norm, centered, inverse=True)
+        residual = residual * weight
+    out = _fft(k + residual, dims, norm, centered, inverse=True)
     if sensitivity is not None:
         out = (sensitivity.conj() * out).sum(dim=coil_dim, keepdim=True)
     nd = len(dims)

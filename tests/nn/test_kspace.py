@@ -370,3 +370,15 @@ def test_compiles_with_dynamic_shapes_in_one_graph(learnable):
     torch._dynamo.reset()
     compiled = torch.compile(dc, backend="aot_eager", fullgraph=True, dynamic=True)
     torch.testing.assert_close(compiled(x, k0, mask, maps), dc(x, k0, mask, maps))
+
+
+def test_a_bool_mask_never_reads_unsampled_kspace():
+    """fastMRI's soft DC is ``torch.where(mask, ...)``: NaN or inf in k-space outside a bool mask
+    stays out of the image (a real mask multiplies, so there 0 * NaN is NaN)."""
+    x, k0 = _c(1, 1, 4, 4, seed=1), _c(1, 1, 4, 4, seed=2)
+    mask = torch.tensor([True, False, True, False])
+    want = CF.data_consistency(x, k0 * mask, mask, 0.5)
+    k0[..., 1], k0[..., 3] = float("nan"), float("inf")
+    got = CF.data_consistency(x, k0, mask, 0.5)
+    torch.testing.assert_close(got, want)
+    assert CF.data_consistency(x, k0, mask.double(), 0.5).isnan().any()
