@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 from typing import Any
 
 from .argtypes import positive_int
@@ -62,8 +63,8 @@ def _folder_lock(args: argparse.Namespace) -> Any:
     from ..compare.report.render import results_folder
 
     folder = args.out or results_folder(args.results)
-    if folder is None or not is_comparison(folder):
-        return contextlib.nullcontext()
+    if not os.path.exists(args.results) or folder is None or not is_comparison(folder):
+        return contextlib.nullcontext()  # a missing RESULTS is reported as such
     fix = (
         "wait for it to end (a compare writes report.md when its cells are done), or give --out "
         "another folder to see the results so far"

@@ -281,6 +281,9 @@ def test_report_into_a_comparison_a_compare_holds_is_refused(tmp_path, capsys):
             assert "Traceback" not in err and err.count("\n") == 1
         assert sorted(os.listdir(grid)) == sorted([*before, ".lock"])
         assert main(["report", str(grid), "--out", str(tmp_path / "now"), "--no-plot"]) == 0
+        assert main(["report", str(grid / "missing.json"), "--no-plot"]) == 1
+        err = capsys.readouterr().err
+        assert "missing.json" in err and "in use" not in err  # not found, not the lock
     assert (tmp_path / "now" / "report.md").exists()
     assert main(["report", str(grid), "--no-plot"]) == 0
     assert not (grid / ".lock").exists()  # released
