@@ -69,6 +69,8 @@ def check_options(
     given = (dim,) if isinstance(dim, int) else tuple(dim) if isinstance(dim, Sequence) else None
     if not given or any(isinstance(d, bool) or not isinstance(d, int) for d in given):
         raise TypeError(f"{owner}: dim must be an int or a sequence of ints, got {dim!r}")
+    if len(set(given)) != len(given):
+        raise ValueError(f"{owner}: dim {given} names a dim twice")
     if norm not in _NORMS:
         raise ValueError(f"{owner}: norm must be one of {', '.join(_NORMS)}, got {norm!r}")
     if not isinstance(centered, bool):
@@ -79,7 +81,8 @@ def check_options(
 
 
 def _dims(given: tuple[int, ...], ndim: int, owner: str) -> tuple[int, ...]:
-    """``given`` as distinct non-negative dims of a ``ndim``-dim tensor."""
+    """``given`` (distinct as written, :func:`check_options`) as non-negative dims of a
+    ``ndim``-dim tensor, still distinct (``-1`` and ``ndim - 1`` are one dim)."""
     out = []
     for d in given:
         if not -ndim <= d < ndim:

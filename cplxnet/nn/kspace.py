@@ -66,8 +66,6 @@ class DataConsistency(HasDtype, nn.Module):
         if isinstance(weight, torch.Tensor):
             raise TypeError(f"{owner}: weight must be a real number, got a tensor")
         self.dim = check_options(weight, dim, norm, centered, coil_dim, owner)
-        if len(set(self.dim)) != len(self.dim):
-            raise ValueError(f"{owner}: dim {self.dim} names a dim twice")
         self._dtype = fk["dtype"]
         self.init = float(weight)
         self.learnable = bool(learnable)
